@@ -1,0 +1,61 @@
+# stagehand: `make demo` and `make test` are all a new user needs.
+# Every target installs what is missing first (scripts/deps.sh; a no-op when
+# everything is there).
+
+RUNTIMES := luajit lua5.4 lua5.1
+CC ?= cc
+WARN := -Wall -Wextra -Wshadow -Wconversion -Wstrict-prototypes -Wmissing-prototypes
+CFLAGS_CORE := -std=c99 -O2 -g -fPIC $(WARN)
+CORE_SRC := csrc/sh_heap.c csrc/sh_clock.c csrc/sh_timer.c csrc/sh_sys.c
+CORE_HDR := csrc/stagehand.h csrc/sh_heap.h
+MODULE_SRC := csrc/lstagehand.c
+
+INC_luajit := /usr/include/luajit-2.1
+INC_lua5.4 := /usr/include/lua5.4
+INC_lua5.1 := /usr/include/lua5.1
+
+SANITIZE := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+
+.PHONY: all deps build test test-c test-lua demo bench env clean sanitize check-warnings
+
+all: build
+
+deps:
+	@sh scripts/deps.sh
+
+build: deps $(foreach rt,$(RUNTIMES),build/$(rt)/stagehand/_core.so)
+
+# The core's symbols stay exported: the FFI backend ffi.load()s this same file.
+define module_rule
+build/$(1)/stagehand/_core.so: $(CORE_SRC) $(MODULE_SRC) $(CORE_HDR)
+	@mkdir -p $$(@D)
+	$$(CC) $$(CFLAGS_CORE) -I$$(INC_$(1)) -shared -o $$@ $(CORE_SRC) $(MODULE_SRC) -lm
+endef
+$(foreach rt,$(RUNTIMES),$(eval $(call module_rule,$(rt))))
+
+build/test_core: $(CORE_SRC) $(CORE_HDR) csrc/test/test_core.c
+	@mkdir -p $(@D)
+	$(CC) -std=c99 -O1 -g $(WARN) -DSH_DEBUG_CHECKS -o $@ $(CORE_SRC) csrc/test/test_core.c -lm
+
+test-c: deps build/test_core
+	./build/test_core
+
+test: build build/test_core
+	@sh scripts/test.sh $(RUNTIMES)
+
+demo: build
+	@eval "$$(sh scripts/env.sh luajit)" && luajit examples/scene_loader.lua
+
+bench: build
+	@eval "$$(sh scripts/env.sh luajit)" && luajit bench/bench.lua
+
+LUA ?= luajit
+env:
+	@sh scripts/env.sh $(LUA)
+
+check-warnings: deps
+	@mkdir -p build
+	$(CC) $(CFLAGS_CORE) -Werror -I$(INC_lua5.4) -fsyntax-only $(CORE_SRC) $(MODULE_SRC)
+
+clean:
+	rm -rf build

@@ -1,0 +1,199 @@
+/*
+ * stagehand._core: the classic C module over the core, for PUC Lua 5.1-5.4
+ * (and LuaJIT when STAGEHAND_BACKEND=c). It mirrors the flat C API one
+ * function for one function, so lua/stagehand/backend.lua can treat it and
+ * the FFI library alike. Objects are full userdata whose __gc calls the one
+ * destroy function; statuses come back as integers, as from the FFI.
+ */
+#include "stagehand.h"
+
+#include <math.h>
+
+#include "lauxlib.h"
+#include "lua.h"
+
+#define CLOCK_MT "stagehand.clock"
+#define TIMERS_MT "stagehand.timers"
+
+typedef struct box {
+  void *p;
+} box;
+
+static void *check_obj(lua_State *L, int arg, const char *mt) {
+  box *b = (box *)luaL_checkudata(L, arg, mt);
+  if (!b->p) luaL_argerror(L, arg, "object already freed");
+  return b->p;
+}
+#define CLOCK(L) ((sh_clock *)check_obj(L, 1, CLOCK_MT))
+#define TIMERS(L) ((sh_timers *)check_obj(L, 1, TIMERS_MT))
+
+/* Ids arrive as Lua numbers; anything not a whole number in range maps to -1,
+ * which the core refuses with SH_EINVAL, instead of an undefined cast. */
+static int32_t check_id(lua_State *L, int arg) {
+  lua_Number n = luaL_checknumber(L, arg);
+  if (!(n >= 0 && n < (lua_Number)SH_MAX_ID) || floor(n) != n) return -1;
+  return (int32_t)n;
+}
+
+static int new_obj(lua_State *L, void *p, const char *mt) {
+  box *b;
+  if (!p) return luaL_error(L, "stagehand: out of memory");
+  b = (box *)lua_newuserdata(L, sizeof *b);
+  b->p = p;
+  luaL_getmetatable(L, mt);
+  lua_setmetatable(L, -2);
+  return 1;
+}
+
+static int ret_int(lua_State *L, int v) {
+  lua_pushinteger(L, v);
+  return 1;
+}
+
+static int l_clock_new(lua_State *L) { return new_obj(L, sh_clock_new(), CLOCK_MT); }
+static int l_clock_gc(lua_State *L) {
+  box *b = (box *)luaL_checkudata(L, 1, CLOCK_MT);
+  sh_clock_free((sh_clock *)b->p);
+  b->p = NULL;
+  return 0;
+}
+static int l_clock_start(lua_State *L) {
+  sh_clock *c = CLOCK(L);
+  return ret_int(L, sh_clock_start(c, check_id(L, 2), luaL_checknumber(L, 3), luaL_checknumber(L, 4)));
+}
+static int l_clock_progress(lua_State *L) {
+  sh_clock *c = CLOCK(L);
+  return ret_int(L, sh_clock_progress(c, check_id(L, 2), luaL_checknumber(L, 3)));
+}
+static int l_clock_pause(lua_State *L) {
+  sh_clock *c = CLOCK(L);
+  return ret_int(L, sh_clock_pause(c, check_id(L, 2)));
+}
+static int l_clock_resume(lua_State *L) {
+  sh_clock *c = CLOCK(L);
+  return ret_int(L, sh_clock_resume(c, check_id(L, 2), luaL_checknumber(L, 3)));
+}
+static int l_clock_stop(lua_State *L) {
+  sh_clock *c = CLOCK(L);
+  return ret_int(L, sh_clock_stop(c, check_id(L, 2)));
+}
+static int l_clock_set_visible(lua_State *L) {
+  sh_clock *c = CLOCK(L);
+  luaL_checkany(L, 2);
+  return ret_int(L, sh_clock_set_visible(c, lua_toboolean(L, 2), luaL_checknumber(L, 3)));
+}
+static int l_clock_visible(lua_State *L) { return ret_int(L, sh_clock_visible(CLOCK(L))); }
+static int l_clock_visible_time(lua_State *L) {
+  sh_clock *c = CLOCK(L);
+  lua_pushnumber(L, sh_clock_visible_time(c, luaL_checknumber(L, 2)));
+  return 1;
+}
+static int l_clock_next_due(lua_State *L) {
+  sh_clock *c = CLOCK(L);
+  lua_pushnumber(L, sh_clock_next_due(c, luaL_checknumber(L, 2)));
+  return 1;
+}
+static int l_clock_pop_stalled(lua_State *L) {
+  sh_clock *c = CLOCK(L);
+  return ret_int(L, sh_clock_pop_stalled(c, luaL_checknumber(L, 2)));
+}
+static int l_clock_count(lua_State *L) { return ret_int(L, sh_clock_count(CLOCK(L))); }
+static int l_clock_check(lua_State *L) { return ret_int(L, sh_clock_check(CLOCK(L))); }
+
+static int l_timers_new(lua_State *L) { return new_obj(L, sh_timers_new(), TIMERS_MT); }
+static int l_timers_gc(lua_State *L) {
+  box *b = (box *)luaL_checkudata(L, 1, TIMERS_MT);
+  sh_timers_free((sh_timers *)b->p);
+  b->p = NULL;
+  return 0;
+}
+static int l_timers_add(lua_State *L) {
+  sh_timers *t = TIMERS(L);
+  return ret_int(L, sh_timers_add(t, check_id(L, 2), luaL_checknumber(L, 3)));
+}
+static int l_timers_cancel(lua_State *L) {
+  sh_timers *t = TIMERS(L);
+  return ret_int(L, sh_timers_cancel(t, check_id(L, 2)));
+}
+static int l_timers_peek(lua_State *L) {
+  lua_pushnumber(L, sh_timers_peek(TIMERS(L)));
+  return 1;
+}
+static int l_timers_pop(lua_State *L) {
+  sh_timers *t = TIMERS(L);
+  return ret_int(L, sh_timers_pop(t, luaL_checknumber(L, 2)));
+}
+static int l_timers_count(lua_State *L) { return ret_int(L, sh_timers_count(TIMERS(L))); }
+static int l_timers_check(lua_State *L) { return ret_int(L, sh_timers_check(TIMERS(L))); }
+
+static int l_now_ms(lua_State *L) {
+  lua_pushnumber(L, sh_now_ms());
+  return 1;
+}
+static int l_cores(lua_State *L) { return ret_int(L, sh_cores()); }
+static int l_sleep_ms(lua_State *L) {
+  sh_sleep_ms(luaL_checknumber(L, 1));
+  return 0;
+}
+
+static const luaL_Reg funcs[] = {
+    {"clock_new", l_clock_new},
+    {"clock_free", l_clock_gc},
+    {"clock_start", l_clock_start},
+    {"clock_progress", l_clock_progress},
+    {"clock_pause", l_clock_pause},
+    {"clock_resume", l_clock_resume},
+    {"clock_stop", l_clock_stop},
+    {"clock_set_visible", l_clock_set_visible},
+    {"clock_visible", l_clock_visible},
+    {"clock_visible_time", l_clock_visible_time},
+    {"clock_next_due", l_clock_next_due},
+    {"clock_pop_stalled", l_clock_pop_stalled},
+    {"clock_count", l_clock_count},
+    {"clock_check", l_clock_check},
+    {"timers_new", l_timers_new},
+    {"timers_free", l_timers_gc},
+    {"timers_add", l_timers_add},
+    {"timers_cancel", l_timers_cancel},
+    {"timers_peek", l_timers_peek},
+    {"timers_pop", l_timers_pop},
+    {"timers_count", l_timers_count},
+    {"timers_check", l_timers_check},
+    {"now_ms", l_now_ms},
+    {"cores", l_cores},
+    {"sleep_ms", l_sleep_ms},
+    {NULL, NULL},
+};
+
+static void set_funcs(lua_State *L, const luaL_Reg *l) {
+  for (; l->name; l++) {
+    lua_pushcfunction(L, l->func);
+    lua_setfield(L, -2, l->name);
+  }
+}
+
+static void new_mt(lua_State *L, const char *name, lua_CFunction gc) {
+  luaL_newmetatable(L, name);
+  lua_pushcfunction(L, gc);
+  lua_setfield(L, -2, "__gc");
+  lua_pushstring(L, name);
+  lua_setfield(L, -2, "__name");
+  lua_pop(L, 1);
+}
+
+#if defined(_WIN32)
+#define SH_EXPORT __declspec(dllexport)
+#else
+#define SH_EXPORT __attribute__((visibility("default")))
+#endif
+
+SH_EXPORT int luaopen_stagehand__core(lua_State *L);
+SH_EXPORT int luaopen_stagehand__core(lua_State *L) {
+  new_mt(L, CLOCK_MT, l_clock_gc);
+  new_mt(L, TIMERS_MT, l_timers_gc);
+  lua_newtable(L);
+  set_funcs(L, funcs);
+  lua_pushinteger(L, SH_MAX_ID);
+  lua_setfield(L, -2, "MAX_ID");
+  return 1;
+}

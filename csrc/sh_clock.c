@@ -1,0 +1,204 @@
+#include "sh_heap.h"
+#include "stagehand.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { FREE = 0, RUNNING = 1, PAUSED = 2 };
+
+typedef struct entry {
+  double last;  /* visible time of the last progress */
+  double stall; /* stall time in ms */
+  uint8_t state;
+} entry;
+
+struct sh_clock {
+  sh__heap heap;  /* running ids, keyed by a deadline never later than the true one */
+  entry *entries; /* indexed by id; as many as heap.pos_cap */
+  size_t cap;
+  int32_t count; /* started ids, running or paused */
+  int visible;
+  double vis_acc;   /* visible ms before vis_since */
+  double vis_since; /* caller time when visibility last turned on */
+};
+
+#ifdef SH_DEBUG_CHECKS
+#include <assert.h>
+#define CHECKED(c) assert(sh_clock_check(c) == SH_OK)
+#else
+#define CHECKED(c) ((void)0)
+#endif
+
+sh_clock *sh_clock_new(void) {
+  sh_clock *c = calloc(1, sizeof *c);
+  if (!c) return NULL;
+  sh__heap_init(&c->heap);
+  c->visible = 1;
+  return c;
+}
+
+void sh_clock_free(sh_clock *c) {
+  if (!c) return;
+  sh__heap_free(&c->heap);
+  free(c->entries);
+  free(c);
+}
+
+static int valid_time(double t) { return !isnan(t) && !isinf(t); }
+
+static double vnow(const sh_clock *c, double now) {
+  if (!c->visible || now < c->vis_since) return c->vis_acc;
+  return c->vis_acc + (now - c->vis_since);
+}
+
+static entry *get(const sh_clock *c, int32_t id) {
+  if (id < 0 || (size_t)id >= c->cap) return NULL;
+  return c->entries[id].state == FREE ? NULL : &c->entries[id];
+}
+
+int sh_clock_start(sh_clock *c, int32_t id, double stall_ms, double now) {
+  entry *e;
+  int rc;
+  if (!c || !valid_time(now) || !(stall_ms > 0) || isinf(stall_ms)) return SH_EINVAL;
+  rc = sh__heap_reserve(&c->heap, id);
+  if (rc != SH_OK) return rc;
+  if (c->heap.pos_cap > c->cap) {
+    entry *grown = realloc(c->entries, c->heap.pos_cap * sizeof *grown);
+    if (!grown) return SH_ENOMEM;
+    memset(grown + c->cap, 0, (c->heap.pos_cap - c->cap) * sizeof *grown);
+    c->entries = grown;
+    c->cap = c->heap.pos_cap;
+  }
+  e = &c->entries[id];
+  if (e->state != FREE) return SH_ESTATE;
+  e->state = RUNNING;
+  e->stall = stall_ms;
+  e->last = vnow(c, now);
+  c->count++;
+  rc = sh__heap_insert(&c->heap, id, e->last + e->stall);
+  CHECKED(c);
+  return rc;
+}
+
+int sh_clock_progress(sh_clock *c, int32_t id, double now) {
+  entry *e;
+  if (!c || !valid_time(now)) return SH_EINVAL;
+  e = get(c, id);
+  if (!e) return SH_EINVAL;
+  e->last = vnow(c, now); /* no reordering: the heap finds out lazily */
+  return SH_OK;
+}
+
+int sh_clock_pause(sh_clock *c, int32_t id) {
+  entry *e;
+  if (!c) return SH_EINVAL;
+  e = get(c, id);
+  if (!e) return SH_EINVAL;
+  e->state = PAUSED; /* left in the heap; dropped when it reaches the top */
+  return SH_OK;
+}
+
+int sh_clock_resume(sh_clock *c, int32_t id, double now) {
+  entry *e;
+  int rc = SH_OK;
+  if (!c || !valid_time(now)) return SH_EINVAL;
+  e = get(c, id);
+  if (!e) return SH_EINVAL;
+  e->state = RUNNING;
+  e->last = vnow(c, now);
+  if (!sh__heap_contains(&c->heap, id)) rc = sh__heap_insert(&c->heap, id, e->last + e->stall);
+  CHECKED(c);
+  return rc;
+}
+
+int sh_clock_stop(sh_clock *c, int32_t id) {
+  entry *e;
+  if (!c) return SH_EINVAL;
+  e = get(c, id);
+  if (!e) return SH_EINVAL;
+  if (sh__heap_contains(&c->heap, id)) sh__heap_remove(&c->heap, id);
+  e->state = FREE;
+  c->count--;
+  CHECKED(c);
+  return SH_OK;
+}
+
+int sh_clock_set_visible(sh_clock *c, int visible, double now) {
+  if (!c || !valid_time(now)) return SH_EINVAL;
+  visible = visible != 0;
+  if (visible == c->visible) return SH_OK;
+  if (visible) {
+    c->vis_since = now;
+  } else {
+    c->vis_acc = vnow(c, now);
+  }
+  c->visible = visible;
+  return SH_OK;
+}
+
+int sh_clock_visible(const sh_clock *c) { return c ? c->visible : 0; }
+
+double sh_clock_visible_time(const sh_clock *c, double now) {
+  if (!c || !valid_time(now)) return -1;
+  return vnow(c, now);
+}
+
+double sh_clock_next_due(const sh_clock *c, double now) {
+  const sh__heap_item *top;
+  double d;
+  if (!c || !c->visible || !valid_time(now)) return -1;
+  top = sh__heap_top(&c->heap);
+  if (!top) return -1;
+  d = top->key - vnow(c, now);
+  return d > 0 ? d : 0;
+}
+
+int32_t sh_clock_pop_stalled(sh_clock *c, double now) {
+  const sh__heap_item *top;
+  double t;
+  if (!c || !c->visible || !valid_time(now)) return -1;
+  t = vnow(c, now);
+  while ((top = sh__heap_top(&c->heap)) != NULL && top->key <= t) {
+    int32_t id = top->id;
+    entry *e = &c->entries[id];
+    double due = e->last + e->stall;
+    if (e->state == PAUSED) {
+      sh__heap_remove(&c->heap, id);
+    } else if (due == top->key) {
+      /* Only an entry filed under its true deadline may come out, so stalls
+       * come out in true deadline order. */
+      sh__heap_remove(&c->heap, id);
+      e->state = FREE;
+      c->count--;
+      CHECKED(c);
+      return id;
+    } else {
+      sh__heap_rekey(&c->heap, id, due);
+    }
+  }
+  CHECKED(c);
+  return -1;
+}
+
+int32_t sh_clock_count(const sh_clock *c) { return c ? c->count : 0; }
+
+int sh_clock_check(const sh_clock *c) {
+  size_t i;
+  int32_t n = 0;
+  if (!c) return SH_EINVAL;
+  if (sh__heap_check(&c->heap) != SH_OK) return SH_ESTATE;
+  for (i = 0; i < c->cap; i++) {
+    const entry *e = &c->entries[i];
+    int in_heap = sh__heap_contains(&c->heap, (int32_t)i);
+    if (e->state == FREE && in_heap) return SH_ESTATE;
+    if (e->state == RUNNING && !in_heap) return SH_ESTATE;
+    if (e->state != FREE) n++;
+    /* A filed deadline is never later than the true one: that is what makes
+     * the lazy re-filing safe. */
+    if (in_heap && e->state == RUNNING &&
+        c->heap.items[c->heap.pos[i] - 1].key > e->last + e->stall)
+      return SH_ESTATE;
+  }
+  return n == c->count ? SH_OK : SH_ESTATE;
+}

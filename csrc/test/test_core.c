@@ -1,0 +1,277 @@
+/*
+ * C unit tests for the core's structures: stall clocks and timers, with
+ * their invariants checked after every step of long random sequences.
+ * Prints "N passed, N failed" and exits non-zero on any failure.
+ */
+#include "../stagehand.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int passed, failed;
+
+#define CHECK(cond)                                                                   \
+  do {                                                                                \
+    if (cond) {                                                                       \
+      passed++;                                                                       \
+    } else {                                                                          \
+      failed++;                                                                       \
+      fprintf(stderr, "%s:%d: %s: check failed: %s\n", __FILE__, __LINE__, __func__, #cond); \
+    }                                                                                 \
+  } while (0)
+
+static uint64_t rng_state = 88172645463325252ull;
+static uint32_t rnd(uint32_t n) {
+  rng_state ^= rng_state << 13;
+  rng_state ^= rng_state >> 7;
+  rng_state ^= rng_state << 17;
+  return (uint32_t)(rng_state % n);
+}
+
+static void clock_stalls_after_its_time(void) {
+  sh_clock *c = sh_clock_new();
+  CHECK(sh_clock_start(c, 3, 100, 0) == SH_OK);
+  CHECK(sh_clock_pop_stalled(c, 99) == -1);
+  CHECK(sh_clock_pop_stalled(c, 100) == 3);
+  CHECK(sh_clock_count(c) == 0);
+  CHECK(sh_clock_pop_stalled(c, 1000) == -1);
+  sh_clock_free(c);
+}
+
+static void clock_progress_defers_without_reordering(void) {
+  sh_clock *c = sh_clock_new();
+  sh_clock_start(c, 0, 100, 0);
+  sh_clock_start(c, 1, 150, 0);
+  CHECK(sh_clock_progress(c, 0, 90) == SH_OK);
+  CHECK(sh_clock_next_due(c, 90) == 10); /* stale key: a lower bound */
+  CHECK(sh_clock_pop_stalled(c, 150) == 1);
+  CHECK(sh_clock_pop_stalled(c, 189) == -1);
+  CHECK(sh_clock_next_due(c, 150) == 40); /* re-filed at its true deadline */
+  CHECK(sh_clock_pop_stalled(c, 190) == 0);
+  CHECK(sh_clock_check(c) == SH_OK);
+  sh_clock_free(c);
+}
+
+static void clock_ties_stall_in_start_order(void) {
+  sh_clock *c = sh_clock_new();
+  int32_t i;
+  for (i = 9; i >= 0; i--) sh_clock_start(c, i, 50, 0);
+  for (i = 9; i >= 0; i--) CHECK(sh_clock_pop_stalled(c, 50) == i);
+  sh_clock_free(c);
+}
+
+static void clock_hidden_time_never_counts(void) {
+  sh_clock *c = sh_clock_new();
+  sh_clock_start(c, 0, 100, 0);
+  CHECK(sh_clock_set_visible(c, 0, 60) == SH_OK);
+  CHECK(sh_clock_next_due(c, 60) == -1);
+  CHECK(sh_clock_pop_stalled(c, 10000) == -1);
+  CHECK(sh_clock_set_visible(c, 1, 10000) == SH_OK);
+  CHECK(sh_clock_visible_time(c, 10000) == 60);
+  CHECK(sh_clock_pop_stalled(c, 10039) == -1);
+  CHECK(sh_clock_pop_stalled(c, 10040) == 0);
+  sh_clock_free(c);
+}
+
+static void clock_paused_never_stalls_and_resume_is_progress(void) {
+  sh_clock *c = sh_clock_new();
+  sh_clock_start(c, 0, 100, 0);
+  CHECK(sh_clock_pause(c, 0) == SH_OK);
+  CHECK(sh_clock_pop_stalled(c, 500) == -1);
+  CHECK(sh_clock_count(c) == 1);
+  CHECK(sh_clock_resume(c, 0, 500) == SH_OK);
+  CHECK(sh_clock_pop_stalled(c, 599) == -1);
+  CHECK(sh_clock_pop_stalled(c, 600) == 0);
+  /* pause then resume before the check reaches it */
+  sh_clock_start(c, 1, 100, 0);
+  sh_clock_pause(c, 1);
+  sh_clock_resume(c, 1, 50);
+  CHECK(sh_clock_pop_stalled(c, 149) == -1);
+  CHECK(sh_clock_pop_stalled(c, 150) == 1);
+  sh_clock_free(c);
+}
+
+static void clock_refuses_bad_input(void) {
+  sh_clock *c = sh_clock_new();
+  CHECK(sh_clock_start(c, -1, 10, 0) == SH_EINVAL);
+  CHECK(sh_clock_start(c, SH_MAX_ID, 10, 0) == SH_EINVAL);
+  CHECK(sh_clock_start(c, 0, 0, 0) == SH_EINVAL);
+  CHECK(sh_clock_start(c, 0, -5, 0) == SH_EINVAL);
+  CHECK(sh_clock_start(c, 0, NAN, 0) == SH_EINVAL);
+  CHECK(sh_clock_start(c, 0, INFINITY, 0) == SH_EINVAL);
+  CHECK(sh_clock_start(c, 0, 10, NAN) == SH_EINVAL);
+  CHECK(sh_clock_progress(c, 0, 0) == SH_EINVAL);
+  CHECK(sh_clock_progress(c, 1 << 30, 0) == SH_EINVAL);
+  CHECK(sh_clock_stop(c, 7) == SH_EINVAL);
+  CHECK(sh_clock_start(c, 0, 10, 0) == SH_OK);
+  CHECK(sh_clock_start(c, 0, 10, 0) == SH_ESTATE);
+  CHECK(sh_clock_start(NULL, 0, 10, 0) == SH_EINVAL);
+  CHECK(sh_clock_pop_stalled(NULL, 0) == -1);
+  CHECK(sh_clock_check(c) == SH_OK);
+  sh_clock_free(c);
+  sh_clock_free(NULL);
+}
+
+/* A model of what each clock should do, checked against the real thing. */
+static void clock_random_sequences_keep_invariants(void) {
+  enum { IDS = 64, STEPS = 20000 };
+  double last[IDS], stall[IDS];
+  int state[IDS]; /* 0 free, 1 running, 2 paused */
+  int round;
+  for (round = 0; round < 20; round++) {
+    sh_clock *c = sh_clock_new();
+    double now = 0;
+    int visible = 1, ok = 1, step;
+    double vis = 0;
+    memset(state, 0, sizeof state);
+    for (step = 0; step < STEPS && ok; step++) {
+      int32_t id = (int32_t)rnd(IDS);
+      uint32_t op = rnd(10);
+      double dt = rnd(4) == 0 ? (double)rnd(200) : 0;
+      now += dt;
+      if (visible) vis += dt;
+      switch (op) {
+      case 0:
+      case 1:
+        if (state[id] == 0) {
+          stall[id] = 1 + rnd(500);
+          last[id] = vis;
+          state[id] = 1;
+          ok &= sh_clock_start(c, id, stall[id], now) == SH_OK;
+        } else {
+          ok &= sh_clock_start(c, id, 10, now) == SH_ESTATE;
+        }
+        break;
+      case 2:
+      case 3:
+        ok &= sh_clock_progress(c, id, now) == (state[id] ? SH_OK : SH_EINVAL);
+        if (state[id]) last[id] = vis;
+        break;
+      case 4:
+        ok &= sh_clock_pause(c, id) == (state[id] ? SH_OK : SH_EINVAL);
+        if (state[id]) state[id] = 2;
+        break;
+      case 5:
+        ok &= sh_clock_resume(c, id, now) == (state[id] ? SH_OK : SH_EINVAL);
+        if (state[id]) state[id] = 1, last[id] = vis;
+        break;
+      case 6:
+        ok &= sh_clock_stop(c, id) == (state[id] ? SH_OK : SH_EINVAL);
+        state[id] = 0;
+        break;
+      case 7:
+        visible = !visible;
+        sh_clock_set_visible(c, visible, now);
+        break;
+      default: {
+        /* Every id the model says is overdue must come out, in deadline order. */
+        int32_t got;
+        double prev = -1;
+        while ((got = sh_clock_pop_stalled(c, now)) >= 0) {
+          double due = last[got] + stall[got];
+          ok &= state[got] == 1 && due <= vis && due >= prev;
+          prev = due;
+          state[got] = 0;
+        }
+        if (visible) {
+          int i;
+          for (i = 0; i < IDS; i++) ok &= !(state[i] == 1 && last[i] + stall[i] <= vis);
+        }
+      }
+      }
+      ok &= sh_clock_check(c) == SH_OK;
+      ok &= fabs(sh_clock_visible_time(c, now) - vis) < 1e-9;
+    }
+    CHECK(ok);
+    sh_clock_free(c);
+  }
+}
+
+static void timers_pop_in_due_then_added_order(void) {
+  sh_timers *t = sh_timers_new();
+  CHECK(sh_timers_peek(t) == -1);
+  sh_timers_add(t, 5, 30);
+  sh_timers_add(t, 2, 10);
+  sh_timers_add(t, 9, 30);
+  sh_timers_add(t, 1, 20);
+  CHECK(sh_timers_add(t, 1, 40) == SH_ESTATE);
+  CHECK(sh_timers_peek(t) == 10);
+  CHECK(sh_timers_pop(t, 9) == -1);
+  CHECK(sh_timers_pop(t, 30) == 2);
+  CHECK(sh_timers_cancel(t, 1) == SH_OK);
+  CHECK(sh_timers_cancel(t, 1) == SH_ESTATE);
+  CHECK(sh_timers_pop(t, 30) == 5);
+  CHECK(sh_timers_pop(t, 30) == 9);
+  CHECK(sh_timers_pop(t, 30) == -1);
+  CHECK(sh_timers_count(t) == 0);
+  CHECK(sh_timers_add(t, -3, 1) == SH_EINVAL);
+  CHECK(sh_timers_add(t, 3, NAN) == SH_EINVAL);
+  sh_timers_free(t);
+}
+
+static void timers_random_sequences_keep_invariants(void) {
+  enum { IDS = 100 };
+  double due[IDS];
+  int on[IDS];
+  int round, ok = 1;
+  for (round = 0; round < 20; round++) {
+    sh_timers *t = sh_timers_new();
+    double now = 0;
+    int step;
+    memset(on, 0, sizeof on);
+    for (step = 0; step < 20000; step++) {
+      int32_t id = (int32_t)rnd(IDS);
+      switch (rnd(4)) {
+      case 0:
+        if (!on[id]) {
+          due[id] = now + rnd(100);
+          on[id] = 1;
+          ok &= sh_timers_add(t, id, due[id]) == SH_OK;
+        }
+        break;
+      case 1:
+        ok &= sh_timers_cancel(t, id) == (on[id] ? SH_OK : SH_ESTATE);
+        on[id] = 0;
+        break;
+      default: {
+        int32_t got;
+        double prev = -1;
+        now += rnd(10);
+        while ((got = sh_timers_pop(t, now)) >= 0) {
+          ok &= on[got] && due[got] <= now && due[got] >= prev;
+          prev = due[got];
+          on[got] = 0;
+        }
+      }
+      }
+      ok &= sh_timers_check(t) == SH_OK;
+    }
+    sh_timers_free(t);
+  }
+  CHECK(ok);
+}
+
+static void sys_reports_time_and_cores(void) {
+  double a = sh_now_ms(), b;
+  sh_sleep_ms(2);
+  b = sh_now_ms();
+  CHECK(b - a >= 2);
+  CHECK(sh_cores() >= 1);
+}
+
+int main(void) {
+  clock_stalls_after_its_time();
+  clock_progress_defers_without_reordering();
+  clock_ties_stall_in_start_order();
+  clock_hidden_time_never_counts();
+  clock_paused_never_stalls_and_resume_is_progress();
+  clock_refuses_bad_input();
+  clock_random_sequences_keep_invariants();
+  timers_pop_in_due_then_added_order();
+  timers_random_sequences_keep_invariants();
+  sys_reports_time_and_cores();
+  printf("c: %d passed, %d failed\n", passed, failed);
+  return failed ? 1 : 0;
+}

@@ -1,0 +1,24 @@
+-- The manual driver: a host frame loop (love.update, an engine tick, a spec)
+-- calls orch:step. The clock is the core's monotonic ms unless one is given.
+local B = require "stagehand.backend"
+
+local M = {}
+
+function M.new(clock)
+  local d = { name = "manual", clock = clock or B.now_ms }
+  d.reschedule = function() end
+  -- Lets `ms` of time pass while orch:wait or orch:loop has nothing to run:
+  -- a fake clock (one with :advance) is advanced, a real one slept on.
+  function d.pass(o, ms)
+    local fake = o.fake_clock
+    if fake then
+      fake:advance(ms)
+    else
+      B.sleep_ms(ms)
+    end
+  end
+  function d.close() end
+  return d
+end
+
+return M

@@ -1,0 +1,534 @@
+-- The engine under the orchestrator: job records, the run queue, resuming,
+-- parking and waking, stall checks and ending. Public methods live in
+-- orchestrator.lua, job.lua and handle.lua; this file holds what they share.
+--
+-- A job parks on one thing at a time (job.w): a settle-able (settle.lua),
+-- SLEEP (a C timer under its slot) or QUEUED (in the run queue). Whatever it
+-- parks on wakes it by queueing it; `step` resumes queued jobs oldest first.
+-- The job's stall clock lives in the C core under the job's slot, a small
+-- integer reused after the job ends.
+local B = require "stagehand.backend"
+local errors = require "stagehand.errors"
+local settle = require "stagehand.settle"
+local signal = require "stagehand.signal"
+local logm = require "stagehand.log"
+
+local co_create, co_resume, co_yield = coroutine.create, coroutine.resume, coroutine.yield
+local co_status, co_running = coroutine.status, coroutine.running
+local traceback = debug.traceback
+local pack = settle.pack
+local unpack = unpack or table.unpack
+
+local clock_start, clock_stop = B.clock_start, B.clock_stop
+local clock_pop_stalled = B.clock_pop_stalled
+local timers_add, timers_cancel, timers_pop = B.timers_add, B.timers_cancel, B.timers_pop
+
+local E = { errors = errors }
+
+E.PARK = setmetatable({}, { __name = "stagehand.PARK" })
+E.QUEUED = setmetatable({}, { __name = "stagehand.QUEUED" })
+E.SLEEP = setmetatable({}, { __name = "stagehand.SLEEP" })
+local PARK, QUEUED, SLEEP = E.PARK, E.QUEUED, E.SLEEP
+
+-- The job whose coroutine runs now (jobs may start jobs, so it is saved and
+-- restored around every resume), and, on Lua 5.1, the coroutine job:pcall
+-- runs the protected function in.
+E.current = nil
+E.inner = setmetatable({}, { __mode = "k" })
+
+-- Waits tried after a job ended: each raises at once; past LATE_LIMIT the
+-- coroutine is dropped, so a pcall loop cannot keep an ended job alive.
+local late = setmetatable({}, { __mode = "k" })
+local LATE_LIMIT = 100
+
+---------------------------------------------------------------------------
+-- The run queue: a ring buffer of jobs.
+
+local function grow(o)
+  local q, cap, h = o.q, o.qcap, o.qh
+  local nq = {}
+  for i = 1, o.qn do
+    nq[i] = q[h]
+    h = h + 1
+    if h > cap then h = 1 end
+  end
+  for i = o.qn + 1, cap * 2 do nq[i] = false end
+  o.q, o.qcap, o.qh, o.qt = nq, cap * 2, 1, o.qn + 1
+end
+
+local function enqueue(o, job)
+  if o.qn == o.qcap then grow(o) end
+  local t = o.qt
+  o.q[t] = job
+  t = t + 1
+  if t > o.qcap then t = 1 end
+  o.qt = t
+  o.qn = o.qn + 1
+  if not o.stepping then o.driver.reschedule(o) end
+end
+E.enqueue = enqueue
+
+local function dequeue(o)
+  local h = o.qh
+  local job = o.q[h]
+  o.q[h] = false
+  h = h + 1
+  if h > o.qcap then h = 1 end
+  o.qh = h
+  o.qn = o.qn - 1
+  return job
+end
+
+function E.init_queue(o)
+  o.q, o.qcap, o.qh, o.qt, o.qn = {}, 64, 1, 1, 0
+  for i = 1, 64 do o.q[i] = false end
+end
+
+---------------------------------------------------------------------------
+-- Slots: small integers naming a running job in the C core.
+
+function E.alloc_slot(o)
+  local n = o.nfree
+  if n > 0 then
+    o.nfree = n - 1
+    return o.free[n]
+  end
+  local s = o.nslot
+  if s >= B.MAX_ID then error("stagehand: too many jobs running at once", 3) end
+  o.nslot = s + 1
+  return s
+end
+
+local function free_slot(o, slot)
+  o.by_slot[slot] = nil
+  local n = o.nfree + 1
+  o.free[n] = slot
+  o.nfree = n
+end
+
+---------------------------------------------------------------------------
+-- Watchers and records.
+
+function E.record(job)
+  local o = job.orch
+  local slot = job.slot
+  local err = job.err
+  local rec = {
+    id = job.id,
+    key = job.key,
+    label = job.label,
+    state = job.state or "running",
+    priority = E.rank_name(o, E.effective_rank(job)),
+    started_at = job.started_at or o.started[slot],
+    ended_at = job.ended_at,
+    error = err and tostring(err) or nil,
+  }
+  if slot and job.w then
+    rec.waiting_on, rec.waiting_since = E.describe_wait(job), o.since[slot]
+  end
+  return rec
+end
+
+local function notify(o, job)
+  local ws = o.watchers
+  if ws[1] == nil then return end
+  local rec = E.record(job)
+  for i = 1, #ws do
+    local fn = ws[i]
+    if fn then logm.guard(o.log, "a watcher", fn, rec) end
+  end
+end
+E.notify = notify
+
+function E.describe_wait(job)
+  local w = job.w
+  local o = job.orch
+  if w == SLEEP then return "a sleep until " .. tostring(o.sleep_until[job.slot]) end
+  if w == QUEUED then return "its turn to run" end
+  if w then return w:_describe() end
+  return nil
+end
+
+---------------------------------------------------------------------------
+-- Ending. Total: the job leaves the clock, the timers and whatever it waits
+-- on, frees its slot, aborts its signal and settles every caller's Handle.
+
+local function unpark(job)
+  local w = job.w
+  if w == nil or w == QUEUED then return end
+  if w == SLEEP then
+    timers_cancel(job.orch.tm, job.slot)
+  else
+    settle.unlisten(w, job)
+  end
+  job.w = nil
+end
+
+function E.end_job(job, st, v)
+  if job.state then return false end
+  local o = job.orch
+  local slot = job.slot
+  local now = o.clock()
+  local suspended = job.w ~= nil and job.w ~= QUEUED
+  unpark(job)
+  clock_stop(o.cc, slot)
+  job.started_at = o.started[slot]
+  o.since[slot], o.started[slot], o.stall[slot], o.resumed[slot], o.sleep_until[slot] = nil, nil, nil, nil, nil
+  free_slot(o, slot)
+  job.slot = nil
+  job.state, job.ended_at = st, now
+  o.running = o.running - 1
+  if st ~= "done" then
+    job.err = v
+    local sig = rawget(job, "signal")
+    if sig then signal.abort(sig, v) end
+  end
+  -- A job parked mid-work gets one more resume: the wait raises its end, so
+  -- its cleanup runs (and no further wait can hold it).
+  if suspended and job.co then
+    job.w = QUEUED
+    enqueue(o, job)
+  end
+  local hs = job.hs
+  if st == "failed" then
+    local seen = false
+    for i = 1, #hs do
+      local h = hs[i]
+      if h._seen or h._ls then seen = true end
+    end
+    if not seen then o.unhandled[#o.unhandled + 1] = job end
+  end
+  for i = 1, #hs do settle.settle(hs[i], st, v) end
+  notify(o, job)
+  return true
+end
+
+function E.fail(job, cause, tb)
+  return E.end_job(job, "failed", errors.failed(job.label, cause, tb))
+end
+
+function E.cancel(job, reason)
+  return E.end_job(job, "cancelled", errors.cancelled(job.label, reason))
+end
+
+function E.report_unhandled(o)
+  local list = o.unhandled
+  if list[1] == nil then return end
+  o.unhandled = {}
+  for i = 1, #list do
+    local job = list[i]
+    local seen = false
+    for j = 1, #job.hs do
+      if job.hs[j]._seen then seen = true end
+    end
+    if not seen then
+      local err = job.err
+      local msg = "[stagehand] " .. job.label .. " failed and nobody waited on it: "
+        .. tostring(err.cause)
+      if err.traceback then msg = msg .. "\n" .. err.traceback end
+      logm.guard(nil, "the log function", o.log, msg)
+    end
+  end
+end
+
+---------------------------------------------------------------------------
+-- Resuming.
+
+local function after_resume(job, prev, ok, a, ...)
+  E.current = prev
+  local co = job.co
+  if co_status(co) == "dead" then
+    job.co = nil
+    if job.state then return end -- ended earlier; its cleanup has now run
+    if ok then
+      E.end_job(job, "done", pack(a, ...))
+    else
+      E.fail(job, a, traceback(co, tostring(a)))
+    end
+    return
+  end
+  if a ~= PARK then
+    -- work (or something it called) yielded past stagehand; resuming it
+    -- later would hand it values it does not expect.
+    job.co = nil
+    if not job.state then
+      E.fail(job, "work yielded with coroutine.yield; inside a job, wait with job:await, "
+        .. "job:call, job:sleep or job:slice", traceback(co))
+    end
+  end
+end
+
+function E.resume(job, now)
+  local prev = E.current
+  E.current = job
+  local slot = job.slot
+  if slot then job.orch.resumed[slot] = now end
+  return after_resume(job, prev, co_resume(job.co, job))
+end
+
+function E.start(o, job, work, stall_ms, now)
+  local slot = job.slot
+  o.by_slot[slot] = job
+  o.started[slot], o.stall[slot] = now, stall_ms
+  o.running = o.running + 1
+  local rc = clock_start(o.cc, slot, stall_ms, now)
+  if rc ~= 0 then error("stagehand: the core refused a stall clock (status " .. rc .. ")", 3) end
+  job.co = co_create(work)
+  notify(o, job)
+end
+
+---------------------------------------------------------------------------
+-- Waiting.
+
+-- Raises the end of an ended job at a wait inside its work.
+local function raise_ended(job)
+  local n = (late[job] or 0) + 1
+  late[job] = n
+  if n > LATE_LIMIT then
+    job.co = nil
+    co_yield(PARK) -- never resumed: the coroutine is dropped
+  end
+  local err = job.err
+  if err == nil then
+    err = errors.new("cancelled", job.label, job.label .. " has already ended")
+  end
+  error(err, 0)
+end
+
+--- Checks a wait is legal: inside the job's own coroutine, the job not ended.
+function E.check_wait(job, what)
+  if job.state then raise_ended(job) end
+  if E.current ~= job or co_running() ~= (E.inner[job] or job.co) then
+    error("job:" .. what .. " must be called from inside the job's own work (" .. job.label .. ")", 3)
+  end
+end
+
+local function settled_values(x)
+  local v = x._v
+  if x._st == "done" then return unpack(v, 1, v.n) end
+  error(v, 0)
+end
+
+-- Jobs a settle-able follows: nil, one job, or a list of jobs.
+local function each_followed(x, fn)
+  local f = x:_follows()
+  if f == nil then return end
+  if f.orch then return fn(f) end
+  for i = 1, #f do
+    local r = fn(f[i])
+    if r then return r end
+  end
+end
+
+-- A path of jobs from `from` back to `target` through what each awaits, or nil.
+local function find_cycle(target, from)
+  local seen = {}
+  local function walk(job, path)
+    if job == target then return path end
+    if seen[job] or job.state then return nil end
+    seen[job] = true
+    local w = job.w
+    if w == nil or w == QUEUED or w == SLEEP then return nil end
+    path[#path + 1] = job
+    local found = each_followed(w, function(j) return walk(j, path) end)
+    if found then return found end
+    path[#path] = nil
+    return nil
+  end
+  return walk(from, {})
+end
+
+local function cycle_error(job, path)
+  local names = { job.label }
+  for i = 1, #path do names[#names + 1] = path[i].label end
+  names[#names + 1] = job.label
+  local jobs = {}
+  for i = 1, #path do jobs[i] = path[i].label end
+  return errors.new("cycle", job.label, "awaiting " .. path[1].label
+    .. " would close a cycle of waits: " .. table.concat(names, " -> "), { jobs = { job.label, unpack(jobs) } })
+end
+
+--- Waits inside `job` for the settle-able `x`; returns its values or raises.
+function E.await(job, x)
+  E.check_wait(job, "await")
+  x._seen = true
+  local o = job.orch
+  local slot = job.slot
+  if x._st then
+    B.clock_progress(o.cc, slot, o.clock())
+    return settled_values(x)
+  end
+  local follows = false
+  local f = x:_follows()
+  if f ~= nil then
+    local path
+    if f.orch then
+      path = find_cycle(job, f)
+    else
+      for i = 1, #f do
+        path = find_cycle(job, f[i])
+        if path then break end
+      end
+    end
+    if path then error(cycle_error(job, path), 0) end
+    follows = true
+  end
+  settle.listen(x, job)
+  job.w = x
+  o.since[slot] = o.clock()
+  if follows then B.clock_pause(o.cc, slot) end
+  co_yield(PARK)
+  if job.state then raise_ended(job) end
+  if follows then
+    B.clock_resume(o.cc, slot, o.resumed[slot])
+  else
+    B.clock_progress(o.cc, slot, o.resumed[slot])
+  end
+  return settled_values(x)
+end
+
+--- Parks `job` on a sleep of `ms`; the end of a sleep is not progress.
+function E.sleep(job, ms)
+  E.check_wait(job, "sleep")
+  local o = job.orch
+  local slot = job.slot
+  local now = o.clock()
+  o.sleep_until[slot] = now + ms
+  timers_add(o.tm, slot, now + ms)
+  job.w = SLEEP
+  o.since[slot] = now
+  co_yield(PARK)
+  if job.state then raise_ended(job) end
+end
+
+--- Yields to the driver, to run again after what is queued.
+function E.yield_turn(job)
+  E.check_wait(job, "slice")
+  local o = job.orch
+  job.w = QUEUED
+  o.since[job.slot] = o.clock()
+  enqueue(o, job)
+  co_yield(PARK)
+  if job.state then raise_ended(job) end
+end
+
+-- Called by a settle-able when it settles with `job` among its listeners.
+settle.wake = function(job, from)
+  if job.w ~= from then return end
+  job.w = QUEUED
+  enqueue(job.orch, job)
+end
+
+---------------------------------------------------------------------------
+-- Pumping.
+
+function E.wake_sleeps(o, now)
+  local tm, by_slot = o.tm, o.by_slot
+  local slot = timers_pop(tm, now)
+  while slot >= 0 do
+    local job = by_slot[slot]
+    if job and job.w == SLEEP then
+      job.w = QUEUED
+      enqueue(o, job)
+    end
+    slot = timers_pop(tm, now)
+  end
+end
+
+function E.check_stalls(o, now)
+  local cc, by_slot = o.cc, o.by_slot
+  local slot = clock_pop_stalled(cc, now)
+  while slot >= 0 do
+    local job = by_slot[slot]
+    if job then
+      local err = errors.stalled(job.label, o.stall[slot])
+      logm.guard(nil, "the log function", o.log, "[stagehand] " .. err.message)
+      E.end_job(job, "stalled", err)
+    end
+    slot = clock_pop_stalled(cc, now)
+  end
+  o.next_check = now + o.check_ms
+end
+
+function E.step(o, budget_ms)
+  if o.stepping then error("orch:step is already running (step cannot be called from inside a job)", 3) end
+  o.stepping = true
+  local clock = o.clock
+  local now = clock()
+  local deadline = budget_ms and now + budget_ms
+  E.wake_sleeps(o, now)
+  local ok, err = pcall(function()
+    while o.qn > 0 do
+      local job = dequeue(o)
+      job.w = nil
+      if job.co then E.resume(job, now) end
+      now = clock()
+      if deadline and now >= deadline then break end
+    end
+  end)
+  if now >= o.next_check then E.check_stalls(o, now) end
+  o.stepping = false
+  E.report_unhandled(o)
+  if not ok then error(err, 0) end
+  o.driver.reschedule(o)
+  return o.running
+end
+
+function E.next_wake(o)
+  if o.qn > 0 then return 0 end
+  if o.running == 0 then return nil end
+  local now = o.clock()
+  local best
+  if B.timers_count(o.tm) > 0 then
+    best = B.timers_peek(o.tm) - now
+    if best < 0 then best = 0 end
+  end
+  local nd = B.clock_next_due(o.cc, now)
+  if nd >= 0 then
+    local c = o.next_check - now
+    if nd > c then c = nd end
+    if c < 0 then c = 0 end
+    if best == nil or c < best then best = c end
+  end
+  return best
+end
+
+---------------------------------------------------------------------------
+-- Priorities (ranks are numbers, 1 the highest).
+
+function E.rank_name(o, r) return o.ranks[r] end
+
+-- A caller's rank: a rank name, or a function read live; a function that
+-- raises or answers an unknown rank counts as the default and is logged once.
+function E.source_rank(o, src)
+  if src == nil then return o.default_rank end
+  if type(src) == "string" then return o.rank_of[src] or o.default_rank end
+  local ok, r = pcall(src)
+  local rank = ok and o.rank_of[r]
+  if rank then return rank end
+  if not o.bad_sources[src] then
+    o.bad_sources[src] = true
+    local why = ok and ("returned " .. tostring(r) .. ", not a rank") or ("raised: " .. tostring(r))
+    logm.guard(nil, "the log function", o.log,
+      "[stagehand] a priority function " .. why .. "; counting it as '" .. o.ranks[o.default_rank] .. "'")
+  end
+  return o.default_rank
+end
+
+-- The highest rank of everyone following the job.
+function E.effective_rank(job)
+  local o = job.orch
+  local best = #o.ranks + 1
+  local hs = job.hs
+  for i = 1, #hs do
+    local h = hs[i]
+    if not h._st or job.state then
+      local r = E.source_rank(o, h._prio)
+      if r < best then best = r end
+    end
+  end
+  if best > #o.ranks then best = o.default_rank end
+  return best
+end
+
+return E

@@ -1,0 +1,67 @@
+-- stagehand.Error: how a job's end other than `done` reaches its waiters.
+local M = {}
+
+---@class stagehand.Error
+---@field kind "failed"|"stalled"|"cancelled"|"cycle"
+---@field label string      label of the job (or future) that ended
+---@field message string    one readable line
+---@field cause any         what `work` raised (failed)
+---@field reason any        the abort reason (cancelled)
+---@field missing string[]? a stalled barrier's missing keys
+---@field traceback string? where a failure was raised
+local Error = {}
+Error.__index = Error
+Error.__tostring = function(e) return e.message end
+M.Error = Error
+
+local KINDS = { failed = true, stalled = true, cancelled = true, cycle = true }
+
+local function one_line(v)
+  local s = tostring(v)
+  return (s:gsub("\n.*", ""))
+end
+M.one_line = one_line
+
+--- Formats a duration in ms as the log shows it: 20000 -> "20 s", 1500 -> "1.5 s".
+function M.seconds(ms)
+  return string.format("%g s", ms / 1000)
+end
+
+function M.new(kind, label, message, fields)
+  assert(KINDS[kind], "unknown error kind")
+  local e = fields or {}
+  e.kind, e.label, e.message = kind, label, message
+  return setmetatable(e, Error)
+end
+
+function M.failed(label, cause, traceback)
+  local what = cause
+  if getmetatable(cause) == Error then what = cause.message end
+  return M.new("failed", label, label .. " failed: " .. one_line(what),
+    { cause = cause, traceback = traceback })
+end
+
+function M.stalled(label, stall_ms)
+  return M.new("stalled", label, label .. " made no progress for " .. M.seconds(stall_ms) .. ".")
+end
+
+function M.cancelled(label, reason)
+  local msg = label .. " was cancelled"
+  if reason ~= nil then
+    local r = reason
+    if getmetatable(r) == Error then r = r.message end
+    msg = msg .. ": " .. one_line(r)
+  end
+  return M.new("cancelled", label, msg, { reason = reason })
+end
+
+--- True when `e` is a stagehand.Error (of `kind`, when given).
+---@param e any
+---@param kind? string
+---@return boolean
+function M.is_error(e, kind)
+  if getmetatable(e) ~= Error then return false end
+  return kind == nil or e.kind == kind
+end
+
+return M

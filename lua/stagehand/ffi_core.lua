@@ -1,0 +1,81 @@
+-- The LuaJIT FFI backend: the core's flat C API called directly, so the calls
+-- stay inside JIT traces. It loads the same stagehand/_core.so the C module
+-- lives in, found through package.cpath.
+local ffi = require "ffi"
+
+-- A copy of the FFI block of csrc/stagehand.h; spec/cdef_spec.lua keeps the
+-- two in step.
+local CDEF = [[
+typedef struct sh_clock sh_clock;
+typedef struct sh_timers sh_timers;
+
+sh_clock *sh_clock_new(void);
+void sh_clock_free(sh_clock *c);
+int sh_clock_start(sh_clock *c, int32_t id, double stall_ms, double now);
+int sh_clock_progress(sh_clock *c, int32_t id, double now);
+int sh_clock_pause(sh_clock *c, int32_t id);
+int sh_clock_resume(sh_clock *c, int32_t id, double now);
+int sh_clock_stop(sh_clock *c, int32_t id);
+int sh_clock_set_visible(sh_clock *c, int visible, double now);
+int sh_clock_visible(const sh_clock *c);
+double sh_clock_visible_time(const sh_clock *c, double now);
+double sh_clock_next_due(const sh_clock *c, double now);
+int32_t sh_clock_pop_stalled(sh_clock *c, double now);
+int32_t sh_clock_count(const sh_clock *c);
+int sh_clock_check(const sh_clock *c);
+
+sh_timers *sh_timers_new(void);
+void sh_timers_free(sh_timers *t);
+int sh_timers_add(sh_timers *t, int32_t id, double due);
+int sh_timers_cancel(sh_timers *t, int32_t id);
+double sh_timers_peek(const sh_timers *t);
+int32_t sh_timers_pop(sh_timers *t, double now);
+int32_t sh_timers_count(const sh_timers *t);
+int sh_timers_check(const sh_timers *t);
+
+double sh_now_ms(void);
+int sh_cores(void);
+void sh_sleep_ms(double ms);
+]]
+
+local path, err = package.searchpath("stagehand._core", package.cpath)
+if not path then
+  error("stagehand: cannot find the native core (stagehand/_core.so) on package.cpath: " .. err, 0)
+end
+local ok = pcall(ffi.cdef, CDEF)
+if not ok then
+  -- Already declared by an earlier load of this module (busted re-requires
+  -- modules per spec file); the declarations are the same.
+end
+local C = ffi.load(path)
+
+local M = { name = "ffi", CDEF = CDEF, MAX_ID = 2 ^ 24 }
+
+function M.clock_new()
+  local c = C.sh_clock_new()
+  if c == nil then error("stagehand: out of memory", 2) end
+  return ffi.gc(c, C.sh_clock_free)
+end
+function M.clock_free(c) C.sh_clock_free(ffi.gc(c, nil)) end
+
+function M.timers_new()
+  local t = C.sh_timers_new()
+  if t == nil then error("stagehand: out of memory", 2) end
+  return ffi.gc(t, C.sh_timers_free)
+end
+function M.timers_free(t) C.sh_timers_free(ffi.gc(t, nil)) end
+
+for _, name in ipairs {
+  "clock_start", "clock_progress", "clock_pause", "clock_resume", "clock_stop",
+  "clock_set_visible", "clock_visible", "clock_visible_time", "clock_next_due",
+  "clock_pop_stalled", "clock_count", "clock_check",
+  "timers_add", "timers_cancel", "timers_peek", "timers_pop", "timers_count", "timers_check",
+  "now_ms", "cores", "sleep_ms",
+} do
+  M[name] = C["sh_" .. name]
+end
+
+local set_visible = C.sh_clock_set_visible
+function M.clock_set_visible(c, v, now) return set_visible(c, v and 1 or 0, now) end
+
+return M

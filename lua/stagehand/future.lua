@@ -1,0 +1,34 @@
+-- Futures: how a leaf event (a thread's reply, a luv callback, an engine's
+-- "texture uploaded") ends work.
+local errors = require "stagehand.errors"
+local settle = require "stagehand.settle"
+
+---@class stagehand.Future
+---@field label string
+local Future = settle.extend({})
+
+--- "pending", "done" or "failed".
+function Future:state() return self._st or "pending" end
+
+--- Settles the future with values; a second settle is ignored (returns false).
+function Future:resolve(...) return settle.settle(self, "done", settle.pack(...)) end
+
+--- Fails the future with `err`; awaiting it raises `err` as given.
+function Future:reject(err) return settle.settle(self, "failed", err) end
+
+function Future:_describe() return "future '" .. self.label .. "'" end
+
+local M = { Future = Future }
+
+function M.new(label)
+  if label == nil then label = "future" end
+  if type(label) ~= "string" or label == "" then
+    error("bad argument 'label' to future: expected a non-empty string, got " .. type(label), 3)
+  end
+  return setmetatable({ label = label }, Future)
+end
+
+function M.is_future(v) return getmetatable(v) == Future end
+
+M.errors = errors
+return M

@@ -1,0 +1,88 @@
+-- Handles: each caller's view of a job it started, joined or waits on.
+local E = require "stagehand.engine"
+local settle = require "stagehand.settle"
+
+---@class stagehand.Handle
+---@field id integer     id of the job it follows
+---@field label string
+---@field key string?
+local Handle = settle.extend({})
+
+local HandleMT = {
+  __name = "stagehand.Handle",
+  __index = function(h, k)
+    local m = Handle[k]
+    if m ~= nil then return m end
+    if k == "id" or k == "label" or k == "key" then return h.job[k] end
+    return nil
+  end,
+  __tostring = function(h)
+    return "stagehand.Handle(" .. h.job.label .. ", " .. h:state() .. ")"
+  end,
+}
+
+--- "running", "done", "failed", "stalled" or "cancelled", as this caller sees it.
+---@return string
+function Handle:state() return self._st or "running" end
+
+--- Inside a job: suspends until the end; values on done, raises the Error otherwise.
+function Handle:await()
+  local job = E.current
+  if job == nil then
+    error("h:await() must be called inside a job (" .. self.job.label
+      .. "); outside jobs use orch:wait(h, timeout_ms)", 2)
+  end
+  return E.await(job, self)
+end
+
+--- Withdraws this caller, as if its signal aborted. The job itself is
+--- cancelled when its last caller leaves. Returns false if this Handle had
+--- already ended.
+function Handle:cancel(reason)
+  if self._st then return false end
+  local job = self.job
+  local hs = job.hs
+  for i = #hs, 1, -1 do
+    if hs[i] == self then
+      table.remove(hs, i)
+      break
+    end
+  end
+  settle.settle(self, "cancelled", E.errors.cancelled(job.label, reason))
+  if hs[1] == nil and not job.state then E.cancel(job, reason) end
+  return true
+end
+
+function Handle:_log() return self.job.orch.log end
+function Handle:_describe()
+  local job = self.job
+  local s = "job " .. job.id .. " '" .. job.label .. "'"
+  if job.key then s = s .. " (key " .. job.key .. ")" end
+  return s
+end
+function Handle:_follows()
+  local job = self.job
+  if self._st or job.state then return nil end
+  return job
+end
+function Handle:_settled()
+  local unsub = self._unsig
+  if unsub then
+    self._unsig = nil
+    unsub()
+  end
+end
+
+local M = { Handle = Handle, HandleMT = HandleMT }
+
+function M.new(job, prio, sig)
+  local h = setmetatable({ job = job, _prio = prio }, HandleMT)
+  if sig then
+    h._unsig = sig:on_abort(function(reason) h:cancel(reason) end)
+  end
+  return h
+end
+
+function M.is_handle(v) return getmetatable(v) == HandleMT end
+
+return M

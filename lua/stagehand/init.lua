@@ -1,0 +1,41 @@
+--- stagehand: runs a game's loading work as jobs that always end, never load
+--- twice, put what is on screen first and keep the frame free.
+local B = require "stagehand.backend"
+local Orchestrator = require "stagehand.orchestrator"
+local errors = require "stagehand.errors"
+local signal = require "stagehand.signal"
+local future = require "stagehand.future"
+local combine = require "stagehand.combine"
+
+local M = {}
+
+M.VERSION = "0.1.0"
+M.Error = errors.Error
+
+--- CPU cores the OS reports (>= 1).
+---@return integer
+function M.cores() return tonumber(B.cores()) end
+
+--- Makes an orchestrator (see SPEC.md, Module, for the options).
+---@param options table?
+---@return stagehand.Orchestrator
+function M.new(options) return Orchestrator.new(options) end
+
+--- A Future: f:resolve(...), f:reject(err), f:state(); awaitable.
+---@param label string?
+---@return stagehand.Future
+function M.future(label) return future.new(label) end
+
+--- A controller: ctl.signal, ctl:abort(reason).
+---@return stagehand.Controller
+function M.controller() return signal.controller() end
+
+M.abortable = combine.abortable
+M.all = combine.all
+M.all_settled = combine.all_settled
+M.is_error = errors.is_error
+
+--- The name of the native backend in use: "ffi" or "c".
+M.backend = B.name
+
+return M

@@ -1,0 +1,157 @@
+-- The job object a job's `work` receives.
+local E = require "stagehand.engine"
+local B = require "stagehand.backend"
+local signal = require "stagehand.signal"
+local settle = require "stagehand.settle"
+local errors = require "stagehand.errors"
+
+local select, type = select, type
+local unpack = unpack or table.unpack
+
+---@class stagehand.Job
+---@field id integer
+---@field label string
+---@field key string?
+---@field signal stagehand.Signal aborts when the job is cancelled, stalls or fails
+local Job = {}
+
+local function is_callable(v)
+  if type(v) == "function" then return true end
+  local mt = getmetatable(v)
+  return mt ~= nil and type(mt) == "table" and mt.__call ~= nil
+end
+
+--- The job advanced: resets its stall clock.
+function Job:progress()
+  local slot = self.slot
+  if slot then
+    local o = self.orch
+    B.clock_progress(o.cc, slot, o.clock())
+  end
+end
+
+--- The job's effective rank now.
+---@return string
+function Job:priority()
+  return E.rank_name(self.orch, E.effective_rank(self))
+end
+
+--- Wraps anything awaitable (a settle-able of ours, or any table with
+--- on_end) as a settle-able.
+local function as_settle(x)
+  if type(x) == "table" then
+    if x.__settle then return x end
+    local on_end = x.on_end
+    if is_callable(on_end) then
+      local box = settle.box("an awaitable")
+      x:on_end(function(st, ...)
+        if st == "done" then
+          settle.settle(box, "done", settle.pack(...))
+        else
+          settle.settle(box, st or "failed", (...))
+        end
+      end)
+      return box
+    end
+  end
+  return nil
+end
+Job.as_settle = as_settle
+
+--- Waits for a Handle, Future or any awaitable (a table with on_end);
+--- returns its values or raises its error. Raises the abort reason at once if
+--- the job's signal aborts.
+function Job:await(x)
+  local s = as_settle(x)
+  if s == nil then
+    E.check_wait(self, "await")
+    error("bad argument 'x' to await: expected a Handle, Future or awaitable (a table with on_end), got "
+      .. type(x), 2)
+  end
+  return E.await(self, s)
+end
+
+--- Calls fn(..., callback) with an err-first callback and waits for it:
+--- returns the callback's values after err, raises err.
+function Job:call(fn, ...)
+  E.check_wait(self, "call")
+  if not is_callable(fn) then
+    error("bad argument 'fn' to call: expected a function, got " .. type(fn), 2)
+  end
+  local box = settle.box("a callback")
+  local n = select("#", ...)
+  local args = { ... }
+  args[n + 1] = function(err, ...)
+    if err ~= nil then
+      settle.settle(box, "failed", err)
+    else
+      settle.settle(box, "done", settle.pack(...))
+    end
+  end
+  fn(unpack(args, 1, n + 1))
+  return E.await(self, box)
+end
+
+--- Pacing only: resumes after `ms` of clock time. Not progress.
+function Job:sleep(ms)
+  if type(ms) ~= "number" or ms < 0 or ms ~= ms then
+    error("bad argument 'ms' to sleep: expected a number >= 0, got " .. tostring(ms), 2)
+  end
+  return E.sleep(self, ms)
+end
+
+--- Yields to the driver when the job has run slice_ms since it was resumed.
+function Job:slice()
+  local slot = self.slot
+  if slot then
+    local o = self.orch
+    if o.clock() - o.resumed[slot] < o.slice_ms then return end
+  end
+  return E.yield_turn(self)
+end
+
+-- Lua 5.1 cannot yield across pcall; LuaJIT and 5.2+ can.
+local yieldable_pcall = coroutine.wrap(function()
+  return pcall(coroutine.yield, true) and true
+end)()
+-- (the probe yields once through pcall; where that fails it returns false)
+
+--- A pcall that may wait inside fn, on every runtime.
+function Job:pcall(fn, ...)
+  if yieldable_pcall then return pcall(fn, ...) end
+  E.check_wait(self, "pcall")
+  local co = coroutine.create(fn)
+  local prev = E.inner[self]
+  E.inner[self] = co
+  local function continue(ok, ...)
+    if coroutine.status(co) == "dead" then
+      E.inner[self] = prev
+      return ok, ...
+    end
+    -- fn parked (or yielded): pass the yield up, then carry on inside fn.
+    coroutine.yield(...)
+    return continue(coroutine.resume(co))
+  end
+  return continue(coroutine.resume(co, ...))
+end
+
+local methods = Job
+
+local JobMT = {
+  __name = "stagehand.Job",
+  __index = function(job, k)
+    local m = methods[k]
+    if m ~= nil then return m end
+    if k == "signal" then
+      -- Made on first use: most jobs never look at their signal.
+      local sig = signal.new_signal(job.orch.log)
+      if job.state and job.state ~= "done" then signal.abort(sig, job.err) end
+      rawset(job, "signal", sig)
+      return sig
+    end
+    return nil
+  end,
+  __tostring = function(job) return "stagehand.Job(" .. job.id .. ", " .. job.label .. ")" end,
+}
+
+return { Job = Job, JobMT = JobMT, is_callable = is_callable, errors = errors }

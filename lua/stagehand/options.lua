@@ -1,0 +1,115 @@
+-- Checking what callers hand in: every mistake raises at the call that was
+-- wrong, naming the argument.
+local M = {}
+
+local function callable(v)
+  if type(v) == "function" then return true end
+  local mt = getmetatable(v)
+  return type(mt) == "table" and mt.__call ~= nil
+end
+M.callable = callable
+
+local function describe(v)
+  if type(v) == "string" then return string.format("%q", v) end
+  return tostring(v)
+end
+
+function M.fail(fn, arg, expected, got, level)
+  error("bad argument '" .. arg .. "' to " .. fn .. ": expected " .. expected .. ", got " .. describe(got), (level or 2) + 1)
+end
+
+local function positive(v) return type(v) == "number" and v > 0 and v < math.huge end
+
+local FIELDS = {
+  driver = true, clock = true, stall_ms = true, check_ms = true, remember = true,
+  slice_ms = true, ranks = true, default_priority = true, pools = true, log = true,
+}
+
+--- Validates stagehand.new's options; returns a table of settled values.
+function M.new_options(opts, has_luv)
+  local function bad(field, expected, got)
+    error("bad option '" .. field .. "' to stagehand.new: expected " .. expected .. ", got " .. describe(got), 4)
+  end
+  if opts == nil then opts = {} end
+  if type(opts) ~= "table" then
+    error("bad argument 'options' to stagehand.new: expected a table, got " .. type(opts), 3)
+  end
+  for k in pairs(opts) do
+    if not FIELDS[k] then bad(tostring(k), "a known option (unknown field)", k) end
+  end
+  local o = {}
+  local driver = opts.driver
+  if driver == nil then driver = has_luv() and "luv" or "manual" end
+  if driver ~= "luv" and driver ~= "manual" then bad("driver", "\"luv\" or \"manual\"", driver) end
+  if driver == "luv" and not has_luv() then bad("driver", "\"manual\" (luv cannot be loaded here)", driver) end
+  o.driver = driver
+  if opts.clock ~= nil and not callable(opts.clock) then bad("clock", "a function returning ms", opts.clock) end
+  o.clock = opts.clock
+  o.stall_ms = opts.stall_ms or 20000
+  if not positive(o.stall_ms) then bad("stall_ms", "a number > 0", opts.stall_ms) end
+  o.check_ms = opts.check_ms or 1000
+  if not positive(o.check_ms) then bad("check_ms", "a number > 0", opts.check_ms) end
+  o.remember = opts.remember or 256
+  if type(o.remember) ~= "number" or o.remember < 1 or o.remember % 1 ~= 0 or o.remember == math.huge then
+    bad("remember", "a positive integer", opts.remember)
+  end
+  o.slice_ms = opts.slice_ms or 8
+  if type(o.slice_ms) ~= "number" or not (o.slice_ms >= 0) or o.slice_ms == math.huge then
+    bad("slice_ms", "a number >= 0", opts.slice_ms)
+  end
+  local ranks = opts.ranks or { "visible", "scene", "background" }
+  if type(ranks) ~= "table" or ranks[1] == nil then bad("ranks", "a non-empty list of rank names", ranks) end
+  local rank_of = {}
+  for i, r in ipairs(ranks) do
+    if type(r) ~= "string" or r == "" then bad("ranks", "a list of non-empty strings", r) end
+    if rank_of[r] then bad("ranks", "distinct names", r) end
+    rank_of[r] = i
+  end
+  for k in pairs(ranks) do
+    if type(k) ~= "number" or k % 1 ~= 0 or k < 1 or k > #ranks then bad("ranks", "a list (no other keys)", k) end
+  end
+  o.ranks, o.rank_of = { (unpack or table.unpack)(ranks) }, rank_of
+  local dp = opts.default_priority
+  if dp == nil then dp = rank_of.scene and "scene" or ranks[math.ceil(#ranks / 2)] end
+  if not rank_of[dp] then bad("default_priority", "one of the ranks", dp) end
+  o.default_rank = rank_of[dp]
+  local pools = opts.pools or {}
+  if type(pools) ~= "table" then bad("pools", "a table {name = capacity}", pools) end
+  for name, cap in pairs(pools) do
+    if type(name) ~= "string" or name == "" then bad("pools", "pool names that are non-empty strings", name) end
+    if type(cap) ~= "number" or cap < 0 or cap % 1 ~= 0 or cap == math.huge then
+      bad("pools", "a capacity >= 0 (whole number) for pool '" .. name .. "'", cap)
+    end
+  end
+  o.pools = pools
+  if opts.log ~= nil and not callable(opts.log) then bad("log", "a function(message)", opts.log) end
+  o.log = opts.log
+  return o
+end
+
+local RUN_FIELDS = { key = true, signal = true, stall_ms = true, priority = true }
+
+--- Validates run's opts against the orchestrator `o`.
+function M.run_options(o, opts, fn, is_signal)
+  if opts == nil then return nil end
+  if type(opts) ~= "table" then M.fail(fn, "opts", "a table", opts, 3) end
+  for k in pairs(opts) do
+    if not RUN_FIELDS[k] then M.fail(fn, "opts." .. tostring(k), "a known option (unknown field)", k, 3) end
+  end
+  if opts.key ~= nil and (type(opts.key) ~= "string" or opts.key == "") then
+    M.fail(fn, "opts.key", "a non-empty string", opts.key, 3)
+  end
+  if opts.signal ~= nil and not is_signal(opts.signal) then
+    M.fail(fn, "opts.signal", "a Signal (stagehand.controller().signal)", opts.signal, 3)
+  end
+  if opts.stall_ms ~= nil and not positive(opts.stall_ms) then
+    M.fail(fn, "opts.stall_ms", "a number > 0", opts.stall_ms, 3)
+  end
+  local p = opts.priority
+  if p ~= nil and not (type(p) == "function" or (type(p) == "string" and o.rank_of[p])) then
+    M.fail(fn, "opts.priority", "a rank name (" .. table.concat(o.ranks, ", ") .. ") or a function", p, 3)
+  end
+  return opts
+end
+
+return M

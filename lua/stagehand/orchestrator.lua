@@ -1,0 +1,243 @@
+-- The orchestrator: stagehand.new and the methods a game calls on it.
+local B = require "stagehand.backend"
+local E = require "stagehand.engine"
+local options = require "stagehand.options"
+local signal = require "stagehand.signal"
+local jobm = require "stagehand.job"
+local handle = require "stagehand.handle"
+local logm = require "stagehand.log"
+
+local JobMT = jobm.JobMT
+local new_handle = handle.new
+local setmetatable, type = setmetatable, type
+
+---@class stagehand.Orchestrator
+local Orchestrator = {}
+Orchestrator.__index = Orchestrator
+
+local function has_luv()
+  return (pcall(require, "luv"))
+end
+
+local function as_clock(c)
+  if type(c) == "function" then return c end
+  return function() return c() end
+end
+
+--- Makes an orchestrator; see SPEC.md (Module) for the options.
+---@param opts table?
+---@return stagehand.Orchestrator
+function Orchestrator.new(opts)
+  local v = options.new_options(opts, has_luv)
+  local driver = require("stagehand.driver." .. v.driver).new(v.clock and as_clock(v.clock) or nil)
+  local o = setmetatable({
+    driver = driver,
+    clock = driver.clock,
+    fake_clock = (type(v.clock) == "table" and type(v.clock.advance) == "function") and v.clock or nil,
+    stall_ms = v.stall_ms,
+    check_ms = v.check_ms,
+    remember = v.remember,
+    slice_ms = v.slice_ms,
+    ranks = v.ranks,
+    rank_of = v.rank_of,
+    default_rank = v.default_rank,
+    pool_caps = v.pools,
+    log = v.log or logm.stderr,
+    cc = B.clock_new(),
+    tm = B.timers_new(),
+    by_slot = {},
+    free = {},
+    nfree = 0,
+    nslot = 0,
+    started = {},
+    since = {},
+    stall = {},
+    resumed = {},
+    sleep_until = {},
+    running = 0,
+    next_id = 0,
+    stepping = false,
+    unhandled = {},
+    watchers = {},
+    bad_sources = setmetatable({}, { __mode = "k" }),
+  }, Orchestrator)
+  E.init_queue(o)
+  o.next_check = o.clock() + o.check_ms
+  return o
+end
+
+local check_run_opts = options.run_options
+
+--- Starts `work(job)` in a new coroutine at once, up to its first wait.
+---@param label string
+---@param work fun(job: stagehand.Job): any
+---@param opts table?
+---@return stagehand.Handle
+function Orchestrator:run(label, work, opts)
+  if type(label) ~= "string" or label == "" then options.fail("run", "label", "a non-empty string", label) end
+  if type(work) ~= "function" then options.fail("run", "work", "a function", work) end
+  local prio, sig, stall_ms, key
+  if opts ~= nil then
+    check_run_opts(self, opts, "run", signal.is_signal)
+    prio, sig, stall_ms, key = opts.priority, opts.signal, opts.stall_ms, opts.key
+  end
+  local id = self.next_id + 1
+  self.next_id = id
+  local job = setmetatable({
+    id = id, label = label, key = key, orch = self, slot = E.alloc_slot(self),
+  }, JobMT)
+  local h = new_handle(job, prio, nil)
+  job.hs = { h }
+  local now = self.clock()
+  E.start(self, job, work, stall_ms or self.stall_ms, now)
+  if sig then
+    if sig.aborted then
+      h:cancel(sig.reason)
+      return h
+    end
+    h._unsig = sig:on_abort(function(reason) h:cancel(reason) end)
+  end
+  E.resume(job, now)
+  if not self.stepping then self.driver.reschedule(self) end
+  return h
+end
+
+--- Outside jobs: pumps the driver until `h` ends or `timeout_ms` passes.
+--- Returns like h:result(), or nil, "timeout".
+---@param h stagehand.Handle
+---@param timeout_ms number?
+function Orchestrator:wait(h, timeout_ms)
+  if not handle.is_handle(h) and not (type(h) == "table" and h.__settle) then
+    options.fail("wait", "h", "a Handle", h)
+  end
+  if timeout_ms ~= nil and (type(timeout_ms) ~= "number" or timeout_ms < 0 or timeout_ms ~= timeout_ms) then
+    options.fail("wait", "timeout_ms", "a number >= 0", timeout_ms)
+  end
+  if E.current then
+    error("orch:wait cannot be called inside a job (" .. E.current.label .. "): use h:await()", 2)
+  end
+  if self.stepping then error("orch:wait cannot be called while orch:step runs", 2) end
+  h._seen = true
+  local clock = self.clock
+  local deadline = timeout_ms and clock() + timeout_ms
+  while not h._st do
+    self:step()
+    if h._st then break end
+    local now = clock()
+    if deadline and now >= deadline then return nil, "timeout" end
+    local nw = self:next_wake()
+    if nw == nil then
+      if self.driver.name ~= "luv" then
+        if not deadline then
+          error("orch:wait: nothing can end " .. tostring(h) .. " (no job is due to wake or stall;"
+            .. " is the orchestrator hidden, or does it wait on a future nobody settles?)", 2)
+        end
+        nw = deadline - now
+      else
+        nw = deadline and (deadline - now) or 1000
+      end
+    end
+    if deadline and now + nw > deadline then nw = deadline - now end
+    if nw > 0 or self.driver.name == "luv" then self.driver.pass(self, nw) end
+  end
+  return h:result()
+end
+
+--- Runs until no job is running (under luv: runs the loop).
+function Orchestrator:loop()
+  if E.current then error("orch:loop cannot be called inside a job", 2) end
+  while self.running > 0 do
+    self:step()
+    if self.running == 0 then break end
+    local nw = self:next_wake()
+    if nw == nil then
+      if self.driver.name ~= "luv" then break end
+      nw = 1000
+    end
+    if nw > 0 or self.driver.name == "luv" then self.driver.pass(self, nw) end
+  end
+  self:step()
+  return self.running
+end
+
+--- Runs what can run now; see SPEC.md (Pumping). Returns the jobs still running.
+---@param budget_ms number?
+---@return integer
+function Orchestrator:step(budget_ms)
+  if budget_ms ~= nil and (type(budget_ms) ~= "number" or budget_ms < 0 or budget_ms ~= budget_ms) then
+    options.fail("step", "budget_ms", "a number >= 0", budget_ms)
+  end
+  return E.step(self, budget_ms)
+end
+
+--- Ms until the orchestrator next has something to do by itself; 0 if work
+--- is queued; nil if nothing is pending.
+---@return number?
+function Orchestrator:next_wake()
+  return E.next_wake(self)
+end
+
+--- Pauses (false) or resumes (true) every stall clock: hidden time never counts.
+function Orchestrator:set_visible(visible)
+  if type(visible) ~= "boolean" then options.fail("set_visible", "visible", "a boolean", visible) end
+  B.clock_set_visible(self.cc, visible, self.clock())
+  if not self.stepping then self.driver.reschedule(self) end
+end
+
+function Orchestrator:visible()
+  return B.clock_visible(self.cc) ~= 0
+end
+
+--- Every running job, in start order.
+---@return table[]
+function Orchestrator:report()
+  local jobs = {}
+  for _, job in pairs(self.by_slot) do jobs[#jobs + 1] = job end
+  table.sort(jobs, function(a, b) return a.id < b.id end)
+  for i = 1, #jobs do jobs[i] = E.record(jobs[i]) end
+  return jobs
+end
+
+--- Calls fn(record) at every job start and end; returns an unsubscribe.
+function Orchestrator:watch(fn)
+  if not options.callable(fn) then options.fail("watch", "fn", "a function", fn) end
+  local ws = self.watchers
+  ws[#ws + 1] = fn
+  return function()
+    for i = #ws, 1, -1 do
+      if ws[i] == fn then
+        table.remove(ws, i)
+        return
+      end
+    end
+  end
+end
+
+--- The report as readable text, one job a line.
+---@return string
+function Orchestrator:dump()
+  local now = self.clock()
+  local lines = { string.format("stagehand: %d job(s) running%s", self.running,
+    B.clock_visible(self.cc) == 0 and " (hidden: stall clocks paused)" or "") }
+  for _, r in ipairs(self:report()) do
+    local s = string.format("  #%d %s [%s, %s] running for %g ms", r.id, r.label, r.state, r.priority,
+      now - r.started_at)
+    if r.key then s = s .. " key " .. r.key end
+    if r.waiting_on then
+      s = s .. string.format("; waiting on %s for %g ms", r.waiting_on, now - r.waiting_since)
+    end
+    lines[#lines + 1] = s
+  end
+  return table.concat(lines, "\n")
+end
+
+--- Stops the driver's timers; running jobs are cancelled.
+function Orchestrator:close(reason)
+  local list = {}
+  for _, job in pairs(self.by_slot) do list[#list + 1] = job end
+  table.sort(list, function(a, b) return a.id < b.id end)
+  for i = 1, #list do E.cancel(list[i], reason or "orchestrator closed") end
+  self.driver.close()
+end
+
+return Orchestrator

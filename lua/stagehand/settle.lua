@@ -1,0 +1,125 @@
+-- The settle-able base every awaitable here is made of (Future, Handle, the
+-- combinators, the boxes behind job:call). It settles once, to a state and
+-- its values (`done`) or an error (anything else), and tells its listeners:
+-- functions subscribed with on_end, and parked jobs, which it wakes.
+--
+-- Listeners are kept as keys mapped to an order number, so a job that stops
+-- waiting (cancelled, stalled) leaves in O(1) however many others wait, and
+-- they are told in the order they came.
+local logm = require "stagehand.log"
+
+local unpack = unpack or table.unpack
+local sort = table.sort
+
+local M = {}
+
+local seq = 0
+local function by_seq(a, b) return a[2] < b[2] end
+
+-- Set by the engine: wake(job, from) queues a parked job's continuation.
+M.wake = function() end
+
+--- Adds a listener key (a job, or a subscription table {fn}).
+function M.listen(o, entry)
+  local ls = o._ls
+  if not ls then
+    ls = {}
+    o._ls = ls
+  end
+  seq = seq + 1
+  ls[entry] = seq
+end
+
+function M.unlisten(o, entry)
+  local ls = o._ls
+  if ls then ls[entry] = nil end
+end
+
+local function tell(o, entry, st, v)
+  local fn = rawget(entry, 1)
+  if fn == nil then
+    M.wake(entry, o)
+  elseif st == "done" then
+    logm.guard(o:_log(), "an on_end callback of " .. o:_describe(), fn, st, unpack(v, 1, v.n))
+  else
+    logm.guard(o:_log(), "an on_end callback of " .. o:_describe(), fn, st, v)
+  end
+end
+
+--- Settles `o` once: st is "done" with v a packed list, or another state with
+--- v the error. Returns false when it had already settled.
+function M.settle(o, st, v)
+  if o._st then return false end
+  o._st, o._v = st, v
+  local ls = o._ls
+  if ls then
+    o._ls = nil
+    local first = next(ls)
+    if next(ls, first) == nil then
+      tell(o, first, st, v)
+    else
+      local list, n = {}, 0
+      for e, s in pairs(ls) do
+        n = n + 1
+        list[n] = { e, s }
+      end
+      sort(list, by_seq)
+      for i = 1, n do tell(o, list[i][1], st, v) end
+    end
+  end
+  if o._settled then o:_settled() end
+  return true
+end
+
+--- The common methods: state, result, on_end. `Class` gets them unless it
+--- defines its own.
+local Base = {}
+
+function Base:_log() return nil end
+function Base:_describe() return "an awaitable" end
+function Base:_follows() return nil end
+
+function Base:result()
+  self._seen = true
+  local st = self._st
+  if not st then return self:state() end
+  if st == "done" then
+    local v = self._v
+    return st, unpack(v, 1, v.n)
+  end
+  return st, self._v
+end
+
+function Base:on_end(fn)
+  if type(fn) ~= "function" then
+    error("bad argument 'fn' to on_end: expected a function, got " .. type(fn), 2)
+  end
+  self._seen = true
+  if self._st then
+    tell(self, { fn }, self._st, self._v)
+    return function() end
+  end
+  local entry = { fn }
+  M.listen(self, entry)
+  return function() M.unlisten(self, entry) end
+end
+
+function M.extend(Class)
+  for k, v in pairs(Base) do
+    if Class[k] == nil then Class[k] = v end
+  end
+  Class.__index = Class.__index or Class
+  Class.__settle = true
+  return Class
+end
+
+--- A plain settle-able: the box behind job:call and generic awaitables.
+local Box = M.extend({})
+function Box:state() return self._st or "pending" end
+function Box:_describe() return self.what or "an awaitable" end
+function M.box(what) return setmetatable({ what = what }, Box) end
+M.Box = Box
+
+function M.pack(...) return { n = select("#", ...), ... } end
+
+return M

@@ -1,0 +1,85 @@
+-- Signals and controllers: how a caller withdraws. A signal aborts once, with
+-- a reason, and tells its on_abort handlers in the order they came.
+local errors = require "stagehand.errors"
+local logm = require "stagehand.log"
+
+local M = {}
+
+---@class stagehand.Signal
+---@field aborted boolean
+---@field reason any
+local Signal = {}
+Signal.__index = Signal
+M.Signal = Signal
+
+function M.is_signal(v) return getmetatable(v) == Signal end
+
+local function new_signal(log)
+  return setmetatable({ aborted = false, _log = log }, Signal)
+end
+M.new_signal = new_signal
+
+--- Calls fn(reason) when the signal aborts (at once if it has). Returns a
+--- function that unsubscribes.
+---@param fn fun(reason: any)
+---@return fun()
+function Signal:on_abort(fn)
+  if type(fn) ~= "function" then
+    error("bad argument 'fn' to on_abort: expected a function, got " .. type(fn), 2)
+  end
+  if self.aborted then
+    logm.guard(self._log, "an on_abort handler", fn, self.reason)
+    return function() end
+  end
+  local ls = self._ls
+  if not ls then
+    ls = {}
+    self._ls = ls
+  end
+  local entry = { fn }
+  ls[#ls + 1] = entry
+  return function()
+    local list = self._ls
+    if not list then return end
+    for i = #list, 1, -1 do
+      if list[i] == entry then
+        table.remove(list, i)
+        return
+      end
+    end
+  end
+end
+
+--- Raises the abort reason if the signal has aborted.
+function Signal:throw_if_aborted()
+  if self.aborted then error(self.reason, 0) end
+end
+
+-- Aborts `sig` with `reason`; returns false if it had already aborted.
+function M.abort(sig, reason)
+  if sig.aborted then return false end
+  sig.aborted, sig.reason = true, reason
+  local ls = sig._ls
+  sig._ls = nil
+  if ls then
+    for i = 1, #ls do logm.guard(sig._log, "an on_abort handler", ls[i][1], reason) end
+  end
+  return true
+end
+
+---@class stagehand.Controller
+---@field signal stagehand.Signal
+local Controller = {}
+Controller.__index = Controller
+
+--- Aborts the controller's signal. `reason` defaults to a `cancelled` Error.
+function Controller:abort(reason)
+  if reason == nil then reason = errors.cancelled("controller", "aborted") end
+  return M.abort(self.signal, reason)
+end
+
+function M.controller()
+  return setmetatable({ signal = new_signal() }, Controller)
+end
+
+return M

@@ -1,0 +1,20 @@
+#!/bin/sh
+# Installs the Debian packages stagehand needs, only when one is missing:
+# `apt-get update` once, then one `apt-get install -y`. A no-op otherwise.
+set -e
+pkgs="luajit libluajit-5.1-dev lua5.4 liblua5.4-dev lua5.1 liblua5.1-0-dev \
+lua-luv lua-luv-dev libuv1-dev lua-busted luarocks gcc make $EXTRA_PKGS"
+missing=""
+for p in $pkgs; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+echo "stagehand: installing$missing"
+sudo=""
+if [ "$(id -u)" != 0 ]; then
+  command -v sudo >/dev/null 2>&1 || { echo "stagehand: need root (or sudo) to install:$missing" >&2; exit 1; }
+  sudo=sudo
+fi
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends $missing >/dev/null
