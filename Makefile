@@ -26,10 +26,12 @@ deps:
 build: deps $(foreach rt,$(RUNTIMES),build/$(rt)/stagehand/_core.so)
 
 # The core's symbols stay exported: the FFI backend ffi.load()s this same file.
+# -z nodelete: at lua_close LuaJIT may unload the library before the ffi.gc
+# finalizers that call into it have run.
 define module_rule
 build/$(1)/stagehand/_core.so: $(CORE_SRC) $(MODULE_SRC) $(CORE_HDR)
 	@mkdir -p $$(@D)
-	$$(CC) $$(CFLAGS_CORE) -I$$(INC_$(1)) -shared -o $$@ $(CORE_SRC) $(MODULE_SRC) -lm
+	$$(CC) $$(CFLAGS_CORE) -I$$(INC_$(1)) -shared -Wl,-z,nodelete -o $$@ $(CORE_SRC) $(MODULE_SRC) -lm
 endef
 $(foreach rt,$(RUNTIMES),$(eval $(call module_rule,$(rt))))
 

@@ -155,6 +155,7 @@ end
 
 local function unpark(job)
   local w = job.w
+  if w == QUEUED then job.w = nil end
   if w == nil or w == QUEUED then return end
   if w == SLEEP then
     timers_cancel(job.orch.tm, job.slot)
@@ -234,9 +235,8 @@ end
 ---------------------------------------------------------------------------
 -- Resuming.
 
-local function after_resume(job, prev, ok, a, ...)
+local function after_resume(job, co, prev, ok, a, ...)
   E.current = prev
-  local co = job.co
   if co_status(co) == "dead" then
     job.co = nil
     if job.state then return end -- ended earlier; its cleanup has now run
@@ -250,6 +250,7 @@ local function after_resume(job, prev, ok, a, ...)
   if a ~= PARK then
     -- work (or something it called) yielded past stagehand; resuming it
     -- later would hand it values it does not expect.
+    if job.co == nil then return end -- dropped by raise_ended
     job.co = nil
     if not job.state then
       E.fail(job, "work yielded with coroutine.yield; inside a job, wait with job:await, "
@@ -263,7 +264,8 @@ function E.resume(job, now)
   E.current = job
   local slot = job.slot
   if slot then job.orch.resumed[slot] = now end
-  return after_resume(job, prev, co_resume(job.co, job))
+  local co = job.co
+  return after_resume(job, co, prev, co_resume(co, job))
 end
 
 function E.start(o, job, work, stall_ms, now)
@@ -300,6 +302,12 @@ function E.check_wait(job, what)
   if job.state then raise_ended(job) end
   if E.current ~= job or co_running() ~= (E.inner[job] or job.co) then
     error("job:" .. what .. " must be called from inside the job's own work (" .. job.label .. ")", 3)
+  end
+  if job.w ~= nil then
+    -- A running job still marked as parked: its last wait could not yield
+    -- (on Lua 5.1, a wait inside a plain pcall). Undo that park first.
+    unpark(job)
+    B.clock_resume(job.orch.cc, job.slot, job.orch.clock())
   end
 end
 
@@ -339,6 +347,10 @@ local function find_cycle(target, from)
 end
 
 local function cycle_error(job, path)
+  if path[1] == nil then
+    return errors.new("cycle", job.label, job.label .. " awaits its own Handle: a cycle of waits",
+      { jobs = { job.label } })
+  end
   local names = { job.label }
   for i = 1, #path do names[#names + 1] = path[i].label end
   names[#names + 1] = job.label
@@ -457,16 +469,24 @@ function E.step(o, budget_ms)
   local now = clock()
   local deadline = budget_ms and now + budget_ms
   E.wake_sleeps(o, now)
-  local ok, err = pcall(function()
+  local function drain()
     while o.qn > 0 do
       local job = dequeue(o)
-      job.w = nil
-      if job.co then E.resume(job, now) end
+      -- Entries whose job has since parked elsewhere (see check_wait) are stale.
+      if job.w == QUEUED and job.co then
+        job.w = nil
+        E.resume(job, now)
+      end
       now = clock()
-      if deadline and now >= deadline then break end
+      if deadline and now >= deadline then return end
     end
-  end)
-  if now >= o.next_check then E.check_stalls(o, now) end
+  end
+  local ok, err = pcall(drain)
+  if ok and now >= o.next_check then
+    -- Jobs the check ends get their cleanup resume in this same step.
+    E.check_stalls(o, now)
+    if not deadline or now < deadline then ok, err = pcall(drain) end
+  end
   o.stepping = false
   E.report_unhandled(o)
   if not ok then error(err, 0) end

@@ -23,7 +23,7 @@ local M = { Future = Future }
 function M.new(label)
   if label == nil then label = "future" end
   if type(label) ~= "string" or label == "" then
-    error("bad argument 'label' to future: expected a non-empty string, got " .. type(label), 3)
+    error("bad argument 'label' to future: expected a non-empty string, got " .. type(label), 2)
   end
   return setmetatable({ label = label }, Future)
 end

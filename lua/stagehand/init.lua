@@ -19,16 +19,16 @@ function M.cores() return tonumber(B.cores()) end
 --- Makes an orchestrator (see SPEC.md, Module, for the options).
 ---@param options table?
 ---@return stagehand.Orchestrator
-function M.new(options) return Orchestrator.new(options) end
+M.new = Orchestrator.new
 
 --- A Future: f:resolve(...), f:reject(err), f:state(); awaitable.
 ---@param label string?
 ---@return stagehand.Future
-function M.future(label) return future.new(label) end
+M.future = future.new
 
 --- A controller: ctl.signal, ctl:abort(reason).
 ---@return stagehand.Controller
-function M.controller() return signal.controller() end
+M.controller = signal.controller
 
 M.abortable = combine.abortable
 M.all = combine.all

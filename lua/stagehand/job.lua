@@ -118,8 +118,7 @@ end)()
 
 --- A pcall that may wait inside fn, on every runtime.
 function Job:pcall(fn, ...)
-  if yieldable_pcall then return pcall(fn, ...) end
-  E.check_wait(self, "pcall")
+  if yieldable_pcall or E.current ~= self then return pcall(fn, ...) end
   local co = coroutine.create(fn)
   local prev = E.inner[self]
   E.inner[self] = co

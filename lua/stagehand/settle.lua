@@ -55,7 +55,9 @@ function M.settle(o, st, v)
   if ls then
     o._ls = nil
     local first = next(ls)
-    if next(ls, first) == nil then
+    if first == nil then
+      -- every listener left
+    elseif next(ls, first) == nil then
       tell(o, first, st, v)
     else
       local list, n = {}, 0

@@ -12,13 +12,19 @@ end
 
 function M.new(clock)
   local d = { name = "luv", clock = clock or loop_clock }
-  local timer = uv.new_timer()
+  local timer -- made on first need
   local due -- absolute clock time the timer is set for, or nil
   local orch
+  local in_fire = false
 
   local function fire()
     due = nil
-    if orch and not orch.stepping then orch:step(orch.slice_ms > 0 and orch.slice_ms or nil) end
+    if orch and not orch.stepping then
+      in_fire = true
+      local ok, err = pcall(orch.step, orch, orch.slice_ms > 0 and orch.slice_ms or nil)
+      in_fire = false
+      if not ok then error(err, 0) end
+    end
   end
 
   function d.reschedule(o)
@@ -34,6 +40,7 @@ function M.new(clock)
     local at = o.clock() + nw
     if due and due <= at then return end
     due = at
+    if not timer then timer = uv.new_timer() end
     timer:start(math.max(0, math.ceil(nw)), 0, fire)
   end
 
@@ -43,10 +50,18 @@ function M.new(clock)
     t:start(math.max(0, math.ceil(ms)), 0, function() end)
     uv.run("once")
     t:close()
+    uv.run("nowait")
   end
 
   function d.close()
-    if not timer:is_closing() then timer:close() end
+    if timer and not timer:is_closing() then
+      timer:close()
+      timer, due = nil, nil
+      -- luv 1.44 crashes at lua_close on a handle whose close never
+      -- completed (luvit/luv#437): complete it now unless the loop is
+      -- running us, in which case this iteration completes it.
+      if not in_fire then pcall(uv.run, "nowait") end
+    end
   end
   return d
 end

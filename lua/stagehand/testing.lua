@@ -1,0 +1,128 @@
+--- stagehand.testing: a fake clock and helpers for specs that prove loaders end.
+---
+---     local T = require "stagehand.testing"
+---     local orch, clock = T.new()
+---     local h = orch:run("Loading", work)
+---     assert.equal(0, T.settle(orch, 30000))
+---     assert.ended(h)
+local stagehand = require "stagehand"
+local E = require "stagehand.engine"
+local B = require "stagehand.backend"
+
+local T = {}
+
+---@class stagehand.FakeClock
+---@field now number
+local Clock = {}
+Clock.__index = Clock
+Clock.__call = function(c) return c.now end
+
+--- Moves the clock forward by `ms`.
+function Clock:advance(ms)
+  if type(ms) ~= "number" or ms < 0 or ms ~= ms then
+    error("bad argument 'ms' to advance: expected a number >= 0, got " .. tostring(ms), 2)
+  end
+  self.now = self.now + ms
+  return self.now
+end
+
+--- A fake clock: c.now, c:advance(ms), and c() for the time.
+---@param start_ms number?
+---@return stagehand.FakeClock
+function T.clock(start_ms)
+  if start_ms ~= nil and type(start_ms) ~= "number" then
+    error("bad argument 'start_ms' to clock: expected a number, got " .. type(start_ms), 2)
+  end
+  return setmetatable({ now = start_ms or 0 }, Clock)
+end
+
+--- A manual orchestrator on a fake clock. `opts` are stagehand.new's; a
+--- `clock` among them is used instead of a new one.
+---@return stagehand.Orchestrator orch, stagehand.FakeClock clock
+function T.new(opts)
+  local o = {}
+  for k, v in pairs(opts or {}) do o[k] = v end
+  o.driver = "manual"
+  o.clock = o.clock or T.clock(0)
+  return stagehand.new(o), o.clock
+end
+
+--- Advances the orchestrator's fake clock in steps of `step_ms` (100), pumping,
+--- until no job runs or `ms` passed. Returns the number of jobs still running.
+function T.settle(orch, ms, step_ms)
+  local clock = orch.fake_clock
+  if not clock then error("bad argument 'orch' to settle: expected an orchestrator on a fake clock (T.new)", 2) end
+  if type(ms) ~= "number" or ms < 0 then error("bad argument 'ms' to settle: expected a number >= 0", 2) end
+  step_ms = step_ms or 100
+  if type(step_ms) ~= "number" or step_ms <= 0 then
+    error("bad argument 'step_ms' to settle: expected a number > 0", 2)
+  end
+  local left = orch:step()
+  local passed = 0
+  while left > 0 and passed < ms do
+    local dt = math.min(step_ms, ms - passed)
+    clock:advance(dt)
+    passed = passed + dt
+    left = orch:step()
+  end
+  return left
+end
+
+--- What an orchestrator still holds, for assert.no_leaks: an empty list when
+--- nothing is left behind.
+function T.leaks(orch)
+  local out = {}
+  if orch.running ~= 0 then out[#out + 1] = orch.running .. " job(s) running" end
+  if orch.qn ~= 0 then out[#out + 1] = orch.qn .. " continuation(s) queued" end
+  local n = tonumber(B.clock_count(orch.cc))
+  if n ~= 0 then out[#out + 1] = n .. " stall clock(s) running" end
+  n = tonumber(B.timers_count(orch.tm))
+  if n ~= 0 then out[#out + 1] = n .. " sleep timer(s) set" end
+  if next(orch.by_slot) ~= nil then out[#out + 1] = "job slots still in use" end
+  for _, t in ipairs { "started", "since", "stall", "resumed", "sleep_until" } do
+    if next(orch[t]) ~= nil then out[#out + 1] = "per-slot data left in " .. t end
+  end
+  return out
+end
+
+-- busted assertions, registered when luassert is there.
+local ok_say, say = pcall(require, "say")
+local ok_assert, luassert = pcall(require, "luassert")
+if ok_say and ok_assert then
+  local function ended(_, args)
+    local h = args[1]
+    return type(h) == "table" and type(h.state) == "function" and h:state() ~= "running"
+      and h:state() ~= "pending"
+  end
+  say:set("assertion.ended.positive", "Expected the handle to have ended, but it is:\n%s")
+  say:set("assertion.ended.negative", "Expected the handle to be running, but it is:\n%s")
+  luassert:register("assertion", "ended", ended, "assertion.ended.positive", "assertion.ended.negative")
+
+  local function all_ended(state, args)
+    local orch = args[1]
+    local ok = orch.running == 0
+    -- luassert formats the arguments it is handed; give it the dump.
+    args[1] = orch:dump()
+    args.n = 1
+    return ok
+  end
+  say:set("assertion.all_ended.positive", "Expected every job to have ended:\n%s")
+  say:set("assertion.all_ended.negative", "Expected some job to be running:\n%s")
+  luassert:register("assertion", "all_ended", all_ended, "assertion.all_ended.positive",
+    "assertion.all_ended.negative")
+
+  local function no_leaks(state, args)
+    local orch = args[1]
+    local leaks = T.leaks(orch)
+    args[1] = #leaks == 0 and "nothing" or table.concat(leaks, "; ") .. "\n" .. orch:dump()
+    args.n = 1
+    return #leaks == 0
+  end
+  say:set("assertion.no_leaks.positive", "Expected nothing left behind, found: %s")
+  say:set("assertion.no_leaks.negative", "Expected something left behind, found: %s")
+  luassert:register("assertion", "no_leaks", no_leaks, "assertion.no_leaks.positive",
+    "assertion.no_leaks.negative")
+end
+
+T.engine = E
+return T

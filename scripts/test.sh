@@ -1,0 +1,44 @@
+#!/bin/sh
+# Runs the C tests and the busted suite on each runtime named, then prints one
+# line summing them all: "N passed, N failed". Exits non-zero on any failure.
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top" || exit 1
+passed=0
+failed=0
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+
+count() { # $1: label, then the command; busted's and the C tests' summaries are parsed
+  label=$1; shift
+  echo "== $label"
+  "$@" >"$out" 2>&1
+  rc=$?
+  cat "$out"
+  p=$(grep -aoE '[0-9]+ success(es)?' "$out" | tail -1 | grep -oE '^[0-9]+')
+  f=$(grep -aoE '[0-9]+ failures?' "$out" | tail -1 | grep -oE '^[0-9]+')
+  e=$(grep -aoE '[0-9]+ errors?' "$out" | tail -1 | grep -oE '^[0-9]+')
+  if [ -z "$p" ]; then
+    p=$(grep -aoE '[0-9]+ passed, [0-9]+ failed' "$out" | tail -1 | sed 's/ passed.*//')
+    f=$(grep -aoE '[0-9]+ passed, [0-9]+ failed' "$out" | tail -1 | sed 's/.*, //; s/ failed//')
+  fi
+  p=${p:-0}; f=${f:-0}; e=${e:-0}
+  if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ] && [ "$e" -eq 0 ]; then
+    echo "!! $label exited with status $rc"
+    f=1
+  fi
+  passed=$((passed + p))
+  failed=$((failed + f + e))
+}
+
+count "C core tests" ./build/test_core
+for rt in "$@"; do
+  eval "$(sh scripts/env.sh "$rt")"
+  count "busted on $rt ($(sh -c "$rt -v 2>&1" | head -1))" "$rt" /usr/bin/busted -o utfTerminal spec
+  if [ "$rt" = luajit ]; then
+    count "busted on luajit through the C module (STAGEHAND_BACKEND=c)" \
+      env STAGEHAND_BACKEND=c luajit /usr/bin/busted -o utfTerminal spec
+  fi
+done
+echo
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]

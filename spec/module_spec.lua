@@ -1,0 +1,88 @@
+local stagehand = require "stagehand"
+local T = require "stagehand.testing"
+
+describe("stagehand", function()
+  it("has a semantic VERSION", function()
+    assert.matches("^%d+%.%d+%.%d+$", stagehand.VERSION)
+  end)
+
+  it("reports at least one core", function()
+    local n = stagehand.cores()
+    assert.is_number(n)
+    assert.is_true(n >= 1 and n % 1 == 0)
+  end)
+
+  it("names the native backend it uses", function()
+    assert.is_true(stagehand.backend == "ffi" or stagehand.backend == "c")
+    if os.getenv("STAGEHAND_BACKEND") == "c" or not rawget(_G, "jit") then
+      assert.equal("c", stagehand.backend)
+    else
+      assert.equal("ffi", stagehand.backend)
+    end
+  end)
+end)
+
+describe(".new", function()
+  it("defaults to the luv driver when luv loads", function()
+    local orch = stagehand.new()
+    assert.equal("luv", orch.driver.name)
+    orch:close()
+  end)
+
+  it("takes a manual driver and an injected clock", function()
+    local clock = T.clock(500)
+    local orch = stagehand.new { driver = "manual", clock = clock }
+    local h = orch:run("sleeper", function(job) job:sleep(100) return "woke" end)
+    assert.equal(100, orch:next_wake())
+    clock:advance(100)
+    orch:step()
+    assert.same({ "done", "woke" }, { h:result() })
+  end)
+
+  local bad = {
+    { { nope = 1 }, "nope" },
+    { { driver = "sdl" }, "driver" },
+    { { clock = 5 }, "clock" },
+    { { stall_ms = 0 }, "stall_ms" },
+    { { stall_ms = -1 }, "stall_ms" },
+    { { stall_ms = "20" }, "stall_ms" },
+    { { check_ms = 0 }, "check_ms" },
+    { { remember = 0 }, "remember" },
+    { { remember = 2.5 }, "remember" },
+    { { slice_ms = -1 }, "slice_ms" },
+    { { ranks = {} }, "ranks" },
+    { { ranks = { "a", "a" } }, "ranks" },
+    { { ranks = { "a", 3 } }, "ranks" },
+    { { default_priority = "urgent" }, "default_priority" },
+    { { ranks = { "now", "later" }, default_priority = "scene" }, "default_priority" },
+    { { pools = { dressing = -1 } }, "pools" },
+    { { pools = { dressing = 1.5 } }, "pools" },
+    { { pools = 4 }, "pools" },
+    { { log = "stderr" }, "log" },
+  }
+  for _, case in ipairs(bad) do
+    it("rejects a bad '" .. case[2] .. "' naming the field", function()
+      local ok, err = pcall(stagehand.new, case[1])
+      assert.is_false(ok)
+      assert.matches("'" .. case[2] .. "'", err, 1, true)
+      assert.matches("stagehand.new", err, 1, true)
+    end)
+  end
+
+  it("points the error at the caller's line", function()
+    local ok, err = pcall(function() stagehand.new { stall_ms = -5 } end)
+    assert.is_false(ok)
+    assert.matches("module_spec.lua:%d+:", err)
+  end)
+
+  it("rejects options that are not a table", function()
+    assert.has_error(function() stagehand.new(42) end)
+  end)
+
+  it("takes custom ranks and picks a middle default", function()
+    local orch = T.new { ranks = { "now", "soon", "later" } }
+    local h
+    h = orch:run("x", function(job) return job:priority() end)
+    assert.same({ "done", "soon" }, { h:result() })
+  end)
+end)

@@ -1,0 +1,214 @@
+local stagehand = require "stagehand"
+local T = require "stagehand.testing"
+
+local function logger()
+  local lines = {}
+  return lines, function(m) lines[#lines + 1] = m end
+end
+
+describe(":run", function()
+  it("runs work at once, up to its first wait", function()
+    local orch = T.new()
+    local f = stagehand.future()
+    local seen = {}
+    local h = orch:run("loader", function(job)
+      seen[#seen + 1] = "before"
+      job:await(f)
+      seen[#seen + 1] = "after"
+    end)
+    assert.same({ "before" }, seen)
+    assert.equal("running", h:state())
+    f:resolve()
+    assert.same({ "before" }, seen) -- continuations wait for the driver
+    orch:step()
+    assert.same({ "before", "after" }, seen)
+    assert.equal("done", h:state())
+  end)
+
+  it("ends done with every value work returned", function()
+    local orch = T.new()
+    local h = orch:run("values", function() return 1, nil, "three" end)
+    local r = { h:result() }
+    assert.equal("done", r[1])
+    assert.equal(1, r[2])
+    assert.is_nil(r[3])
+    assert.equal("three", r[4])
+  end)
+
+  it("passes the job its identity", function()
+    local orch = T.new()
+    local got
+    local h = orch:run("identity", function(job) got = { job.id, job.label, job.key } end)
+    assert.same({ h.id, "identity" }, got)
+    assert.equal("identity", h.label)
+    assert.is_nil(h.key)
+  end)
+
+  it("gives each job a new id", function()
+    local orch = T.new()
+    local a = orch:run("a", function() end)
+    local b = orch:run("b", function() end)
+    assert.is_true(b.id > a.id)
+  end)
+
+  it("ends failed with the cause and a traceback", function()
+    local orch, _ = T.new { log = function() end }
+    local h = orch:run("Decoding hero.png", function() error("corrupt header") end)
+    local st, err = h:result()
+    assert.equal("failed", st)
+    assert.is_true(stagehand.is_error(err, "failed"))
+    assert.equal("Decoding hero.png", err.label)
+    assert.matches("corrupt header", err.cause)
+    assert.matches("stack traceback", err.traceback)
+    assert.matches("Decoding hero.png failed: .*corrupt header", tostring(err))
+  end)
+
+  it("keeps a table raised by work as the cause", function()
+    local orch = T.new { log = function() end }
+    local cause = { code = 404 }
+    local h = orch:run("fetch", function() error(cause) end)
+    local _, err = h:result()
+    assert.equal(cause, err.cause)
+  end)
+
+  it("keeps nil raised by work as the cause", function()
+    local orch = T.new { log = function() end }
+    local h = orch:run("nil error", function() error(nil) end)
+    local st, err = h:result()
+    assert.equal("failed", st)
+    assert.is_nil(err.cause)
+  end)
+
+  it("never nests a continuation inside another job's resume", function()
+    local orch = T.new()
+    local f = stagehand.future()
+    local depth, max_depth = 0, 0
+    local function work(job)
+      job:await(f)
+      depth = depth + 1
+      if depth > max_depth then max_depth = depth end
+      depth = depth - 1
+    end
+    orch:run("settler", function(job)
+      job:await(f)
+    end)
+    for i = 1, 5 do orch:run("w" .. i, work) end
+    orch:run("resolver", function() f:resolve() end)
+    orch:step()
+    assert.equal(1, max_depth)
+    assert.equal(0, orch.running)
+  end)
+
+  it("lets a job start another job", function()
+    local orch = T.new()
+    local h = orch:run("parent", function(job)
+      local child = orch:run("child", function(c)
+        c:sleep(10)
+        return "inner"
+      end)
+      return "outer+" .. child:await()
+    end)
+    assert.equal(0, T.settle(orch, 100, 10))
+    assert.same({ "done", "outer+inner" }, { h:result() })
+  end)
+
+  it("fails a job whose work yields with coroutine.yield, with a clear message", function()
+    local orch = T.new { log = function() end }
+    local h = orch:run("yielder", function() coroutine.yield("oops") end)
+    local st, err = h:result()
+    assert.equal("failed", st)
+    assert.matches("coroutine.yield", tostring(err.cause))
+    assert.is_nil(orch:next_wake())
+    assert.no_leaks(orch)
+  end)
+
+  describe("bad input", function()
+    local orch
+    before_each(function() orch = T.new() end)
+    local cases = {
+      { "label", function() local h = orch:run(nil, function() end) return h end },
+      { "label", function() local h = orch:run("", function() end) return h end },
+      { "label", function() local h = orch:run(12, function() end) return h end },
+      { "work", function() local h = orch:run("x") return h end },
+      { "work", function() local h = orch:run("x", "not a function") return h end },
+      { "opts", function() local h = orch:run("x", function() end, 5) return h end },
+      { "opts.key", function() local h = orch:run("x", function() end, { key = 5 }) return h end },
+      { "opts.key", function() local h = orch:run("x", function() end, { key = "" }) return h end },
+      { "opts.signal", function() local h = orch:run("x", function() end, { signal = {} }) return h end },
+      { "opts.stall_ms", function() local h = orch:run("x", function() end, { stall_ms = 0 }) return h end },
+      { "opts.stall_ms", function() local h = orch:run("x", function() end, { stall_ms = "1" }) return h end },
+      { "opts.priority", function() local h = orch:run("x", function() end, { priority = "urgent" }) return h end },
+      { "opts.priority", function() local h = orch:run("x", function() end, { priority = 3 }) return h end },
+      { "opts.colour", function() local h = orch:run("x", function() end, { colour = "red" }) return h end },
+    }
+    for _, case in ipairs(cases) do
+      it("names '" .. case[1] .. "' and leaves the orchestrator working", function()
+        local ok, err = pcall(case[2])
+        assert.is_false(ok)
+        assert.matches("bad argument '" .. case[1] .. "' to run", err, 1, true)
+        assert.matches("run_spec.lua:%d+:", err)
+        local h = orch:run("still works", function() return 7 end)
+        assert.same({ "done", 7 }, { h:result() })
+        assert.no_leaks(orch)
+      end)
+    end
+  end)
+end)
+
+describe("unhandled failures", function()
+  it("are logged once the step that ended them is over", function()
+    local lines, log = logger()
+    local orch = T.new { log = log }
+    local f = stagehand.future()
+    orch:run("Baking the floor", function(job)
+      job:await(f)
+      error("out of texture memory")
+    end)
+    f:resolve()
+    assert.equal(0, #lines)
+    orch:step()
+    assert.equal(1, #lines)
+    assert.matches("Baking the floor", lines[1], 1, true)
+    assert.matches("out of texture memory", lines[1], 1, true)
+    assert.matches("stack traceback", lines[1], 1, true)
+    orch:step()
+    assert.equal(1, #lines)
+  end)
+
+  it("are not logged when someone awaits the job", function()
+    local lines, log = logger()
+    local orch = T.new { log = log }
+    local caught
+    local h = orch:run("fails", function(job)
+      job:sleep(1)
+      error("bad")
+    end)
+    orch:run("waiter", function(job)
+      local ok, err = job:pcall(h.await, h)
+      caught = err
+    end)
+    T.settle(orch, 10, 1)
+    assert.equal(0, #lines)
+    assert.is_true(stagehand.is_error(caught, "failed"))
+  end)
+
+  it("are not logged when on_end is registered, even after the failure in the same code", function()
+    local lines, log = logger()
+    local orch = T.new { log = log }
+    local got
+    local h = orch:run("fails at once", function() error("nope") end)
+    h:on_end(function(st) got = st end)
+    orch:step()
+    assert.equal(0, #lines)
+    assert.equal("failed", got)
+  end)
+
+  it("are not logged when the caller reads the result", function()
+    local lines, log = logger()
+    local orch = T.new { log = log }
+    local h = orch:run("fails at once", function() error("nope") end)
+    assert.equal("failed", (h:result()))
+    orch:step()
+    assert.equal(0, #lines)
+  end)
+end)

@@ -1,0 +1,178 @@
+local stagehand = require "stagehand"
+local T = require "stagehand.testing"
+
+local function new(opts)
+  local lines = {}
+  opts = opts or {}
+  opts.log = function(m) lines[#lines + 1] = m end
+  local orch, clock = T.new(opts)
+  return orch, clock, lines
+end
+
+describe("stall clocks", function()
+  it("stall a job that makes no progress for its stall time, and log one line", function()
+    local orch, _, lines = new()
+    local h = orch:run("Painting the floor", function(job) job:await(stagehand.future()) end)
+    T.settle(orch, 19000)
+    assert.equal("running", h:state())
+    T.settle(orch, 2000)
+    local st, err = h:result()
+    assert.equal("stalled", st)
+    assert.is_true(stagehand.is_error(err, "stalled"))
+    assert.equal("Painting the floor made no progress for 20 s.", err.message)
+    assert.same({ "[stagehand] Painting the floor made no progress for 20 s." }, lines)
+    assert.no_leaks(orch)
+  end)
+
+  it("honour a job's own stall_ms", function()
+    local orch = new()
+    local h = orch:run("request", function(job) job:await(stagehand.future()) end, { stall_ms = 1500 })
+    T.settle(orch, 3000)
+    local _, err = h:result()
+    assert.equal("request made no progress for 1.5 s.", err.message)
+  end)
+
+  it("are checked every check_ms", function()
+    local orch, clock = new { check_ms = 500 }
+    local h = orch:run("x", function(job) job:await(stagehand.future()) end, { stall_ms = 100 })
+    clock:advance(200)
+    orch:step()
+    assert.equal("running", h:state())
+    clock:advance(300)
+    orch:step()
+    assert.equal("stalled", h:state())
+  end)
+
+  it("are reset by job:progress", function()
+    local orch, clock = new()
+    local f = stagehand.future()
+    local h = orch:run("decoder", function(job)
+      for _ = 1, 5 do
+        job:sleep(10000)
+        job:progress()
+      end
+      job:await(f)
+    end)
+    T.settle(orch, 50000, 1000)
+    assert.equal("running", h:state())
+    T.settle(orch, 25000, 1000)
+    assert.equal("stalled", h:state())
+  end)
+
+  it("never count hidden time", function()
+    local orch, clock = new()
+    local h = orch:run("x", function(job) job:await(stagehand.future()) end)
+    T.settle(orch, 10000)
+    orch:set_visible(false)
+    T.settle(orch, 600000)
+    assert.equal("running", h:state())
+    assert.is_nil(orch:next_wake())
+    orch:set_visible(true)
+    T.settle(orch, 9000)
+    assert.equal("running", h:state())
+    T.settle(orch, 2000)
+    assert.equal("stalled", h:state())
+  end)
+
+  it("do not count a sleep's end as progress: a job that only sleeps and polls stalls", function()
+    local orch = new()
+    local polls = 0
+    local h = orch:run("poller", function(job)
+      while true do
+        polls = polls + 1
+        job:sleep(100)
+      end
+    end)
+    T.settle(orch, 30000)
+    assert.equal("stalled", h:state())
+    assert.is_true(polls > 150)
+    assert.no_leaks(orch)
+  end)
+
+  it("pause while a job awaits another job, which alone can stall", function()
+    local orch, clock, lines = new()
+    local slow = orch:run("slow build", function(job)
+      for _ = 1, 10 do
+        job:sleep(10000)
+        job:progress()
+      end
+      return "built"
+    end)
+    local waiter = orch:run("portrait", function(job) return job:await(slow) end, { stall_ms = 1000 })
+    T.settle(orch, 200000, 1000)
+    assert.same({ "done", "built" }, { waiter:result() })
+    assert.same({}, lines)
+  end)
+
+  it("raise the awaited job's stall in the waiter", function()
+    local orch = new()
+    local stuck = orch:run("stuck", function(job) job:await(stagehand.future()) end, { stall_ms = 5000 })
+    local waiter = orch:run("waiter", function(job) return job:await(stuck) end)
+    T.settle(orch, 7000)
+    local st, err = waiter:result()
+    assert.equal("failed", st)
+    assert.is_true(stagehand.is_error(err.cause, "stalled"))
+    assert.equal("stuck", err.cause.label)
+  end)
+
+  it("run again for a waiter once the awaited job ends", function()
+    local orch = new()
+    local a = orch:run("a", function(job)
+      job:sleep(100)
+      job:progress()
+      return 1
+    end)
+    local b = orch:run("b", function(job)
+      job:await(a)
+      job:await(stagehand.future())
+    end, { stall_ms = 1000 })
+    T.settle(orch, 1000, 100)
+    assert.equal("running", b:state())
+    T.settle(orch, 2000, 100)
+    assert.equal("stalled", b:state())
+  end)
+
+  it("keep running for a job awaiting a mix of a job and a future", function()
+    local orch = new()
+    local a = orch:run("a", function(job)
+      for _ = 1, 100 do
+        job:sleep(500)
+        job:progress()
+      end
+    end)
+    local b = orch:run("b", function(job)
+      job:await(stagehand.all { a, stagehand.future() })
+    end, { stall_ms = 3000 })
+    T.settle(orch, 5000)
+    assert.equal("stalled", b:state())
+    assert.equal("running", a:state())
+    a:cancel()
+    assert.equal(0, orch:step())
+  end)
+
+  it("abort the job's signal with the stalled Error and run its cleanup", function()
+    local orch = new()
+    local seen, cleanup
+    local h = orch:run("x", function(job)
+      job.signal:on_abort(function(reason) seen = reason end)
+      local ok, err = job:pcall(job.await, job, stagehand.future())
+      cleanup = err
+    end, { stall_ms = 1000 })
+    T.settle(orch, 5000)
+    assert.equal("stalled", h:state())
+    assert.is_true(stagehand.is_error(seen, "stalled"))
+    assert.equal(seen, cleanup)
+  end)
+
+  it("report stalls of one check in the order they came due", function()
+    local orch, clock, lines = new { check_ms = 10000 }
+    orch:run("late", function(job) job:await(stagehand.future()) end, { stall_ms = 3000 })
+    orch:run("early", function(job) job:await(stagehand.future()) end, { stall_ms = 1000 })
+    clock:advance(10000)
+    orch:step()
+    assert.same({
+      "[stagehand] early made no progress for 1 s.",
+      "[stagehand] late made no progress for 3 s.",
+    }, lines)
+  end)
+end)
