@@ -167,7 +167,11 @@ function Orchestrator:step(budget_ms)
   if budget_ms ~= nil and (type(budget_ms) ~= "number" or budget_ms < 0 or budget_ms ~= budget_ms) then
     options.fail("step", "budget_ms", "a number >= 0", budget_ms)
   end
-  return E.step(self, budget_ms)
+  if E.current then
+    error("orch:step cannot be called inside a job (" .. E.current.label .. "); the driver runs it", 2)
+  end
+  local left = E.step(self, budget_ms)
+  return left
 end
 
 --- Ms until the orchestrator next has something to do by itself; 0 if work

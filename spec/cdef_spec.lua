@@ -1,0 +1,36 @@
+-- STYLE practice 2: the Lua-side cdef must match the header's FFI block.
+describe("the FFI cdef", function()
+  local function read(path)
+    local f = assert(io.open(path, "rb"))
+    local s = f:read("*a")
+    f:close()
+    return s
+  end
+
+  local function normalise(s)
+    s = s:gsub("/%*.-%*/", "")
+    s = s:gsub("%s+", " ")
+    return (s:gsub("^ ", ""):gsub(" $", ""))
+  end
+
+  it("matches the FFI block of csrc/stagehand.h", function()
+    local header = read("csrc/stagehand.h")
+    local block = header:match("/%* FFI%-BEGIN %*/(.-)/%* FFI%-END %*/")
+    assert.is_string(block)
+    assert.is_nil(block:find("#", 1, true))
+    local src = read("lua/stagehand/ffi_core.lua")
+    local cdef = src:match("local CDEF = %[%[(.-)%]%]")
+    assert.is_string(cdef)
+    assert.equal(normalise(block), normalise(cdef))
+  end)
+
+  if rawget(_G, "jit") then
+    it("is accepted by ffi.cdef", function()
+      local ffi = require "ffi"
+      local src = read("lua/stagehand/ffi_core.lua")
+      local cdef = src:match("local CDEF = %[%[(.-)%]%]")
+      local ok = pcall(ffi.cdef, (cdef:gsub("sh_", "sh_probe_")))
+      assert.is_true(ok)
+    end)
+  end
+end)

@@ -1,0 +1,98 @@
+local stagehand = require "stagehand"
+local T = require "stagehand.testing"
+
+describe(":report", function()
+  it("lists every running job with what it waits on and since when", function()
+    local orch, clock = T.new()
+    local a = orch:run("Loading hero", function(job) job:await(stagehand.future("hero.png")) end,
+      { key = "hero", priority = "visible" })
+    clock:advance(50)
+    local b = orch:run("Baking", function(job) job:sleep(1000) end)
+    local c = orch:run("Dressing", function(job) job:await(a) end)
+    orch:run("done already", function() end)
+    local r = orch:report()
+    assert.equal(3, #r)
+    assert.same({ a.id, b.id, c.id }, { r[1].id, r[2].id, r[3].id })
+    assert.equal("hero", r[1].key)
+    assert.equal("Loading hero", r[1].label)
+    assert.equal("running", r[1].state)
+    assert.equal("visible", r[1].priority)
+    assert.equal(0, r[1].started_at)
+    assert.is_nil(r[1].ended_at)
+    assert.equal("future 'hero.png'", r[1].waiting_on)
+    assert.equal(0, r[1].waiting_since)
+    assert.matches("sleep", r[2].waiting_on)
+    assert.equal(50, r[2].waiting_since)
+    assert.equal("job " .. a.id .. " 'Loading hero' (key hero)", r[3].waiting_on)
+  end)
+
+  it("is empty when nothing runs", function()
+    local orch = T.new()
+    assert.same({}, orch:report())
+  end)
+end)
+
+describe(":watch", function()
+  it("hears every start and end", function()
+    local orch = T.new { log = function() end }
+    local seen = {}
+    local unwatch = orch:watch(function(rec) seen[#seen + 1] = rec.label .. ":" .. rec.state end)
+    local h = orch:run("a", function(job) job:sleep(10) end)
+    orch:run("b", function() error("x") end)
+    T.settle(orch, 20, 10)
+    unwatch()
+    orch:run("c", function() end)
+    assert.same({ "a:running", "b:running", "b:failed", "a:done" }, seen)
+  end)
+
+  it("gives end records their error and end time", function()
+    local orch, clock = T.new { log = function() end }
+    local last
+    orch:watch(function(rec) last = rec end)
+    orch:run("x", function(job)
+      job:sleep(40)
+      error("boom", 0)
+    end)
+    T.settle(orch, 100, 10)
+    assert.equal("failed", last.state)
+    assert.equal(40, last.ended_at)
+    assert.matches("boom", last.error)
+  end)
+
+  it("contains a watcher that raises", function()
+    local lines = {}
+    local orch = T.new { log = function(m) lines[#lines + 1] = m end }
+    local fine = 0
+    orch:watch(function() error("watcher bug") end)
+    orch:watch(function() fine = fine + 1 end)
+    local h = orch:run("x", function() return 1 end)
+    assert.same({ "done", 1 }, { h:result() })
+    assert.equal(2, fine)
+    assert.equal(2, #lines)
+    assert.matches("watcher bug", lines[1], 1, true)
+  end)
+
+  it("names a bad fn", function()
+    local orch = T.new()
+    assert.has_error(function() orch:watch(5) end, "bad argument 'fn' to watch: expected a function, got 5")
+  end)
+end)
+
+describe(":dump", function()
+  it("renders the report as text", function()
+    local orch, clock = T.new()
+    orch:run("Loading hero", function(job) job:await(stagehand.future("hero.png")) end, { key = "hero" })
+    clock:advance(250)
+    local text = orch:dump()
+    assert.matches("1 job%(s%) running", text)
+    assert.matches("Loading hero", text, 1, true)
+    assert.matches("waiting on future 'hero.png' for 250 ms", text, 1, true)
+    assert.matches("key hero", text, 1, true)
+  end)
+
+  it("says when stall clocks are paused", function()
+    local orch = T.new()
+    orch:set_visible(false)
+    assert.matches("hidden", orch:dump())
+  end)
+end)

@@ -1,0 +1,205 @@
+local stagehand = require "stagehand"
+local T = require "stagehand.testing"
+
+describe(".future", function()
+  it("is pending until resolved, then done with its values", function()
+    local f = stagehand.future("texture")
+    assert.equal("pending", f:state())
+    assert.is_true(f:resolve(1, 2))
+    assert.equal("done", f:state())
+    assert.same({ "done", 1, 2 }, { f:result() })
+  end)
+
+  it("settles only once", function()
+    local f = stagehand.future()
+    f:reject("first")
+    assert.is_false(f:resolve("second"))
+    assert.is_false(f:reject("third"))
+    assert.same({ "failed", "first" }, { f:result() })
+  end)
+
+  it("tells on_end listeners in the order they came", function()
+    local f = stagehand.future()
+    local order = {}
+    for i = 1, 5 do f:on_end(function() order[#order + 1] = i end) end
+    f:resolve()
+    assert.same({ 1, 2, 3, 4, 5 }, order)
+  end)
+
+  it("wakes waiting jobs in the order they waited", function()
+    local orch = T.new()
+    local f = stagehand.future()
+    local order = {}
+    for i = 1, 5 do
+      orch:run("w" .. i, function(job)
+        job:await(f)
+        order[#order + 1] = i
+      end)
+    end
+    f:resolve()
+    orch:step()
+    assert.same({ 1, 2, 3, 4, 5 }, order)
+  end)
+
+  it("names a bad label", function()
+    assert.has_error(function() stagehand.future(5) end,
+      "bad argument 'label' to future: expected a non-empty string, got number")
+  end)
+end)
+
+describe(".controller", function()
+  it("aborts its signal once, with the reason", function()
+    local ctl = stagehand.controller()
+    local sig = ctl.signal
+    assert.is_false(sig.aborted)
+    local heard = {}
+    sig:on_abort(function(r) heard[#heard + 1] = r end)
+    assert.is_true(ctl:abort("bye"))
+    assert.is_false(ctl:abort("again"))
+    assert.is_true(sig.aborted)
+    assert.equal("bye", sig.reason)
+    assert.same({ "bye" }, heard)
+  end)
+
+  it("gives a cancelled Error as the default reason", function()
+    local ctl = stagehand.controller()
+    ctl:abort()
+    assert.is_true(stagehand.is_error(ctl.signal.reason, "cancelled"))
+  end)
+
+  it("calls an on_abort handler at once on an aborted signal", function()
+    local ctl = stagehand.controller()
+    ctl:abort("x")
+    local got
+    ctl.signal:on_abort(function(r) got = r end)
+    assert.equal("x", got)
+  end)
+
+  it("unsubscribes handlers", function()
+    local ctl = stagehand.controller()
+    local called = false
+    local unsub = ctl.signal:on_abort(function() called = true end)
+    unsub()
+    ctl:abort()
+    assert.is_false(called)
+  end)
+
+  it("keeps calling handlers after one raises", function()
+    local ctl = stagehand.controller()
+    local second = false
+    local written = {}
+    local old = io.stderr
+    io.stderr = { write = function(_, ...) written[#written + 1] = table.concat({ ... }) end }
+    ctl.signal:on_abort(function() error("handler bug") end)
+    ctl.signal:on_abort(function() second = true end)
+    ctl:abort()
+    io.stderr = old
+    assert.is_true(second)
+    assert.matches("handler bug", written[1], 1, true)
+  end)
+
+  it("throw_if_aborted raises the reason", function()
+    local ctl = stagehand.controller()
+    ctl.signal:throw_if_aborted()
+    ctl:abort("stop")
+    assert.has_error(function() ctl.signal:throw_if_aborted() end, "stop")
+  end)
+end)
+
+describe(".abortable", function()
+  it("ends with the awaitable's values when it settles first", function()
+    local orch = T.new()
+    local f = stagehand.future()
+    local ctl = stagehand.controller()
+    local h = orch:run("x", function(job) return job:await(stagehand.abortable(f, ctl.signal)) end)
+    f:resolve("pixels")
+    orch:step()
+    assert.same({ "done", "pixels" }, { h:result() })
+  end)
+
+  it("raises the signal's reason when it aborts first", function()
+    local orch = T.new { log = function() end }
+    local f = stagehand.future()
+    local ctl = stagehand.controller()
+    local h = orch:run("x", function(job) return job:await(stagehand.abortable(f, ctl.signal)) end)
+    ctl:abort("shader compile abandoned")
+    orch:step()
+    local _, err = h:result()
+    assert.equal("shader compile abandoned", err.cause)
+  end)
+
+  it("names bad arguments", function()
+    assert.has_error(function() stagehand.abortable(5, stagehand.controller().signal) end)
+    assert.has_error(function() stagehand.abortable(stagehand.future(), {}) end)
+  end)
+end)
+
+describe(".all", function()
+  it("gives a list of each one's first value", function()
+    local orch = T.new()
+    local a, b = stagehand.future(), stagehand.future()
+    local j = orch:run("j", function(job)
+      job:sleep(10)
+      return "job"
+    end)
+    local h = orch:run("x", function(job) return job:await(stagehand.all { a, b, j }) end)
+    b:resolve("B", "ignored")
+    a:resolve("A")
+    T.settle(orch, 100, 10)
+    local st, list = h:result()
+    assert.equal("done", st)
+    assert.same({ "A", "B", "job", n = 3 }, list)
+  end)
+
+  it("fails with the first failure", function()
+    local orch = T.new { log = function() end }
+    local a, b = stagehand.future(), stagehand.future()
+    local h = orch:run("x", function(job) return job:await(stagehand.all { a, b }) end)
+    b:reject("b broke")
+    a:reject("a broke")
+    orch:step()
+    local _, err = h:result()
+    assert.equal("b broke", err.cause)
+  end)
+
+  it("settles at once for an empty list", function()
+    local orch = T.new()
+    local h = orch:run("x", function(job) return #job:await(stagehand.all {}) end)
+    assert.same({ "done", 0 }, { h:result() })
+  end)
+
+  it("names what is not awaitable", function()
+    assert.has_error(function() stagehand.all { stagehand.future(), 5 } end,
+      "bad argument 'list' to all: item 2 is not awaitable (number)")
+    assert.has_error(function() stagehand.all(5) end)
+  end)
+end)
+
+describe(".all_settled", function()
+  it("lists every outcome and never fails", function()
+    local orch = T.new()
+    local a, b = stagehand.future(), stagehand.future()
+    local h = orch:run("x", function(job) return job:await(stagehand.all_settled { a, b }) end)
+    a:reject("nope")
+    b:resolve(2)
+    orch:step()
+    local st, list = h:result()
+    assert.equal("done", st)
+    assert.same({ state = "failed", error = "nope" }, list[1])
+    assert.same({ state = "done", value = 2 }, list[2])
+  end)
+end)
+
+describe(".is_error", function()
+  it("tells stagehand Errors apart, by kind when asked", function()
+    local orch = T.new()
+    local h = orch:run("x", function(job) job:await(stagehand.future()) end)
+    h:cancel()
+    local _, err = h:result()
+    assert.is_true(stagehand.is_error(err))
+    assert.is_true(stagehand.is_error(err, "cancelled"))
+    assert.is_false(stagehand.is_error(err, "stalled"))
+    assert.is_false(stagehand.is_error("cancelled"))
+    assert.is_false(stagehand.is_error({ kind = "cancelled" }))
+  end)
+end)

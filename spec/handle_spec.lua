@@ -1,0 +1,225 @@
+local stagehand = require "stagehand"
+local T = require "stagehand.testing"
+
+local function new()
+  local lines = {}
+  local orch, clock = T.new { log = function(m) lines[#lines + 1] = m end }
+  return orch, clock, lines
+end
+
+describe("Handle", function()
+  describe(":state", function()
+    it("is running until the job ends, then its end state", function()
+      local orch = new()
+      local h = orch:run("x", function(job) job:sleep(10) end)
+      assert.equal("running", h:state())
+      T.settle(orch, 20, 10)
+      assert.equal("done", h:state())
+    end)
+  end)
+
+  describe(":result", function()
+    it("never waits: it answers running while the job runs", function()
+      local orch = new()
+      local h = orch:run("x", function(job) job:sleep(10) end)
+      assert.same({ "running" }, { h:result() })
+    end)
+  end)
+
+  describe(":cancel", function()
+    it("cancels a job whose only caller leaves, with the reason", function()
+      local orch = new()
+      local h = orch:run("Loading the shop", function(job) job:await(stagehand.future()) end)
+      assert.is_true(h:cancel("closed the shop"))
+      local st, err = h:result()
+      assert.equal("cancelled", st)
+      assert.is_true(stagehand.is_error(err, "cancelled"))
+      assert.equal("closed the shop", err.reason)
+      assert.equal("Loading the shop was cancelled: closed the shop", tostring(err))
+      assert.equal(0, orch:step())
+      assert.no_leaks(orch)
+    end)
+
+    it("is a no-op on an ended Handle", function()
+      local orch = new()
+      local h = orch:run("x", function() return 1 end)
+      assert.is_false(h:cancel())
+      assert.same({ "done", 1 }, { h:result() })
+    end)
+
+    it("works while the job runs (a job cancelling its own caller)", function()
+      local orch = new()
+      local h
+      local after
+      h = orch:run("self-cancel", function(job)
+        job:sleep(1)
+        h:cancel("enough")
+        after = "ran on"
+        job:sleep(1)
+        after = "must not get here"
+      end)
+      T.settle(orch, 10, 1)
+      assert.equal("cancelled", h:state())
+      assert.equal("ran on", after)
+      assert.no_leaks(orch)
+    end)
+
+    it("ends a sleeping job and frees its timer", function()
+      local orch = new()
+      local h = orch:run("sleeper", function(job) job:sleep(100000) end)
+      h:cancel()
+      assert.equal(0, orch:next_wake()) -- its cleanup resume is queued
+      orch:step()
+      assert.is_nil(orch:next_wake())
+      assert.no_leaks(orch)
+    end)
+  end)
+
+  describe("opts.signal", function()
+    it("withdraws the caller when it aborts", function()
+      local orch = new()
+      local ctl = stagehand.controller()
+      local h = orch:run("x", function(job) job:await(stagehand.future()) end, { signal = ctl.signal })
+      ctl:abort("view closed")
+      local st, err = h:result()
+      assert.equal("cancelled", st)
+      assert.equal("view closed", err.reason)
+      orch:step()
+      assert.no_leaks(orch)
+    end)
+
+    it("cancels at once when already aborted, without running work", function()
+      local orch = new()
+      local ctl = stagehand.controller()
+      ctl:abort("gone")
+      local ran = false
+      local h = orch:run("x", function() ran = true end, { signal = ctl.signal })
+      assert.is_false(ran)
+      assert.equal("cancelled", h:state())
+      assert.no_leaks(orch)
+    end)
+
+    it("unsubscribes from the signal when the job ends", function()
+      local orch = new()
+      local ctl = stagehand.controller()
+      for i = 1, 50 do orch:run("x" .. i, function() end, { signal = ctl.signal }) end
+      assert.is_true(ctl.signal._ls == nil or #ctl.signal._ls == 0)
+    end)
+  end)
+
+  describe(":on_end", function()
+    it("calls fn(state, ...) once when the job ends", function()
+      local orch = new()
+      local calls = {}
+      local h = orch:run("x", function(job)
+        job:sleep(5)
+        return "a", "b"
+      end)
+      h:on_end(function(...) calls[#calls + 1] = { ... } end)
+      T.settle(orch, 50, 5)
+      assert.same({ { "done", "a", "b" } }, calls)
+    end)
+
+    it("calls fn at once when the job has ended", function()
+      local orch = new()
+      local h = orch:run("x", function() error("nope") end)
+      local got
+      h:on_end(function(st, err) got = { st, err.kind } end)
+      assert.same({ "failed", "failed" }, got)
+    end)
+
+    it("returns an unsubscribe", function()
+      local orch = new()
+      local called = false
+      local h = orch:run("x", function(job) job:sleep(5) end)
+      local unsub = h:on_end(function() called = true end)
+      unsub()
+      T.settle(orch, 50, 5)
+      assert.is_false(called)
+    end)
+
+    it("contains and logs an error raised by fn", function()
+      local orch, _, lines = new()
+      local h = orch:run("x", function(job) job:sleep(5) end)
+      local second = false
+      h:on_end(function() error("listener bug") end)
+      h:on_end(function() second = true end)
+      T.settle(orch, 50, 5)
+      assert.is_true(second)
+      assert.equal("done", h:state())
+      assert.equal(1, #lines)
+      assert.matches("listener bug", lines[1], 1, true)
+    end)
+
+    it("names the argument when fn is not a function", function()
+      local orch = new()
+      local h = orch:run("x", function() end)
+      assert.has_error(function() h:on_end(5) end, "bad argument 'fn' to on_end: expected a function, got number")
+    end)
+  end)
+end)
+
+describe(":wait", function()
+  it("pumps until the Handle ends and returns like result", function()
+    local orch = new()
+    local h = orch:run("x", function(job)
+      job:sleep(3000)
+      return "ready"
+    end)
+    assert.same({ "done", "ready" }, { orch:wait(h) })
+  end)
+
+  it("returns nil, 'timeout' when the timeout passes first", function()
+    local orch, clock = new()
+    local h = orch:run("x", function(job)
+      job:sleep(5000)
+      job:progress()
+      job:sleep(5000)
+    end)
+    local start = clock.now
+    assert.same({ nil, "timeout" }, { orch:wait(h, 1000) })
+    assert.equal(1000, clock.now - start)
+    assert.equal("running", h:state())
+    assert.same({ "done" }, { orch:wait(h) })
+  end)
+
+  it("ends a wait on a stuck job through its stall", function()
+    local orch = new()
+    local h = orch:run("stuck", function(job) job:await(stagehand.future()) end)
+    local st, err = orch:wait(h)
+    assert.equal("stalled", st)
+    assert.equal("stuck", err.label)
+  end)
+
+  it("raises rather than hang when nothing can end the Handle", function()
+    local orch = new()
+    local h = orch:run("hidden", function(job) job:await(stagehand.future()) end)
+    orch:set_visible(false)
+    assert.has_error(function() orch:wait(h) end)
+    assert.same({ nil, "timeout" }, { orch:wait(h, 100) })
+  end)
+
+  it("cannot be called inside a job", function()
+    local orch = new()
+    local other = orch:run("other", function(job) job:sleep(10) end)
+    local h = orch:run("x", function() return orch:wait(other) end)
+    local _, err = h:result()
+    assert.matches("h:await", tostring(err.cause), 1, true)
+  end)
+
+  it("names bad arguments", function()
+    local orch = new()
+    local h = orch:run("x", function() end)
+    assert.has_error(function() orch:wait("h") end)
+    assert.has_error(function() orch:wait(h, -1) end)
+  end)
+
+  it("runs on a real clock with the manual driver", function()
+    local orch = stagehand.new { driver = "manual" }
+    local h = orch:run("x", function(job)
+      job:sleep(0)
+      return 1
+    end)
+    assert.same({ "done", 1 }, { orch:wait(h, 1000) })
+  end)
+end)

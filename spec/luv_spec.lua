@@ -1,0 +1,77 @@
+-- The luv driver on a real loop. No spec sleeps: waits here are zero-length
+-- timers and file system requests, which end as fast as the disk answers.
+local stagehand = require "stagehand"
+local uv = require "luv"
+
+describe("the luv driver", function()
+  local orch
+  after_each(function() if orch then orch:close() end end)
+
+  it("pumps the orchestrator from the loop by itself", function()
+    orch = stagehand.new { driver = "luv" }
+    local f = stagehand.future()
+    local h = orch:run("x", function(job) return job:await(f) end)
+    local t = uv.new_timer()
+    t:start(0, 0, function()
+      t:close()
+      f:resolve("from a uv callback")
+    end)
+    uv.run("default")
+    assert.same({ "done", "from a uv callback" }, { h:result() })
+  end)
+
+  it("turns luv's err-first callbacks into one line with job:call", function()
+    orch = stagehand.new { driver = "luv" }
+    local path = os.tmpname()
+    local fh = assert(io.open(path, "wb"))
+    fh:write("stagehand")
+    fh:close()
+    local h = orch:run("read", function(job)
+      local fd = job:call(uv.fs_open, path, "r", 420)
+      local stat = job:call(uv.fs_fstat, fd)
+      local data = job:call(uv.fs_read, fd, stat.size, 0)
+      job:call(uv.fs_close, fd)
+      return data
+    end)
+    assert.equal(0, orch:loop())
+    os.remove(path)
+    assert.same({ "done", "stagehand" }, { h:result() })
+  end)
+
+  it("fails a job with luv's message for a missing file", function()
+    orch = stagehand.new { driver = "luv", log = function() end }
+    local h = orch:run("open", function(job) return job:call(uv.fs_open, "/nonexistent/stagehand", "r", 420) end)
+    orch:loop()
+    local st, err = h:result()
+    assert.equal("failed", st)
+    assert.matches("ENOENT", tostring(err.cause))
+  end)
+
+  it("wakes zero-length sleeps and ends the loop when no job runs", function()
+    orch = stagehand.new { driver = "luv" }
+    local n = 0
+    orch:run("pacer", function(job)
+      for _ = 1, 5 do
+        job:sleep(0)
+        n = n + 1
+      end
+    end)
+    assert.equal(0, orch:loop())
+    assert.equal(5, n)
+    assert.is_nil(orch:next_wake())
+  end)
+
+  it("serves orch:wait", function()
+    orch = stagehand.new { driver = "luv" }
+    local h = orch:run("stat", function(job) return (job:call(uv.fs_stat, ".")).type end)
+    assert.same({ "done", "directory" }, { orch:wait(h, 5000) })
+  end)
+
+  it("uses the loop's time as its clock", function()
+    orch = stagehand.new { driver = "luv" }
+    uv.update_time()
+    local before = uv.now()
+    local t = orch.clock()
+    assert.is_true(t >= before and t < before + 1000)
+  end)
+end)

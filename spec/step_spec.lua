@@ -1,0 +1,202 @@
+local stagehand = require "stagehand"
+local T = require "stagehand.testing"
+
+describe(":step", function()
+  it("runs queued continuations oldest first and returns the jobs still running", function()
+    local orch = T.new()
+    local fs = { stagehand.future(), stagehand.future(), stagehand.future() }
+    local order = {}
+    for i = 1, 3 do
+      orch:run("j" .. i, function(job)
+        job:await(fs[i])
+        order[#order + 1] = i
+      end)
+    end
+    fs[3]:resolve()
+    fs[1]:resolve()
+    assert.equal(1, orch:step())
+    assert.same({ 3, 1 }, order)
+    fs[2]:resolve()
+    assert.equal(0, orch:step())
+  end)
+
+  it("runs continuations queued during the step in the same step", function()
+    local orch = T.new()
+    local f1, f2 = stagehand.future(), stagehand.future()
+    local done = {}
+    orch:run("a", function(job)
+      job:await(f1)
+      f2:resolve()
+      done.a = true
+    end)
+    orch:run("b", function(job)
+      job:await(f2)
+      done.b = true
+    end)
+    f1:resolve()
+    orch:step()
+    assert.same({ a = true, b = true }, done)
+  end)
+
+  it("stops after budget_ms of clock time", function()
+    local orch, clock = T.new()
+    local f = stagehand.future()
+    local ran = 0
+    for i = 1, 10 do
+      orch:run("j" .. i, function(job)
+        job:await(f)
+        clock:advance(3)
+        ran = ran + 1
+      end)
+    end
+    f:resolve()
+    orch:step(10)
+    assert.equal(4, ran)
+    orch:step()
+    assert.equal(10, ran)
+  end)
+
+  it("cannot run inside a job", function()
+    local orch = T.new()
+    local h = orch:run("x", function() orch:step() end)
+    local _, err = h:result()
+    assert.matches("cannot be called inside a job", tostring(err.cause), 1, true)
+  end)
+
+  it("names a bad budget", function()
+    local orch = T.new()
+    assert.has_error(function() orch:step("8") end, "bad argument 'budget_ms' to step: expected a number >= 0, got \"8\"")
+  end)
+end)
+
+describe(":next_wake", function()
+  it("is nil with nothing pending", function()
+    local orch = T.new()
+    assert.is_nil(orch:next_wake())
+  end)
+
+  it("is 0 when work is queued", function()
+    local orch = T.new()
+    local f = stagehand.future()
+    orch:run("x", function(job) job:await(f) end)
+    f:resolve()
+    assert.equal(0, orch:next_wake())
+  end)
+
+  it("is the time to the next sleep's end", function()
+    local orch, clock = T.new()
+    orch:run("x", function(job) job:sleep(300) end)
+    clock:advance(100)
+    assert.equal(200, orch:next_wake())
+  end)
+
+  it("is the time to the next stall check that can find a stall", function()
+    local orch, clock = T.new { check_ms = 1000, log = function() end }
+    orch:run("x", function(job) job:await(stagehand.future()) end, { stall_ms = 5000 })
+    assert.equal(5000, orch:next_wake())
+    clock:advance(4500)
+    orch:step() -- a check runs now; the next is check_ms later
+    assert.equal(1000, orch:next_wake())
+    clock:advance(1000)
+    orch:step()
+    assert.is_nil(orch:next_wake())
+  end)
+
+  it("lets a host sleep exactly until the next thing happens", function()
+    local orch, clock = T.new()
+    local log = {}
+    orch:run("x", function(job)
+      job:sleep(120)
+      log[#log + 1] = clock.now
+      job:sleep(80)
+      log[#log + 1] = clock.now
+    end)
+    local wakes = 0
+    while true do
+      local nw = orch:next_wake()
+      if nw == nil then break end
+      clock:advance(nw)
+      orch:step()
+      wakes = wakes + 1
+    end
+    assert.same({ 120, 200 }, log)
+    assert.equal(2, wakes)
+  end)
+end)
+
+describe(":set_visible", function()
+  it("names a bad argument", function()
+    local orch = T.new()
+    assert.has_error(function() orch:set_visible("no") end)
+  end)
+
+  it("is idempotent", function()
+    local orch, clock = T.new()
+    local h = orch:run("x", function(job) job:await(stagehand.future()) end, { stall_ms = 1000 })
+    orch:set_visible(false)
+    orch:set_visible(false)
+    clock:advance(5000)
+    orch:set_visible(true)
+    orch:set_visible(true)
+    orch:step()
+    assert.equal("running", h:state())
+    assert.is_false(orch:visible() == false)
+  end)
+end)
+
+describe(":loop", function()
+  it("runs a manual orchestrator until no job runs", function()
+    local orch = T.new()
+    local h = orch:run("x", function(job)
+      job:sleep(500)
+      return "ok"
+    end)
+    assert.equal(0, orch:loop())
+    assert.same({ "done", "ok" }, { h:result() })
+  end)
+
+  it("ends stuck jobs through their stalls", function()
+    local orch = T.new { log = function() end }
+    local h = orch:run("x", function(job) job:await(stagehand.future()) end)
+    assert.equal(0, orch:loop())
+    assert.equal("stalled", h:state())
+  end)
+end)
+
+describe(".testing", function()
+  it("settle returns the jobs still running after ms", function()
+    local orch = T.new()
+    orch:run("long", function(job)
+      job:sleep(1000)
+      job:progress()
+      job:sleep(1000)
+    end)
+    assert.equal(1, T.settle(orch, 1500))
+    assert.equal(0, T.settle(orch, 1500))
+  end)
+
+  it("clock advances and is callable", function()
+    local c = T.clock(10)
+    assert.equal(10, c())
+    c:advance(5)
+    assert.equal(15, c.now)
+    assert.has_error(function() c:advance(-1) end)
+  end)
+
+  it("all_ended fails with the dump of what still runs", function()
+    local orch = T.new()
+    orch:run("Stuck portrait", function(job) job:await(stagehand.future("portrait upload")) end)
+    local ok, err = pcall(function() assert.all_ended(orch) end)
+    assert.is_false(ok)
+    assert.matches("Stuck portrait", tostring(err), 1, true)
+    assert.matches("future 'portrait upload'", tostring(err), 1, true)
+  end)
+
+  it("ended fails for a running Handle", function()
+    local orch = T.new()
+    local h = orch:run("x", function(job) job:sleep(1) end)
+    assert.has_error(function() assert.ended(h) end)
+    T.settle(orch, 10)
+    assert.ended(h)
+  end)
+end)
