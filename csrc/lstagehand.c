@@ -97,6 +97,11 @@ static int l_clock_pop_stalled(lua_State *L) {
   sh_clock *c = CLOCK(L);
   return ret_int(L, sh_clock_pop_stalled(c, luaL_checknumber(L, 2)));
 }
+static int l_clock_stall_ms(lua_State *L) {
+  sh_clock *c = CLOCK(L);
+  lua_pushnumber(L, sh_clock_stall_ms(c, check_id(L, 2)));
+  return 1;
+}
 static int l_clock_count(lua_State *L) { return ret_int(L, sh_clock_count(CLOCK(L))); }
 static int l_clock_check(lua_State *L) { return ret_int(L, sh_clock_check(CLOCK(L))); }
 
@@ -149,6 +154,7 @@ static const luaL_Reg funcs[] = {
     {"clock_visible_time", l_clock_visible_time},
     {"clock_next_due", l_clock_next_due},
     {"clock_pop_stalled", l_clock_pop_stalled},
+    {"clock_stall_ms", l_clock_stall_ms},
     {"clock_count", l_clock_count},
     {"clock_check", l_clock_check},
     {"timers_new", l_timers_new},

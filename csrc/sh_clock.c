@@ -181,6 +181,13 @@ int32_t sh_clock_pop_stalled(sh_clock *c, double now) {
   return -1;
 }
 
+double sh_clock_stall_ms(const sh_clock *c, int32_t id) {
+  /* Read from the entry even when it is free: a stopped entry keeps its
+   * stall time until the id is started again. */
+  if (!c || id < 0 || (size_t)id >= c->cap || !(c->entries[id].stall > 0)) return -1;
+  return c->entries[id].stall;
+}
+
 int32_t sh_clock_count(const sh_clock *c) { return c ? c->count : 0; }
 
 int sh_clock_check(const sh_clock *c) {

@@ -45,6 +45,7 @@ int sh_clock_visible(const sh_clock *c);
 double sh_clock_visible_time(const sh_clock *c, double now);
 double sh_clock_next_due(const sh_clock *c, double now);
 int32_t sh_clock_pop_stalled(sh_clock *c, double now);
+double sh_clock_stall_ms(const sh_clock *c, int32_t id);
 int32_t sh_clock_count(const sh_clock *c);
 int sh_clock_check(const sh_clock *c);
 
@@ -78,6 +79,8 @@ void sh_sleep_ms(double ms);
  *
  * pop_stalled returns one stalled id (the earliest deadline, then the
  * earliest started) and stops its clock, or -1 when none is due.
+ * stall_ms gives an id's stall time, also just after pop_stalled stopped it
+ * (until the id is started again); -1 for an id never started.
  * next_due is the visible-time distance to the earliest deadline the heap
  * knows, a lower bound of the true one; -1 when nothing can stall (no
  * running clock, or hidden).

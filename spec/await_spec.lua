@@ -143,15 +143,34 @@ describe("job:await", function()
   end)
 
   it("raises a clear error when called from a coroutine that is not the job's", function()
+    local f = stagehand.future()
     local h = orch:run("nested", function(job)
-      local co = coroutine.create(function() return job:await(stagehand.future()) end)
-      local ok, err = coroutine.resume(co)
-      return ok, err
+      local co = coroutine.create(function() return job:await(f) end)
+      local _, yielded = coroutine.resume(co)
+      local ok, err = coroutine.resume(co, "not stagehand")
+      job:sleep(1) -- the job itself goes on waiting normally
+      return tostring(yielded), ok, err
     end)
-    local st, ok, err = h:result()
+    f:resolve() -- must not wake the job through the misplaced wait
+    T.settle(orch, 10, 1)
+    local st, yielded, ok, err = h:result()
     assert.equal("done", st)
+    assert.matches("wait only in the job's coroutine", yielded, 1, true)
     assert.is_false(ok)
     assert.matches("inside the job's own work", err, 1, true)
+    assert.no_leaks(orch)
+  end)
+
+  it("raises a clear error when called from another job", function()
+    local other_job
+    local a = orch:run("a", function(job)
+      other_job = job
+      job:sleep(100)
+    end)
+    local b = orch:run("b", function() return other_job:sleep(1) end)
+    local _, err = b:result()
+    assert.matches("job:sleep must be called from inside the job's own work %(a%)", tostring(err.cause))
+    a:cancel()
   end)
 
   it("counts an ended wait as progress", function()

@@ -35,6 +35,9 @@ static void clock_stalls_after_its_time(void) {
   CHECK(sh_clock_start(c, 3, 100, 0) == SH_OK);
   CHECK(sh_clock_pop_stalled(c, 99) == -1);
   CHECK(sh_clock_pop_stalled(c, 100) == 3);
+  CHECK(sh_clock_stall_ms(c, 3) == 100); /* still readable for the log line */
+  CHECK(sh_clock_stall_ms(c, 2) == -1);
+  CHECK(sh_clock_stall_ms(c, -1) == -1);
   CHECK(sh_clock_count(c) == 0);
   CHECK(sh_clock_pop_stalled(c, 1000) == -1);
   sh_clock_free(c);

@@ -14,7 +14,7 @@ local signal = require "stagehand.signal"
 local logm = require "stagehand.log"
 
 local co_create, co_resume, co_yield = coroutine.create, coroutine.resume, coroutine.yield
-local co_status, co_running = coroutine.status, coroutine.running
+local co_status = coroutine.status
 local traceback = debug.traceback
 local pack = settle.pack
 local unpack = unpack or table.unpack
@@ -25,15 +25,24 @@ local timers_add, timers_cancel, timers_pop = B.timers_add, B.timers_cancel, B.t
 
 local E = { errors = errors }
 
-E.PARK = setmetatable({}, { __name = "stagehand.PARK" })
+-- What a waiting job's coroutine yields. Only a coroutine of the user's own
+-- inside a job ever shows it to user code (see check_wait), so its name says
+-- what went wrong.
+E.PARK = setmetatable({}, {
+  __name = "stagehand.PARK",
+  __tostring = function()
+    return "stagehand.PARK (a job waited inside a coroutine of its own; wait only in the job's coroutine)"
+  end,
+})
 E.QUEUED = setmetatable({}, { __name = "stagehand.QUEUED" })
 E.SLEEP = setmetatable({}, { __name = "stagehand.SLEEP" })
 local PARK, QUEUED, SLEEP = E.PARK, E.QUEUED, E.SLEEP
 
--- The job whose coroutine runs now (jobs may start jobs, so it is saved and
--- restored around every resume), and, on Lua 5.1, the coroutine job:pcall
--- runs the protected function in.
+-- The job whose coroutine runs now and the time it was resumed (jobs may
+-- start jobs, so both are saved and restored around every resume), and, on
+-- Lua 5.1, the coroutine job:pcall runs the protected function in.
 E.current = nil
+E.current_at = 0
 E.inner = setmetatable({}, { __mode = "k" })
 
 -- Waits tried after a job ended: each raises at once; past LATE_LIMIT the
@@ -174,7 +183,7 @@ function E.end_job(job, st, v)
   unpark(job)
   clock_stop(o.cc, slot)
   job.started_at = o.started[slot]
-  o.since[slot], o.started[slot], o.stall[slot], o.resumed[slot], o.sleep_until[slot] = nil, nil, nil, nil, nil
+  o.since[slot], o.started[slot], o.sleep_until[slot] = nil, nil, nil
   free_slot(o, slot)
   job.slot = nil
   job.state, job.ended_at = st, now
@@ -190,12 +199,12 @@ function E.end_job(job, st, v)
     job.w = QUEUED
     enqueue(o, job)
   end
-  local hs = job.hs
+  local hs = job -- the callers' Handles live in the job's array part
   if st == "failed" then
     local seen = false
     for i = 1, #hs do
       local h = hs[i]
-      if h._seen or h._ls then seen = true end
+      if h._seen or h._w1 or h._ls then seen = true end
     end
     if not seen then o.unhandled[#o.unhandled + 1] = job end
   end
@@ -219,8 +228,8 @@ function E.report_unhandled(o)
   for i = 1, #list do
     local job = list[i]
     local seen = false
-    for j = 1, #job.hs do
-      if job.hs[j]._seen then seen = true end
+    for j = 1, #job do
+      if job[j]._seen then seen = true end
     end
     if not seen then
       local err = job.err
@@ -235,9 +244,14 @@ end
 ---------------------------------------------------------------------------
 -- Resuming.
 
-local function after_resume(job, co, prev, ok, a, ...)
-  E.current = prev
-  if co_status(co) == "dead" then
+-- Every wait yields PARK, so coroutine.status is asked only once a job's
+-- coroutine hands back something else: when it finished (or yielded past
+-- stagehand). No trampoline frame either: a parked coroutine's stack is
+-- 47 slots until something deeper makes LuaJIT double it.
+local function after_resume(job, co, prev, prev_at, ok, a, ...)
+  E.current, E.current_at = prev, prev_at
+  if a == PARK and ok then return end
+  if not ok or co_status(co) == "dead" then
     job.co = nil
     if job.state then return end -- ended earlier; its cleanup has now run
     if ok then
@@ -247,10 +261,9 @@ local function after_resume(job, co, prev, ok, a, ...)
     end
     return
   end
-  if a ~= PARK then
+  do
     -- work (or something it called) yielded past stagehand; resuming it
     -- later would hand it values it does not expect.
-    if job.co == nil then return end -- dropped by raise_ended
     job.co = nil
     if not job.state then
       E.fail(job, "work yielded with coroutine.yield; inside a job, wait with job:await, "
@@ -260,18 +273,17 @@ local function after_resume(job, co, prev, ok, a, ...)
 end
 
 function E.resume(job, now)
-  local prev = E.current
-  E.current = job
-  local slot = job.slot
-  if slot then job.orch.resumed[slot] = now end
+  local prev, prev_at = E.current, E.current_at
+  E.current, E.current_at = job, now
+  job.orch.now = now
   local co = job.co
-  return after_resume(job, co, prev, co_resume(co, job))
+  return after_resume(job, co, prev, prev_at, co_resume(co, job))
 end
 
 function E.start(o, job, work, stall_ms, now)
   local slot = job.slot
   o.by_slot[slot] = job
-  o.started[slot], o.stall[slot] = now, stall_ms
+  o.started[slot] = now
   o.running = o.running + 1
   local rc = clock_start(o.cc, slot, stall_ms, now)
   if rc ~= 0 then error("stagehand: the core refused a stall clock (status " .. rc .. ")", 3) end
@@ -281,6 +293,16 @@ end
 
 ---------------------------------------------------------------------------
 -- Waiting.
+
+local function misplaced(job, what, level)
+  error("job:" .. what .. " must be called from inside the job's own work (" .. job.label
+    .. "), not from another coroutine", level + 1)
+end
+
+-- Yields a parked job; raises if whoever resumed it is not stagehand.
+local function parked(job, what)
+  if co_yield(PARK) ~= job then misplaced(job, what, 3) end
+end
 
 -- Raises the end of an ended job at a wait inside its work.
 local function raise_ended(job)
@@ -297,12 +319,15 @@ local function raise_ended(job)
   error(err, 0)
 end
 
---- Checks a wait is legal: inside the job's own coroutine, the job not ended.
+--- Checks a wait is legal: inside the job's run, the job not ended.
+---
+--- Asking coroutine.running() here would stop LuaJIT's trace on every wait,
+--- so the coroutine is checked by the token the wait is resumed with
+--- (parked): stagehand resumes a job with the job itself, and a wait made in
+--- a coroutine of the user's own is resumed by the user, with anything else.
 function E.check_wait(job, what)
   if job.state then raise_ended(job) end
-  if E.current ~= job or co_running() ~= (E.inner[job] or job.co) then
-    error("job:" .. what .. " must be called from inside the job's own work (" .. job.label .. ")", 3)
-  end
+  if E.current ~= job then misplaced(job, what, 3) end
   if job.w ~= nil then
     -- A running job still marked as parked: its last wait could not yield
     -- (on Lua 5.1, a wait inside a plain pcall). Undo that park first.
@@ -360,41 +385,47 @@ local function cycle_error(job, path)
     .. " would close a cycle of waits: " .. table.concat(names, " -> "), { jobs = { job.label, unpack(jobs) } })
 end
 
+-- Raises a cycle Error if waiting on what `x` follows would close a cycle;
+-- returns whether x follows jobs (so the waiter's own clock pauses).
+local function check_follows(job, x)
+  local f = x:_follows()
+  if f == nil then return false end
+  local path
+  if f.orch then
+    path = find_cycle(job, f)
+  else
+    for i = 1, #f do
+      path = find_cycle(job, f[i])
+      if path then break end
+    end
+  end
+  if path then error(cycle_error(job, path), 0) end
+  return true
+end
+
 --- Waits inside `job` for the settle-able `x`; returns its values or raises.
 function E.await(job, x)
   E.check_wait(job, "await")
   x._seen = true
   local o = job.orch
-  local slot = job.slot
   if x._st then
-    B.clock_progress(o.cc, slot, o.clock())
+    B.clock_progress(o.cc, job.slot, o.now)
     return settled_values(x)
   end
-  local follows = false
-  local f = x:_follows()
-  if f ~= nil then
-    local path
-    if f.orch then
-      path = find_cycle(job, f)
-    else
-      for i = 1, #f do
-        path = find_cycle(job, f[i])
-        if path then break end
-      end
-    end
-    if path then error(cycle_error(job, path), 0) end
-    follows = true
-  end
+  -- Parking here, not in a helper: a parked job's coroutine holds every frame
+  -- down to the yield, and each one counts against LuaJIT's 47 first slots.
+  local follows = check_follows(job, x)
+  local slot = job.slot
   settle.listen(x, job)
   job.w = x
-  o.since[slot] = o.clock()
+  o.since[slot] = o.now
   if follows then B.clock_pause(o.cc, slot) end
-  co_yield(PARK)
+  parked(job, "await")
   if job.state then raise_ended(job) end
   if follows then
-    B.clock_resume(o.cc, slot, o.resumed[slot])
+    B.clock_resume(o.cc, slot, E.current_at)
   else
-    B.clock_progress(o.cc, slot, o.resumed[slot])
+    B.clock_progress(o.cc, slot, E.current_at)
   end
   return settled_values(x)
 end
@@ -409,7 +440,7 @@ function E.sleep(job, ms)
   timers_add(o.tm, slot, now + ms)
   job.w = SLEEP
   o.since[slot] = now
-  co_yield(PARK)
+  parked(job, "sleep")
   if job.state then raise_ended(job) end
 end
 
@@ -420,7 +451,7 @@ function E.yield_turn(job)
   job.w = QUEUED
   o.since[job.slot] = o.clock()
   enqueue(o, job)
-  co_yield(PARK)
+  parked(job, "slice")
   if job.state then raise_ended(job) end
 end
 
@@ -453,7 +484,7 @@ function E.check_stalls(o, now)
   while slot >= 0 do
     local job = by_slot[slot]
     if job then
-      local err = errors.stalled(job.label, o.stall[slot])
+      local err = errors.stalled(job.label, B.clock_stall_ms(cc, slot))
       logm.guard(nil, "the log function", o.log, "[stagehand] " .. err.message)
       E.end_job(job, "stalled", err)
     end
@@ -462,30 +493,38 @@ function E.check_stalls(o, now)
   o.next_check = now + o.check_ms
 end
 
+-- Runs queued continuations oldest first until none is left or the
+-- deadline passes; leaves the last clock reading in o.now.
+local function drain(o, deadline)
+  local clock = o.clock
+  local now = o.now
+  while o.qn > 0 do
+    local job = dequeue(o)
+    -- Entries whose job has since parked elsewhere (see check_wait) are stale.
+    if job.w == QUEUED and job.co then
+      job.w = nil
+      E.resume(job, now)
+    end
+    now = clock()
+    o.now = now
+    if deadline and now >= deadline then return end
+  end
+end
+
 function E.step(o, budget_ms)
   if o.stepping then error("orch:step is already running (step cannot be called from inside a job)", 3) end
   o.stepping = true
   local clock = o.clock
   local now = clock()
+  o.now = now
   local deadline = budget_ms and now + budget_ms
   E.wake_sleeps(o, now)
-  local function drain()
-    while o.qn > 0 do
-      local job = dequeue(o)
-      -- Entries whose job has since parked elsewhere (see check_wait) are stale.
-      if job.w == QUEUED and job.co then
-        job.w = nil
-        E.resume(job, now)
-      end
-      now = clock()
-      if deadline and now >= deadline then return end
-    end
-  end
-  local ok, err = pcall(drain)
+  local ok, err = pcall(drain, o, deadline)
+  now = o.now
   if ok and now >= o.next_check then
     -- Jobs the check ends get their cleanup resume in this same step.
     E.check_stalls(o, now)
-    if not deadline or now < deadline then ok, err = pcall(drain) end
+    if not deadline or now < deadline then ok, err = pcall(drain, o, deadline) end
   end
   o.stepping = false
   E.report_unhandled(o)
@@ -539,9 +578,8 @@ end
 function E.effective_rank(job)
   local o = job.orch
   local best = #o.ranks + 1
-  local hs = job.hs
-  for i = 1, #hs do
-    local h = hs[i]
+  for i = 1, #job do
+    local h = job[i]
     if not h._st or job.state then
       local r = E.source_rank(o, h._prio)
       if r < best then best = r end

@@ -21,6 +21,7 @@ int sh_clock_visible(const sh_clock *c);
 double sh_clock_visible_time(const sh_clock *c, double now);
 double sh_clock_next_due(const sh_clock *c, double now);
 int32_t sh_clock_pop_stalled(sh_clock *c, double now);
+double sh_clock_stall_ms(const sh_clock *c, int32_t id);
 int32_t sh_clock_count(const sh_clock *c);
 int sh_clock_check(const sh_clock *c);
 
@@ -68,7 +69,7 @@ function M.timers_free(t) C.sh_timers_free(ffi.gc(t, nil)) end
 for _, name in ipairs {
   "clock_start", "clock_progress", "clock_pause", "clock_resume", "clock_stop",
   "clock_set_visible", "clock_visible", "clock_visible_time", "clock_next_due",
-  "clock_pop_stalled", "clock_count", "clock_check",
+  "clock_pop_stalled", "clock_stall_ms", "clock_count", "clock_check",
   "timers_add", "timers_cancel", "timers_peek", "timers_pop", "timers_count", "timers_check",
   "now_ms", "cores", "sleep_ms",
 } do

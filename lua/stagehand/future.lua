@@ -25,7 +25,9 @@ function M.new(label)
   if type(label) ~= "string" or label == "" then
     error("bad argument 'label' to future: expected a non-empty string, got " .. type(label), 2)
   end
-  return setmetatable({ label = label }, Future)
+  -- Every field it will get, up front: no rehash while it is awaited and
+  -- settled, which is most of a short-lived future's life.
+  return setmetatable({ label = label, _st = false, _v = false, _w1 = false, _seen = false }, Future)
 end
 
 function M.is_future(v) return getmetatable(v) == Future end

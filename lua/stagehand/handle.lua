@@ -41,7 +41,7 @@ end
 function Handle:cancel(reason)
   if self._st then return false end
   local job = self.job
-  local hs = job.hs
+  local hs = job -- the callers' Handles live in the job's array part
   for i = #hs, 1, -1 do
     if hs[i] == self then
       table.remove(hs, i)
@@ -75,11 +75,15 @@ end
 
 local M = { Handle = Handle, HandleMT = HandleMT }
 
-function M.new(job, prio, sig)
-  local h = setmetatable({ job = job, _prio = prio }, HandleMT)
-  if sig then
-    h._unsig = sig:on_abort(function(reason) h:cancel(reason) end)
-  end
+-- Withdraws the caller when `sig` aborts, until the Handle ends. (Kept out of
+-- M.new: a closure over a local there stops LuaJIT compiling it.)
+function M.follow_signal(h, sig)
+  h._unsig = sig:on_abort(function(reason) h:cancel(reason) end)
+end
+
+function M.new(job, prio)
+  local h = setmetatable({ job = job }, HandleMT)
+  if prio ~= nil then h._prio = prio end
   return h
 end
 

@@ -36,23 +36,26 @@ function Job:priority()
   return E.rank_name(self.orch, E.effective_rank(self))
 end
 
+-- A settle-able box that follows a foreign awaitable's on_end. (Its own
+-- function: a closure in as_settle would stop LuaJIT compiling every await.)
+local function box_of(x)
+  local box = settle.box("an awaitable")
+  x:on_end(function(st, ...)
+    if st == "done" then
+      settle.settle(box, "done", settle.pack(...))
+    else
+      settle.settle(box, st or "failed", (...))
+    end
+  end)
+  return box
+end
+
 --- Wraps anything awaitable (a settle-able of ours, or any table with
 --- on_end) as a settle-able.
 local function as_settle(x)
   if type(x) == "table" then
     if x.__settle then return x end
-    local on_end = x.on_end
-    if is_callable(on_end) then
-      local box = settle.box("an awaitable")
-      x:on_end(function(st, ...)
-        if st == "done" then
-          settle.settle(box, "done", settle.pack(...))
-        else
-          settle.settle(box, st or "failed", (...))
-        end
-      end)
-      return box
-    end
+    if is_callable(x.on_end) then return box_of(x) end
   end
   return nil
 end
@@ -105,7 +108,7 @@ function Job:slice()
   local slot = self.slot
   if slot then
     local o = self.orch
-    if o.clock() - o.resumed[slot] < o.slice_ms then return end
+    if E.current == self and o.clock() - E.current_at < o.slice_ms then return end
   end
   return E.yield_turn(self)
 end
@@ -127,9 +130,9 @@ function Job:pcall(fn, ...)
       E.inner[self] = prev
       return ok, ...
     end
-    -- fn parked (or yielded): pass the yield up, then carry on inside fn.
-    coroutine.yield(...)
-    return continue(coroutine.resume(co))
+    -- fn parked (or yielded): pass the yield up, then carry on inside fn
+    -- with what the job was resumed with (the token its wait checks).
+    return continue(coroutine.resume(co, coroutine.yield(...)))
   end
   return continue(coroutine.resume(co, ...))
 end

@@ -51,8 +51,6 @@ function Orchestrator.new(opts)
     nslot = 0,
     started = {},
     since = {},
-    stall = {},
-    resumed = {},
     sleep_until = {},
     running = 0,
     next_id = 0,
@@ -62,7 +60,8 @@ function Orchestrator.new(opts)
     bad_sources = setmetatable({}, { __mode = "k" }),
   }, Orchestrator)
   E.init_queue(o)
-  o.next_check = o.clock() + o.check_ms
+  o.now = o.clock()
+  o.next_check = o.now + o.check_ms
   return o
 end
 
@@ -83,19 +82,21 @@ function Orchestrator:run(label, work, opts)
   end
   local id = self.next_id + 1
   self.next_id = id
+  -- The array part holds the callers' Handles; false reserves its first slot.
   local job = setmetatable({
-    id = id, label = label, key = key, orch = self, slot = E.alloc_slot(self),
+    false, id = id, label = label, key = key, orch = self, slot = E.alloc_slot(self),
   }, JobMT)
-  local h = new_handle(job, prio, nil)
-  job.hs = { h }
+  local h = new_handle(job, prio)
+  job[1] = h
   local now = self.clock()
+  self.now = now
   E.start(self, job, work, stall_ms or self.stall_ms, now)
   if sig then
     if sig.aborted then
       h:cancel(sig.reason)
       return h
     end
-    h._unsig = sig:on_abort(function(reason) h:cancel(reason) end)
+    handle.follow_signal(h, sig)
   end
   E.resume(job, now)
   if not self.stepping then self.driver.reschedule(self) end

@@ -3,9 +3,11 @@
 -- its values (`done`) or an error (anything else), and tells its listeners:
 -- functions subscribed with on_end, and parked jobs, which it wakes.
 --
--- Listeners are kept as keys mapped to an order number, so a job that stops
--- waiting (cancelled, stalled) leaves in O(1) however many others wait, and
--- they are told in the order they came.
+-- The first listener sits in _w1 (most awaitables have one, and then no
+-- table is made); later ones are keys of _ls mapped to an order number, so a
+-- job that stops waiting (cancelled, stalled) leaves in O(1) however many
+-- others wait, and all are told in the order they came. A listener is a job
+-- or a subscription table {on_end = fn}.
 local logm = require "stagehand.log"
 
 local unpack = unpack or table.unpack
@@ -19,8 +21,15 @@ local function by_seq(a, b) return a[2] < b[2] end
 -- Set by the engine: wake(job, from) queues a parked job's continuation.
 M.wake = function() end
 
---- Adds a listener key (a job, or a subscription table {fn}).
+-- _w1 once its listener left: later listeners still come after it.
+local VACANT = setmetatable({}, { __name = "stagehand.VACANT" })
+
+--- Adds a listener (a job, or a subscription table {on_end = fn}).
 function M.listen(o, entry)
+  if not o._w1 then
+    o._w1 = entry
+    return
+  end
   local ls = o._ls
   if not ls then
     ls = {}
@@ -31,12 +40,16 @@ function M.listen(o, entry)
 end
 
 function M.unlisten(o, entry)
+  if o._w1 == entry then
+    o._w1 = VACANT
+    return
+  end
   local ls = o._ls
   if ls then ls[entry] = nil end
 end
 
 local function tell(o, entry, st, v)
-  local fn = rawget(entry, 1)
+  local fn = rawget(entry, "on_end")
   if fn == nil then
     M.wake(entry, o)
   elseif st == "done" then
@@ -51,6 +64,11 @@ end
 function M.settle(o, st, v)
   if o._st then return false end
   o._st, o._v = st, v
+  local w1 = o._w1
+  if w1 then
+    o._w1 = VACANT
+    if w1 ~= VACANT then tell(o, w1, st, v) end
+  end
   local ls = o._ls
   if ls then
     o._ls = nil
@@ -98,10 +116,10 @@ function Base:on_end(fn)
   end
   self._seen = true
   if self._st then
-    tell(self, { fn }, self._st, self._v)
+    tell(self, { on_end = fn }, self._st, self._v)
     return function() end
   end
-  local entry = { fn }
+  local entry = { on_end = fn }
   M.listen(self, entry)
   return function() M.unlisten(self, entry) end
 end

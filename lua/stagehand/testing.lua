@@ -79,7 +79,7 @@ function T.leaks(orch)
   n = tonumber(B.timers_count(orch.tm))
   if n ~= 0 then out[#out + 1] = n .. " sleep timer(s) set" end
   if next(orch.by_slot) ~= nil then out[#out + 1] = "job slots still in use" end
-  for _, t in ipairs { "started", "since", "stall", "resumed", "sleep_until" } do
+  for _, t in ipairs { "started", "since", "sleep_until" } do
     if next(orch[t]) ~= nil then out[#out + 1] = "per-slot data left in " .. t end
   end
   return out
