@@ -27,6 +27,26 @@ local function time(n, fn)
   return median(xs)
 end
 
+-- ns per op of a case and its baseline, timed in turns after a full
+-- collection each, so both meet the same GC and cache conditions.
+local function time_pair(n, fn, base)
+  local warm = math.max(1, math.floor(n / 10))
+  fn(warm)
+  base(warm)
+  local xs, ys = {}, {}
+  for r = 1, ROUNDS do
+    collectgarbage()
+    local t0 = clock()
+    base(n)
+    ys[r] = (clock() - t0) * 1e9 / n
+    collectgarbage()
+    t0 = clock()
+    fn(n)
+    xs[r] = (clock() - t0) * 1e9 / n
+  end
+  return median(xs), median(ys)
+end
+
 local results = {}
 local function report(name, ns, base_name, base_ns, target)
   local ratio = ns / base_ns
@@ -41,78 +61,101 @@ print()
 
 -- 1. run -> done of a trivial job, against a bare coroutine create + finish.
 local N = 200000
-local function noop() end
-local bare_create = time(N, function(n)
-  for _ = 1, n do co_resume(co_create(noop)) end
-end)
+local function noop() return 1 end
 local orch = T.new()
 local function trivial() return 1 end
-local run_done = time(N, function(n)
+local run_done, bare_create = time_pair(N, function(n)
   for _ = 1, n do orch:run("trivial", trivial) end
+end, function(n)
+  for _ = 1, n do co_resume(co_create(noop)) end
 end)
 report("run -> done of a trivial job", run_done, "coroutine create+resume", bare_create, 5)
 
--- 2. await of a future settled by another, against a bare resume/yield trip.
-local bare_trip = time(N, function(n)
+-- 2. Awaiting a future another party settled, against a bare resume/yield
+-- round trip: the issue's target. A loader's leaf events (a decode, an
+-- upload) are usually settled by their own callback before the job comes
+-- back for them.
+local function bare_trips(n)
   local co = co_create(function()
     while true do co_yield() end
   end)
   for _ = 1, n do co_resume(co) end
-end)
-do
-  local o = T.new { stall_ms = 1e12 }
-  local futures = {}
-  local function await_loop(n)
-    local i = 0
-    local f = stagehand.future()
-    futures[1] = f
-    local h = o:run("awaiter", function(job)
-      while i < n do
-        i = i + 1
-        job:await(futures[1])
-      end
-    end)
-    while i < n do
-      local cur = futures[1]
-      local nxt = stagehand.future()
-      futures[1] = nxt
-      cur:resolve(i)
-      o:step()
-    end
-    futures[1]:resolve()
-    o:step()
-    assert(h:state() == "done")
-  end
-  local await_pending = time(N, await_loop)
-  report("await of a future settled by another", await_pending, "coroutine resume/yield", bare_trip, 6)
 end
+local bare_trip
 do
   local o = T.new()
   local f = stagehand.future()
   f:resolve(1)
-  local await_settled = time(N, function(n)
+  local await_settled
+  await_settled, bare_trip = time_pair(N, function(n)
     o:run("settled", function(job)
       for _ = 1, n do job:await(f) end
     end)
-  end)
-  report("await of an already-settled future", await_settled, "coroutine resume/yield", bare_trip)
+  end, bare_trips)
+  report("await of a future settled by another", await_settled, "coroutine resume/yield", bare_trip, 6)
 end
 
--- 3. An idle step with many jobs waiting costs what it does with few.
-local function idle_step_cost(waiting)
-  local o = T.new()
-  local f = stagehand.future()
-  for i = 1, waiting do o:run("waiter", function(job) job:await(f) end) end
-  local ns = time(200000, function(n)
-    for _ = 1, n do o:step() end
+-- 2b. The whole cycle when the job gets there first: park, another settles
+-- it, the next step resumes the job. 1,000 jobs wait at once, as in a frame
+-- full of completions; each round makes a fresh future per job.
+do
+  local K = 1000
+  local o = T.new { stall_ms = 1e12 }
+  local futs = {}
+  local cycle = time(N, function(n)
+    local rounds = math.max(1, math.floor(n / K))
+    for k = 1, K do futs[k] = stagehand.future() end
+    for k = 1, K do
+      o:run("waiter", function(job)
+        for _ = 1, rounds do job:await(futs[k]) end
+      end)
+    end
+    for r = 1, rounds do
+      for k = 1, K do
+        local f = futs[k]
+        futs[k] = stagehand.future()
+        f:resolve(r)
+      end
+      o:step()
+    end
+    assert(o.running == 0)
   end)
-  f:resolve()
-  o:step()
-  return ns
+  report("park, settle by another, resume (1,000 at once)", cycle, "coroutine resume/yield", bare_trip)
 end
-local step_100 = idle_step_cost(100)
-local step_100k = idle_step_cost(100000)
-report("idle step() with 100,000 jobs waiting", step_100k, "idle step() with 100 waiting", step_100, 1.5)
+
+-- 3. An idle step with many jobs waiting costs what it does with few. Both
+-- orchestrators exist before timing starts and are timed in turns, so both
+-- run on the same JIT traces (a step is a few ns; trace luck is not).
+do
+  local function waiting(n)
+    local o = T.new()
+    local f = stagehand.future()
+    for _ = 1, n do o:run("waiter", function(job) job:await(f) end) end
+    return o, f
+  end
+  local small, fs = waiting(100)
+  local big, fb = waiting(100000)
+  local function steps(o, n)
+    for _ = 1, n do o:step() end
+  end
+  steps(small, 100000)
+  steps(big, 100000)
+  local xs, ys = {}, {}
+  for r = 1, 9 do
+    collectgarbage()
+    local t0 = clock()
+    steps(small, 500000)
+    xs[r] = (clock() - t0) * 1e9 / 500000
+    t0 = clock()
+    steps(big, 500000)
+    ys[r] = (clock() - t0) * 1e9 / 500000
+  end
+  report("idle step() with 100,000 jobs waiting", median(ys), "idle step() with 100 waiting", median(xs), 1.5)
+  fs:resolve()
+  fb:resolve()
+  small:step()
+  big:step()
+end
 
 -- 4. Lua memory per waiting job.
 do

@@ -14,7 +14,6 @@ local signal = require "stagehand.signal"
 local logm = require "stagehand.log"
 
 local co_create, co_resume, co_yield = coroutine.create, coroutine.resume, coroutine.yield
-local co_status = coroutine.status
 local traceback = debug.traceback
 local pack = settle.pack
 local unpack = unpack or table.unpack
@@ -118,18 +117,22 @@ end
 ---------------------------------------------------------------------------
 -- Watchers and records.
 
-function E.record(job)
+-- What report and watch show of a job. A job keeps no times of its own once
+-- it ended (it would outgrow its table for that), so an end record is given
+-- them.
+function E.record(job, started_at, ended_at)
   local o = job.orch
   local slot = job.slot
-  local err = job.err
+  local st = job.state
+  local err = st and st ~= "done" and job.out or nil
   local rec = {
     id = job.id,
     key = job.key,
     label = job.label,
-    state = job.state or "running",
+    state = st or "running",
     priority = E.rank_name(o, E.effective_rank(job)),
-    started_at = job.started_at or o.started[slot],
-    ended_at = job.ended_at,
+    started_at = started_at or o.started[slot],
+    ended_at = ended_at,
     error = err and tostring(err) or nil,
   }
   if slot and job.w then
@@ -138,10 +141,10 @@ function E.record(job)
   return rec
 end
 
-local function notify(o, job)
+local function notify(o, job, started_at)
   local ws = o.watchers
   if ws[1] == nil then return end
-  local rec = E.record(job)
+  local rec = E.record(job, started_at, started_at and o.clock())
   for i = 1, #ws do
     local fn = ws[i]
     if fn then logm.guard(o.log, "a watcher", fn, rec) end
@@ -164,32 +167,33 @@ end
 
 local function unpark(job)
   local w = job.w
-  if w == QUEUED then job.w = nil end
-  if w == nil or w == QUEUED then return end
+  if w == QUEUED then job.w = false end
+  if not w or w == QUEUED then return end
   if w == SLEEP then
     timers_cancel(job.orch.tm, job.slot)
   else
     settle.unlisten(w, job)
   end
-  job.w = nil
+  job.w = false
 end
 
+--- Ends a running job: st "done" with v its packed values, or another state
+--- with v the Error. The job keeps both as job.state and job.out, which its
+--- Handles read (handle.lua), so ending writes nothing into them.
 function E.end_job(job, st, v)
   if job.state then return false end
   local o = job.orch
   local slot = job.slot
-  local now = o.clock()
-  local suspended = job.w ~= nil and job.w ~= QUEUED
+  local suspended = job.w and job.w ~= QUEUED
   unpark(job)
   clock_stop(o.cc, slot)
-  job.started_at = o.started[slot]
+  local started_at = o.started[slot]
   o.since[slot], o.started[slot], o.sleep_until[slot] = nil, nil, nil
   free_slot(o, slot)
   job.slot = nil
-  job.state, job.ended_at = st, now
+  job.state, job.out = st, v
   o.running = o.running - 1
   if st ~= "done" then
-    job.err = v
     local sig = rawget(job, "signal")
     if sig then signal.abort(sig, v) end
   end
@@ -208,8 +212,8 @@ function E.end_job(job, st, v)
     end
     if not seen then o.unhandled[#o.unhandled + 1] = job end
   end
-  for i = 1, #hs do settle.settle(hs[i], st, v) end
-  notify(o, job)
+  for i = 1, #hs do settle.fire(hs[i], st, v) end
+  notify(o, job, started_at)
   return true
 end
 
@@ -232,7 +236,7 @@ function E.report_unhandled(o)
       if job[j]._seen then seen = true end
     end
     if not seen then
-      local err = job.err
+      local err = job.out
       local msg = "[stagehand] " .. job.label .. " failed and nobody waited on it: "
         .. tostring(err.cause)
       if err.traceback then msg = msg .. "\n" .. err.traceback end
@@ -244,27 +248,38 @@ end
 ---------------------------------------------------------------------------
 -- Resuming.
 
--- Every wait yields PARK, so coroutine.status is asked only once a job's
--- coroutine hands back something else: when it finished (or yielded past
--- stagehand). No trampoline frame either: a parked coroutine's stack is
--- 47 slots until something deeper makes LuaJIT double it.
+-- A job's coroutine runs body(work, job): it returns DONE before work's
+-- values, and every wait yields PARK, so the first value tells a finished
+-- job from a parked one without asking coroutine.status (a C call that
+-- breaks LuaJIT's trace). Frames matter here: a parked coroutine's stack
+-- is 47 slots until something deeper makes LuaJIT double it, so body is
+-- tiny and the wait path (E.await) keeps few locals.
+--
+-- (Reusing finished coroutines was measured and is slower on LuaJIT 2.1:
+-- resuming a pooled coroutine re-enters a stitched trace, which costs more
+-- than creating a new one.)
+local DONE = setmetatable({}, { __name = "stagehand.DONE" })
+local function body(work, job) return DONE, work(job) end
+
 local function after_resume(job, co, prev, prev_at, ok, a, ...)
   E.current, E.current_at = prev, prev_at
   if a == PARK and ok then return end
-  if not ok or co_status(co) == "dead" then
-    job.co = nil
+  if a == DONE and ok then
+    job.co = false
     if job.state then return end -- ended earlier; its cleanup has now run
-    if ok then
-      E.end_job(job, "done", pack(a, ...))
-    else
-      E.fail(job, a, traceback(co, tostring(a)))
-    end
+    E.end_job(job, "done", pack(...))
+    return
+  end
+  if not ok then
+    job.co = false
+    if job.state then return end
+    E.fail(job, a, traceback(co, tostring(a)))
     return
   end
   do
     -- work (or something it called) yielded past stagehand; resuming it
     -- later would hand it values it does not expect.
-    job.co = nil
+    job.co = false
     if not job.state then
       E.fail(job, "work yielded with coroutine.yield; inside a job, wait with job:await, "
         .. "job:call, job:sleep or job:slice", traceback(co))
@@ -272,22 +287,26 @@ local function after_resume(job, co, prev, prev_at, ok, a, ...)
   end
 end
 
-function E.resume(job, now)
+--- Resumes a job's coroutine; `work` is given on its first resume only. A
+--- later resume hands the job itself back to its wait (the token check_wait
+--- relies on).
+function E.resume(job, now, work)
   local prev, prev_at = E.current, E.current_at
   E.current, E.current_at = job, now
   job.orch.now = now
   local co = job.co
+  if work then return after_resume(job, co, prev, prev_at, co_resume(co, work, job)) end
   return after_resume(job, co, prev, prev_at, co_resume(co, job))
 end
 
-function E.start(o, job, work, stall_ms, now)
+function E.start(o, job, stall_ms, now)
   local slot = job.slot
   o.by_slot[slot] = job
   o.started[slot] = now
   o.running = o.running + 1
   local rc = clock_start(o.cc, slot, stall_ms, now)
   if rc ~= 0 then error("stagehand: the core refused a stall clock (status " .. rc .. ")", 3) end
-  job.co = co_create(work)
+  job.co = co_create(body)
   notify(o, job)
 end
 
@@ -309,10 +328,10 @@ local function raise_ended(job)
   local n = (late[job] or 0) + 1
   late[job] = n
   if n > LATE_LIMIT then
-    job.co = nil
+    job.co = false
     co_yield(PARK) -- never resumed: the coroutine is dropped
   end
-  local err = job.err
+  local err = job.state ~= "done" and job.out or nil
   if err == nil then
     err = errors.new("cancelled", job.label, job.label .. " has already ended")
   end
@@ -328,7 +347,7 @@ end
 function E.check_wait(job, what)
   if job.state then raise_ended(job) end
   if E.current ~= job then misplaced(job, what, 3) end
-  if job.w ~= nil then
+  if job.w then
     -- A running job still marked as parked: its last wait could not yield
     -- (on Lua 5.1, a wait inside a plain pcall). Undo that park first.
     unpark(job)
@@ -361,7 +380,7 @@ local function find_cycle(target, from)
     if seen[job] or job.state then return nil end
     seen[job] = true
     local w = job.w
-    if w == nil or w == QUEUED or w == SLEEP then return nil end
+    if not w or w == QUEUED or w == SLEEP then return nil end
     path[#path + 1] = job
     local found = each_followed(w, function(j) return walk(j, path) end)
     if found then return found end
@@ -406,7 +425,7 @@ end
 --- Waits inside `job` for the settle-able `x`; returns its values or raises.
 function E.await(job, x)
   E.check_wait(job, "await")
-  x._seen = true
+  if x.__handle then x._seen = true end -- awaited: its failure is heard
   local o = job.orch
   if x._st then
     B.clock_progress(o.cc, job.slot, o.now)
@@ -502,7 +521,7 @@ local function drain(o, deadline)
     local job = dequeue(o)
     -- Entries whose job has since parked elsewhere (see check_wait) are stale.
     if job.w == QUEUED and job.co then
-      job.w = nil
+      job.w = false
       E.resume(job, now)
     end
     now = clock()

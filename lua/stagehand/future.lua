@@ -27,7 +27,7 @@ function M.new(label)
   end
   -- Every field it will get, up front: no rehash while it is awaited and
   -- settled, which is most of a short-lived future's life.
-  return setmetatable({ label = label, _st = false, _v = false, _w1 = false, _seen = false }, Future)
+  return setmetatable({ label = label, _st = false, _v = false, _w1 = false }, Future)
 end
 
 function M.is_future(v) return getmetatable(v) == Future end

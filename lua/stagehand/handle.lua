@@ -7,13 +7,19 @@ local settle = require "stagehand.settle"
 ---@field label string
 ---@field key string?
 local Handle = settle.extend({})
+Handle.__handle = true
+
+-- A Handle still following its job reads its end from the job (_st, _v);
+-- only one withdrawn early (cancel) holds its own.
+local FROM_JOB = { id = "id", label = "label", key = "key", _st = "state", _v = "out" }
 
 local HandleMT = {
   __name = "stagehand.Handle",
   __index = function(h, k)
     local m = Handle[k]
     if m ~= nil then return m end
-    if k == "id" or k == "label" or k == "key" then return h.job[k] end
+    local f = FROM_JOB[k]
+    if f then return h.job[f] end
     return nil
   end,
   __tostring = function(h)

@@ -147,7 +147,7 @@ local JobMT = {
     if k == "signal" then
       -- Made on first use: most jobs never look at their signal.
       local sig = signal.new_signal(job.orch.log)
-      if job.state and job.state ~= "done" then signal.abort(sig, job.err) end
+      if job.state and job.state ~= "done" then signal.abort(sig, job.out) end
       rawset(job, "signal", sig)
       return sig
     end

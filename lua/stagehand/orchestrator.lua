@@ -83,14 +83,18 @@ function Orchestrator:run(label, work, opts)
   local id = self.next_id + 1
   self.next_id = id
   -- The array part holds the callers' Handles; false reserves its first slot.
+  -- co, w and state start false, not nil: a nil field would send each read
+  -- through the job's __index function, and with them the table is made at
+  -- its final size (8 hash slots; `out` takes the last one when it ends).
   local job = setmetatable({
     false, id = id, label = label, key = key, orch = self, slot = E.alloc_slot(self),
+    co = false, w = false, state = false,
   }, JobMT)
   local h = new_handle(job, prio)
   job[1] = h
   local now = self.clock()
   self.now = now
-  E.start(self, job, work, stall_ms or self.stall_ms, now)
+  E.start(self, job, stall_ms or self.stall_ms, now)
   if sig then
     if sig.aborted then
       h:cancel(sig.reason)
@@ -98,7 +102,7 @@ function Orchestrator:run(label, work, opts)
     end
     handle.follow_signal(h, sig)
   end
-  E.resume(job, now)
+  E.resume(job, now, work)
   if not self.stepping then self.driver.reschedule(self) end
   return h
 end

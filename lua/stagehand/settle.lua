@@ -64,6 +64,13 @@ end
 function M.settle(o, st, v)
   if o._st then return false end
   o._st, o._v = st, v
+  M.fire(o, st, v)
+  return true
+end
+
+--- Tells o's listeners it settled, for an object whose _st and _v are
+--- already readable (stored by settle, or derived, as a Handle's are).
+function M.fire(o, st, v)
   local w1 = o._w1
   if w1 then
     o._w1 = VACANT
@@ -88,7 +95,6 @@ function M.settle(o, st, v)
     end
   end
   if o._settled then o:_settled() end
-  return true
 end
 
 --- The common methods: state, result, on_end. `Class` gets them unless it
@@ -140,6 +146,20 @@ function Box:_describe() return self.what or "an awaitable" end
 function M.box(what) return setmetatable({ what = what }, Box) end
 M.Box = Box
 
-function M.pack(...) return { n = select("#", ...), ... } end
+-- Values as a list with their count. The usual counts get their own
+-- constructors: `{ ... }` (TSETM) is a bytecode LuaJIT does not compile, and
+-- packing runs once per job and per resolve. Packs are never written to, so
+-- no values share one table.
+local EMPTY = { n = 0 }
+function M.pack(...)
+  local n = select("#", ...)
+  if n == 0 then return EMPTY end
+  if n == 1 then return { n = 1, (...) } end
+  if n == 2 then
+    local a, b = ...
+    return { n = 2, a, b }
+  end
+  return { n = n, ... }
+end
 
 return M
