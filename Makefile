@@ -26,18 +26,17 @@ deps:
 build: deps $(foreach rt,$(RUNTIMES),build/$(rt)/stagehand/_core.so)
 
 # The core's symbols stay exported: the FFI backend ffi.load()s this same file.
-# -z nodelete: at lua_close LuaJIT may unload the library before the ffi.gc
-# finalizers that call into it have run.
+# (It pins itself in memory, sh_pin_library, so finalizers never outlive it.)
 define module_rule
 build/$(1)/stagehand/_core.so: $(CORE_SRC) $(MODULE_SRC) $(CORE_HDR)
 	@mkdir -p $$(@D)
-	$$(CC) $$(CFLAGS_CORE) -I$$(INC_$(1)) -shared -Wl,-z,nodelete -o $$@ $(CORE_SRC) $(MODULE_SRC) -lm
+	$$(CC) $$(CFLAGS_CORE) -I$$(INC_$(1)) -shared -o $$@ $(CORE_SRC) $(MODULE_SRC) -lm -ldl
 endef
 $(foreach rt,$(RUNTIMES),$(eval $(call module_rule,$(rt))))
 
 build/test_core: $(CORE_SRC) $(CORE_HDR) csrc/test/test_core.c
 	@mkdir -p $(@D)
-	$(CC) -std=c99 -O1 -g $(WARN) -DSH_DEBUG_CHECKS -o $@ $(CORE_SRC) csrc/test/test_core.c -lm
+	$(CC) -std=c99 -O1 -g $(WARN) -DSH_DEBUG_CHECKS -o $@ $(CORE_SRC) csrc/test/test_core.c -lm -ldl
 
 test-c: deps build/test_core
 	./build/test_core

@@ -195,6 +195,7 @@ static void new_mt(lua_State *L, const char *name, lua_CFunction gc) {
 
 SH_EXPORT int luaopen_stagehand__core(lua_State *L);
 SH_EXPORT int luaopen_stagehand__core(lua_State *L) {
+  sh_pin_library(); /* __gc of our userdata may run after the module is closed */
   new_mt(L, CLOCK_MT, l_clock_gc);
   new_mt(L, TIMERS_MT, l_timers_gc);
   lua_newtable(L);

@@ -61,6 +61,7 @@ int sh_timers_check(const sh_timers *t);
 double sh_now_ms(void);
 int sh_cores(void);
 void sh_sleep_ms(double ms);
+int sh_pin_library(void);
 /* FFI-END */
 
 /*
@@ -90,6 +91,12 @@ void sh_sleep_ms(double ms);
  * At most one timer per id, due at an absolute time; pop returns ids whose
  * time has come, earliest first, ties in the order they were added. peek
  * returns the earliest due time, or -1 when empty.
+ *
+ * sh_pin_library keeps the shared object holding the core loaded until the
+ * process exits (RTLD_NODELETE). LuaJIT's FFI backend calls it: at
+ * lua_close, the library ffi.load opened may be closed before the ffi.gc
+ * finalizers that call into it have run. Returns SH_OK, or SH_ESTATE when
+ * the object cannot be found (a static link: nothing to pin).
  *
  * *_check verify every heap and index invariant and return SH_OK or
  * SH_ESTATE; debug builds (SH_DEBUG_CHECKS) run them after each change.

@@ -30,6 +30,24 @@ count() { # $1: label, then the command; busted's and the C tests' summaries are
   failed=$((failed + f + e))
 }
 
+# One-line checks that are not busted specs: a command that must succeed.
+check() { # $1: label, then the command
+  label=$1; shift
+  echo "== $label"
+  if "$@"; then passed=$((passed + 1)); else echo "!! $label failed"; failed=$((failed + 1)); fi
+}
+
+demo_ends_every_job() {
+  eval "$(sh scripts/env.sh luajit)"
+  luajit examples/scene_loader.lua >"$out" 2>&1 || { cat "$out"; return 1; }
+  for want in "Loading knight.portrait +failed +Loading knight.portrait failed: knight.portrait: not a portrait asset" \
+      "Loading tavern.stream +stalled +Loading tavern.stream made no progress for 1.5 s." \
+      "Loading hero.sprite +done" "Preparing the scene: done, 6 of 8 assets loaded"; do
+    grep -Eq "$want" "$out" || { cat "$out"; echo "missing: $want"; return 1; }
+  done
+  echo "the example scene loader ended every job: 6 done, 1 failed, 1 stalled"
+}
+
 count "C core tests" ./build/test_core
 for rt in "$@"; do
   eval "$(sh scripts/env.sh "$rt")"
@@ -39,6 +57,8 @@ for rt in "$@"; do
       env STAGEHAND_BACKEND=c luajit /usr/bin/busted -o utfTerminal spec
   fi
 done
+check "make demo: the example scene loader" demo_ends_every_job
+check "luarocks make of the rockspec into a temporary tree" sh scripts/rock.sh "$@"
 echo
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

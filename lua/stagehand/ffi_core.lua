@@ -37,6 +37,7 @@ int sh_timers_check(const sh_timers *t);
 double sh_now_ms(void);
 int sh_cores(void);
 void sh_sleep_ms(double ms);
+int sh_pin_library(void);
 ]]
 
 local path, err = package.searchpath("stagehand._core", package.cpath)
@@ -49,6 +50,8 @@ if not ok then
   -- modules per spec file); the declarations are the same.
 end
 local C = ffi.load(path)
+-- Keep the library loaded past lua_close: ffi.gc finalizers call into it.
+C.sh_pin_library()
 
 local M = { name = "ffi", CDEF = CDEF, MAX_ID = 2 ^ 24 }
 

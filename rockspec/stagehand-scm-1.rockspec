@@ -1,0 +1,53 @@
+rockspec_format = "3.0"
+package = "stagehand"
+version = "scm-1"
+source = {
+  url = "git+file://.",
+}
+description = {
+  summary = "Runs a game's loading work as jobs that always end, never load twice and put what is on screen first.",
+  detailed = [[
+stagehand runs loading work (requests, file reads, decodes, bakes, compiles)
+as jobs: every job ends (done, failed, cancelled or stalled), work asked for
+under one key runs once, scarce capacity goes to what is on screen, and a
+frame's main-thread work stays within budget. A C core (stall clocks,
+timers) under a Lua surface; LuaJIT reaches it through the FFI, PUC Lua
+5.1-5.4 through a C module. Drivers for luv and for a host's frame loop.
+]],
+  license = "MIT",
+  labels = { "game", "loading", "coroutines", "scheduler", "luajit" },
+}
+dependencies = {
+  "lua >= 5.1, < 5.5",
+}
+-- luv is optional: with it the default driver runs on its loop.
+build = {
+  type = "builtin",
+  modules = {
+    ["stagehand"] = "lua/stagehand/init.lua",
+    ["stagehand.backend"] = "lua/stagehand/backend.lua",
+    ["stagehand.combine"] = "lua/stagehand/combine.lua",
+    ["stagehand.engine"] = "lua/stagehand/engine.lua",
+    ["stagehand.errors"] = "lua/stagehand/errors.lua",
+    ["stagehand.ffi_core"] = "lua/stagehand/ffi_core.lua",
+    ["stagehand.future"] = "lua/stagehand/future.lua",
+    ["stagehand.handle"] = "lua/stagehand/handle.lua",
+    ["stagehand.job"] = "lua/stagehand/job.lua",
+    ["stagehand.log"] = "lua/stagehand/log.lua",
+    ["stagehand.options"] = "lua/stagehand/options.lua",
+    ["stagehand.orchestrator"] = "lua/stagehand/orchestrator.lua",
+    ["stagehand.settle"] = "lua/stagehand/settle.lua",
+    ["stagehand.signal"] = "lua/stagehand/signal.lua",
+    ["stagehand.testing"] = "lua/stagehand/testing.lua",
+    ["stagehand.driver.luv"] = "lua/stagehand/driver/luv.lua",
+    ["stagehand.driver.manual"] = "lua/stagehand/driver/manual.lua",
+    ["stagehand._core"] = {
+      sources = {
+        "csrc/sh_heap.c", "csrc/sh_clock.c", "csrc/sh_timer.c", "csrc/sh_sys.c", "csrc/lstagehand.c",
+      },
+      incdirs = { "csrc" },
+      libraries = { "m", "dl" },
+    },
+  },
+  copy_directories = { "examples" },
+}
