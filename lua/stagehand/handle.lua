@@ -32,6 +32,7 @@ local HandleMT = {
 function Handle:state() return self._st or "running" end
 
 --- Inside a job: suspends until the end; values on done, raises the Error otherwise.
+---@return any ...
 function Handle:await()
   local job = E.current
   if job == nil then
@@ -44,6 +45,8 @@ end
 --- Withdraws this caller, as if its signal aborted. The job itself is
 --- cancelled when its last caller leaves. Returns false if this Handle had
 --- already ended.
+---@param reason any
+---@return boolean
 function Handle:cancel(reason)
   if self._st then return false end
   local job = self.job

@@ -30,9 +30,17 @@ M.future = future.new
 ---@return stagehand.Controller
 M.controller = signal.controller
 
+--- Ends with the awaitable's outcome, or fails with the signal's reason if it aborts first.
+---@type fun(awaitable: any, signal: stagehand.Signal): table
 M.abortable = combine.abortable
+--- An awaitable of a list of each one's first value, or the first failure.
+---@type fun(list: any[]): table
 M.all = combine.all
+--- An awaitable of a list of {state =, value =, error =}; it never fails.
+---@type fun(list: any[]): table
 M.all_settled = combine.all_settled
+--- True when e is a stagehand.Error (of kind, when given).
+---@type fun(e: any, kind: string?): boolean
 M.is_error = errors.is_error
 
 --- The name of the native backend in use: "ffi" or "c".

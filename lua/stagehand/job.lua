@@ -64,6 +64,8 @@ Job.as_settle = as_settle
 --- Waits for a Handle, Future or any awaitable (a table with on_end);
 --- returns its values or raises its error. Raises the abort reason at once if
 --- the job's signal aborts.
+---@param x stagehand.Handle|stagehand.Future|{on_end: fun(self, fn: fun(state: string, ...))}
+---@return any ...
 function Job:await(x)
   local s = as_settle(x)
   if s == nil then
@@ -76,6 +78,8 @@ end
 
 --- Calls fn(..., callback) with an err-first callback and waits for it:
 --- returns the callback's values after err, raises err.
+---@param fn fun(...): any
+---@return any ...
 function Job:call(fn, ...)
   E.check_wait(self, "call")
   if not is_callable(fn) then
@@ -96,6 +100,7 @@ function Job:call(fn, ...)
 end
 
 --- Pacing only: resumes after `ms` of clock time. Not progress.
+---@param ms number
 function Job:sleep(ms)
   if type(ms) ~= "number" or ms < 0 or ms ~= ms then
     error("bad argument 'ms' to sleep: expected a number >= 0, got " .. tostring(ms), 2)
@@ -120,6 +125,9 @@ end)()
 -- (the probe yields once through pcall; where that fails it returns false)
 
 --- A pcall that may wait inside fn, on every runtime.
+---@param fn fun(...): any
+---@return boolean ok
+---@return any ...
 function Job:pcall(fn, ...)
   if yieldable_pcall or E.current ~= self then return pcall(fn, ...) end
   local co = coroutine.create(fn)

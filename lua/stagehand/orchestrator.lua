@@ -149,6 +149,7 @@ function Orchestrator:wait(h, timeout_ms)
 end
 
 --- Runs until no job is running (under luv: runs the loop).
+---@return integer running
 function Orchestrator:loop()
   if E.current then error("orch:loop cannot be called inside a job", 2) end
   while self.running > 0 do
@@ -187,12 +188,15 @@ function Orchestrator:next_wake()
 end
 
 --- Pauses (false) or resumes (true) every stall clock: hidden time never counts.
+---@param visible boolean
 function Orchestrator:set_visible(visible)
   if type(visible) ~= "boolean" then options.fail("set_visible", "visible", "a boolean", visible) end
   B.clock_set_visible(self.cc, visible, self.clock())
   if not self.stepping then self.driver.reschedule(self) end
 end
 
+--- Whether stall clocks run (set_visible).
+---@return boolean
 function Orchestrator:visible()
   return B.clock_visible(self.cc) ~= 0
 end
@@ -208,6 +212,8 @@ function Orchestrator:report()
 end
 
 --- Calls fn(record) at every job start and end; returns an unsubscribe.
+---@param fn fun(record: table)
+---@return fun()
 function Orchestrator:watch(fn)
   if not options.callable(fn) then options.fail("watch", "fn", "a function", fn) end
   local ws = self.watchers
@@ -241,6 +247,7 @@ function Orchestrator:dump()
 end
 
 --- Stops the driver's timers; running jobs are cancelled.
+---@param reason any
 function Orchestrator:close(reason)
   local list = {}
   for _, job in pairs(self.by_slot) do list[#list + 1] = job end

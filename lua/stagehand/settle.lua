@@ -105,6 +105,9 @@ function Base:_log() return nil end
 function Base:_describe() return "an awaitable" end
 function Base:_follows() return nil end
 
+--- Never waits: the state, then the values (done) or the error.
+---@return string state
+---@return any ...
 function Base:result()
   self._seen = true
   local st = self._st
@@ -116,6 +119,9 @@ function Base:result()
   return st, self._v
 end
 
+--- Calls fn(state, ...) once it ends (at once if it has); returns an unsubscribe.
+---@param fn fun(state: string, ...)
+---@return fun()
 function Base:on_end(fn)
   if type(fn) ~= "function" then
     error("bad argument 'fn' to on_end: expected a function, got " .. type(fn), 2)

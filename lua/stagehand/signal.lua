@@ -74,7 +74,7 @@ Controller.__index = Controller
 
 --- Aborts the controller's signal. `reason` defaults to a `cancelled` Error.
 function Controller:abort(reason)
-  if reason == nil then reason = errors.cancelled("controller", "aborted") end
+  if reason == nil then reason = errors.new("cancelled", "signal", "the signal was aborted") end
   return M.abort(self.signal, reason)
 end
 
