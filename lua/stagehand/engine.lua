@@ -357,7 +357,7 @@ end
 
 local function settled_values(x)
   local v = x._v
-  if x._st == "done" then return unpack(v, 1, v.n) end
+  if x._st == "done" then return unpack(v, 1, v.n or 1) end
   error(v, 0)
 end
 

@@ -53,7 +53,7 @@ local function tell(o, entry, st, v)
   if fn == nil then
     M.wake(entry, o)
   elseif st == "done" then
-    logm.guard(o:_log(), "an on_end callback of " .. o:_describe(), fn, st, unpack(v, 1, v.n))
+    logm.guard(o:_log(), "an on_end callback of " .. o:_describe(), fn, st, unpack(v, 1, v.n or 1))
   else
     logm.guard(o:_log(), "an on_end callback of " .. o:_describe(), fn, st, v)
   end
@@ -114,7 +114,7 @@ function Base:result()
   if not st then return self:state() end
   if st == "done" then
     local v = self._v
-    return st, unpack(v, 1, v.n)
+    return st, unpack(v, 1, v.n or 1)
   end
   return st, self._v
 end
@@ -152,15 +152,16 @@ function Box:_describe() return self.what or "an awaitable" end
 function M.box(what) return setmetatable({ what = what }, Box) end
 M.Box = Box
 
--- Values as a list with their count. The usual counts get their own
--- constructors: `{ ... }` (TSETM) is a bytecode LuaJIT does not compile, and
--- packing runs once per job and per resolve. Packs are never written to, so
--- no values share one table.
+-- Values as a list with their count n; a pack of one value leaves n out
+-- (readers take `v.n or 1`), so it needs no hash part. The usual counts get
+-- their own constructors: `{ ... }` (TSETM) is a bytecode LuaJIT does not
+-- compile, and packing runs once per job and per resolve. Packs are never
+-- written to, so values may share one.
 local EMPTY = { n = 0 }
 function M.pack(...)
   local n = select("#", ...)
   if n == 0 then return EMPTY end
-  if n == 1 then return { n = 1, (...) } end
+  if n == 1 then return { (...) } end
   if n == 2 then
     local a, b = ...
     return { n = 2, a, b }

@@ -16,6 +16,7 @@ local T = {}
 local Clock = {}
 Clock.__index = Clock
 Clock.__call = function(c) return c.now end
+Clock.__now_field = true -- orchestrators may read c.now directly
 
 --- Moves the clock forward by `ms`.
 function Clock:advance(ms)
