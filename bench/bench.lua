@@ -118,7 +118,7 @@ do
       end
       o:step()
     end
-    assert(o.running == 0)
+    assert(o.nrunning == 0)
   end)
   report("park, settle by another, resume (1,000 at once)", cycle, "coroutine resume/yield", bare_trip)
 end

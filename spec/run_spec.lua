@@ -96,7 +96,7 @@ describe(":run", function()
     orch:run("resolver", function() f:resolve() end)
     orch:step()
     assert.equal(1, max_depth)
-    assert.equal(0, orch.running)
+    assert.equal(0, orch.nrunning)
   end)
 
   it("lets a job start another job", function()

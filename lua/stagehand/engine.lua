@@ -12,6 +12,8 @@ local errors = require "stagehand.errors"
 local settle = require "stagehand.settle"
 local signal = require "stagehand.signal"
 local logm = require "stagehand.log"
+local priority = require "stagehand.priority"
+local keys = require "stagehand.keys"
 
 local co_create, co_resume, co_yield = coroutine.create, coroutine.resume, coroutine.yield
 local traceback = debug.traceback
@@ -35,7 +37,9 @@ E.PARK = setmetatable({}, {
 })
 E.QUEUED = setmetatable({}, { __name = "stagehand.QUEUED" })
 E.SLEEP = setmetatable({}, { __name = "stagehand.SLEEP" })
-local PARK, QUEUED, SLEEP = E.PARK, E.QUEUED, E.SLEEP
+-- A placeholder job's w: it waits for a run of its key to start.
+E.KEYWAIT = setmetatable({}, { __name = "stagehand.KEYWAIT" })
+local PARK, QUEUED, SLEEP, KEYWAIT = E.PARK, E.QUEUED, E.SLEEP, E.KEYWAIT
 
 -- The job whose coroutine runs now and the time it was resumed (jobs may
 -- start jobs, so both are saved and restored around every resume), and, on
@@ -120,7 +124,7 @@ end
 -- What report and watch show of a job. A job keeps no times of its own once
 -- it ended (it would outgrow its table for that), so an end record is given
 -- them.
-function E.record(job, started_at, ended_at)
+function E.record(job, started_at, ended_at, cache)
   local o = job.orch
   local slot = job.slot
   local st = job.state
@@ -130,7 +134,7 @@ function E.record(job, started_at, ended_at)
     key = job.key,
     label = job.label,
     state = st or "running",
-    priority = E.rank_name(o, E.effective_rank(job)),
+    priority = o.ranks[priority.effective(job, cache)],
     started_at = started_at or o.started[slot],
     ended_at = ended_at,
     error = err and tostring(err) or nil,
@@ -157,6 +161,7 @@ function E.describe_wait(job)
   local o = job.orch
   if w == SLEEP then return "a sleep until " .. tostring(o.sleep_until[job.slot]) end
   if w == QUEUED then return "its turn to run" end
+  if w == KEYWAIT then return "a run of key " .. job.key .. " to start" end
   if w then return w:_describe() end
   return nil
 end
@@ -168,11 +173,12 @@ end
 local function unpark(job)
   local w = job.w
   if w == QUEUED then job.w = false end
-  if not w or w == QUEUED then return end
+  if not w or w == QUEUED or w == KEYWAIT then return end
   if w == SLEEP then
     timers_cancel(job.orch.tm, job.slot)
   else
     settle.unlisten(w, job)
+    priority.unfollow(job.orch, job)
   end
   job.w = false
 end
@@ -184,7 +190,7 @@ function E.end_job(job, st, v)
   if job.state then return false end
   local o = job.orch
   local slot = job.slot
-  local suspended = job.w and job.w ~= QUEUED
+  local suspended = job.w and job.w ~= QUEUED and job.w ~= KEYWAIT
   unpark(job)
   clock_stop(o.cc, slot)
   local started_at = o.started[slot]
@@ -192,7 +198,16 @@ function E.end_job(job, st, v)
   free_slot(o, slot)
   job.slot = nil
   job.state, job.out = st, v
-  o.running = o.running - 1
+  o.nrunning = o.nrunning - 1
+  local key = job.key
+  if key then
+    if job.pending then
+      keys.leave_pending(o, job)
+    elseif o.keyed[key] == job then
+      o.keyed[key] = nil
+      if st ~= "cancelled" then keys.remember(o, key, job) end
+    end
+  end
   if st ~= "done" then
     local sig = rawget(job, "signal")
     if sig then signal.abort(sig, v) end
@@ -214,6 +229,16 @@ function E.end_job(job, st, v)
   end
   for i = 1, #hs do settle.fire(hs[i], st, v) end
   notify(o, job, started_at)
+  -- Callers this job made (run or when inside its work, without a signal of
+  -- their own) leave with it unless it finished: nothing it asked for is
+  -- kept alive, or kept at its priority, by a job that is gone.
+  local owned = o.owned[job]
+  if owned then
+    o.owned[job] = nil
+    if st ~= "done" then
+      for i = 1, #owned do owned[i]:cancel(v) end
+    end
+  end
   return true
 end
 
@@ -303,11 +328,15 @@ function E.start(o, job, stall_ms, now)
   local slot = job.slot
   o.by_slot[slot] = job
   o.started[slot] = now
-  o.running = o.running + 1
+  o.nrunning = o.nrunning + 1
   local rc = clock_start(o.cc, slot, stall_ms, now)
   if rc ~= 0 then error("stagehand: the core refused a stall clock (status " .. rc .. ")", 3) end
-  job.co = co_create(body)
   notify(o, job)
+end
+
+--- The coroutine a job's work runs in (placeholder jobs have none).
+function E.coroutine()
+  return co_create(body)
 end
 
 ---------------------------------------------------------------------------
@@ -380,7 +409,7 @@ local function find_cycle(target, from)
     if seen[job] or job.state then return nil end
     seen[job] = true
     local w = job.w
-    if not w or w == QUEUED or w == SLEEP then return nil end
+    if not w or w == QUEUED or w == SLEEP or w == KEYWAIT then return nil end
     path[#path + 1] = job
     local found = each_followed(w, function(j) return walk(j, path) end)
     if found then return found end
@@ -405,10 +434,11 @@ local function cycle_error(job, path)
 end
 
 -- Raises a cycle Error if waiting on what `x` follows would close a cycle;
--- returns whether x follows jobs (so the waiter's own clock pauses).
+-- returns the job or jobs x follows (the waiter's own clock then pauses,
+-- and its priority flows to them), or nil.
 local function check_follows(job, x)
   local f = x:_follows()
-  if f == nil then return false end
+  if f == nil then return nil end
   local path
   if f.orch then
     path = find_cycle(job, f)
@@ -419,7 +449,7 @@ local function check_follows(job, x)
     end
   end
   if path then error(cycle_error(job, path), 0) end
-  return true
+  return f
 end
 
 --- Waits inside `job` for the settle-able `x`; returns its values or raises.
@@ -438,10 +468,14 @@ function E.await(job, x)
   settle.listen(x, job)
   job.w = x
   o.since[slot] = o.now
-  if follows then B.clock_pause(o.cc, slot) end
+  if follows then
+    B.clock_pause(o.cc, slot)
+    priority.follow(o, job, follows)
+  end
   parked(job, "await")
   if job.state then raise_ended(job) end
   if follows then
+    priority.unfollow(o, job)
     B.clock_resume(o.cc, slot, E.current_at)
   else
     B.clock_progress(o.cc, slot, E.current_at)
@@ -549,12 +583,12 @@ function E.step(o, budget_ms)
   E.report_unhandled(o)
   if not ok then error(err, 0) end
   o.driver.reschedule(o)
-  return o.running
+  return o.nrunning
 end
 
 function E.next_wake(o)
   if o.qn > 0 then return 0 end
-  if o.running == 0 then return nil end
+  if o.nrunning == 0 then return nil end
   local now = o.clock()
   local best
   if B.timers_count(o.tm) > 0 then
@@ -568,43 +602,6 @@ function E.next_wake(o)
     if c < 0 then c = 0 end
     if best == nil or c < best then best = c end
   end
-  return best
-end
-
----------------------------------------------------------------------------
--- Priorities (ranks are numbers, 1 the highest).
-
-function E.rank_name(o, r) return o.ranks[r] end
-
--- A caller's rank: a rank name, or a function read live; a function that
--- raises or answers an unknown rank counts as the default and is logged once.
-function E.source_rank(o, src)
-  if src == nil then return o.default_rank end
-  if type(src) == "string" then return o.rank_of[src] or o.default_rank end
-  local ok, r = pcall(src)
-  local rank = ok and o.rank_of[r]
-  if rank then return rank end
-  if not o.bad_sources[src] then
-    o.bad_sources[src] = true
-    local why = ok and ("returned " .. tostring(r) .. ", not a rank") or ("raised: " .. tostring(r))
-    logm.guard(nil, "the log function", o.log,
-      "[stagehand] a priority function " .. why .. "; counting it as '" .. o.ranks[o.default_rank] .. "'")
-  end
-  return o.default_rank
-end
-
--- The highest rank of everyone following the job.
-function E.effective_rank(job)
-  local o = job.orch
-  local best = #o.ranks + 1
-  for i = 1, #job do
-    local h = job[i]
-    if not h._st or job.state then
-      local r = E.source_rank(o, h._prio)
-      if r < best then best = r end
-    end
-  end
-  if best > #o.ranks then best = o.default_rank end
   return best
 end
 

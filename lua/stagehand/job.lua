@@ -4,6 +4,7 @@ local B = require "stagehand.backend"
 local signal = require "stagehand.signal"
 local settle = require "stagehand.settle"
 local errors = require "stagehand.errors"
+local priority = require "stagehand.priority"
 
 local select, type = select, type
 local unpack = unpack or table.unpack
@@ -33,7 +34,7 @@ end
 --- The job's effective rank now.
 ---@return string
 function Job:priority()
-  return E.rank_name(self.orch, E.effective_rank(self))
+  return self.orch.ranks[priority.effective(self)]
 end
 
 -- A settle-able box that follows a foreign awaitable's on_end. (Its own

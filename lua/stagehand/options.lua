@@ -89,12 +89,15 @@ end
 
 local RUN_FIELDS = { key = true, signal = true, stall_ms = true, priority = true }
 
---- Validates run's opts against the orchestrator `o`.
-function M.run_options(o, opts, fn, is_signal)
+--- Validates run's (or when's, with allow_key false) opts against the
+--- orchestrator `o`.
+function M.run_options(o, opts, fn, is_signal, allow_key)
   if opts == nil then return nil end
   if type(opts) ~= "table" then M.fail(fn, "opts", "a table", opts, 3) end
   for k in pairs(opts) do
-    if not RUN_FIELDS[k] then M.fail(fn, "opts." .. tostring(k), "a known option (unknown field)", k, 3) end
+    if not RUN_FIELDS[k] or (k == "key" and not allow_key) then
+      M.fail(fn, "opts." .. tostring(k), "a known option (unknown field)", k, 3)
+    end
   end
   if opts.key ~= nil and (type(opts.key) ~= "string" or opts.key == "") then
     M.fail(fn, "opts.key", "a non-empty string", opts.key, 3)

@@ -6,8 +6,11 @@ local signal = require "stagehand.signal"
 local jobm = require "stagehand.job"
 local handle = require "stagehand.handle"
 local logm = require "stagehand.log"
+local keys = require "stagehand.keys"
+local priority = require "stagehand.priority"
 
 local JobMT = jobm.JobMT
+local settle_empty = require("stagehand.settle").pack()
 local new_handle = handle.new
 local setmetatable, type = setmetatable, type
 
@@ -55,20 +58,69 @@ function Orchestrator.new(opts)
     started = {},
     since = {},
     sleep_until = {},
-    running = 0,
+    nrunning = 0, -- jobs running (orch:running(key) is the keyed question)
     next_id = 0,
     stepping = false,
     unhandled = {},
     watchers = {},
     bad_sources = setmetatable({}, { __mode = "k" }),
+    awaiters = {},
+    followed = {},
+    owned = {},
   }, Orchestrator)
   E.init_queue(o)
+  keys.init(o)
   o.now = o.clock()
   o.next_check = o.now + o.check_ms
   return o
 end
 
 local check_run_opts = options.run_options
+
+-- A caller made inside a job, with no signal of its own, belongs to that job:
+-- it is withdrawn if the job ends other than done (engine.end_job).
+local function own(o, h, sig)
+  if sig then return end
+  local cur = E.current
+  if cur and cur.orch == o and not cur.state then
+    local list = o.owned[cur]
+    if not list then
+      list = {}
+      o.owned[cur] = list
+    end
+    list[#list + 1] = h
+  end
+end
+
+-- A new caller of a running job: its own Handle, its priority counted, its
+-- signal withdrawing only it.
+local function join(o, job, prio, sig)
+  local h = new_handle(job, prio)
+  job[#job + 1] = h
+  own(o, h, sig)
+  if sig then
+    if sig.aborted then
+      h:cancel(sig.reason)
+    else
+      handle.follow_signal(h, sig)
+    end
+  end
+  return h
+end
+
+-- A job record. The array part holds the callers' Handles; false reserves
+-- its first slot. co, w and state start false, not nil: a nil field would
+-- send each read through the job's __index function, and with them the
+-- table is made at its final size (8 hash slots; `out` takes the last one
+-- when it ends; a keyed job has one more).
+local function new_job(o, label, key)
+  local id = o.next_id + 1
+  o.next_id = id
+  return setmetatable({
+    false, id = id, label = label, key = key, orch = o, slot = E.alloc_slot(o),
+    co = false, w = false, state = false,
+  }, JobMT)
+end
 
 --- Starts `work(job)` in a new coroutine at once, up to its first wait.
 ---@param label string
@@ -80,24 +132,41 @@ function Orchestrator:run(label, work, opts)
   if type(work) ~= "function" then options.fail("run", "work", "a function", work) end
   local prio, sig, stall_ms, key
   if opts ~= nil then
-    check_run_opts(self, opts, "run", signal.is_signal)
+    check_run_opts(self, opts, "run", signal.is_signal, true)
     prio, sig, stall_ms, key = opts.priority, opts.signal, opts.stall_ms, opts.key
+    if key then
+      local running = self.keyed[key]
+      if running then return join(self, running, prio, sig) end
+    end
   end
-  local id = self.next_id + 1
-  self.next_id = id
-  -- The array part holds the callers' Handles; false reserves its first slot.
-  -- co, w and state start false, not nil: a nil field would send each read
-  -- through the job's __index function, and with them the table is made at
-  -- its final size (8 hash slots; `out` takes the last one when it ends).
-  local job = setmetatable({
-    false, id = id, label = label, key = key, orch = self, slot = E.alloc_slot(self),
-    co = false, w = false, state = false,
-  }, JobMT)
+  local job = new_job(self, label, key)
+  job.co = E.coroutine()
   local h = new_handle(job, prio)
   job[1] = h
+  if E.current then own(self, h, sig) end
   local now = self.clock()
   self.now = now
   E.start(self, job, stall_ms or self.stall_ms, now)
+  if key then
+    self.keyed[key] = job
+    -- `when` waiters for this key become callers before the work starts.
+    local waiting = self.pending[key]
+    if waiting then
+      self.pending[key] = nil
+      for i = 1, #waiting do
+        local p = waiting[i]
+        for j = 1, #p do
+          local ph = p[j]
+          ph.job = job
+          job[#job + 1] = ph
+          p[j] = nil
+        end
+        priority.move_awaiters(self, p, job)
+        p.pending = false -- it joined: nothing to leave, nothing to remember
+        E.end_job(p, "done", settle_empty)
+      end
+    end
+  end
   if sig then
     if sig.aborted then
       h:cancel(sig.reason)
@@ -108,6 +177,72 @@ function Orchestrator:run(label, work, opts)
   E.resume(job, now, work)
   if not self.stepping then self.driver.reschedule(self) end
   return h
+end
+
+--- Waits for the outcome of `key`: follows its running job, settles at once
+--- from a remembered outcome, or waits until a run of the key starts (with a
+--- stall clock of its own until then). Every Handle from `when` that follows
+--- a run is one of its callers.
+---@param key string
+---@param label string?
+---@param opts table?
+---@return stagehand.Handle
+function Orchestrator:when(key, label, opts)
+  if type(key) ~= "string" or key == "" then options.fail("when", "key", "a non-empty string", key) end
+  if label == nil then label = "when " .. key end
+  if type(label) ~= "string" or label == "" then options.fail("when", "label", "a non-empty string", label) end
+  local prio, sig, stall_ms
+  if opts ~= nil then
+    check_run_opts(self, opts, "when", signal.is_signal, false)
+    prio, sig, stall_ms = opts.priority, opts.signal, opts.stall_ms
+  end
+  local running = self.keyed[key]
+  if running then return join(self, running, prio, sig) end
+  local ended = keys.recall(self, key)
+  if ended then
+    local h = new_handle(ended, prio)
+    return h
+  end
+  -- Nothing has started it: a placeholder job waits, on its own clock.
+  local p = new_job(self, label, key)
+  p.w = E.KEYWAIT
+  p.pending = true
+  local now = self.clock()
+  self.now = now
+  E.start(self, p, stall_ms or self.stall_ms, now)
+  local list = self.pending[key]
+  if not list then
+    list = {}
+    self.pending[key] = list
+  end
+  list[#list + 1] = p
+  local h = new_handle(p, prio)
+  p[1] = h
+  own(self, h, sig)
+  if sig then
+    if sig.aborted then
+      h:cancel(sig.reason)
+      return h
+    end
+    handle.follow_signal(h, sig)
+  end
+  if not self.stepping then self.driver.reschedule(self) end
+  return h
+end
+
+--- Whether a job of `key` is running.
+---@param key string
+---@return boolean
+function Orchestrator:running(key)
+  if type(key) ~= "string" then options.fail("running", "key", "a string", key) end
+  return self.keyed[key] ~= nil
+end
+
+--- Drops the remembered outcome of `key` (a no-op for an unknown key).
+---@param key string
+function Orchestrator:forget(key)
+  if type(key) ~= "string" then options.fail("forget", "key", "a string", key) end
+  keys.forget(self, key)
 end
 
 --- Outside jobs: pumps the driver until `h` ends or `timeout_ms` passes.
@@ -155,9 +290,9 @@ end
 ---@return integer running
 function Orchestrator:loop()
   if E.current then error("orch:loop cannot be called inside a job", 2) end
-  while self.running > 0 do
+  while self.nrunning > 0 do
     self:step()
-    if self.running == 0 then break end
+    if self.nrunning == 0 then break end
     local nw = self:next_wake()
     if nw == nil then
       if self.driver.name ~= "luv" then break end
@@ -166,7 +301,7 @@ function Orchestrator:loop()
     if nw > 0 or self.driver.name == "luv" then self.driver.pass(self, nw) end
   end
   self:step()
-  return self.running
+  return self.nrunning
 end
 
 --- Runs what can run now; see SPEC.md (Pumping). Returns the jobs still running.
@@ -210,7 +345,8 @@ function Orchestrator:report()
   local jobs = {}
   for _, job in pairs(self.by_slot) do jobs[#jobs + 1] = job end
   table.sort(jobs, function(a, b) return a.id < b.id end)
-  for i = 1, #jobs do jobs[i] = E.record(jobs[i]) end
+  local cache = {} -- each priority function is read once per report
+  for i = 1, #jobs do jobs[i] = E.record(jobs[i], nil, nil, cache) end
   return jobs
 end
 
@@ -235,7 +371,7 @@ end
 ---@return string
 function Orchestrator:dump()
   local now = self.clock()
-  local lines = { string.format("stagehand: %d job(s) running%s", self.running,
+  local lines = { string.format("stagehand: %d job(s) running%s", self.nrunning,
     B.clock_visible(self.cc) == 0 and " (hidden: stall clocks paused)" or "") }
   for _, r in ipairs(self:report()) do
     local s = string.format("  #%d %s [%s, %s] running for %g ms", r.id, r.label, r.state, r.priority,

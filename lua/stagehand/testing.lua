@@ -73,7 +73,7 @@ end
 --- nothing is left behind.
 function T.leaks(orch)
   local out = {}
-  if orch.running ~= 0 then out[#out + 1] = orch.running .. " job(s) running" end
+  if orch.nrunning ~= 0 then out[#out + 1] = orch.nrunning .. " job(s) running" end
   if orch.qn ~= 0 then out[#out + 1] = orch.qn .. " continuation(s) queued" end
   local n = tonumber(B.clock_count(orch.cc))
   if n ~= 0 then out[#out + 1] = n .. " stall clock(s) running" end
@@ -82,6 +82,14 @@ function T.leaks(orch)
   if next(orch.by_slot) ~= nil then out[#out + 1] = "job slots still in use" end
   for _, t in ipairs { "started", "since", "sleep_until" } do
     if next(orch[t]) ~= nil then out[#out + 1] = "per-slot data left in " .. t end
+  end
+  local left = {
+    keyed = "keyed run(s) still registered", pending = "when waiter(s) still pending",
+    awaiters = "awaiter registrations", followed = "follow registrations",
+    owned = "owned-caller lists",
+  }
+  for t, what in pairs(left) do
+    if next(orch[t]) ~= nil then out[#out + 1] = what .. " left behind" end
   end
   return out
 end
@@ -101,7 +109,7 @@ if ok_say and ok_assert then
 
   local function all_ended(state, args)
     local orch = args[1]
-    local ok = orch.running == 0
+    local ok = orch.nrunning == 0
     -- luassert formats the arguments it is handed; give it the dump.
     args[1] = orch:dump()
     args.n = 1
