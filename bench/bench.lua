@@ -157,6 +157,58 @@ do
   big:step()
 end
 
+-- 5. Keys: 100,000 run calls over 1,000 keys (all but the first per key
+-- join a running job) against 100,000 runs of distinct jobs.
+do
+  local M = 100000
+  local keys = {}
+  for i = 1, 1000 do keys[i] = "armor-build:" .. i end
+  local function waiting_work(job) job:sleep(1e9) end
+  local joins, distinct = time_pair(M, function(n)
+    local o = T.new { stall_ms = 1e12 }
+    for i = 1, n do o:run("build", waiting_work, { key = keys[i % 1000 + 1] }) end
+    o:close()
+  end, function(n)
+    local o = T.new { stall_ms = 1e12 }
+    for _ = 1, n do o:run("build", waiting_work) end
+    o:close()
+  end)
+  report("100,000 runs over 1,000 keys (joins)", joins, "100,000 distinct runs", distinct, 2)
+end
+
+-- 6. Effective priority of a job with 1,000 followers sharing 3 priority
+-- functions: how many function calls one reading costs.
+do
+  local o = T.new()
+  local calls = 0
+  local sources = {}
+  for i = 1, 3 do
+    sources[i] = function()
+      calls = calls + 1
+      return "background"
+    end
+  end
+  local f = stagehand.future()
+  local job_ref
+  o:run("army", function(job)
+    job_ref = job
+    job:await(f)
+  end, { key = "army", priority = sources[1] })
+  for i = 1, 999 do o:run("army", trivial, { key = "army", priority = sources[i % 3 + 1] }) end
+  calls = 0
+  job_ref:priority()
+  local ok = calls <= 3
+  results[#results + 1] = { name = "priority calls", ok = ok }
+  print(string.format("%-50s %9d calls      (1,000 followers, 3 functions; target <= 3: %s)",
+    "function calls to read an effective priority", calls, ok and "met" or "MISSED"))
+  local reads = time(10000, function(n)
+    for _ = 1, n do job_ref:priority() end
+  end)
+  print(string.format("%-50s %9.1f ns/read", "  ... and the cost of one reading", reads))
+  f:resolve()
+  o:step()
+end
+
 -- 4. Lua memory per waiting job.
 do
   local o = T.new()
