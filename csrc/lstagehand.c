@@ -14,6 +14,8 @@
 
 #define CLOCK_MT "stagehand.clock"
 #define TIMERS_MT "stagehand.timers"
+#define POOL_MT "stagehand.pool"
+#define BARRIER_MT "stagehand.barrier"
 
 typedef struct box {
   void *p;
@@ -26,6 +28,8 @@ static void *check_obj(lua_State *L, int arg, const char *mt) {
 }
 #define CLOCK(L) ((sh_clock *)check_obj(L, 1, CLOCK_MT))
 #define TIMERS(L) ((sh_timers *)check_obj(L, 1, TIMERS_MT))
+#define POOL(L) ((sh_pool *)check_obj(L, 1, POOL_MT))
+#define BARRIER(L) ((sh_barrier *)check_obj(L, 1, BARRIER_MT))
 
 /* Ids arrive as Lua numbers; anything not a whole number in range maps to -1,
  * which the core refuses with SH_EINVAL, instead of an undefined cast. */
@@ -131,6 +135,98 @@ static int l_timers_pop(lua_State *L) {
 static int l_timers_count(lua_State *L) { return ret_int(L, sh_timers_count(TIMERS(L))); }
 static int l_timers_check(lua_State *L) { return ret_int(L, sh_timers_check(TIMERS(L))); }
 
+static int l_clock_join(lua_State *L) {
+  sh_clock *c = CLOCK(L);
+  int32_t id = check_id(L, 2);
+  lua_Number g = luaL_checknumber(L, 3);
+  /* -1 unlinks; any other value out of range maps to one the core refuses */
+  int32_t group = (g == -1) ? -1 : check_id(L, 3);
+  if (g != -1 && group < 0) group = -2;
+  return ret_int(L, sh_clock_join(c, id, group));
+}
+static int l_clock_touch(lua_State *L) {
+  sh_clock *c = CLOCK(L);
+  return ret_int(L, sh_clock_touch(c, check_id(L, 2), luaL_checknumber(L, 3)));
+}
+
+static int l_pool_new(lua_State *L) { return new_obj(L, sh_pool_new(), POOL_MT); }
+static int l_pool_gc(lua_State *L) {
+  box *b = (box *)luaL_checkudata(L, 1, POOL_MT);
+  sh_pool_free((sh_pool *)b->p);
+  b->p = NULL;
+  return 0;
+}
+static int l_pool_set_capacity(lua_State *L) {
+  sh_pool *p = POOL(L);
+  return ret_int(L, sh_pool_set_capacity(p, check_id(L, 2)));
+}
+static int l_pool_capacity(lua_State *L) { return ret_int(L, sh_pool_capacity(POOL(L))); }
+static int l_pool_in_use(lua_State *L) { return ret_int(L, sh_pool_in_use(POOL(L))); }
+static int l_pool_waiting(lua_State *L) { return ret_int(L, sh_pool_waiting(POOL(L))); }
+static int l_pool_try_acquire(lua_State *L) { return ret_int(L, sh_pool_try_acquire(POOL(L))); }
+static int l_pool_release(lua_State *L) { return ret_int(L, sh_pool_release(POOL(L))); }
+static int l_pool_reset_use(lua_State *L) { return ret_int(L, sh_pool_reset_use(POOL(L))); }
+static int l_pool_enqueue(lua_State *L) {
+  sh_pool *p = POOL(L);
+  return ret_int(L, sh_pool_enqueue(p, check_id(L, 2), check_id(L, 3)));
+}
+static int l_pool_remove(lua_State *L) {
+  sh_pool *p = POOL(L);
+  return ret_int(L, sh_pool_remove(p, check_id(L, 2)));
+}
+static int l_pool_is_waiting(lua_State *L) {
+  sh_pool *p = POOL(L);
+  return ret_int(L, sh_pool_is_waiting(p, check_id(L, 2)));
+}
+static int l_pool_next_group(lua_State *L) {
+  sh_pool *p = POOL(L);
+  lua_Number a = luaL_checknumber(L, 2);
+  return ret_int(L, sh_pool_next_group(p, a < 0 ? -1 : check_id(L, 2)));
+}
+static int l_pool_set_rank(lua_State *L) {
+  sh_pool *p = POOL(L);
+  return ret_int(L, sh_pool_set_rank(p, check_id(L, 2), check_id(L, 3)));
+}
+static int l_pool_best(lua_State *L) { return ret_int(L, sh_pool_best(POOL(L))); }
+static int l_pool_rank_of(lua_State *L) {
+  sh_pool *p = POOL(L);
+  return ret_int(L, sh_pool_rank_of(p, check_id(L, 2)));
+}
+static int l_pool_arrival(lua_State *L) {
+  sh_pool *p = POOL(L);
+  lua_pushnumber(L, sh_pool_arrival(p, check_id(L, 2)));
+  return 1;
+}
+static int l_pool_grant(lua_State *L) {
+  sh_pool *p = POOL(L);
+  return ret_int(L, sh_pool_grant(p, check_id(L, 2)));
+}
+static int l_pool_check(lua_State *L) { return ret_int(L, sh_pool_check(POOL(L))); }
+
+static int l_barrier_new(lua_State *L) {
+  int32_t n = check_id(L, 1);
+  sh_barrier *b = n < 0 ? NULL : sh_barrier_new(n);
+  if (!b) return luaL_argerror(L, 1, "a barrier size from 0 to 2^24 - 1");
+  return new_obj(L, b, BARRIER_MT);
+}
+static int l_barrier_gc(lua_State *L) {
+  box *b = (box *)luaL_checkudata(L, 1, BARRIER_MT);
+  sh_barrier_free((sh_barrier *)b->p);
+  b->p = NULL;
+  return 0;
+}
+static int l_barrier_arrive(lua_State *L) {
+  sh_barrier *b = BARRIER(L);
+  return ret_int(L, sh_barrier_arrive(b, check_id(L, 2)));
+}
+static int l_barrier_arrived(lua_State *L) { return ret_int(L, sh_barrier_arrived(BARRIER(L))); }
+static int l_barrier_size(lua_State *L) { return ret_int(L, sh_barrier_size(BARRIER(L))); }
+static int l_barrier_next_missing(lua_State *L) {
+  sh_barrier *b = BARRIER(L);
+  lua_Number a = luaL_checknumber(L, 2);
+  return ret_int(L, sh_barrier_next_missing(b, a < 0 ? -1 : check_id(L, 2)));
+}
+
 static int l_now_ms(lua_State *L) {
   lua_pushnumber(L, sh_now_ms());
   return 1;
@@ -157,6 +253,33 @@ static const luaL_Reg funcs[] = {
     {"clock_stall_ms", l_clock_stall_ms},
     {"clock_count", l_clock_count},
     {"clock_check", l_clock_check},
+    {"clock_join", l_clock_join},
+    {"clock_touch", l_clock_touch},
+    {"pool_new", l_pool_new},
+    {"pool_free", l_pool_gc},
+    {"pool_set_capacity", l_pool_set_capacity},
+    {"pool_capacity", l_pool_capacity},
+    {"pool_in_use", l_pool_in_use},
+    {"pool_waiting", l_pool_waiting},
+    {"pool_try_acquire", l_pool_try_acquire},
+    {"pool_release", l_pool_release},
+    {"pool_reset_use", l_pool_reset_use},
+    {"pool_enqueue", l_pool_enqueue},
+    {"pool_remove", l_pool_remove},
+    {"pool_is_waiting", l_pool_is_waiting},
+    {"pool_next_group", l_pool_next_group},
+    {"pool_set_rank", l_pool_set_rank},
+    {"pool_best", l_pool_best},
+    {"pool_rank_of", l_pool_rank_of},
+    {"pool_arrival", l_pool_arrival},
+    {"pool_grant", l_pool_grant},
+    {"pool_check", l_pool_check},
+    {"barrier_new", l_barrier_new},
+    {"barrier_free", l_barrier_gc},
+    {"barrier_arrive", l_barrier_arrive},
+    {"barrier_arrived", l_barrier_arrived},
+    {"barrier_size", l_barrier_size},
+    {"barrier_next_missing", l_barrier_next_missing},
     {"timers_new", l_timers_new},
     {"timers_free", l_timers_gc},
     {"timers_add", l_timers_add},
@@ -198,6 +321,8 @@ SH_EXPORT int luaopen_stagehand__core(lua_State *L) {
   sh_pin_library(); /* __gc of our userdata may run after the module is closed */
   new_mt(L, CLOCK_MT, l_clock_gc);
   new_mt(L, TIMERS_MT, l_timers_gc);
+  new_mt(L, POOL_MT, l_pool_gc);
+  new_mt(L, BARRIER_MT, l_barrier_gc);
   lua_newtable(L);
   set_funcs(L, funcs);
   lua_pushinteger(L, SH_MAX_ID);

@@ -8,8 +8,9 @@
 enum { FREE = 0, RUNNING = 1, PAUSED = 2 };
 
 typedef struct entry {
-  double last;  /* visible time of the last progress */
-  double stall; /* stall time in ms */
+  double last;   /* visible time of the last progress */
+  double stall;  /* stall time in ms */
+  int32_t group; /* a group whose activity counts as progress, or -1 */
   uint8_t state;
 } entry;
 
@@ -18,6 +19,8 @@ struct sh_clock {
   entry *entries; /* indexed by id; as many as heap.pos_cap */
   size_t cap;
   int32_t count; /* started ids, running or paused */
+  double *groups; /* visible time each group was last touched */
+  size_t ngroups;
   int visible;
   double vis_acc;   /* visible ms before vis_since */
   double vis_since; /* caller time when visibility last turned on */
@@ -42,6 +45,7 @@ void sh_clock_free(sh_clock *c) {
   if (!c) return;
   sh__heap_free(&c->heap);
   free(c->entries);
+  free(c->groups);
   free(c);
 }
 
@@ -50,6 +54,13 @@ static int valid_time(double t) { return !isnan(t) && !isinf(t); }
 static double vnow(const sh_clock *c, double now) {
   if (!c->visible || now < c->vis_since) return c->vis_acc;
   return c->vis_acc + (now - c->vis_since);
+}
+
+/* The later of an entry's own progress and its group's last activity. */
+static double last_of(const sh_clock *c, const entry *e) {
+  if (e->group >= 0 && (size_t)e->group < c->ngroups && c->groups[e->group] > e->last)
+    return c->groups[e->group];
+  return e->last;
 }
 
 static entry *get(const sh_clock *c, int32_t id) {
@@ -75,6 +86,7 @@ int sh_clock_start(sh_clock *c, int32_t id, double stall_ms, double now) {
   e->state = RUNNING;
   e->stall = stall_ms;
   e->last = vnow(c, now);
+  e->group = -1;
   c->count++;
   rc = sh__heap_insert(&c->heap, id, e->last + e->stall);
   CHECKED(c);
@@ -162,7 +174,7 @@ int32_t sh_clock_pop_stalled(sh_clock *c, double now) {
   while ((top = sh__heap_top(&c->heap)) != NULL && top->key <= t) {
     int32_t id = top->id;
     entry *e = &c->entries[id];
-    double due = e->last + e->stall;
+    double due = last_of(c, e) + e->stall;
     if (e->state == PAUSED) {
       sh__heap_remove(&c->heap, id);
     } else if (due == top->key) {
@@ -190,6 +202,35 @@ double sh_clock_stall_ms(const sh_clock *c, int32_t id) {
 
 int32_t sh_clock_count(const sh_clock *c) { return c ? c->count : 0; }
 
+int sh_clock_join(sh_clock *c, int32_t id, int32_t group) {
+  entry *e;
+  if (!c || group < -1 || group >= SH_MAX_ID) return SH_EINVAL;
+  e = get(c, id);
+  if (!e) return SH_EINVAL;
+  if (group >= 0 && (size_t)group >= c->ngroups) {
+    size_t n = c->ngroups ? c->ngroups : 8, i;
+    double *g;
+    while (n <= (size_t)group) n *= 2;
+    g = realloc(c->groups, n * sizeof *g);
+    if (!g) return SH_ENOMEM;
+    for (i = c->ngroups; i < n; i++) g[i] = -HUGE_VAL;
+    c->groups = g;
+    c->ngroups = n;
+  }
+  /* Leaving a group keeps what it gave: the latest activity becomes the
+   * entry's own progress, so leaving never brings a deadline forward. */
+  e->last = last_of(c, e);
+  e->group = group;
+  return SH_OK;
+}
+
+int sh_clock_touch(sh_clock *c, int32_t group, double now) {
+  if (!c || group < 0 || !valid_time(now)) return SH_EINVAL;
+  if ((size_t)group >= c->ngroups) return SH_OK; /* nobody ever joined it */
+  c->groups[group] = vnow(c, now);
+  return SH_OK;
+}
+
 int sh_clock_check(const sh_clock *c) {
   size_t i;
   int32_t n = 0;
@@ -204,7 +245,7 @@ int sh_clock_check(const sh_clock *c) {
     /* A filed deadline is never later than the true one: that is what makes
      * the lazy re-filing safe. */
     if (in_heap && e->state == RUNNING &&
-        c->heap.items[c->heap.pos[i] - 1].key > e->last + e->stall)
+        c->heap.items[c->heap.pos[i] - 1].key > last_of(c, e) + e->stall)
       return SH_ESTATE;
   }
   return n == c->count ? SH_OK : SH_ESTATE;

@@ -32,6 +32,8 @@ extern "C" {
 /* FFI-BEGIN */
 typedef struct sh_clock sh_clock;
 typedef struct sh_timers sh_timers;
+typedef struct sh_pool sh_pool;
+typedef struct sh_barrier sh_barrier;
 
 sh_clock *sh_clock_new(void);
 void sh_clock_free(sh_clock *c);
@@ -47,6 +49,8 @@ double sh_clock_next_due(const sh_clock *c, double now);
 int32_t sh_clock_pop_stalled(sh_clock *c, double now);
 double sh_clock_stall_ms(const sh_clock *c, int32_t id);
 int32_t sh_clock_count(const sh_clock *c);
+int sh_clock_join(sh_clock *c, int32_t id, int32_t group);
+int sh_clock_touch(sh_clock *c, int32_t group, double now);
 int sh_clock_check(const sh_clock *c);
 
 sh_timers *sh_timers_new(void);
@@ -57,6 +61,33 @@ double sh_timers_peek(const sh_timers *t);
 int32_t sh_timers_pop(sh_timers *t, double now);
 int32_t sh_timers_count(const sh_timers *t);
 int sh_timers_check(const sh_timers *t);
+
+sh_pool *sh_pool_new(void);
+void sh_pool_free(sh_pool *p);
+int sh_pool_set_capacity(sh_pool *p, int32_t capacity);
+int32_t sh_pool_capacity(const sh_pool *p);
+int32_t sh_pool_in_use(const sh_pool *p);
+int32_t sh_pool_waiting(const sh_pool *p);
+int sh_pool_try_acquire(sh_pool *p);
+int sh_pool_release(sh_pool *p);
+int sh_pool_reset_use(sh_pool *p);
+int sh_pool_enqueue(sh_pool *p, int32_t id, int32_t group);
+int sh_pool_remove(sh_pool *p, int32_t id);
+int sh_pool_is_waiting(const sh_pool *p, int32_t id);
+int32_t sh_pool_next_group(const sh_pool *p, int32_t after);
+int sh_pool_set_rank(sh_pool *p, int32_t group, int32_t rank);
+int32_t sh_pool_best(const sh_pool *p);
+int32_t sh_pool_rank_of(const sh_pool *p, int32_t id);
+double sh_pool_arrival(const sh_pool *p, int32_t id);
+int sh_pool_grant(sh_pool *p, int32_t id);
+int sh_pool_check(const sh_pool *p);
+
+sh_barrier *sh_barrier_new(int32_t size);
+void sh_barrier_free(sh_barrier *b);
+int sh_barrier_arrive(sh_barrier *b, int32_t index);
+int32_t sh_barrier_arrived(const sh_barrier *b);
+int32_t sh_barrier_size(const sh_barrier *b);
+int32_t sh_barrier_next_missing(const sh_barrier *b, int32_t after);
 
 double sh_now_ms(void);
 int sh_cores(void);
@@ -86,11 +117,34 @@ int sh_pin_library(void);
  * knows, a lower bound of the true one; -1 when nothing can stall (no
  * running clock, or hidden).
  *
+ * join links an id's clock to a group (a pool, a budget; -1 unlinks), and
+ * touch marks the group active now: every clock linked to it counts that as
+ * its own progress, in O(1) however many are linked (the lazy deadline check
+ * takes the later of the two times).
+ *
  * Sleep timers (sh_timers_*)
  *
  * At most one timer per id, due at an absolute time; pop returns ids whose
  * time has come, earliest first, ties in the order they were added. peek
  * returns the earliest due time, or -1 when empty.
+ *
+ * Slot pools (sh_pool_*)
+ *
+ * A capacity, a count in use, and waiters: ids queued first in, first out
+ * within groups (one group per priority source, chosen by the caller). The
+ * caller sets each active group's rank (next_group walks them; lower rank
+ * wins) before asking for the best waiter: the one in the best-ranked
+ * group, the earliest to arrive among equals. Each grant costs O(groups),
+ * whatever the number of waiters. try_acquire takes a slot at once only when
+ * one is free and nobody waits; grant hands the best (or any) waiter a slot
+ * and needs one free. Capacity may shrink below the count in use (slots
+ * held are never taken back). reset_use zeroes the count (a per-step budget).
+ *
+ * Barriers (sh_barrier_*)
+ *
+ * size indices; arrive returns 1 for a first arrival, 0 for a repeat,
+ * SH_EINVAL for an index out of range; next_missing walks the indices not
+ * yet arrived (-1 at the end).
  *
  * sh_pin_library keeps the shared object holding the core loaded until the
  * process exits (RTLD_NODELETE). LuaJIT's FFI backend calls it: at

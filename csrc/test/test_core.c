@@ -256,6 +256,140 @@ static void timers_random_sequences_keep_invariants(void) {
   CHECK(ok);
 }
 
+static void clock_groups_count_pool_activity_as_progress(void) {
+  sh_clock *c = sh_clock_new();
+  sh_clock_start(c, 0, 100, 0);
+  sh_clock_start(c, 1, 100, 0);
+  CHECK(sh_clock_join(c, 0, 3) == SH_OK);
+  CHECK(sh_clock_join(c, 0, SH_MAX_ID) == SH_EINVAL);
+  CHECK(sh_clock_join(c, 9, 3) == SH_EINVAL);
+  CHECK(sh_clock_touch(c, 3, 80) == SH_OK);
+  CHECK(sh_clock_touch(c, -1, 80) == SH_EINVAL);
+  CHECK(sh_clock_touch(c, 100, 80) == SH_OK); /* never joined: nothing to do */
+  CHECK(sh_clock_pop_stalled(c, 100) == 1);   /* not in the group: stalls */
+  CHECK(sh_clock_pop_stalled(c, 179) == -1);  /* the touch at 80 counted */
+  CHECK(sh_clock_join(c, 0, -1) == SH_OK);    /* leaving keeps what it gave */
+  CHECK(sh_clock_touch(c, 3, 150) == SH_OK);
+  CHECK(sh_clock_pop_stalled(c, 180) == 0);
+  CHECK(sh_clock_check(c) == SH_OK);
+  sh_clock_free(c);
+}
+
+static void pool_grants_by_rank_then_arrival(void) {
+  sh_pool *p = sh_pool_new();
+  int32_t g;
+  CHECK(sh_pool_set_capacity(p, 1) == SH_OK);
+  CHECK(sh_pool_try_acquire(p) == SH_OK);
+  CHECK(sh_pool_try_acquire(p) == SH_ESTATE);
+  CHECK(sh_pool_enqueue(p, 10, 2) == SH_OK); /* background */
+  CHECK(sh_pool_enqueue(p, 11, 1) == SH_OK); /* scene */
+  CHECK(sh_pool_enqueue(p, 12, 2) == SH_OK);
+  CHECK(sh_pool_enqueue(p, 13, 0) == SH_OK); /* visible */
+  CHECK(sh_pool_enqueue(p, 13, 0) == SH_ESTATE);
+  CHECK(sh_pool_waiting(p) == 4);
+  for (g = sh_pool_next_group(p, -1); g >= 0; g = sh_pool_next_group(p, g)) sh_pool_set_rank(p, g, g + 1);
+  CHECK(sh_pool_best(p) == 13);
+  CHECK(sh_pool_grant(p, 13) == SH_ESTATE); /* no free slot */
+  CHECK(sh_pool_release(p) == SH_OK);
+  CHECK(sh_pool_grant(p, 13) == SH_OK);
+  CHECK(sh_pool_in_use(p) == 1);
+  CHECK(sh_pool_release(p) == SH_OK);
+  CHECK(sh_pool_best(p) == 11);
+  sh_pool_set_rank(p, 2, 0); /* a priority function now says visible */
+  CHECK(sh_pool_best(p) == 10);
+  CHECK(sh_pool_rank_of(p, 12) == 0);
+  CHECK(sh_pool_arrival(p, 10) < sh_pool_arrival(p, 12));
+  CHECK(sh_pool_remove(p, 10) == SH_OK);
+  CHECK(sh_pool_remove(p, 10) == SH_ESTATE);
+  CHECK(sh_pool_best(p) == 12);
+  CHECK(sh_pool_set_capacity(p, 0) == SH_OK); /* holds everyone */
+  CHECK(sh_pool_grant(p, 12) == SH_ESTATE);
+  CHECK(sh_pool_set_capacity(p, -1) == SH_EINVAL);
+  CHECK(sh_pool_reset_use(p) == SH_OK);
+  CHECK(sh_pool_release(p) == SH_ESTATE);
+  CHECK(sh_pool_enqueue(p, -1, 0) == SH_EINVAL);
+  CHECK(sh_pool_enqueue(p, 1, SH_MAX_ID) == SH_EINVAL);
+  CHECK(sh_pool_check(p) == SH_OK);
+  sh_pool_free(p);
+  sh_pool_free(NULL);
+}
+
+/* Random sequences against a model: the best waiter is the lowest rank,
+ * then the earliest arrival, and every structure stays consistent. */
+static void pool_random_sequences_keep_invariants(void) {
+  enum { IDS = 80, GROUPS = 6 };
+  int round, ok = 1;
+  for (round = 0; round < 20; round++) {
+    sh_pool *p = sh_pool_new();
+    int in[IDS], grp[IDS], rank[GROUPS], step, i;
+    uint64_t order[IDS], clock = 0;
+    memset(in, 0, sizeof in);
+    for (i = 0; i < GROUPS; i++) rank[i] = (int)rnd(3);
+    sh_pool_set_capacity(p, 1000);
+    for (step = 0; step < 20000 && ok; step++) {
+      int32_t id = (int32_t)rnd(IDS);
+      switch (rnd(5)) {
+      case 0:
+      case 1:
+        if (!in[id]) {
+          grp[id] = (int)rnd(GROUPS);
+          in[id] = 1;
+          order[id] = ++clock;
+          ok &= sh_pool_enqueue(p, id, grp[id]) == SH_OK;
+        }
+        break;
+      case 2:
+        ok &= sh_pool_remove(p, id) == (in[id] ? SH_OK : SH_ESTATE);
+        in[id] = 0;
+        break;
+      case 3:
+        rank[rnd(GROUPS)] = (int)rnd(3);
+        break;
+      default: {
+        int32_t g, best, want = -1;
+        for (g = sh_pool_next_group(p, -1); g >= 0; g = sh_pool_next_group(p, g)) sh_pool_set_rank(p, g, rank[g]);
+        for (i = 0; i < IDS; i++)
+          if (in[i] && (want < 0 || rank[grp[i]] < rank[grp[want]] ||
+                        (rank[grp[i]] == rank[grp[want]] && order[i] < order[want])))
+            want = i;
+        best = sh_pool_best(p);
+        ok &= best == want;
+        if (best >= 0) {
+          ok &= sh_pool_grant(p, best) == SH_OK;
+          sh_pool_release(p);
+          in[best] = 0;
+        }
+      }
+      }
+      ok &= sh_pool_check(p) == SH_OK;
+    }
+    sh_pool_free(p);
+  }
+  CHECK(ok);
+}
+
+static void barrier_counts_each_index_once(void) {
+  sh_barrier *b = sh_barrier_new(4);
+  CHECK(sh_barrier_size(b) == 4);
+  CHECK(sh_barrier_arrive(b, 2) == 1);
+  CHECK(sh_barrier_arrive(b, 2) == 0);
+  CHECK(sh_barrier_arrive(b, 4) == SH_EINVAL);
+  CHECK(sh_barrier_arrive(b, -1) == SH_EINVAL);
+  CHECK(sh_barrier_arrived(b) == 1);
+  CHECK(sh_barrier_next_missing(b, -1) == 0);
+  CHECK(sh_barrier_next_missing(b, 1) == 3);
+  sh_barrier_arrive(b, 0);
+  sh_barrier_arrive(b, 1);
+  sh_barrier_arrive(b, 3);
+  CHECK(sh_barrier_arrived(b) == 4);
+  CHECK(sh_barrier_next_missing(b, -1) == -1);
+  sh_barrier_free(b);
+  b = sh_barrier_new(0);
+  CHECK(b != NULL && sh_barrier_size(b) == 0 && sh_barrier_next_missing(b, -1) == -1);
+  sh_barrier_free(b);
+  CHECK(sh_barrier_new(-1) == NULL);
+}
+
 static void sys_reports_time_and_cores(void) {
   double a = sh_now_ms(), b;
   sh_sleep_ms(2);
@@ -274,6 +408,10 @@ int main(void) {
   clock_random_sequences_keep_invariants();
   timers_pop_in_due_then_added_order();
   timers_random_sequences_keep_invariants();
+  clock_groups_count_pool_activity_as_progress();
+  pool_grants_by_rank_then_arrival();
+  pool_random_sequences_keep_invariants();
+  barrier_counts_each_index_once();
   sys_reports_time_and_cores();
   printf("c: %d passed, %d failed\n", passed, failed);
   return failed ? 1 : 0;

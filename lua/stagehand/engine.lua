@@ -39,6 +39,8 @@ E.QUEUED = setmetatable({}, { __name = "stagehand.QUEUED" })
 E.SLEEP = setmetatable({}, { __name = "stagehand.SLEEP" })
 -- A placeholder job's w: it waits for a run of its key to start.
 E.KEYWAIT = setmetatable({}, { __name = "stagehand.KEYWAIT" })
+-- A when_idle waiter's w.
+E.IDLE = setmetatable({}, { __name = "stagehand.IDLE" })
 local PARK, QUEUED, SLEEP, KEYWAIT = E.PARK, E.QUEUED, E.SLEEP, E.KEYWAIT
 
 -- The job whose coroutine runs now and the time it was resumed (jobs may
@@ -126,7 +128,7 @@ end
 -- them.
 function E.record(job, started_at, ended_at, cache)
   local o = job.orch
-  local slot = job.slot
+  local slot = job.cid
   local st = job.state
   local err = st and st ~= "done" and job.out or nil
   local rec = {
@@ -159,9 +161,10 @@ E.notify = notify
 function E.describe_wait(job)
   local w = job.w
   local o = job.orch
-  if w == SLEEP then return "a sleep until " .. tostring(o.sleep_until[job.slot]) end
+  if w == SLEEP then return "a sleep until " .. tostring(o.sleep_until[job.cid]) end
   if w == QUEUED then return "its turn to run" end
   if w == KEYWAIT then return "a run of key " .. job.key .. " to start" end
+  if w == E.IDLE then return "every other job to be waiting (when_idle)" end
   if w then return w:_describe() end
   return nil
 end
@@ -175,10 +178,13 @@ local function unpark(job)
   if w == QUEUED then job.w = false end
   if not w or w == QUEUED or w == KEYWAIT then return end
   if w == SLEEP then
-    timers_cancel(job.orch.tm, job.slot)
+    timers_cancel(job.orch.tm, job.cid)
+  elseif not job.co then
+    return -- a job with no work of its own (a barrier): nothing to leave
   else
     settle.unlisten(w, job)
     priority.unfollow(job.orch, job)
+    if w._abandon then w:_abandon(job) end -- it waited in a slot or budget queue
   end
   job.w = false
 end
@@ -189,14 +195,17 @@ end
 function E.end_job(job, st, v)
   if job.state then return false end
   local o = job.orch
-  local slot = job.slot
-  local suspended = job.w and job.w ~= QUEUED and job.w ~= KEYWAIT
+  local slot = job.cid
+  local suspended = job.co and job.w and job.w ~= QUEUED
   unpark(job)
+  E.slots.release_all(o, job)
+  o.idle[job] = nil
+  o.idle_dirty = true
   clock_stop(o.cc, slot)
   local started_at = o.started[slot]
   o.since[slot], o.started[slot], o.sleep_until[slot] = nil, nil, nil
   free_slot(o, slot)
-  job.slot = nil
+  job.cid = nil
   job.state, job.out = st, v
   o.nrunning = o.nrunning - 1
   local key = job.key
@@ -324,12 +333,14 @@ function E.resume(job, now, work)
   return after_resume(job, co, prev, prev_at, co_resume(co, job))
 end
 
+--- Registers a new job; stall_ms false gives it no stall clock (when_idle).
 function E.start(o, job, stall_ms, now)
-  local slot = job.slot
+  local slot = job.cid
   o.by_slot[slot] = job
   o.started[slot] = now
   o.nrunning = o.nrunning + 1
-  local rc = clock_start(o.cc, slot, stall_ms, now)
+  o.idle_dirty = true
+  local rc = stall_ms and clock_start(o.cc, slot, stall_ms, now) or 0
   if rc ~= 0 then error("stagehand: the core refused a stall clock (status " .. rc .. ")", 3) end
   notify(o, job)
 end
@@ -380,7 +391,7 @@ function E.check_wait(job, what)
     -- A running job still marked as parked: its last wait could not yield
     -- (on Lua 5.1, a wait inside a plain pcall). Undo that park first.
     unpark(job)
-    B.clock_resume(job.orch.cc, job.slot, job.orch.clock())
+    B.clock_resume(job.orch.cc, job.cid, job.orch.clock())
   end
 end
 
@@ -409,7 +420,7 @@ local function find_cycle(target, from)
     if seen[job] or job.state then return nil end
     seen[job] = true
     local w = job.w
-    if not w or w == QUEUED or w == SLEEP or w == KEYWAIT then return nil end
+    if not w or w == QUEUED or w == SLEEP or w == KEYWAIT or not job.co then return nil end
     path[#path + 1] = job
     local found = each_followed(w, function(j) return walk(j, path) end)
     if found then return found end
@@ -458,15 +469,16 @@ function E.await(job, x)
   if x.__handle then x._seen = true end -- awaited: its failure is heard
   local o = job.orch
   if x._st then
-    B.clock_progress(o.cc, job.slot, o.now)
+    B.clock_progress(o.cc, job.cid, o.now)
     return settled_values(x)
   end
   -- Parking here, not in a helper: a parked job's coroutine holds every frame
   -- down to the yield, and each one counts against LuaJIT's 47 first slots.
   local follows = check_follows(job, x)
-  local slot = job.slot
+  local slot = job.cid
   settle.listen(x, job)
   job.w = x
+  o.idle_dirty = true
   o.since[slot] = o.now
   if follows then
     B.clock_pause(o.cc, slot)
@@ -487,7 +499,7 @@ end
 function E.sleep(job, ms)
   E.check_wait(job, "sleep")
   local o = job.orch
-  local slot = job.slot
+  local slot = job.cid
   local now = o.clock()
   o.sleep_until[slot] = now + ms
   timers_add(o.tm, slot, now + ms)
@@ -502,7 +514,7 @@ function E.yield_turn(job)
   E.check_wait(job, "slice")
   local o = job.orch
   job.w = QUEUED
-  o.since[job.slot] = o.clock()
+  o.since[job.cid] = o.clock()
   enqueue(o, job)
   parked(job, "slice")
   if job.state then raise_ended(job) end
@@ -538,6 +550,7 @@ function E.check_stalls(o, now)
     local job = by_slot[slot]
     if job then
       local err = errors.stalled(job.label, B.clock_stall_ms(cc, slot))
+      if job.barrier then err.missing = job.barrier:missing() end
       logm.guard(nil, "the log function", o.log, "[stagehand] " .. err.message)
       E.end_job(job, "stalled", err)
     end
@@ -546,22 +559,74 @@ function E.check_stalls(o, now)
   o.next_check = now + o.check_ms
 end
 
--- Runs queued continuations oldest first until none is left or the
--- deadline passes; leaves the last clock reading in o.now.
+-- Runs queued continuations oldest first, granting slots and permits as
+-- they free up, until nothing is left or the deadline passes; leaves the
+-- last clock reading in o.now.
 local function drain(o, deadline)
   local clock = o.clock
   local now = o.now
-  while o.qn > 0 do
+  local slots = E.slots
+  local permit_of = o.permit_of
+  while true do
+    if o.grantable then slots.grant(o) end
+    if o.qn == 0 then return end
     local job = dequeue(o)
     -- Entries whose job has since parked elsewhere (see check_wait) are stale.
     if job.w == QUEUED and job.co then
       job.w = false
       E.resume(job, now)
     end
+    local before = now -- (the resume above ran from `now` on)
     now = clock()
     o.now = now
+    if permit_of[job] then slots.ran(o, job, now - before) end
     if deadline and now >= deadline then return end
   end
+end
+
+-- Jobs that are, directly or through what they await, waiting on when_idle.
+local function idle_blocked(o, job, memo)
+  local m = memo[job]
+  if m ~= nil then return m end
+  memo[job] = false
+  local r = false
+  if o.idle[job] then
+    r = true
+  elseif job.co then
+    local w = job.w
+    if w and w ~= QUEUED and w ~= SLEEP and w ~= KEYWAIT then
+      local f = w:_follows()
+      if f == nil then
+        r = false
+      elseif f.orch then
+        r = idle_blocked(o, f, memo)
+      else
+        r = #f > 0
+        for i = 1, #f do
+          if not idle_blocked(o, f[i], memo) then
+            r = false
+            break
+          end
+        end
+      end
+    end
+  end
+  memo[job] = r
+  return r
+end
+
+--- Settles every when_idle waiter once each running job waits on one.
+function E.idle_check(o)
+  if next(o.idle) == nil or not o.idle_dirty then return end
+  o.idle_dirty = false
+  local memo = {}
+  for _, job in pairs(o.by_slot) do
+    if not idle_blocked(o, job, memo) then return end
+  end
+  local list = {}
+  for job in pairs(o.idle) do list[#list + 1] = job end
+  table.sort(list, function(a, b) return a.id < b.id end)
+  for i = 1, #list do E.end_job(list[i], "done", pack()) end
 end
 
 function E.step(o, budget_ms)
@@ -572,12 +637,18 @@ function E.step(o, budget_ms)
   o.now = now
   local deadline = budget_ms and now + budget_ms
   E.wake_sleeps(o, now)
+  E.slots.new_step(o)
   local ok, err = pcall(drain, o, deadline)
   now = o.now
   if ok and now >= o.next_check then
     -- Jobs the check ends get their cleanup resume in this same step.
     E.check_stalls(o, now)
     if not deadline or now < deadline then ok, err = pcall(drain, o, deadline) end
+  end
+  if ok and o.qn == 0 then
+    -- Once a step, so a preloader whose tasks end at once cannot spin here.
+    E.idle_check(o)
+    if o.qn > 0 and (not deadline or o.now < deadline) then ok, err = pcall(drain, o, deadline) end
   end
   o.stepping = false
   E.report_unhandled(o)
@@ -587,7 +658,7 @@ function E.step(o, budget_ms)
 end
 
 function E.next_wake(o)
-  if o.qn > 0 then return 0 end
+  if o.qn > 0 or o.grantable then return 0 end
   if o.nrunning == 0 then return nil end
   local now = o.clock()
   local best

@@ -8,6 +8,8 @@ local ffi = require "ffi"
 local CDEF = [[
 typedef struct sh_clock sh_clock;
 typedef struct sh_timers sh_timers;
+typedef struct sh_pool sh_pool;
+typedef struct sh_barrier sh_barrier;
 
 sh_clock *sh_clock_new(void);
 void sh_clock_free(sh_clock *c);
@@ -23,6 +25,8 @@ double sh_clock_next_due(const sh_clock *c, double now);
 int32_t sh_clock_pop_stalled(sh_clock *c, double now);
 double sh_clock_stall_ms(const sh_clock *c, int32_t id);
 int32_t sh_clock_count(const sh_clock *c);
+int sh_clock_join(sh_clock *c, int32_t id, int32_t group);
+int sh_clock_touch(sh_clock *c, int32_t group, double now);
 int sh_clock_check(const sh_clock *c);
 
 sh_timers *sh_timers_new(void);
@@ -33,6 +37,33 @@ double sh_timers_peek(const sh_timers *t);
 int32_t sh_timers_pop(sh_timers *t, double now);
 int32_t sh_timers_count(const sh_timers *t);
 int sh_timers_check(const sh_timers *t);
+
+sh_pool *sh_pool_new(void);
+void sh_pool_free(sh_pool *p);
+int sh_pool_set_capacity(sh_pool *p, int32_t capacity);
+int32_t sh_pool_capacity(const sh_pool *p);
+int32_t sh_pool_in_use(const sh_pool *p);
+int32_t sh_pool_waiting(const sh_pool *p);
+int sh_pool_try_acquire(sh_pool *p);
+int sh_pool_release(sh_pool *p);
+int sh_pool_reset_use(sh_pool *p);
+int sh_pool_enqueue(sh_pool *p, int32_t id, int32_t group);
+int sh_pool_remove(sh_pool *p, int32_t id);
+int sh_pool_is_waiting(const sh_pool *p, int32_t id);
+int32_t sh_pool_next_group(const sh_pool *p, int32_t after);
+int sh_pool_set_rank(sh_pool *p, int32_t group, int32_t rank);
+int32_t sh_pool_best(const sh_pool *p);
+int32_t sh_pool_rank_of(const sh_pool *p, int32_t id);
+double sh_pool_arrival(const sh_pool *p, int32_t id);
+int sh_pool_grant(sh_pool *p, int32_t id);
+int sh_pool_check(const sh_pool *p);
+
+sh_barrier *sh_barrier_new(int32_t size);
+void sh_barrier_free(sh_barrier *b);
+int sh_barrier_arrive(sh_barrier *b, int32_t index);
+int32_t sh_barrier_arrived(const sh_barrier *b);
+int32_t sh_barrier_size(const sh_barrier *b);
+int32_t sh_barrier_next_missing(const sh_barrier *b, int32_t after);
 
 double sh_now_ms(void);
 int sh_cores(void);
@@ -69,11 +100,30 @@ function M.timers_new()
 end
 function M.timers_free(t) C.sh_timers_free(ffi.gc(t, nil)) end
 
+function M.pool_new()
+  local p = C.sh_pool_new()
+  if p == nil then error("stagehand: out of memory", 2) end
+  return ffi.gc(p, C.sh_pool_free)
+end
+function M.pool_free(p) C.sh_pool_free(ffi.gc(p, nil)) end
+
+function M.barrier_new(size)
+  local b = C.sh_barrier_new(size)
+  if b == nil then error("stagehand: cannot make a barrier of " .. tostring(size) .. " keys", 2) end
+  return ffi.gc(b, C.sh_barrier_free)
+end
+function M.barrier_free(b) C.sh_barrier_free(ffi.gc(b, nil)) end
+
 for _, name in ipairs {
   "clock_start", "clock_progress", "clock_pause", "clock_resume", "clock_stop",
   "clock_set_visible", "clock_visible", "clock_visible_time", "clock_next_due",
   "clock_pop_stalled", "clock_stall_ms", "clock_count", "clock_check",
+  "clock_join", "clock_touch",
   "timers_add", "timers_cancel", "timers_peek", "timers_pop", "timers_count", "timers_check",
+  "pool_set_capacity", "pool_capacity", "pool_in_use", "pool_waiting", "pool_try_acquire",
+  "pool_release", "pool_reset_use", "pool_enqueue", "pool_remove", "pool_is_waiting",
+  "pool_next_group", "pool_set_rank", "pool_best", "pool_rank_of", "pool_arrival", "pool_grant", "pool_check",
+  "barrier_arrive", "barrier_arrived", "barrier_size", "barrier_next_missing",
   "now_ms", "cores", "sleep_ms",
 } do
   M[name] = C["sh_" .. name]

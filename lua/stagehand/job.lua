@@ -24,7 +24,7 @@ end
 
 --- The job advanced: resets its stall clock.
 function Job:progress()
-  local slot = self.slot
+  local slot = self.cid
   if slot then
     local o = self.orch
     B.clock_progress(o.cc, slot, o.clock())
@@ -100,6 +100,20 @@ function Job:call(fn, ...)
   return E.await(self, box)
 end
 
+--- Waits for a slot of pool `name`, by effective priority then arrival;
+--- returns its release (idempotent; ending releases it too).
+---@param name string
+---@return fun() release
+function Job:slot(name)
+  return E.slots.slot(self, name)
+end
+
+--- Waits for one unit of the per-step budget `name`.
+---@param name string
+function Job:permit(name)
+  return E.slots.permit(self, name)
+end
+
 --- Pacing only: resumes after `ms` of clock time. Not progress.
 ---@param ms number
 function Job:sleep(ms)
@@ -111,7 +125,7 @@ end
 
 --- Yields to the driver when the job has run slice_ms since it was resumed.
 function Job:slice()
-  local slot = self.slot
+  local slot = self.cid
   if slot then
     local o = self.orch
     if E.current == self and o.clock() - E.current_at < o.slice_ms then return end

@@ -7,6 +7,8 @@ local jobm = require "stagehand.job"
 local handle = require "stagehand.handle"
 local logm = require "stagehand.log"
 local keys = require "stagehand.keys"
+local slots = require "stagehand.slots"
+local barrier = require "stagehand.barrier"
 local priority = require "stagehand.priority"
 
 local JobMT = jobm.JobMT
@@ -47,7 +49,6 @@ function Orchestrator.new(opts)
     ranks = v.ranks,
     rank_of = v.rank_of,
     default_rank = v.default_rank,
-    pool_caps = v.pools,
     log = v.log or logm.stderr,
     cc = B.clock_new(),
     tm = B.timers_new(),
@@ -67,9 +68,12 @@ function Orchestrator.new(opts)
     awaiters = {},
     followed = {},
     owned = {},
+    idle = {}, -- when_idle waiters (jobs with no work and no stall clock)
+    idle_dirty = false,
   }, Orchestrator)
   E.init_queue(o)
   keys.init(o)
+  slots.init(o, v.pools)
   o.now = o.clock()
   o.next_check = o.now + o.check_ms
   return o
@@ -98,6 +102,7 @@ local function join(o, job, prio, sig)
   local h = new_handle(job, prio)
   job[#job + 1] = h
   own(o, h, sig)
+  slots.changed(o, job) -- several callers: its rank may now exceed its own
   if sig then
     if sig.aborted then
       h:cancel(sig.reason)
@@ -117,7 +122,7 @@ local function new_job(o, label, key)
   local id = o.next_id + 1
   o.next_id = id
   return setmetatable({
-    false, id = id, label = label, key = key, orch = o, slot = E.alloc_slot(o),
+    false, id = id, label = label, key = key, orch = o, cid = E.alloc_slot(o),
     co = false, w = false, state = false,
   }, JobMT)
 end
@@ -226,6 +231,98 @@ function Orchestrator:when(key, label, opts)
     end
     handle.follow_signal(h, sig)
   end
+  if not self.stepping then self.driver.reschedule(self) end
+  return h
+end
+
+-- A job with no work of its own (a barrier, a when_idle waiter): a slot, a
+-- stall clock (unless stall_ms is false) and one caller.
+local function standing_job(o, label, prio, sig, stall_ms)
+  local job = new_job(o, label, nil)
+  local now = o.clock()
+  o.now = now
+  E.start(o, job, stall_ms, now)
+  local h = new_handle(job, prio)
+  job[1] = h
+  own(o, h, sig)
+  if sig then
+    if sig.aborted then
+      h:cancel(sig.reason)
+    else
+      handle.follow_signal(h, sig)
+    end
+  end
+  return job, h
+end
+
+local function check_capacity(fn, capacity)
+  if type(capacity) ~= "number" or capacity < 0 or capacity % 1 ~= 0 or capacity >= 2 ^ 24 then
+    options.fail(fn, "capacity", "a whole number >= 0", capacity, 2)
+  end
+end
+
+--- Creates or resizes a slot pool (capacity 0 holds everyone; shrinking
+--- never takes back slots already held).
+---@param name string
+---@param capacity integer
+function Orchestrator:pool(name, capacity)
+  if type(name) ~= "string" or name == "" then options.fail("pool", "name", "a non-empty string", name) end
+  check_capacity("pool", capacity)
+  slots.pool(self, name, capacity)
+  if not self.stepping then self.driver.reschedule(self) end
+end
+
+--- {[name] = {capacity =, in_use =, waiting =}} for every pool.
+---@return table<string, {capacity: integer, in_use: integer, waiting: integer}>
+function Orchestrator:pools()
+  return slots.report(self)
+end
+
+--- Declares a per-step budget: {ops = n} permits a step, or {ms = m} of
+--- permit holders' running time a step.
+---@param name string
+---@param spec {ops: integer?, ms: number?}
+function Orchestrator:budget(name, spec)
+  if type(name) ~= "string" or name == "" then options.fail("budget", "name", "a non-empty string", name) end
+  if type(spec) ~= "table" then options.fail("budget", "spec", "{ops = n} or {ms = m}", spec) end
+  for k in pairs(spec) do
+    if k ~= "ops" and k ~= "ms" then options.fail("budget", "spec." .. tostring(k), "ops or ms (unknown budget kind)", k) end
+  end
+  local ops, ms = spec.ops, spec.ms
+  if (ops == nil) == (ms == nil) then options.fail("budget", "spec", "exactly one of ops or ms", spec) end
+  if ops ~= nil and (type(ops) ~= "number" or ops < 1 or ops % 1 ~= 0 or ops >= 2 ^ 24) then
+    options.fail("budget", "spec.ops", "a whole number >= 1", ops)
+  end
+  if ms ~= nil and (type(ms) ~= "number" or not (ms > 0) or ms == math.huge) then
+    options.fail("budget", "spec.ms", "a number > 0", ms)
+  end
+  slots.budget(self, name, ops, ms)
+end
+
+--- A barrier over `keys`: b:arrive(key), b:arrived(), b:missing(), b.settled.
+---@param label string
+---@param keys string[]
+---@param opts table?
+---@return stagehand.Barrier
+function Orchestrator:barrier(label, keys_list, opts)
+  local o = self
+  return barrier.new(self, label, keys_list, opts, function(lbl, op)
+    op = op or {}
+    return standing_job(o, lbl, op.priority, op.signal, op.stall_ms or o.stall_ms)
+  end, function(op)
+    if op ~= nil then check_run_opts(o, op, "barrier", signal.is_signal, false) end
+  end)
+end
+
+--- A Handle that settles when every running job is itself waiting, directly
+--- or through what it awaits, on when_idle. It never stalls.
+---@param sig stagehand.Signal?
+---@return stagehand.Handle
+function Orchestrator:when_idle(sig)
+  if sig ~= nil and not signal.is_signal(sig) then options.fail("when_idle", "signal", "a Signal", sig) end
+  local job, h = standing_job(self, "when idle", nil, sig, false)
+  job.w = E.IDLE
+  self.idle[job] = true
   if not self.stepping then self.driver.reschedule(self) end
   return h
 end

@@ -75,28 +75,25 @@ function M.effective(job, cache)
   return best
 end
 
+-- Set by slots.lua: tells a queue that a waiter's rank may have risen.
+M.changed = function() end
+
+local function add(o, job, waiter)
+  local aws = o.awaiters
+  local set = aws[job]
+  if not set then
+    set = {}
+    aws[job] = set
+  end
+  set[waiter] = true
+  M.changed(o, job)
+end
+
 -- Registers `waiter` as waiting on what `f` names (a job or a list of jobs).
 function M.follow(o, waiter, f)
   o.followed[waiter] = f
-  local aws = o.awaiters
-  if f.orch then
-    local set = aws[f]
-    if not set then
-      set = {}
-      aws[f] = set
-    end
-    set[waiter] = true
-    return
-  end
-  for i = 1, #f do
-    local job = f[i]
-    local set = aws[job]
-    if not set then
-      set = {}
-      aws[job] = set
-    end
-    set[waiter] = true
-  end
+  if f.orch then return add(o, f, waiter) end
+  for i = 1, #f do add(o, f[i], waiter) end
 end
 
 local function leave(aws, job, waiter)
@@ -130,6 +127,7 @@ function M.move_awaiters(o, from, to)
     dest = {}
     o.awaiters[to] = dest
   end
+  M.changed(o, to)
   for w in pairs(set) do
     dest[w] = true
     local f = o.followed[w]

@@ -75,6 +75,15 @@ function T.leaks(orch)
   local out = {}
   if orch.nrunning ~= 0 then out[#out + 1] = orch.nrunning .. " job(s) running" end
   if orch.qn ~= 0 then out[#out + 1] = orch.qn .. " continuation(s) queued" end
+  for name, q in pairs(orch.pool_q) do
+    local in_use, waiting = tonumber(B.pool_in_use(q.p)), tonumber(B.pool_waiting(q.p))
+    if in_use ~= 0 then out[#out + 1] = in_use .. " slot(s) of pool '" .. name .. "' in use" end
+    if waiting ~= 0 then out[#out + 1] = waiting .. " waiter(s) in pool '" .. name .. "'" end
+  end
+  for name, q in pairs(orch.budget_q) do
+    local waiting = tonumber(B.pool_waiting(q.p))
+    if waiting ~= 0 then out[#out + 1] = waiting .. " waiter(s) for budget '" .. name .. "'" end
+  end
   local n = tonumber(B.clock_count(orch.cc))
   if n ~= 0 then out[#out + 1] = n .. " stall clock(s) running" end
   n = tonumber(B.timers_count(orch.tm))
@@ -86,7 +95,8 @@ function T.leaks(orch)
   local left = {
     keyed = "keyed run(s) still registered", pending = "when waiter(s) still pending",
     awaiters = "awaiter registrations", followed = "follow registrations",
-    owned = "owned-caller lists",
+    owned = "owned-caller lists", held = "slot(s) held",
+    waiting_in = "queue waiter(s)", permit_of = "permit(s) held", idle = "when_idle waiter(s)",
   }
   for t, what in pairs(left) do
     if next(orch[t]) ~= nil then out[#out + 1] = what .. " left behind" end

@@ -1,0 +1,89 @@
+-- Barriers: waiting for several parallel loads. A barrier is a job with no
+-- work of its own: it ends done when every named key has arrived, each
+-- arrival is its progress, and if none comes for its stall time it stalls
+-- with the keys still missing. Counting lives in the core (sh_barrier).
+local B = require "stagehand.backend"
+local E = require "stagehand.engine"
+local settle = require "stagehand.settle"
+local options = require "stagehand.options"
+
+local M = {}
+
+---@class stagehand.Barrier
+---@field settled stagehand.Handle ends done when every key arrived
+---@field label string
+local Barrier = {}
+Barrier.__index = Barrier
+
+--- Marks `key` arrived (a repeat counts once). Raises for a key not in the list.
+---@param key string
+function Barrier:arrive(key)
+  local i = self.index[key]
+  if i == nil then
+    options.fail("arrive", "key", "one of the barrier's keys (" .. self.label .. ")", key)
+  end
+  local job = self.job
+  if job.state then return end
+  if B.barrier_arrive(self.c, i) == 1 then
+    local o = job.orch
+    B.clock_progress(o.cc, job.cid, o.clock())
+    if B.barrier_arrived(self.c) == #self.keys then E.end_job(job, "done", settle.pack(#self.keys)) end
+  end
+end
+
+--- How many keys have arrived.
+---@return integer
+function Barrier:arrived() return tonumber(B.barrier_arrived(self.c)) end
+
+--- The keys not yet arrived, in the order given.
+---@return string[]
+function Barrier:missing()
+  local out = {}
+  local i = B.barrier_next_missing(self.c, -1)
+  while i >= 0 do
+    out[#out + 1] = self.keys[i + 1]
+    i = B.barrier_next_missing(self.c, i)
+  end
+  return out
+end
+
+-- What report() shows a barrier waiting on.
+local Waiting = {}
+Waiting.__index = Waiting
+Waiting.__settle = true
+function Waiting:_follows() return nil end
+function Waiting:_describe()
+  local b = self.b
+  return string.format("%d of %d keys (missing: %s)", b:arrived(), #b.keys, table.concat(b:missing(), ", "))
+end
+
+function M.new(o, label, keys, opts, make_job, join_opts)
+  if type(label) ~= "string" or label == "" then options.fail("barrier", "label", "a non-empty string", label) end
+  if type(keys) ~= "table" then options.fail("barrier", "keys", "a list of strings", keys) end
+  local list, index = {}, {}
+  for k in pairs(keys) do
+    if type(k) ~= "number" or k % 1 ~= 0 or k < 1 or k > #keys then
+      options.fail("barrier", "keys", "a list of strings (no other fields)", k)
+    end
+  end
+  for i = 1, #keys do
+    local k = keys[i]
+    if type(k) ~= "string" or k == "" then
+      options.fail("barrier", "keys", "a list of non-empty strings (item " .. i .. ")", k)
+    end
+    if index[k] == nil then
+      list[#list + 1] = k
+      index[k] = #list - 1
+    end
+  end
+  join_opts(opts)
+  local b = setmetatable({ label = label, keys = list, index = index, c = B.barrier_new(#list) }, Barrier)
+  local job, h = make_job(label, opts)
+  b.job, b.settled = job, h
+  job.barrier = b
+  job.w = setmetatable({ b = b }, Waiting)
+  if #list == 0 then E.end_job(job, "done", settle.pack(0)) end
+  return b
+end
+
+return M

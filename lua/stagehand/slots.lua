@@ -1,0 +1,320 @@
+-- Bounded concurrency (slot pools) and bounded main-thread work per step
+-- (budgets), over the core's sh_pool.
+--
+-- Waiters queue in C grouped by priority source: a grant reads each active
+-- group's rank once (priority.source_rank, live) and the core picks the best
+-- group's oldest waiter. A job whose rank is not just its own source's (it
+-- has several callers, or jobs waiting on it) is "boosted": it stays in its
+-- group but is also compared by its effective rank, so inherited priority
+-- feeds grants without scanning every waiter.
+--
+-- Every grant and every release touches the pool's clock group, which each
+-- waiter's stall clock is linked to: a busy pool is not a stall.
+local B = require "stagehand.backend"
+local E = require "stagehand.engine"
+local settle = require "stagehand.settle"
+local priority = require "stagehand.priority"
+
+local M = {}
+
+local DEFAULT_GROUP = 0
+
+-- The core's group id of a priority source (0 for the default).
+local function group_of(o, src)
+  if src == nil then return DEFAULT_GROUP end
+  local g = o.group_of[src]
+  if g then return g end
+  g = o.next_group
+  o.next_group = g + 1
+  o.group_of[src] = g
+  o.source_of[g] = src
+  return g
+end
+
+local function new_queue(o, name, kind)
+  local q = {
+    name = name,
+    kind = kind, -- "pool" or "budget"
+    p = B.pool_new(),
+    clock_group = o.next_clock_group,
+    boosted = {}, -- job -> true
+    waiters = {}, -- job -> its wait box
+  }
+  o.next_clock_group = o.next_clock_group + 1
+  return q
+end
+
+function M.init(o, pools)
+  o.pool_q, o.budget_q = {}, {}
+  o.group_of = setmetatable({}, { __mode = "k" })
+  o.source_of = setmetatable({}, { __mode = "v" })
+  o.next_group, o.next_clock_group = 1, 0
+  o.held = {} -- job -> {queue -> true}: slots it holds
+  o.waiting_in = {} -- job -> queue it waits in
+  o.permit_of = {} -- job -> the ms budget whose permit it holds this step
+  o.grantable = false
+  for name, cap in pairs(pools) do M.pool(o, name, cap) end
+end
+
+--- Creates or resizes a pool; capacity 0 holds everyone, shrinking never
+--- takes back slots already held.
+function M.pool(o, name, capacity)
+  local q = o.pool_q[name]
+  if not q then
+    q = new_queue(o, name, "pool")
+    o.pool_q[name] = q
+  end
+  B.pool_set_capacity(q.p, capacity)
+  o.grantable = true
+  return q
+end
+
+--- Declares a per-step budget: {ops = n} or {ms = m}.
+function M.budget(o, name, ops, ms)
+  local q = o.budget_q[name]
+  if not q then
+    q = new_queue(o, name, "budget")
+    o.budget_q[name] = q
+  end
+  q.ops, q.ms, q.spent = ops, ms, 0
+  B.pool_set_capacity(q.p, ops or 1)
+  o.grantable = true
+  return q
+end
+
+-- The box a job parks on while it waits in a queue; leaving it (the job
+-- ended) takes the job out of the queue.
+local WaitBox = settle.extend({})
+function WaitBox:state() return self._st or "pending" end
+function WaitBox:_describe()
+  local q = self.q
+  if q.kind == "pool" then return "a slot of pool '" .. q.name .. "'" end
+  return "a permit of budget '" .. q.name .. "'"
+end
+function WaitBox:_abandon(job)
+  local q = self.q
+  local o = job.orch
+  B.pool_remove(q.p, job.cid)
+  B.clock_join(o.cc, job.cid, -1)
+  q.waiters[job], q.boosted[job] = nil, nil
+  o.waiting_in[job] = nil
+  o.grantable = true -- the queue changed; what stays may be grantable
+end
+
+local function touch(o, q)
+  B.clock_touch(o.cc, q.clock_group, o.now)
+end
+
+-- A job is boosted when its rank may exceed its own source's.
+local function boosted(o, job)
+  return job[2] ~= nil or o.awaiters[job] ~= nil
+end
+
+--- Called when a job's priority inputs grow (a caller joins, a job starts
+--- waiting on it): if it waits in a queue, compare it by its effective rank.
+function M.changed(o, job)
+  local q = o.waiting_in[job]
+  if q then q.boosted[job] = true end
+end
+
+local function releaser(o, job, q)
+  local released = false
+  return function()
+    if released then return end
+    released = true
+    local held = o.held[job]
+    if held then
+      held[q] = nil
+      if next(held) == nil then o.held[job] = nil end
+    end
+    B.pool_release(q.p)
+    touch(o, q)
+    o.grantable = true
+    if not o.stepping then o.driver.reschedule(o) end
+  end
+end
+
+local function hold(o, job, q)
+  local held = o.held[job]
+  if not held then
+    held = {}
+    o.held[job] = held
+  end
+  local release = releaser(o, job, q)
+  held[q] = release
+  return release
+end
+
+--- job:slot(name): waits for a slot; returns its release.
+function M.slot(job, name)
+  E.check_wait(job, "slot")
+  local o = job.orch
+  local q = o.pool_q[name]
+  if q == nil then
+    error("job:slot: no pool named '" .. tostring(name)
+      .. "' (make it with orch:pool(name, capacity) or the pools option)", 2)
+  end
+  local held = o.held[job]
+  if held and held[q] then
+    error("job:slot: " .. job.label .. " already holds a slot of pool '" .. name
+      .. "' (asking for a second one is how slot deadlocks start)", 2)
+  end
+  if B.pool_try_acquire(q.p) == 0 then
+    touch(o, q)
+    B.clock_progress(o.cc, job.cid, o.now)
+    return hold(o, job, q)
+  end
+  return M.wait(o, job, q)
+end
+
+--- job:permit(name): waits for one unit of a per-step budget.
+function M.permit(job, name)
+  E.check_wait(job, "permit")
+  local o = job.orch
+  local q = o.budget_q[name]
+  if q == nil then
+    error("job:permit: no budget named '" .. tostring(name)
+      .. "' (declare it with orch:budget(name, {ops = n}) or {ms = m})", 2)
+  end
+  M.wait(o, job, q)
+end
+
+function M.wait(o, job, q)
+  local slot = job.cid
+  local src = job[1] and job[1]._prio
+  B.pool_enqueue(q.p, slot, group_of(o, src))
+  B.clock_join(o.cc, slot, q.clock_group)
+  local box = setmetatable({ q = q, _st = false, _v = false, _w1 = false }, WaitBox)
+  q.waiters[job] = box
+  o.waiting_in[job] = q
+  if boosted(o, job) then q.boosted[job] = true end
+  o.grantable = true
+  if not o.stepping then o.driver.reschedule(o) end
+  return E.await(job, box)
+end
+
+-- The best waiter of q now: the core's pick by group rank and arrival,
+-- unless a boosted job's effective rank beats it. Each priority function is
+-- read once for this decision.
+local function best(o, q)
+  local p = q.p
+  local cache = {}
+  local g = B.pool_next_group(p, -1)
+  while g >= 0 do
+    B.pool_set_rank(p, g, priority.source_rank(o, o.source_of[g], cache))
+    g = B.pool_next_group(p, g)
+  end
+  local slot = B.pool_best(p)
+  if slot < 0 then return nil end
+  local job = o.by_slot[slot]
+  if next(q.boosted) == nil then return job end
+  local rank = q.boosted[job] and priority.effective(job, cache) or B.pool_rank_of(p, slot)
+  local arrival = B.pool_arrival(p, slot)
+  for b in pairs(q.boosted) do
+    if b ~= job then
+      local r = priority.effective(b, cache)
+      local a = B.pool_arrival(p, b.cid)
+      if r < rank or (r == rank and a < arrival) then job, rank, arrival = b, r, a end
+    end
+  end
+  return job
+end
+
+local function grant_one(o, q, job)
+  local box = q.waiters[job]
+  B.pool_grant(q.p, job.cid)
+  B.clock_join(o.cc, job.cid, -1)
+  q.waiters[job], q.boosted[job] = nil, nil
+  o.waiting_in[job] = nil
+  touch(o, q)
+  if q.kind == "pool" then
+    settle.settle(box, "done", settle.pack(hold(o, job, q)))
+  else
+    if q.ms then o.permit_of[job] = q end
+    settle.settle(box, "done", settle.pack())
+  end
+end
+
+--- Grants what can be granted now. Returns true if anything was granted.
+function M.grant(o)
+  if not o.grantable then return false end
+  o.grantable = false
+  local any = false
+  for _, q in pairs(o.pool_q) do
+    local p = q.p
+    while B.pool_waiting(p) > 0 and B.pool_in_use(p) < B.pool_capacity(p) do
+      local job = best(o, q)
+      if not job then break end
+      grant_one(o, q, job)
+      any = true
+    end
+  end
+  for _, q in pairs(o.budget_q) do
+    local p = q.p
+    if q.ms then
+      -- one at a time, while this step's holders have run less than ms
+      if B.pool_waiting(p) > 0 and B.pool_in_use(p) == 0 and q.spent < q.ms then
+        local job = best(o, q)
+        if job then
+          grant_one(o, q, job)
+          any = true
+        end
+      end
+    else
+      while B.pool_waiting(p) > 0 and B.pool_in_use(p) < B.pool_capacity(p) do
+        local job = best(o, q)
+        if not job then break end
+        grant_one(o, q, job)
+        any = true
+      end
+    end
+  end
+  return any
+end
+
+--- A new step: every budget's permits count from zero again.
+function M.new_step(o)
+  for _, q in pairs(o.budget_q) do
+    B.pool_reset_use(q.p)
+    q.spent = 0
+    if B.pool_waiting(q.p) > 0 then o.grantable = true end
+  end
+end
+
+--- After an ms-budget permit holder ran: count its time, free the turn.
+function M.ran(o, job, ms)
+  local q = o.permit_of[job]
+  if not q then return end
+  o.permit_of[job] = nil
+  q.spent = q.spent + ms
+  B.pool_release(q.p)
+  o.grantable = true
+end
+
+--- Ending is total: every slot a job holds goes back.
+function M.release_all(o, job)
+  local held = o.held[job]
+  if held then
+    for _, release in pairs(held) do release() end
+  end
+  -- An ms-budget permit is given back by the step that ran its holder
+  -- (engine.drain), which counts the time it ran; the holder is always
+  -- queued to run once more, ended or not.
+end
+
+--- orch:pools(): {[name] = {capacity =, in_use =, waiting =}}
+function M.report(o)
+  local out = {}
+  for name, q in pairs(o.pool_q) do
+    out[name] = {
+      capacity = tonumber(B.pool_capacity(q.p)),
+      in_use = tonumber(B.pool_in_use(q.p)),
+      waiting = tonumber(B.pool_waiting(q.p)),
+    }
+  end
+  return out
+end
+
+E.slots = M
+priority.changed = M.changed
+return M

@@ -1,0 +1,178 @@
+local stagehand = require "stagehand"
+local T = require "stagehand.testing"
+
+local function quiet(opts)
+  opts = opts or {}
+  opts.log = opts.log or function() end
+  return T.new(opts)
+end
+
+describe(":barrier", function()
+  it("settles a battle once every soldier arrived", function()
+    local orch = quiet()
+    local soldiers = {}
+    for i = 1, 5 do soldiers[i] = "soldier:" .. i end
+    local b = orch:barrier("Battle with armies", soldiers)
+    local started = false
+    orch:run("Battle", function(job)
+      job:await(b.settled)
+      started = true
+    end)
+    for i = 1, 5 do
+      orch:run("Placing soldier " .. i, function(job)
+        job:sleep(100 * i)
+        b:arrive("soldier:" .. i)
+      end)
+    end
+    T.settle(orch, 250, 50)
+    assert.equal(2, b:arrived())
+    assert.same({ "soldier:3", "soldier:4", "soldier:5" }, b:missing())
+    assert.is_false(started)
+    T.settle(orch, 1000, 50)
+    assert.is_true(started)
+    assert.equal("done", b.settled:state())
+    assert.no_leaks(orch)
+  end)
+
+  it("stalls a party barrier and names the missing portrait", function()
+    local lines = {}
+    local orch = T.new { log = function(m) lines[#lines + 1] = m end }
+    local b = orch:barrier("Party portraits", { "portrait:knight", "portrait:mage", "portrait:thief" },
+      { stall_ms = 2000 })
+    b:arrive("portrait:knight")
+    b:arrive("portrait:thief")
+    local caught
+    orch:run("Maze", function(job)
+      local ok, err = job:pcall(job.await, job, b.settled)
+      caught = err
+    end)
+    T.settle(orch, 5000)
+    assert.equal("stalled", b.settled:state())
+    assert.is_true(stagehand.is_error(caught, "stalled"))
+    assert.same({ "portrait:mage" }, caught.missing)
+    assert.same({ "[stagehand] Party portraits made no progress for 2 s." }, lines)
+  end)
+
+  it("counts each arrival as progress", function()
+    local orch = quiet()
+    local b = orch:barrier("slow party", { "a", "b", "c" }, { stall_ms = 1000 })
+    T.settle(orch, 800)
+    b:arrive("a")
+    T.settle(orch, 800)
+    b:arrive("b")
+    T.settle(orch, 800)
+    b:arrive("c")
+    assert.equal("done", b.settled:state())
+  end)
+
+  it("counts a repeated arrival once and raises for an unknown key", function()
+    local orch = quiet()
+    local b = orch:barrier("b", { "x", "y" })
+    b:arrive("x")
+    b:arrive("x")
+    assert.equal(1, b:arrived())
+    assert.has_error(function() b:arrive("z") end)
+    assert.equal("running", b.settled:state())
+    b:arrive("y")
+    assert.equal("done", b.settled:state())
+    b:arrive("y") -- after the end: nothing happens
+  end)
+
+  it("settles at once over an empty list", function()
+    local orch = quiet()
+    local b = orch:barrier("nobody", {})
+    assert.equal("done", b.settled:state())
+    assert.same({}, b:missing())
+  end)
+
+  it("shows in the report what it still waits for", function()
+    local orch = quiet()
+    local b = orch:barrier("party", { "a", "b" })
+    b:arrive("b")
+    local r = orch:report()
+    assert.equal("1 of 2 keys (missing: a)", r[1].waiting_on)
+  end)
+
+  it("is cancelled through its signal", function()
+    local orch = quiet()
+    local ctl = stagehand.controller()
+    local b = orch:barrier("b", { "x" }, { signal = ctl.signal })
+    ctl:abort("left")
+    assert.equal("cancelled", b.settled:state())
+    assert.no_leaks(orch)
+  end)
+
+  it("names keys that are not a list of strings", function()
+    local orch = quiet()
+    assert.has_error(function() orch:barrier("b", "x") end)
+    assert.has_error(function() orch:barrier("b", { "x", 5 }) end)
+    assert.has_error(function() orch:barrier("b", { x = "y" }) end)
+    assert.has_error(function() orch:barrier("", { "x" }) end)
+    assert.no_leaks(orch)
+  end)
+end)
+
+describe(":when_idle", function()
+  it("lets an idle preloader run only between page work", function()
+    local orch = quiet()
+    local log = {}
+    local page_done = stagehand.future()
+    orch:run("Page", function(job)
+      log[#log + 1] = "page starts"
+      job:await(page_done)
+      log[#log + 1] = "page done"
+    end)
+    orch:run("Idle preloader", function(job)
+      for i = 1, 3 do
+        job:await(orch:when_idle())
+        log[#log + 1] = "preload " .. i
+        job:sleep(10)
+      end
+    end)
+    T.settle(orch, 1000, 10)
+    assert.same({ "page starts" }, log)
+    page_done:resolve()
+    T.settle(orch, 1000, 10)
+    assert.same({ "page starts", "page done", "preload 1", "preload 2", "preload 3" }, log)
+  end)
+
+  it("never blocks two preloaders on each other", function()
+    local orch = quiet()
+    local ran = {}
+    for _, name in ipairs { "music", "portraits" } do
+      orch:run("preload " .. name, function(job)
+        job:await(orch:when_idle())
+        ran[#ran + 1] = name
+      end)
+    end
+    orch:step()
+    table.sort(ran)
+    assert.same({ "music", "portraits" }, ran)
+  end)
+
+  it("never stalls, nor does a job awaiting it", function()
+    local lines = {}
+    local orch = T.new { log = function(m) lines[#lines + 1] = m end }
+    local busy = stagehand.future()
+    orch:run("page", function(job)
+      for _ = 1, 100 do
+        job:sleep(1000)
+        job:progress()
+      end
+    end)
+    local pre = orch:run("preloader", function(job) job:await(orch:when_idle()) end, { stall_ms = 1000 })
+    T.settle(orch, 60000, 1000)
+    assert.equal("running", pre:state())
+    assert.same({}, lines)
+  end)
+
+  it("withdraws through its signal", function()
+    local orch = quiet()
+    local ctl = stagehand.controller()
+    orch:run("page", function(job) job:sleep(1000) end)
+    local h = orch:when_idle(ctl.signal)
+    ctl:abort()
+    assert.equal("cancelled", h:state())
+    assert.has_error(function() orch:when_idle({}) end)
+  end)
+end)

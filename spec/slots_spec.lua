@@ -1,0 +1,318 @@
+local stagehand = require "stagehand"
+local T = require "stagehand.testing"
+
+local function quiet(opts)
+  opts = opts or {}
+  opts.log = opts.log or function() end
+  return T.new(opts)
+end
+
+-- A job that takes a slot of `pool`, notes its name in `order`, holds the
+-- slot until `gate` resolves, then releases it.
+local function dresser(orch, order, pool, name, gate, opts)
+  return orch:run(name, function(job)
+    local release = job:slot(pool)
+    order[#order + 1] = name
+    if gate then job:await(gate) end
+    release()
+  end, opts)
+end
+
+describe("slot pools", function()
+  describe("job:slot", function()
+    it("grants at once while slots are free, and queues the rest", function()
+      local orch = quiet { pools = { dressing = 2 } }
+      local order = {}
+      local gate = stagehand.future()
+      for i = 1, 4 do dresser(orch, order, "dressing", "soldier " .. i, gate) end
+      assert.same({ "soldier 1", "soldier 2" }, order)
+      assert.same({ capacity = 2, in_use = 2, waiting = 2 }, orch:pools().dressing)
+      gate:resolve()
+      orch:step()
+      assert.same({ "soldier 1", "soldier 2", "soldier 3", "soldier 4" }, order)
+      assert.same({ capacity = 2, in_use = 0, waiting = 0 }, orch:pools().dressing)
+      assert.no_leaks(orch)
+    end)
+
+    it("grants by effective priority, then by who asked first", function()
+      local orch = quiet { pools = { layering = 1 } }
+      local order = {}
+      local gate = stagehand.future()
+      dresser(orch, order, "layering", "holder", gate)
+      dresser(orch, order, "layering", "bg 1", nil, { priority = "background" })
+      dresser(orch, order, "layering", "scene 1", nil, { priority = "scene" })
+      dresser(orch, order, "layering", "bg 2", nil, { priority = "background" })
+      dresser(orch, order, "layering", "visible 1", nil, { priority = "visible" })
+      dresser(orch, order, "layering", "scene 2", nil)
+      gate:resolve()
+      orch:step()
+      assert.same({ "holder", "visible 1", "scene 1", "scene 2", "bg 1", "bg 2" }, order)
+    end)
+
+    it("reads a priority function at every grant", function()
+      local orch = quiet { pools = { dressing = 1 } }
+      local order = {}
+      local gates = {}
+      local on_screen = false
+      local battle = function() return on_screen and "visible" or "background" end
+      local hold = stagehand.future()
+      dresser(orch, order, "dressing", "holder", hold)
+      for i = 1, 2 do
+        gates[i] = stagehand.future()
+        dresser(orch, order, "dressing", "battle " .. i, gates[i], { priority = battle })
+      end
+      dresser(orch, order, "dressing", "shop", nil, { priority = "scene" })
+      hold:resolve()
+      orch:step()
+      -- off screen, the battle waits for the shop; then the slot is the battle's
+      assert.same({ "holder", "shop", "battle 1" }, order)
+      dresser(orch, order, "dressing", "late shop", nil, { priority = "scene" })
+      on_screen = true -- scrolled back: the second battle goes before the late shop
+      gates[1]:resolve()
+      orch:step()
+      assert.same({ "holder", "shop", "battle 1", "battle 2" }, order)
+      gates[2]:resolve()
+      T.settle(orch, 100)
+      assert.same({ "holder", "shop", "battle 1", "battle 2", "late shop" }, order)
+    end)
+
+    it("lets inherited priority feed grants: a visible when on a queued background build", function()
+      local orch = quiet { pools = { ["armor-builds"] = 1 } }
+      local order = {}
+      local hold = stagehand.future()
+      dresser(orch, order, "armor-builds", "army build 0", hold, { priority = "background" })
+      for i = 1, 5 do
+        dresser(orch, order, "armor-builds", "army build " .. i, nil, { priority = "background" })
+      end
+      dresser(orch, order, "armor-builds", "cape", nil, { priority = "background", key = "armor-build:cape" })
+      orch:run("Hero portrait", function(job)
+        return job:await(orch:when("armor-build:cape", nil, { priority = "visible" }))
+      end, { priority = "visible" })
+      hold:resolve()
+      orch:step()
+      assert.equal("cape", order[2])
+      assert.no_leaks(orch)
+    end)
+
+    it("counts a slot handed out or freed as progress: a busy pool is not a stall", function()
+      local lines = {}
+      local orch = T.new { pools = { bake = 1 }, log = function(m) lines[#lines + 1] = m end }
+      local handles = {}
+      for i = 1, 40 do
+        handles[i] = orch:run("bake " .. i, function(job)
+          local release = job:slot("bake")
+          job:sleep(1000)
+          job:progress()
+          release()
+        end, { stall_ms = 3000 })
+      end
+      assert.equal(0, T.settle(orch, 60000))
+      for i = 1, 40 do assert.equal("done", handles[i]:state()) end
+      assert.same({}, lines)
+    end)
+
+    it("stalls a waiter when the pool stops turning over", function()
+      local orch = quiet { pools = { bake = 1 } }
+      orch:run("stuck holder", function(job)
+        job:slot("bake")
+        job:await(stagehand.future())
+      end, { stall_ms = 1e9 })
+      local waiter = orch:run("waiter", function(job) job:slot("bake") end, { stall_ms = 2000 })
+      T.settle(orch, 5000)
+      assert.equal("stalled", waiter:state())
+    end)
+
+    it("leaks no slot after errors, stalls and cancellations of holders and waiters", function()
+      local orch = quiet { pools = { p = 1 } }
+      local failing = orch:run("fails holding", function(job)
+        job:slot("p")
+        job:sleep(10)
+        error("dropped the armor")
+      end)
+      local queued_cancel = orch:run("queued, cancelled", function(job) job:slot("p") end)
+      local stalls = orch:run("stalls holding", function(job)
+        job:slot("p")
+        job:await(stagehand.future())
+      end, { stall_ms = 1000 })
+      local holding_cancel = orch:run("holding, cancelled", function(job)
+        job:slot("p")
+        job:sleep(1e6)
+      end)
+      local last = orch:run("last", function(job)
+        local release = job:slot("p")
+        release()
+        release() -- idempotent
+        return "got it"
+      end)
+      queued_cancel:cancel()
+      T.settle(orch, 100, 10)
+      assert.equal("failed", failing:state())
+      T.settle(orch, 3000)
+      assert.equal("stalled", stalls:state())
+      orch:step()
+      holding_cancel:cancel()
+      T.settle(orch, 100)
+      assert.same({ "done", "got it" }, { last:result() })
+      assert.same({ capacity = 1, in_use = 0, waiting = 0 }, orch:pools().p)
+      assert.no_leaks(orch)
+    end)
+
+    it("raises when a job asks for a second slot of a pool it holds", function()
+      local orch = quiet { pools = { p = 2 } }
+      local h = orch:run("greedy", function(job)
+        job:slot("p")
+        job:slot("p")
+      end)
+      local _, err = h:result()
+      assert.matches("already holds a slot of pool 'p'", tostring(err.cause), 1, true)
+      assert.equal(0, orch:pools().p.in_use)
+    end)
+
+    it("fails the job with a message naming an unknown pool", function()
+      local orch = quiet()
+      local h = orch:run("x", function(job) job:slot("nope") end)
+      local _, err = h:result()
+      assert.matches("no pool named 'nope'", tostring(err.cause), 1, true)
+    end)
+  end)
+
+  describe(":pool", function()
+    it("resizes: growing grants waiters, shrinking takes nothing back", function()
+      local orch = quiet()
+      orch:pool("p", 1)
+      local order = {}
+      local gate = stagehand.future()
+      for i = 1, 4 do dresser(orch, order, "p", "j" .. i, gate) end
+      assert.same({ "j1" }, order)
+      orch:pool("p", 3)
+      orch:step()
+      assert.same({ "j1", "j2", "j3" }, order)
+      orch:pool("p", 1)
+      assert.same({ capacity = 1, in_use = 3, waiting = 1 }, orch:pools().p)
+      gate:resolve()
+      T.settle(orch, 100)
+      assert.same({ "j1", "j2", "j3", "j4" }, order)
+    end)
+
+    it("holds everyone at capacity 0", function()
+      local orch = quiet { pools = { closed = 0 } }
+      local h = orch:run("x", function(job) job:slot("closed") end, { stall_ms = 1e9 })
+      T.settle(orch, 1000)
+      assert.equal("running", h:state())
+      orch:pool("closed", 1)
+      orch:step()
+      assert.equal("done", h:state())
+    end)
+
+    it("names bad arguments and keeps working", function()
+      local orch = quiet()
+      assert.has_error(function() orch:pool("p", -1) end, "bad argument 'capacity' to pool: expected a whole number >= 0, got -1")
+      assert.has_error(function() orch:pool("p", 1.5) end)
+      assert.has_error(function() orch:pool("", 1) end)
+      assert.has_error(function() orch:pool(nil, 1) end)
+      orch:pool("p", 1)
+      local h = orch:run("x", function(job) job:slot("p") return 1 end)
+      assert.same({ "done", 1 }, { h:result() })
+    end)
+  end)
+end)
+
+describe("budgets", function()
+  it("grant up to ops permits a step, by priority then arrival", function()
+    local orch = quiet()
+    orch:budget("finalize", { ops = 2 })
+    local order = {}
+    local function finalize(name, prio)
+      orch:run(name, function(job)
+        job:permit("finalize")
+        order[#order + 1] = name
+      end, { priority = prio })
+    end
+    finalize("bg 1", "background")
+    finalize("scene 1")
+    finalize("visible 1", "visible")
+    finalize("bg 2", "background")
+    finalize("scene 2")
+    assert.same({}, order)
+    orch:step()
+    assert.same({ "visible 1", "scene 1" }, order)
+    orch:step()
+    assert.same({ "visible 1", "scene 1", "scene 2", "bg 1" }, order)
+    orch:step()
+    assert.equal(5, #order)
+    assert.no_leaks(orch)
+  end)
+
+  it("run the permit holders in the step that granted them", function()
+    local orch = quiet()
+    orch:budget("b", { ops = 1 })
+    local ran_in = {}
+    local step_no = 0
+    orch:run("x", function(job)
+      job:permit("b")
+      ran_in[#ran_in + 1] = step_no
+      job:permit("b")
+      ran_in[#ran_in + 1] = step_no
+    end)
+    step_no = 1
+    orch:step()
+    step_no = 2
+    orch:step()
+    assert.same({ 1, 2 }, ran_in)
+  end)
+
+  it("with ms, grant one at a time while the step's holders ran less than ms", function()
+    local orch, clock = quiet()
+    orch:budget("upload", { ms = 10 })
+    local done = 0
+    for i = 1, 10 do
+      orch:run("upload " .. i, function(job)
+        job:permit("upload")
+        clock:advance(4)
+        done = done + 1
+      end)
+    end
+    orch:step()
+    assert.equal(3, done) -- 4 + 4 < 10, then 12 >= 10
+    orch:step()
+    assert.equal(6, done)
+  end)
+
+  it("count every permit granted as progress for jobs waiting on the budget", function()
+    local lines = {}
+    local orch = T.new { log = function(m) lines[#lines + 1] = m end }
+    orch:budget("finalize", { ops = 1 })
+    local handles = {}
+    for i = 1, 30 do
+      handles[i] = orch:run("finalize " .. i, function(job) job:permit("finalize") end, { stall_ms = 1000 })
+    end
+    T.settle(orch, 30 * 500, 500)
+    for i = 1, 30 do assert.equal("done", handles[i]:state()) end
+    assert.same({}, lines)
+  end)
+
+  it("fail a job asking an unknown budget, naming it", function()
+    local orch = quiet()
+    local h = orch:run("x", function(job) job:permit("nope") end)
+    assert.matches("no budget named 'nope'", tostring(select(2, h:result()).cause), 1, true)
+  end)
+
+  it("name bad declarations", function()
+    local orch = quiet()
+    assert.has_error(function() orch:budget("b", { frames = 2 }) end)
+    assert.has_error(function() orch:budget("b", { ops = 0 }) end)
+    assert.has_error(function() orch:budget("b", { ops = 1, ms = 2 }) end)
+    assert.has_error(function() orch:budget("b", { ms = -1 }) end)
+    assert.has_error(function() orch:budget("b", 5) end)
+    assert.has_error(function() orch:budget(5, { ops = 1 }) end)
+  end)
+end)
+
+describe(".cores", function()
+  it("sizes a pool as the README suggests: one slot per core beyond 2, at least 1", function()
+    local n = math.max(1, stagehand.cores() - 2)
+    local orch = quiet { pools = { dressing = n, layering = 1 } }
+    assert.equal(n, orch:pools().dressing.capacity)
+    assert.equal(1, orch:pools().layering.capacity)
+  end)
+end)
