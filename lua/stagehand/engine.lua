@@ -199,7 +199,10 @@ function E.end_job(job, st, v)
   local suspended = job.co and job.w and job.w ~= QUEUED
   unpark(job)
   E.slots.release_all(o, job)
-  o.idle[job] = nil
+  if o.idle[job] then
+    o.idle[job] = nil
+    o.nidle = o.nidle - 1
+  end
   o.idle_dirty = true
   clock_stop(o.cc, slot)
   local started_at = o.started[slot]
@@ -509,6 +512,18 @@ function E.sleep(job, ms)
   if job.state then raise_ended(job) end
 end
 
+--- Parks `job` in a slot or budget queue `q` until a grant queues it again
+--- (slots.lua). Raises the job's end if it ended meanwhile.
+function E.park_on_queue(job, q, what)
+  E.check_wait(job, what)
+  local o = job.orch
+  job.w = q
+  o.idle_dirty = true
+  o.since[job.cid] = o.now
+  parked(job, what)
+  if job.state then raise_ended(job) end
+end
+
 --- Yields to the driver, to run again after what is queued.
 function E.yield_turn(job)
   E.check_wait(job, "slice")
@@ -562,14 +577,17 @@ end
 -- Runs queued continuations oldest first, granting slots and permits as
 -- they free up, until nothing is left or the deadline passes; leaves the
 -- last clock reading in o.now.
+--
+-- (The loop ends by its condition or break, never by return: LuaJIT cannot
+-- record a return out of a loop to a lower frame, and a loop whose traces
+-- keep aborting is blacklisted, taking the step with it.)
 local function drain(o, deadline)
   local clock = o.clock
   local now = o.now
   local slots = E.slots
   local permit_of = o.permit_of
-  while true do
-    if o.grantable then slots.grant(o) end
-    if o.qn == 0 then return end
+  if o.grantable then slots.grant(o) end
+  while o.qn > 0 do
     local job = dequeue(o)
     -- Entries whose job has since parked elsewhere (see check_wait) are stale.
     if job.w == QUEUED and job.co then
@@ -580,7 +598,8 @@ local function drain(o, deadline)
     now = clock()
     o.now = now
     if permit_of[job] then slots.ran(o, job, now - before) end
-    if deadline and now >= deadline then return end
+    if deadline and now >= deadline then break end
+    if o.grantable then slots.grant(o) end
   end
 end
 
@@ -615,9 +634,11 @@ local function idle_blocked(o, job, memo)
   return r
 end
 
+local function by_id(a, b) return a.id < b.id end
+
 --- Settles every when_idle waiter once each running job waits on one.
 function E.idle_check(o)
-  if next(o.idle) == nil or not o.idle_dirty then return end
+  if o.nidle == 0 or not o.idle_dirty then return end
   o.idle_dirty = false
   local memo = {}
   for _, job in pairs(o.by_slot) do
@@ -625,7 +646,7 @@ function E.idle_check(o)
   end
   local list = {}
   for job in pairs(o.idle) do list[#list + 1] = job end
-  table.sort(list, function(a, b) return a.id < b.id end)
+  table.sort(list, by_id)
   for i = 1, #list do E.end_job(list[i], "done", pack()) end
 end
 

@@ -70,6 +70,7 @@ function Orchestrator.new(opts)
     owned = {},
     idle = {}, -- when_idle waiters (jobs with no work and no stall clock)
     idle_dirty = false,
+    nidle = 0,
   }, Orchestrator)
   E.init_queue(o)
   keys.init(o)
@@ -323,6 +324,7 @@ function Orchestrator:when_idle(sig)
   local job, h = standing_job(self, "when idle", nil, sig, false)
   job.w = E.IDLE
   self.idle[job] = true
+  self.nidle = self.nidle + 1
   if not self.stepping then self.driver.reschedule(self) end
   return h
 end

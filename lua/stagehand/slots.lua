@@ -15,9 +15,13 @@ local E = require "stagehand.engine"
 local settle = require "stagehand.settle"
 local priority = require "stagehand.priority"
 
+-- Hot paths here iterate arrays and keep counts instead of calling pairs
+-- or next: LuaJIT 2.1 does not compile those, and a loop that keeps
+-- aborting its trace (the step's drain calls grant) gets blacklisted.
 local M = {}
 
 local DEFAULT_GROUP = 0
+local unboost
 
 -- The core's group id of a priority source (0 for the default).
 local function group_of(o, src)
@@ -31,21 +35,27 @@ local function group_of(o, src)
   return g
 end
 
+-- A queue is also what a waiting job parks on (job.w): a grant wakes the
+-- job directly, with no box or listener in between.
+local Queue = {}
+Queue.__index = Queue
+
 local function new_queue(o, name, kind)
-  local q = {
+  local q = setmetatable({
     name = name,
     kind = kind, -- "pool" or "budget"
     p = B.pool_new(),
     clock_group = o.next_clock_group,
     boosted = {}, -- job -> true
-    waiters = {}, -- job -> its wait box
-  }
+    nboosted = 0,
+  }, Queue)
   o.next_clock_group = o.next_clock_group + 1
   return q
 end
 
 function M.init(o, pools)
-  o.pool_q, o.budget_q = {}, {}
+  o.pool_q, o.budget_q = {}, {} -- by name
+  o.pool_list, o.budget_list = {}, {} -- the same queues, in creation order
   o.group_of = setmetatable({}, { __mode = "k" })
   o.source_of = setmetatable({}, { __mode = "v" })
   o.next_group, o.next_clock_group = 1, 0
@@ -63,6 +73,7 @@ function M.pool(o, name, capacity)
   if not q then
     q = new_queue(o, name, "pool")
     o.pool_q[name] = q
+    o.pool_list[#o.pool_list + 1] = q
   end
   B.pool_set_capacity(q.p, capacity)
   o.grantable = true
@@ -75,6 +86,7 @@ function M.budget(o, name, ops, ms)
   if not q then
     q = new_queue(o, name, "budget")
     o.budget_q[name] = q
+    o.budget_list[#o.budget_list + 1] = q
   end
   q.ops, q.ms, q.spent = ops, ms, 0
   B.pool_set_capacity(q.p, ops or 1)
@@ -82,21 +94,31 @@ function M.budget(o, name, ops, ms)
   return q
 end
 
--- The box a job parks on while it waits in a queue; leaving it (the job
--- ended) takes the job out of the queue.
-local WaitBox = settle.extend({})
-function WaitBox:state() return self._st or "pending" end
-function WaitBox:_describe()
-  local q = self.q
-  if q.kind == "pool" then return "a slot of pool '" .. q.name .. "'" end
-  return "a permit of budget '" .. q.name .. "'"
+local function boost(q, job)
+  if not q.boosted[job] then
+    q.boosted[job] = true
+    q.nboosted = q.nboosted + 1
+  end
 end
-function WaitBox:_abandon(job)
-  local q = self.q
+
+unboost = function(q, job)
+  if q.boosted[job] then
+    q.boosted[job] = nil
+    q.nboosted = q.nboosted - 1
+  end
+end
+
+function Queue:_describe()
+  if self.kind == "pool" then return "a slot of pool '" .. self.name .. "'" end
+  return "a permit of budget '" .. self.name .. "'"
+end
+function Queue:_follows() return nil end
+-- The job stopped waiting (it ended): it leaves the queue.
+function Queue:_abandon(job)
   local o = job.orch
-  B.pool_remove(q.p, job.cid)
+  B.pool_remove(self.p, job.cid)
   B.clock_join(o.cc, job.cid, -1)
-  q.waiters[job], q.boosted[job] = nil, nil
+  unboost(self, job)
   o.waiting_in[job] = nil
   o.grantable = true -- the queue changed; what stays may be grantable
 end
@@ -114,34 +136,44 @@ end
 --- waiting on it): if it waits in a queue, compare it by its effective rank.
 function M.changed(o, job)
   local q = o.waiting_in[job]
-  if q then q.boosted[job] = true end
+  if q then boost(q, job) end
+end
+
+-- A slot's release: called as release(), idempotent. A callable object, not
+-- a closure, because LuaJIT cannot compile making a closure (FNEW) and a
+-- grant makes one release per slot.
+local Release = {}
+Release.__index = Release
+Release.__name = "stagehand.Release"
+Release.__call = function(r)
+  if r.released then return end
+  r.released = true
+  local o, job, q = r.o, r.job, r.q
+  local held = o.held[job]
+  if held then
+    held[q] = nil
+    held.n = held.n - 1
+    if held.n == 0 then o.held[job] = nil end
+  end
+  B.pool_release(q.p)
+  touch(o, q)
+  o.grantable = true
+  if not o.stepping then o.driver.reschedule(o) end
 end
 
 local function releaser(o, job, q)
-  local released = false
-  return function()
-    if released then return end
-    released = true
-    local held = o.held[job]
-    if held then
-      held[q] = nil
-      if next(held) == nil then o.held[job] = nil end
-    end
-    B.pool_release(q.p)
-    touch(o, q)
-    o.grantable = true
-    if not o.stepping then o.driver.reschedule(o) end
-  end
+  return setmetatable({ o = o, job = job, q = q, released = false }, Release)
 end
 
 local function hold(o, job, q)
   local held = o.held[job]
   if not held then
-    held = {}
+    held = { n = 0 }
     o.held[job] = held
   end
   local release = releaser(o, job, q)
   held[q] = release
+  held.n = held.n + 1
   return release
 end
 
@@ -184,13 +216,14 @@ function M.wait(o, job, q)
   local src = job[1] and job[1]._prio
   B.pool_enqueue(q.p, slot, group_of(o, src))
   B.clock_join(o.cc, slot, q.clock_group)
-  local box = setmetatable({ q = q, _st = false, _v = false, _w1 = false }, WaitBox)
-  q.waiters[job] = box
   o.waiting_in[job] = q
-  if boosted(o, job) then q.boosted[job] = true end
+  if boosted(o, job) then boost(q, job) end
   o.grantable = true
   if not o.stepping then o.driver.reschedule(o) end
-  return E.await(job, box)
+  E.park_on_queue(job, q, q.kind == "pool" and "slot" or "permit")
+  -- granted: a wait that ends is progress
+  B.clock_progress(o.cc, slot, E.current_at)
+  if q.kind == "pool" then return o.held[job][q] end
 end
 
 -- The best waiter of q now: the core's pick by group rank and arrival,
@@ -198,16 +231,25 @@ end
 -- read once for this decision.
 local function best(o, q)
   local p = q.p
-  local cache = {}
+  local cache -- made only when a priority function or a boosted job needs one
   local g = B.pool_next_group(p, -1)
   while g >= 0 do
-    B.pool_set_rank(p, g, priority.source_rank(o, o.source_of[g], cache))
+    local src = o.source_of[g]
+    local rank
+    if type(src) == "function" then
+      cache = cache or {}
+      rank = priority.source_rank(o, src, cache)
+    else
+      rank = priority.source_rank(o, src, nil)
+    end
+    B.pool_set_rank(p, g, rank)
     g = B.pool_next_group(p, g)
   end
   local slot = B.pool_best(p)
   if slot < 0 then return nil end
   local job = o.by_slot[slot]
-  if next(q.boosted) == nil then return job end
+  if q.nboosted == 0 then return job end
+  cache = cache or {}
   local rank = q.boosted[job] and priority.effective(job, cache) or B.pool_rank_of(p, slot)
   local arrival = B.pool_arrival(p, slot)
   for b in pairs(q.boosted) do
@@ -221,17 +263,19 @@ local function best(o, q)
 end
 
 local function grant_one(o, q, job)
-  local box = q.waiters[job]
   B.pool_grant(q.p, job.cid)
   B.clock_join(o.cc, job.cid, -1)
-  q.waiters[job], q.boosted[job] = nil, nil
+  unboost(q, job)
   o.waiting_in[job] = nil
   touch(o, q)
   if q.kind == "pool" then
-    settle.settle(box, "done", settle.pack(hold(o, job, q)))
-  else
-    if q.ms then o.permit_of[job] = q end
-    settle.settle(box, "done", settle.pack())
+    hold(o, job, q)
+  elseif q.ms then
+    o.permit_of[job] = q
+  end
+  if job.w == q then
+    job.w = E.QUEUED
+    E.enqueue(o, job)
   end
 end
 
@@ -240,7 +284,9 @@ function M.grant(o)
   if not o.grantable then return false end
   o.grantable = false
   local any = false
-  for _, q in pairs(o.pool_q) do
+  local pools, budgets = o.pool_list, o.budget_list
+  for i = 1, #pools do
+    local q = pools[i]
     local p = q.p
     while B.pool_waiting(p) > 0 and B.pool_in_use(p) < B.pool_capacity(p) do
       local job = best(o, q)
@@ -249,7 +295,8 @@ function M.grant(o)
       any = true
     end
   end
-  for _, q in pairs(o.budget_q) do
+  for i = 1, #budgets do
+    local q = budgets[i]
     local p = q.p
     if q.ms then
       -- one at a time, while this step's holders have run less than ms
@@ -274,7 +321,9 @@ end
 
 --- A new step: every budget's permits count from zero again.
 function M.new_step(o)
-  for _, q in pairs(o.budget_q) do
+  local budgets = o.budget_list
+  for i = 1, #budgets do
+    local q = budgets[i]
     B.pool_reset_use(q.p)
     q.spent = 0
     if B.pool_waiting(q.p) > 0 then o.grantable = true end
@@ -295,7 +344,11 @@ end
 function M.release_all(o, job)
   local held = o.held[job]
   if held then
-    for _, release in pairs(held) do release() end
+    local list = {}
+    for q, release in pairs(held) do
+      if q ~= "n" then list[#list + 1] = release end
+    end
+    for i = 1, #list do list[i]() end
   end
   -- An ms-budget permit is given back by the step that ran its holder
   -- (engine.drain), which counts the time it ran; the holder is always
