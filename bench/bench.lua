@@ -276,9 +276,22 @@ do
     for _ = 1, n / 1000 do through_pool(1000) end
   end)
   report("100,000 jobs through a pool of 4, 3 sources", per_100k, "100 x 1,000 jobs", per_1k, 1.5)
+  -- The floor under any scheduler here: 100,000 bare coroutines parked at
+  -- once, then run to their end.
+  local floor = time(100000, function(n)
+    local cos = {}
+    local function body() co_yield() return 1 end
+    for i = 1, n do
+      local co = co_create(body)
+      co_resume(co)
+      cos[i] = co
+    end
+    for i = 1, n do co_resume(cos[i]) end
+  end)
+  report("  ... per job through the pool", per_100k, "100,000 bare coroutines parked", floor)
   local ok = per_100k <= 1000
   results[#results + 1] = { name = "pool absolute", ok = ok }
-  print(string.format("%-50s %9.1f ns/job (target <= 1000 ns: %s)", "  ... per job through the pool", per_100k,
+  print(string.format("%-50s %9.1f ns/job (target <= 1000 ns: %s)", "  ... absolute", per_100k,
     ok and "met" or "MISSED"))
 end
 end
