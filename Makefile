@@ -54,6 +54,25 @@ LUA ?= luajit
 env:
 	@sh scripts/env.sh $(LUA)
 
+# AddressSanitizer + UndefinedBehaviorSanitizer: the core's C tests, then the
+# busted suite on Lua 5.4 against a sanitized build of the module (the
+# interpreter is not sanitized, so the runtime is preloaded).
+build/sanitize/test_core: $(CORE_SRC) $(CORE_HDR) csrc/test/test_core.c
+	@mkdir -p $(@D)
+	$(CC) -std=c99 -O1 -g $(WARN) $(SANITIZE) -DSH_DEBUG_CHECKS -o $@ $(CORE_SRC) csrc/test/test_core.c -lm -ldl
+
+build/sanitize/lua5.4/stagehand/_core.so: $(CORE_SRC) $(MODULE_SRC) $(CORE_HDR)
+	@mkdir -p $(@D)
+	$(CC) -std=c99 -O1 -g -fPIC $(WARN) $(SANITIZE) -DSH_DEBUG_CHECKS -I$(INC_lua5.4) -shared -o $@ $(CORE_SRC) $(MODULE_SRC) -lm -ldl
+
+sanitize: deps build/sanitize/test_core build/sanitize/lua5.4/stagehand/_core.so
+	./build/sanitize/test_core
+	@top=$$(pwd); \
+	LUA_PATH="$$top/lua/?.lua;$$top/lua/?/init.lua;;" LUA_CPATH="$$top/build/sanitize/lua5.4/?.so;;" \
+	LD_PRELOAD="$$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file-name=libubsan.so)" \
+	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	lua5.4 /usr/bin/busted -o utfTerminal spec
+
 check-warnings: deps
 	@mkdir -p build
 	$(CC) $(CFLAGS_CORE) -Werror -I$(INC_lua5.4) -fsyntax-only $(CORE_SRC) $(MODULE_SRC)

@@ -57,7 +57,13 @@ for rt in "$@"; do
       env STAGEHAND_BACKEND=c luajit /usr/bin/busted -o utfTerminal spec
   fi
 done
+sanitized() {
+  make -s sanitize >"$out" 2>&1 || { cat "$out"; return 1; }
+  grep -aE "passed|successes" "$out" | sed 's/^/  /'
+}
+
 check "make demo: the example scene loader" demo_ends_every_job
+check "make sanitize: C tests and specs (Lua 5.4) under ASan and UBSan" sanitized
 check "luarocks make of the rockspec into a temporary tree" sh scripts/rock.sh "$@"
 echo
 echo "$passed passed, $failed failed"
