@@ -150,7 +150,9 @@ Release.__call = function(r)
   r.released = true
   local o, job, q = r.o, r.job, r.q
   local held = o.held[job]
-  if held then
+  if held == r then
+    o.held[job] = nil
+  elseif held then
     held[q] = nil
     held.n = held.n - 1
     if held.n == 0 then o.held[job] = nil end
@@ -161,19 +163,31 @@ Release.__call = function(r)
   if not o.stepping then o.driver.reschedule(o) end
 end
 
+local function holds(held, q)
+  if held == nil then return false end
+  if getmetatable(held) == Release then return held.q == q end
+  return held[q] ~= nil
+end
+
 local function releaser(o, job, q)
   return setmetatable({ o = o, job = job, q = q, released = false }, Release)
 end
 
 local function hold(o, job, q)
-  local held = o.held[job]
-  if not held then
-    held = { n = 0 }
-    o.held[job] = held
-  end
+  -- o.held[job] is the job's one release, or {n =, [queue] = release} once
+  -- it holds slots of several pools (most jobs hold one: no table for them).
   local release = releaser(o, job, q)
-  held[q] = release
-  held.n = held.n + 1
+  local held = o.held[job]
+  if held == nil then
+    o.held[job] = release
+  else
+    if getmetatable(held) == Release then
+      held = { n = 1, [held.q] = held }
+      o.held[job] = held
+    end
+    held[q] = release
+    held.n = held.n + 1
+  end
   return release
 end
 
@@ -186,8 +200,7 @@ function M.slot(job, name)
     error("job:slot: no pool named '" .. tostring(name)
       .. "' (make it with orch:pool(name, capacity) or the pools option)", 2)
   end
-  local held = o.held[job]
-  if held and held[q] then
+  if holds(o.held[job], q) then
     error("job:slot: " .. job.label .. " already holds a slot of pool '" .. name
       .. "' (asking for a second one is how slot deadlocks start)", 2)
   end
@@ -223,33 +236,23 @@ function M.wait(o, job, q)
   E.park_on_queue(job, q, q.kind == "pool" and "slot" or "permit")
   -- granted: a wait that ends is progress
   B.clock_progress(o.cc, slot, E.current_at)
-  if q.kind == "pool" then return o.held[job][q] end
+  if q.kind == "pool" then
+    local held = o.held[job]
+    if getmetatable(held) == Release then return held end
+    return held[q]
+  end
 end
 
 -- The best waiter of q now: the core's pick by group rank and arrival,
--- unless a boosted job's effective rank beats it. Each priority function is
--- read once for this decision.
+-- unless a boosted job's effective rank beats it. The groups' ranks were
+-- read by read_ranks for this round of grants.
 local function best(o, q)
   local p = q.p
-  local cache -- made only when a priority function or a boosted job needs one
-  local g = B.pool_next_group(p, -1)
-  while g >= 0 do
-    local src = o.source_of[g]
-    local rank
-    if type(src) == "function" then
-      cache = cache or {}
-      rank = priority.source_rank(o, src, cache)
-    else
-      rank = priority.source_rank(o, src, nil)
-    end
-    B.pool_set_rank(p, g, rank)
-    g = B.pool_next_group(p, g)
-  end
   local slot = B.pool_best(p)
   if slot < 0 then return nil end
   local job = o.by_slot[slot]
   if q.nboosted == 0 then return job end
-  cache = cache or {}
+  local cache = {}
   local rank = q.boosted[job] and priority.effective(job, cache) or B.pool_rank_of(p, slot)
   local arrival = B.pool_arrival(p, slot)
   for b in pairs(q.boosted) do
@@ -279,6 +282,21 @@ local function grant_one(o, q, job)
   end
 end
 
+-- Reads each active group's priority source once and hands the ranks to the
+-- core. Done once per queue per round of grants: nothing of the game runs
+-- between the grants of one round (granted jobs run after, in the step's
+-- drain), so every grant still sees the sources as they read now. Its own
+-- function, and not inside the grant loop: LuaJIT aborts a trace that meets
+-- an inner loop, and blacklisted the grant loop for it.
+local function read_ranks(o, q)
+  local p = q.p
+  local g = B.pool_next_group(p, -1)
+  while g >= 0 do
+    B.pool_set_rank(p, g, priority.source_rank(o, o.source_of[g], nil))
+    g = B.pool_next_group(p, g)
+  end
+end
+
 --- Grants what can be granted now. Returns true if anything was granted.
 function M.grant(o)
   if not o.grantable then return false end
@@ -288,6 +306,7 @@ function M.grant(o)
   for i = 1, #pools do
     local q = pools[i]
     local p = q.p
+    if B.pool_waiting(p) > 0 and B.pool_in_use(p) < B.pool_capacity(p) then read_ranks(o, q) end
     while B.pool_waiting(p) > 0 and B.pool_in_use(p) < B.pool_capacity(p) do
       local job = best(o, q)
       if not job then break end
@@ -301,6 +320,7 @@ function M.grant(o)
     if q.ms then
       -- one at a time, while this step's holders have run less than ms
       if B.pool_waiting(p) > 0 and B.pool_in_use(p) == 0 and q.spent < q.ms then
+        read_ranks(o, q)
         local job = best(o, q)
         if job then
           grant_one(o, q, job)
@@ -308,6 +328,7 @@ function M.grant(o)
         end
       end
     else
+      if B.pool_waiting(p) > 0 and B.pool_in_use(p) < B.pool_capacity(p) then read_ranks(o, q) end
       while B.pool_waiting(p) > 0 and B.pool_in_use(p) < B.pool_capacity(p) do
         local job = best(o, q)
         if not job then break end
@@ -343,7 +364,9 @@ end
 --- Ending is total: every slot a job holds goes back.
 function M.release_all(o, job)
   local held = o.held[job]
-  if held then
+  if getmetatable(held) == Release then
+    held()
+  elseif held then
     local list = {}
     for q, release in pairs(held) do
       if q ~= "n" then list[#list + 1] = release end
