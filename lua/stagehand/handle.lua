@@ -91,9 +91,9 @@ function M.follow_signal(h, sig)
 end
 
 function M.new(job, prio)
-  local h = setmetatable({ job = job }, HandleMT)
-  if prio ~= nil then h._prio = prio end
-  return h
+  -- Made at its final size: adding _prio afterwards would grow the table.
+  if prio ~= nil then return setmetatable({ job = job, _prio = prio }, HandleMT) end
+  return setmetatable({ job = job }, HandleMT)
 end
 
 function M.is_handle(v) return getmetatable(v) == HandleMT end

@@ -115,16 +115,23 @@ local function join(o, job, prio, sig)
 end
 
 -- A job record. The array part holds the callers' Handles; false reserves
--- its first slot. co, w and state start false, not nil: a nil field would
--- send each read through the job's __index function, and with them the
--- table is made at its final size (8 hash slots; `out` takes the last one
--- when it ends; a keyed job has one more).
+-- its first slot. co, w, state and out start false, not nil: a nil field
+-- would send each read through the job's __index function, and the table is
+-- made at its final size, 8 hash slots. (A `key = nil` in the constructor
+-- would take a slot of its own, and setting `out` at the end would then
+-- rehash the table, once per job.) A keyed job has a ninth field.
 local function new_job(o, label, key)
   local id = o.next_id + 1
   o.next_id = id
+  if key then
+    return setmetatable({
+      false, id = id, label = label, key = key, orch = o, cid = E.alloc_slot(o),
+      co = false, w = false, state = false, out = false,
+    }, JobMT)
+  end
   return setmetatable({
-    false, id = id, label = label, key = key, orch = o, cid = E.alloc_slot(o),
-    co = false, w = false, state = false,
+    false, id = id, label = label, orch = o, cid = E.alloc_slot(o),
+    co = false, w = false, state = false, out = false,
   }, JobMT)
 end
 

@@ -24,13 +24,16 @@ M.wake = function() end
 -- _w1 once its listener left: later listeners still come after it.
 local VACANT = setmetatable({}, { __name = "stagehand.VACANT" })
 
+-- Listener fields are read raw: a Handle's __index is a function, and these
+-- run for every wait and every end.
+
 --- Adds a listener (a job, or a subscription table {on_end = fn}).
 function M.listen(o, entry)
-  if not o._w1 then
+  if not rawget(o, "_w1") then
     o._w1 = entry
     return
   end
-  local ls = o._ls
+  local ls = rawget(o, "_ls")
   if not ls then
     ls = {}
     o._ls = ls
@@ -40,11 +43,11 @@ function M.listen(o, entry)
 end
 
 function M.unlisten(o, entry)
-  if o._w1 == entry then
+  if rawget(o, "_w1") == entry then
     o._w1 = VACANT
     return
   end
-  local ls = o._ls
+  local ls = rawget(o, "_ls")
   if ls then ls[entry] = nil end
 end
 
@@ -71,12 +74,12 @@ end
 --- Tells o's listeners it settled, for an object whose _st and _v are
 --- already readable (stored by settle, or derived, as a Handle's are).
 function M.fire(o, st, v)
-  local w1 = o._w1
+  local w1 = rawget(o, "_w1")
   if w1 then
     o._w1 = VACANT
     if w1 ~= VACANT then tell(o, w1, st, v) end
   end
-  local ls = o._ls
+  local ls = rawget(o, "_ls")
   if ls then
     o._ls = nil
     local first = next(ls)
