@@ -16,7 +16,7 @@ INC_lua5.1 := /usr/include/lua5.1
 
 SANITIZE := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
-.PHONY: all deps build test test-c test-lua demo bench env clean sanitize check-warnings
+.PHONY: all deps build test test-c test-lua demo bench env clean sanitize check-warnings chaos
 
 all: build
 
@@ -53,6 +53,14 @@ bench: build
 LUA ?= luajit
 env:
 	@sh scripts/env.sh $(LUA)
+
+# Many more seeded chaos scenes than make test runs (CHAOS_SEEDS=n to change).
+CHAOS_SEEDS ?= 500
+chaos: build
+	@for rt in $(RUNTIMES); do \
+	  echo "== chaos on $$rt ($(CHAOS_SEEDS) seeds)"; \
+	  eval "$$(sh scripts/env.sh $$rt)"; CHAOS_SEEDS=$(CHAOS_SEEDS) $$rt /usr/bin/busted -o utfTerminal spec/chaos_spec.lua || exit 1; \
+	done
 
 # AddressSanitizer + UndefinedBehaviorSanitizer: the core's C tests, then the
 # busted suite on Lua 5.4 against a sanitized build of the module (the

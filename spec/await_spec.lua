@@ -271,3 +271,23 @@ describe("cycles", function()
     assert.is_true(stagehand.is_error(err.cause, "cycle"))
   end)
 end)
+
+describe("regressions", function()
+  -- A job woken by its future and cancelled before its resume lost that
+  -- resume: its cleanup never ran and its follow registration leaked.
+  it("runs the cleanup of a job cancelled between its wake and its resume", function()
+    local orch = T.new { log = function() end }
+    local f = stagehand.future()
+    local other = orch:run("other", function(job) job:sleep(100) end)
+    local cleaned = false
+    local h = orch:run("woken then cancelled", function(job)
+      local ok = job:pcall(job.await, job, other)
+      cleaned = not ok
+    end)
+    other:cancel() -- wakes h (its await raises cancelled)
+    h:cancel() -- before h's resume
+    orch:step()
+    assert.is_true(cleaned)
+    assert.no_leaks(orch)
+  end)
+end)

@@ -196,8 +196,10 @@ function E.end_job(job, st, v)
   if job.state then return false end
   local o = job.orch
   local slot = job.cid
+  -- A job already queued (woken, not yet resumed) keeps its place: that
+  -- resume is its cleanup. One parked mid-work is queued for it below.
   local suspended = job.co and job.w and job.w ~= QUEUED
-  unpark(job)
+  if job.w ~= QUEUED then unpark(job) end
   E.slots.release_all(o, job)
   if o.idle[job] then
     o.idle[job] = nil
@@ -488,9 +490,9 @@ function E.await(job, x)
     priority.follow(o, job, follows)
   end
   parked(job, "await")
+  if follows then priority.unfollow(o, job) end
   if job.state then raise_ended(job) end
   if follows then
-    priority.unfollow(o, job)
     B.clock_resume(o.cc, slot, E.current_at)
   else
     B.clock_progress(o.cc, slot, E.current_at)

@@ -1,0 +1,155 @@
+-- Chaos: seeded random loading scenes. Hundreds of jobs mix keys, when,
+-- awaits on other jobs, slots, permits, barriers, futures that never settle,
+-- errors, cancellations and hidden stretches. After enough fake time every
+-- Handle has ended, nothing runs and nothing is left behind. A failure names
+-- its seed; CHAOS_SEEDS=n runs more (make chaos), CHAOS_SEED=s replays one.
+local stagehand = require "stagehand"
+local T = require "stagehand.testing"
+
+-- Park-Miller: the same numbers on every runtime (no 64-bit products).
+local function rng(seed)
+  local x = seed % 2147483646 + 1
+  return function(n)
+    x = (16807 * x) % 2147483647
+    return x % n + 1
+  end
+end
+
+local KEYS = { "armor:plate", "armor:cloth", "floor", "ammo", "portrait:hero", "item-analysis:3" }
+
+local function scene(seed)
+  local r = rng(seed)
+  local orch, clock = T.new {
+    pools = { dressing = 2, layering = 1 },
+    log = function() end,
+    check_ms = 500,
+  }
+  orch:budget("finalize", { ops = 3 })
+  local handles, futures, ctls = {}, {}, {}
+  local barrier_keys = { "b1", "b2", "b3", "b4" }
+  local barrier = orch:barrier("Party", barrier_keys, { stall_ms = 4000 + 1000 * r(10) })
+  handles[#handles + 1] = barrier.settled
+  local on_screen = true
+  local function prio()
+    local p = r(4)
+    if p == 1 then return "visible" end
+    if p == 2 then return "background" end
+    if p == 3 then return function() return on_screen and "scene" or "background" end end
+    return nil
+  end
+
+  -- One job's work: a short random script of waits.
+  local function work_for(n_steps)
+    local script = {}
+    for i = 1, n_steps do script[i] = { r(14), r(1000) } end
+    return function(job)
+      for i = 1, #script do
+        local op, arg = script[i][1], script[i][2]
+        if op == 1 then
+          job:sleep(arg % 300)
+          job:progress()
+        elseif op == 2 then
+          local f = stagehand.future("leaf " .. arg)
+          futures[#futures + 1] = f
+          job:await(f)
+        elseif op == 3 and #handles > 0 then
+          job:await(handles[arg % #handles + 1])
+        elseif op == 4 then
+          job:await(orch:when(KEYS[arg % #KEYS + 1]))
+        elseif op == 5 then
+          local release = job:slot(arg % 2 == 0 and "dressing" or "layering")
+          job:sleep(arg % 200)
+          if arg % 7 ~= 0 then release() end -- sometimes kept until the end
+        elseif op == 6 then
+          job:permit("finalize")
+        elseif op == 7 then
+          if arg % 5 == 0 then error("chaos " .. arg) end
+        elseif op == 8 then
+          job:pcall(job.await, job, stagehand.future("never"))
+        elseif op == 9 then
+          barrier:arrive(barrier_keys[arg % #barrier_keys + 1])
+        elseif op == 10 then
+          job:slice()
+        elseif op == 11 then
+          job:await(orch:when_idle())
+        elseif op == 12 then
+          local child = orch:run("child " .. arg, work_for(2), { key = arg % 3 == 0 and KEYS[arg % #KEYS + 1] or nil })
+          if arg % 2 == 0 then job:await(child) end
+        elseif op == 13 then
+          job:await(stagehand.all { stagehand.future("a"), handles[arg % #handles + 1] })
+        else
+          job:call(function(cb) if arg % 3 == 0 then cb(nil, arg) else futures[#futures + 1] = { cb = cb } end end)
+        end
+      end
+      return seed
+    end
+  end
+
+  local n_jobs = 150 + r(100)
+  for i = 1, n_jobs do
+    local opts = { priority = prio(), stall_ms = 2000 + 500 * r(20) }
+    if r(3) == 1 then opts.key = KEYS[r(#KEYS)] end
+    if r(6) == 1 then
+      local ctl = stagehand.controller()
+      ctls[#ctls + 1] = ctl
+      opts.signal = ctl.signal
+    end
+    if r(10) == 1 then
+      handles[#handles + 1] = orch:when(KEYS[r(#KEYS)], nil, { priority = prio() })
+    else
+      handles[#handles + 1] = orch:run("job " .. i, work_for(1 + r(6)), opts)
+    end
+  end
+
+  -- Time passes with faults: futures settle or not, callers leave, the
+  -- window hides and comes back, the battle scrolls away and back.
+  for t = 1, 400 do
+    local ev = r(20)
+    if ev == 1 and #futures > 0 then
+      local f = futures[r(#futures)]
+      if f.cb then f.cb(nil, "late") elseif r(2) == 1 then f:resolve(t) else f:reject("bad " .. t) end
+    elseif ev == 2 and #ctls > 0 then
+      ctls[r(#ctls)]:abort("left")
+    elseif ev == 3 then
+      handles[r(#handles)]:cancel("closed")
+    elseif ev == 4 then
+      orch:set_visible(false)
+    elseif ev == 5 then
+      orch:set_visible(true)
+    elseif ev == 6 then
+      on_screen = not on_screen
+    elseif ev == 7 then
+      orch:pool("dressing", r(4) - 1)
+    end
+    clock:advance(r(200))
+    orch:step(r(3) == 1 and 5 or nil)
+  end
+  orch:set_visible(true)
+  orch:pool("dressing", 2)
+  local left = T.settle(orch, 600000, 250)
+  return orch, handles, left
+end
+
+local function check(seed)
+  local ok, orch, handles, left = pcall(scene, seed)
+  assert(ok, "seed " .. seed .. ": the scene raised: " .. tostring(orch))
+  assert(left == 0, "seed " .. seed .. ": " .. left .. " job(s) still running\n" .. orch:dump())
+  for i, h in ipairs(handles) do
+    assert(h:state() ~= "running", "seed " .. seed .. ": Handle " .. i .. " (" .. h.label .. ") never ended")
+  end
+  assert(#orch:report() == 0, "seed " .. seed .. ": report not empty\n" .. orch:dump())
+  local leaks = T.leaks(orch)
+  assert(#leaks == 0, "seed " .. seed .. ": left behind: " .. table.concat(leaks, "; "))
+end
+
+describe("chaos", function()
+  local only = tonumber(os.getenv("CHAOS_SEED") or "")
+  local n = tonumber(os.getenv("CHAOS_SEEDS") or "") or 20
+  if only then
+    it("ends every loader and leaves nothing behind (seed " .. only .. ")", function() check(only) end)
+  else
+    it("ends every loader and leaves nothing behind across " .. n .. " seeded scenes", function()
+      for seed = 1, n do check(seed) end
+    end)
+  end
+end)
