@@ -16,7 +16,7 @@ INC_lua5.1 := /usr/include/lua5.1
 
 SANITIZE := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
-.PHONY: all deps build test test-c test-lua demo bench env clean sanitize check-warnings chaos
+.PHONY: all deps build test test-c test-lua demo bench env clean sanitize check-warnings chaos fuzz
 
 all: build
 
@@ -34,9 +34,24 @@ build/$(1)/stagehand/_core.so: $(CORE_SRC) $(MODULE_SRC) $(CORE_HDR)
 endef
 $(foreach rt,$(RUNTIMES),$(eval $(call module_rule,$(rt))))
 
-build/test_core: $(CORE_SRC) $(CORE_HDR) csrc/test/test_core.c
+TEST_SRC := csrc/test/test_core.c csrc/test/fuzz_core.c
+TEST_DEFS := -DSH_DEBUG_CHECKS -DCORPUS_DIR='"csrc/test/corpus"' -D_DEFAULT_SOURCE
+
+build/test_core: $(CORE_SRC) $(CORE_HDR) $(TEST_SRC) csrc/test/fuzz_core.h
 	@mkdir -p $(@D)
-	$(CC) -std=c99 -O1 -g $(WARN) -DSH_DEBUG_CHECKS -o $@ $(CORE_SRC) csrc/test/test_core.c -lm -ldl
+	$(CC) -std=c99 -O1 -g $(WARN) $(TEST_DEFS) -o $@ $(CORE_SRC) $(TEST_SRC) -lm -ldl
+
+# libFuzzer over the core (clang): FUZZ_SECONDS of it; new inputs that find
+# new paths land in csrc/test/corpus, which the C tests replay every run.
+FUZZ_SECONDS ?= 60
+build/fuzz_core: $(CORE_SRC) $(CORE_HDR) csrc/test/fuzz_core.c csrc/test/fuzz_core.h
+	@mkdir -p $(@D)
+	clang -std=c99 -O1 -g -DSH_LIBFUZZER -DSH_DEBUG_CHECKS -fsanitize=fuzzer,address,undefined -o $@ $(CORE_SRC) csrc/test/fuzz_core.c -lm -ldl
+
+fuzz:
+	@EXTRA_PKGS="clang libclang-rt-14-dev" sh scripts/deps.sh
+	$(MAKE) build/fuzz_core
+	./build/fuzz_core -max_total_time=$(FUZZ_SECONDS) -max_len=512 csrc/test/corpus
 
 test-c: deps build/test_core
 	./build/test_core
@@ -65,9 +80,9 @@ chaos: build
 # AddressSanitizer + UndefinedBehaviorSanitizer: the core's C tests, then the
 # busted suite on Lua 5.4 against a sanitized build of the module (the
 # interpreter is not sanitized, so the runtime is preloaded).
-build/sanitize/test_core: $(CORE_SRC) $(CORE_HDR) csrc/test/test_core.c
+build/sanitize/test_core: $(CORE_SRC) $(CORE_HDR) $(TEST_SRC) csrc/test/fuzz_core.h
 	@mkdir -p $(@D)
-	$(CC) -std=c99 -O1 -g $(WARN) $(SANITIZE) -DSH_DEBUG_CHECKS -o $@ $(CORE_SRC) csrc/test/test_core.c -lm -ldl
+	$(CC) -std=c99 -O1 -g $(WARN) $(SANITIZE) $(TEST_DEFS) -o $@ $(CORE_SRC) $(TEST_SRC) -lm -ldl
 
 build/sanitize/lua5.4/stagehand/_core.so: $(CORE_SRC) $(MODULE_SRC) $(CORE_HDR)
 	@mkdir -p $(@D)

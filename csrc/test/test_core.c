@@ -4,6 +4,9 @@
  * Prints "N passed, N failed" and exits non-zero on any failure.
  */
 #include "../stagehand.h"
+#include "fuzz_core.h"
+
+#include <dirent.h>
 
 #include <math.h>
 #include <stdio.h>
@@ -398,6 +401,33 @@ static void sys_reports_time_and_cores(void) {
   CHECK(sh_cores() >= 1);
 }
 
+/* Every input the fuzzer kept (csrc/test/corpus) replays here on every run. */
+static void fuzz_corpus_replays(void) {
+  DIR *dir = opendir(CORPUS_DIR);
+  struct dirent *e;
+  int files = 0;
+  if (!dir) {
+    CHECK(!"the fuzz corpus directory is missing");
+    return;
+  }
+  while ((e = readdir(dir)) != NULL) {
+    char path[4096];
+    FILE *f;
+    uint8_t buf[65536];
+    size_t n;
+    if (e->d_name[0] == '.') continue;
+    snprintf(path, sizeof path, "%s/%s", CORPUS_DIR, e->d_name);
+    f = fopen(path, "rb");
+    if (!f) continue;
+    n = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    sh_fuzz_one(buf, n); /* aborts on a broken invariant */
+    files++;
+  }
+  closedir(dir);
+  CHECK(files > 0);
+}
+
 int main(void) {
   clock_stalls_after_its_time();
   clock_progress_defers_without_reordering();
@@ -412,6 +442,7 @@ int main(void) {
   pool_grants_by_rank_then_arrival();
   pool_random_sequences_keep_invariants();
   barrier_counts_each_index_once();
+  fuzz_corpus_replays();
   sys_reports_time_and_cores();
   printf("c: %d passed, %d failed\n", passed, failed);
   return failed ? 1 : 0;

@@ -1,0 +1,111 @@
+#include "fuzz_core.h"
+#include "../stagehand.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#define IDS 32
+#define GROUPS 4
+
+static void fail(const char *what, size_t at) {
+  fprintf(stderr, "fuzz: %s (operation at byte %zu)\n", what, at);
+  abort();
+}
+
+int sh_fuzz_one(const uint8_t *d, size_t n) {
+  sh_clock *c = sh_clock_new();
+  sh_timers *t = sh_timers_new();
+  sh_pool *p = sh_pool_new();
+  sh_barrier *b = sh_barrier_new(8);
+  double now = 0;
+  int waiting[IDS] = {0}, ranks[GROUPS] = {0};
+  int group_of[IDS] = {0};
+  size_t i = 0;
+  if (!c || !t || !p || !b) fail("out of memory", 0);
+  sh_pool_set_capacity(p, 2);
+  while (i + 2 < n) {
+    uint8_t op = d[i], a = d[i + 1], v = d[i + 2];
+    int32_t id = (int32_t)(a % IDS);
+    size_t at = i;
+    i += 3;
+    switch (op % 16) {
+    case 0: sh_clock_start(c, id, 1 + v, now); break;
+    case 1: sh_clock_progress(c, id, now); break;
+    case 2: sh_clock_pause(c, id); break;
+    case 3: sh_clock_resume(c, id, now); break;
+    case 4: sh_clock_stop(c, id); break;
+    case 5: sh_clock_set_visible(c, v & 1, now); break;
+    case 6: now += v; break;
+    case 7: {
+      int32_t s;
+      double prev = -1;
+      while ((s = sh_clock_pop_stalled(c, now)) >= 0) {
+        double st = sh_clock_stall_ms(c, s);
+        if (s >= IDS || st <= 0) fail("pop_stalled gave a bad id", at);
+        (void)prev;
+      }
+      break;
+    }
+    case 8: sh_clock_join(c, id, (int32_t)(v % 3) - 1); break;
+    case 9: sh_clock_touch(c, (int32_t)(v % 2), now); break;
+    case 10: sh_timers_add(t, id, now + v); break;
+    case 11: {
+      int32_t s;
+      while ((s = sh_timers_pop(t, now)) >= 0)
+        if (s >= IDS) fail("timers_pop gave a bad id", at);
+      break;
+    }
+    case 12:
+      if (!waiting[id]) {
+        group_of[id] = v % GROUPS;
+        if (sh_pool_enqueue(p, id, group_of[id]) != SH_OK) fail("enqueue refused a fresh id", at);
+        waiting[id] = 1;
+      } else if (sh_pool_enqueue(p, id, 0) != SH_ESTATE) {
+        fail("enqueue took an id twice", at);
+      }
+      break;
+    case 13:
+      if (sh_pool_remove(p, id) != (waiting[id] ? SH_OK : SH_ESTATE)) fail("remove disagreed with the model", at);
+      waiting[id] = 0;
+      break;
+    case 14: {
+      int32_t g, best, want = -1, k;
+      ranks[v % GROUPS] = a % 3;
+      for (g = sh_pool_next_group(p, -1); g >= 0; g = sh_pool_next_group(p, g)) sh_pool_set_rank(p, g, ranks[g]);
+      best = sh_pool_best(p);
+      for (k = 0; k < IDS; k++)
+        if (waiting[k] && (want < 0 || ranks[group_of[k]] < ranks[group_of[want]] ||
+                           (ranks[group_of[k]] == ranks[group_of[want]] &&
+                            sh_pool_arrival(p, k) < sh_pool_arrival(p, want))))
+          want = k;
+      if (best != want) fail("pool_best disagreed with the model", at);
+      if (best >= 0 && sh_pool_in_use(p) < sh_pool_capacity(p)) {
+        if (sh_pool_grant(p, best) != SH_OK) fail("grant refused the best waiter", at);
+        waiting[best] = 0;
+      } else if (sh_pool_in_use(p) > 0) {
+        sh_pool_release(p);
+      }
+      break;
+    }
+    default: {
+      int r = sh_barrier_arrive(b, (int32_t)(v % 10) - 1);
+      if (r == SH_EINVAL && v % 10 >= 1 && v % 10 <= 8) fail("barrier refused a good index", at);
+      if (sh_barrier_arrived(b) > 8) fail("barrier counted past its size", at);
+      break;
+    }
+    }
+    if (sh_clock_check(c) != SH_OK) fail("clock invariant", at);
+    if (sh_timers_check(t) != SH_OK) fail("timer heap invariant", at);
+    if (sh_pool_check(p) != SH_OK) fail("pool invariant", at);
+  }
+  sh_clock_free(c);
+  sh_timers_free(t);
+  sh_pool_free(p);
+  sh_barrier_free(b);
+  return 0;
+}
+
+#ifdef SH_LIBFUZZER
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) { return sh_fuzz_one(data, size); }
+#endif
