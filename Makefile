@@ -16,7 +16,7 @@ INC_lua5.1 := /usr/include/lua5.1
 
 SANITIZE := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
-.PHONY: all deps build test test-c test-lua demo bench env clean sanitize check-warnings chaos fuzz
+.PHONY: all deps build test test-c test-lua demo bench env clean sanitize check-warnings chaos fuzz valgrind
 
 all: build
 
@@ -95,6 +95,17 @@ sanitize: deps build/sanitize/test_core build/sanitize/lua5.4/stagehand/_core.so
 	LD_PRELOAD="$$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file-name=libubsan.so)" \
 	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	lua5.4 /usr/bin/busted -o utfTerminal spec
+
+# Memcheck over the C tests and the Lua 5.4 suite: any error, or memory
+# definitely lost, fails the run.
+VALGRIND := valgrind --quiet --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite \
+	--show-leak-kinds=definite
+valgrind: build build/test_core
+	@EXTRA_PKGS=valgrind sh scripts/deps.sh
+	$(VALGRIND) ./build/test_core
+	@top=$$(pwd); \
+	LUA_PATH="$$top/lua/?.lua;$$top/lua/?/init.lua;;" LUA_CPATH="$$top/build/lua5.4/?.so;;" \
+	$(VALGRIND) lua5.4 /usr/bin/busted -o utfTerminal spec
 
 check-warnings: deps
 	@mkdir -p build
