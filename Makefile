@@ -78,23 +78,29 @@ chaos: build
 	done
 
 # AddressSanitizer + UndefinedBehaviorSanitizer: the core's C tests, then the
-# busted suite on Lua 5.4 against a sanitized build of the module (the
-# interpreter is not sanitized, so the runtime is preloaded).
+# busted suite against a sanitized build of the module on Lua 5.4, and on
+# LuaJIT through both backends (the interpreters are not sanitized, so the
+# runtime is preloaded). The core's invariant checks run after every change.
 build/sanitize/test_core: $(CORE_SRC) $(CORE_HDR) $(TEST_SRC) csrc/test/fuzz_core.h
 	@mkdir -p $(@D)
 	$(CC) -std=c99 -O1 -g $(WARN) $(SANITIZE) $(TEST_DEFS) -o $@ $(CORE_SRC) $(TEST_SRC) -lm -ldl
 
-build/sanitize/lua5.4/stagehand/_core.so: $(CORE_SRC) $(MODULE_SRC) $(CORE_HDR)
-	@mkdir -p $(@D)
-	$(CC) -std=c99 -O1 -g -fPIC $(WARN) $(SANITIZE) -DSH_DEBUG_CHECKS -I$(INC_lua5.4) -shared -o $@ $(CORE_SRC) $(MODULE_SRC) -lm -ldl
+define sanitized_rule
+build/sanitize/$(1)/stagehand/_core.so: $(CORE_SRC) $(MODULE_SRC) $(CORE_HDR)
+	@mkdir -p $$(@D)
+	$$(CC) -std=c99 -O1 -g -fPIC $$(WARN) $$(SANITIZE) -DSH_DEBUG_CHECKS -I$$(INC_$(1)) -shared -o $$@ $(CORE_SRC) $(MODULE_SRC) -lm -ldl
+endef
+$(foreach rt,lua5.4 luajit,$(eval $(call sanitized_rule,$(rt))))
 
-sanitize: deps build/sanitize/test_core build/sanitize/lua5.4/stagehand/_core.so
-	./build/sanitize/test_core
-	@top=$$(pwd); \
-	LUA_PATH="$$top/lua/?.lua;$$top/lua/?/init.lua;;" LUA_CPATH="$$top/build/sanitize/lua5.4/?.so;;" \
+SANITIZED_RUN = LUA_PATH="$$top/lua/?.lua;$$top/lua/?/init.lua;;" LUA_CPATH="$$top/build/sanitize/$(1)/?.so;;" \
 	LD_PRELOAD="$$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file-name=libubsan.so)" \
-	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-	lua5.4 /usr/bin/busted -o utfTerminal spec
+	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+
+sanitize: deps build/sanitize/test_core build/sanitize/lua5.4/stagehand/_core.so build/sanitize/luajit/stagehand/_core.so
+	./build/sanitize/test_core
+	@top=$$(pwd); echo "== lua5.4"; $(call SANITIZED_RUN,lua5.4) lua5.4 /usr/bin/busted -o utfTerminal spec
+	@top=$$(pwd); echo "== luajit, ffi backend"; $(call SANITIZED_RUN,luajit) luajit /usr/bin/busted -o utfTerminal spec
+	@top=$$(pwd); echo "== luajit, C module"; $(call SANITIZED_RUN,luajit) STAGEHAND_BACKEND=c luajit /usr/bin/busted -o utfTerminal spec
 
 # Memcheck over the C tests and the Lua 5.4 suite: any error, or memory
 # definitely lost, fails the run.

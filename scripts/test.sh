@@ -63,7 +63,7 @@ sanitized() {
 }
 
 check "make demo: the example scene loader" demo_ends_every_job
-check "make sanitize: C tests and specs (Lua 5.4) under ASan and UBSan" sanitized
+check "make sanitize: C tests, then specs on Lua 5.4 and LuaJIT (both backends) under ASan and UBSan" sanitized
 check "luarocks make of the rockspec into a temporary tree" sh scripts/rock.sh "$@"
 echo
 echo "$passed passed, $failed failed"

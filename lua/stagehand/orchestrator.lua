@@ -491,6 +491,9 @@ function Orchestrator:dump()
   return table.concat(lines, "\n")
 end
 
+-- `local orch <close> = stagehand.new()` (Lua 5.4) closes it at scope end.
+Orchestrator.__close = function(o) o:close("orchestrator closed") end
+
 --- Stops the driver's timers; running jobs are cancelled.
 ---@param reason any
 function Orchestrator:close(reason)
