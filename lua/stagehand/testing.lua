@@ -84,6 +84,14 @@ function T.leaks(orch)
     local waiting = tonumber(B.pool_waiting(q.p))
     if waiting ~= 0 then out[#out + 1] = waiting .. " waiter(s) for budget '" .. name .. "'" end
   end
+  -- Ended jobs it keeps (remembered outcomes) must have let their coroutine go.
+  for key, job in pairs(orch.mem) do
+    if job.co then out[#out + 1] = "the remembered outcome of " .. key .. " holds a live coroutine" end
+  end
+  for i = 1, orch.qcap do
+    local job = orch.q[i]
+    if job and job.state and not job.co then out[#out + 1] = "a queued entry of an ended job" end
+  end
   local n = tonumber(B.clock_count(orch.cc))
   if n ~= 0 then out[#out + 1] = n .. " stall clock(s) running" end
   n = tonumber(B.timers_count(orch.tm))
