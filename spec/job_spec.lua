@@ -7,10 +7,10 @@ describe("the job object", function()
 
   describe(":call", function()
     it("turns an err-first callback into values", function()
-      local pending
-      local function read(path, size, cb) pending = function() cb(nil, path .. ":" .. size, "extra") end end
+      local deliver
+      local function read(path, size, cb) deliver = function() cb(nil, path .. ":" .. size, "extra") end end
       local h = orch:run("read", function(job) return job:call(read, "hero.png", 64) end)
-      pending()
+      deliver()
       orch:step()
       assert.same({ "done", "hero.png:64", "extra" }, { h:result() })
     end)

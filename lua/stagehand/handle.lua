@@ -1,6 +1,7 @@
 -- Handles: each caller's view of a job it started, joined or waits on.
 local E = require "stagehand.engine"
 local settle = require "stagehand.settle"
+local list = require "stagehand.list"
 
 ---@class stagehand.Handle
 ---@field id integer     id of the job it follows
@@ -50,15 +51,9 @@ end
 function Handle:cancel(reason)
   if self._st then return false end
   local job = self.job
-  local hs = job -- the callers' Handles live in the job's array part
-  for i = #hs, 1, -1 do
-    if hs[i] == self then
-      table.remove(hs, i)
-      break
-    end
-  end
+  list.remove_value(job, self) -- the callers' Handles live in the job's array part
   settle.settle(self, "cancelled", E.errors.cancelled(job.label, reason))
-  if hs[1] == nil and not job.state then E.cancel(job, reason) end
+  if job[1] == nil and not job.state then E.cancel(job, reason) end
   return true
 end
 
@@ -88,6 +83,18 @@ local M = { Handle = Handle, HandleMT = HandleMT }
 -- M.new: a closure over a local there stops LuaJIT compiling it.)
 function M.follow_signal(h, sig)
   h._unsig = sig:on_abort(function(reason) h:cancel(reason) end)
+end
+
+--- Binds a caller's Handle to its signal (if any): an already aborted one
+--- withdraws it at once (and returns true), a live one when it aborts.
+function M.bind_signal(h, sig)
+  if not sig then return false end
+  if sig.aborted then
+    h:cancel(sig.reason)
+    return true
+  end
+  M.follow_signal(h, sig)
+  return false
 end
 
 function M.new(job, prio)

@@ -8,6 +8,8 @@
 -- remembered outcomes an ordered map from key to the ended job: insert at the
 --                     newest end, evict from the oldest, look up and forget
 --                     by key, each O(1) (a list linked through two maps)
+local list_m = require "stagehand.list"
+
 local M = {}
 
 function M.init(o)
@@ -49,12 +51,7 @@ function M.leave_pending(o, p)
   local key = p.key
   local list = o.pending[key]
   if not list then return end
-  for i = #list, 1, -1 do
-    if list[i] == p then
-      table.remove(list, i)
-      break
-    end
-  end
+  list_m.remove_value(list, p)
   if list[1] == nil then o.pending[key] = nil end
 end
 

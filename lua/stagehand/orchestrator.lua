@@ -10,6 +10,7 @@ local keys = require "stagehand.keys"
 local slots = require "stagehand.slots"
 local barrier = require "stagehand.barrier"
 local priority = require "stagehand.priority"
+local list = require "stagehand.list"
 
 local JobMT = jobm.JobMT
 local settle_empty = require("stagehand.settle").pack()
@@ -104,13 +105,7 @@ local function join(o, job, prio, sig)
   job[#job + 1] = h
   own(o, h, sig)
   slots.changed(o, job) -- several callers: its rank may now exceed its own
-  if sig then
-    if sig.aborted then
-      h:cancel(sig.reason)
-    else
-      handle.follow_signal(h, sig)
-    end
-  end
+  handle.bind_signal(h, sig)
   return h
 end
 
@@ -180,13 +175,7 @@ function Orchestrator:run(label, work, opts)
       end
     end
   end
-  if sig then
-    if sig.aborted then
-      h:cancel(sig.reason)
-      return h
-    end
-    handle.follow_signal(h, sig)
-  end
+  if handle.bind_signal(h, sig) then return h end -- withdrawn already: work never runs
   E.resume(job, now, work)
   if not self.stepping then self.driver.reschedule(self) end
   return h
@@ -232,14 +221,7 @@ function Orchestrator:when(key, label, opts)
   local h = new_handle(p, prio)
   p[1] = h
   own(self, h, sig)
-  if sig then
-    if sig.aborted then
-      h:cancel(sig.reason)
-      return h
-    end
-    handle.follow_signal(h, sig)
-  end
-  if not self.stepping then self.driver.reschedule(self) end
+  if not handle.bind_signal(h, sig) and not self.stepping then self.driver.reschedule(self) end
   return h
 end
 
@@ -253,13 +235,7 @@ local function standing_job(o, label, prio, sig, stall_ms)
   local h = new_handle(job, prio)
   job[1] = h
   own(o, h, sig)
-  if sig then
-    if sig.aborted then
-      h:cancel(sig.reason)
-    else
-      handle.follow_signal(h, sig)
-    end
-  end
+  handle.bind_signal(h, sig)
   return job, h
 end
 
@@ -463,14 +439,7 @@ function Orchestrator:watch(fn)
   if not options.callable(fn) then options.fail("watch", "fn", "a function", fn) end
   local ws = self.watchers
   ws[#ws + 1] = fn
-  return function()
-    for i = #ws, 1, -1 do
-      if ws[i] == fn then
-        table.remove(ws, i)
-        return
-      end
-    end
-  end
+  return function() list.remove_value(ws, fn) end
 end
 
 --- The report as readable text, one job a line.

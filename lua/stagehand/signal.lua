@@ -2,6 +2,7 @@
 -- a reason, and tells its on_abort handlers in the order they came.
 local errors = require "stagehand.errors"
 local logm = require "stagehand.log"
+local list = require "stagehand.list"
 
 local M = {}
 
@@ -39,14 +40,7 @@ function Signal:on_abort(fn)
   local entry = { fn }
   ls[#ls + 1] = entry
   return function()
-    local list = self._ls
-    if not list then return end
-    for i = #list, 1, -1 do
-      if list[i] == entry then
-        table.remove(list, i)
-        return
-      end
-    end
+    if self._ls then list.remove_value(self._ls, entry) end
   end
 end
 

@@ -191,15 +191,24 @@ local function hold(o, job, q)
   return release
 end
 
+-- The queue a job:slot or job:permit names; an unknown name raises in the job.
+local KINDS = {
+  slot = { "pool_q", "pool", "make it with orch:pool(name, capacity) or the pools option" },
+  permit = { "budget_q", "budget", "declare it with orch:budget(name, {ops = n}) or {ms = m}" },
+}
+local function queue_of(job, what, name)
+  E.check_wait(job, what)
+  local kind = KINDS[what]
+  local q = job.orch[kind[1]][name]
+  if q == nil then
+    error("job:" .. what .. ": no " .. kind[2] .. " named '" .. tostring(name) .. "' (" .. kind[3] .. ")", 3)
+  end
+  return job.orch, q
+end
+
 --- job:slot(name): waits for a slot; returns its release.
 function M.slot(job, name)
-  E.check_wait(job, "slot")
-  local o = job.orch
-  local q = o.pool_q[name]
-  if q == nil then
-    error("job:slot: no pool named '" .. tostring(name)
-      .. "' (make it with orch:pool(name, capacity) or the pools option)", 2)
-  end
+  local o, q = queue_of(job, "slot", name)
   if holds(o.held[job], q) then
     error("job:slot: " .. job.label .. " already holds a slot of pool '" .. name
       .. "' (asking for a second one is how slot deadlocks start)", 2)
@@ -214,13 +223,7 @@ end
 
 --- job:permit(name): waits for one unit of a per-step budget.
 function M.permit(job, name)
-  E.check_wait(job, "permit")
-  local o = job.orch
-  local q = o.budget_q[name]
-  if q == nil then
-    error("job:permit: no budget named '" .. tostring(name)
-      .. "' (declare it with orch:budget(name, {ops = n}) or {ms = m})", 2)
-  end
+  local o, q = queue_of(job, "permit", name)
   M.wait(o, job, q)
 end
 
