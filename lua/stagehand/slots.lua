@@ -59,8 +59,10 @@ function M.init(o, pools)
   o.group_of = setmetatable({}, { __mode = "k" })
   o.source_of = setmetatable({}, { __mode = "v" })
   o.next_group, o.next_clock_group = 1, 0
-  o.held = {} -- job -> {queue -> true}: slots it holds
-  o.waiting_in = {} -- job -> queue it waits in
+  -- Indexed by the job's core id (job.cid): arrays stay compact where
+  -- tables keyed by 100,000 job tables would not.
+  o.held = {} -- cid -> its release, or {n =, [queue] = release} for several
+  o.waiting_in = {} -- cid -> the queue it waits in
   o.permit_of = {} -- job -> the ms budget whose permit it holds this step
   o.grantable = false
   for name, cap in pairs(pools) do M.pool(o, name, cap) end
@@ -119,7 +121,7 @@ function Queue:_abandon(job)
   B.pool_remove(self.p, job.cid)
   B.clock_join(o.cc, job.cid, -1)
   unboost(self, job)
-  o.waiting_in[job] = nil
+  o.waiting_in[job.cid] = nil
   o.grantable = true -- the queue changed; what stays may be grantable
 end
 
@@ -135,7 +137,9 @@ end
 --- Called when a job's priority inputs grow (a caller joins, a job starts
 --- waiting on it): if it waits in a queue, compare it by its effective rank.
 function M.changed(o, job)
-  local q = o.waiting_in[job]
+  local cid = job.cid
+  if not cid then return end
+  local q = o.waiting_in[cid]
   if q then boost(q, job) end
 end
 
@@ -148,14 +152,14 @@ Release.__name = "stagehand.Release"
 Release.__call = function(r)
   if r.released then return end
   r.released = true
-  local o, job, q = r.o, r.job, r.q
-  local held = o.held[job]
+  local o, cid, q = r.o, r.cid, r.q
+  local held = o.held[cid]
   if held == r then
-    o.held[job] = nil
+    o.held[cid] = nil
   elseif held then
     held[q] = nil
     held.n = held.n - 1
-    if held.n == 0 then o.held[job] = nil end
+    if held.n == 0 then o.held[cid] = nil end
   end
   B.pool_release(q.p)
   touch(o, q)
@@ -170,20 +174,21 @@ local function holds(held, q)
 end
 
 local function releaser(o, job, q)
-  return setmetatable({ o = o, job = job, q = q, released = false }, Release)
+  return setmetatable({ o = o, cid = job.cid, q = q, released = false }, Release)
 end
 
 local function hold(o, job, q)
-  -- o.held[job] is the job's one release, or {n =, [queue] = release} once
+  -- o.held[cid] is the job's one release, or {n =, [queue] = release} once
   -- it holds slots of several pools (most jobs hold one: no table for them).
   local release = releaser(o, job, q)
-  local held = o.held[job]
+  local cid = job.cid
+  local held = o.held[cid]
   if held == nil then
-    o.held[job] = release
+    o.held[cid] = release
   else
     if getmetatable(held) == Release then
       held = { n = 1, [held.q] = held }
-      o.held[job] = held
+      o.held[cid] = held
     end
     held[q] = release
     held.n = held.n + 1
@@ -209,7 +214,7 @@ end
 --- job:slot(name): waits for a slot; returns its release.
 function M.slot(job, name)
   local o, q = queue_of(job, "slot", name)
-  if holds(o.held[job], q) then
+  if holds(o.held[job.cid], q) then
     error("job:slot: " .. job.label .. " already holds a slot of pool '" .. name
       .. "' (asking for a second one is how slot deadlocks start)", 2)
   end
@@ -232,7 +237,7 @@ function M.wait(o, job, q)
   local src = job[1] and job[1]._prio
   B.pool_enqueue(q.p, slot, group_of(o, src))
   B.clock_join(o.cc, slot, q.clock_group)
-  o.waiting_in[job] = q
+  o.waiting_in[job.cid] = q
   if boosted(o, job) then boost(q, job) end
   o.grantable = true
   if not o.stepping then o.driver.reschedule(o) end
@@ -240,7 +245,7 @@ function M.wait(o, job, q)
   -- granted: a wait that ends is progress
   B.clock_progress(o.cc, slot, E.current_at)
   if q.kind == "pool" then
-    local held = o.held[job]
+    local held = o.held[slot]
     if getmetatable(held) == Release then return held end
     return held[q]
   end
@@ -272,7 +277,7 @@ local function grant_one(o, q, job)
   B.pool_grant(q.p, job.cid)
   B.clock_join(o.cc, job.cid, -1)
   unboost(q, job)
-  o.waiting_in[job] = nil
+  o.waiting_in[job.cid] = nil
   touch(o, q)
   if q.kind == "pool" then
     hold(o, job, q)
@@ -366,7 +371,7 @@ end
 
 --- Ending is total: every slot a job holds goes back.
 function M.release_all(o, job)
-  local held = o.held[job]
+  local held = o.held[job.cid]
   if getmetatable(held) == Release then
     held()
   elseif held then
