@@ -293,16 +293,34 @@ end
 -- Reads each active group's priority source once and hands the ranks to the
 -- core. Done once per queue per round of grants: nothing of the game runs
 -- between the grants of one round (granted jobs run after, in the step's
--- drain), so every grant still sees the sources as they read now. Its own
--- function, and not inside the grant loop: LuaJIT aborts a trace that meets
--- an inner loop, and blacklisted the grant loop for it.
+-- drain), so every grant still sees the sources as they read now.
+--
+-- The first four groups are read without a loop: a grant's trace that meets
+-- an inner loop is aborted and, after a few tries, blacklisted, and grants
+-- run once per released slot. Pools rarely wait under more than four
+-- distinct sources; past four, the rest is read in a loop.
+local function read_group(o, p, g)
+  B.pool_set_rank(p, g, priority.source_rank(o, o.source_of[g], nil))
+  return B.pool_next_group(p, g)
+end
+
+local function read_rest(o, p, g)
+  while g >= 0 do g = read_group(o, p, g) end
+end
+
 local function read_ranks(o, q)
   local p = q.p
   local g = B.pool_next_group(p, -1)
-  while g >= 0 do
-    B.pool_set_rank(p, g, priority.source_rank(o, o.source_of[g], nil))
-    g = B.pool_next_group(p, g)
-  end
+  if g < 0 then return end
+  g = read_group(o, p, g)
+  if g < 0 then return end
+  g = read_group(o, p, g)
+  if g < 0 then return end
+  g = read_group(o, p, g)
+  if g < 0 then return end
+  g = read_group(o, p, g)
+  if g < 0 then return end
+  read_rest(o, p, g)
 end
 
 --- Grants what can be granted now. Returns true if anything was granted.
