@@ -94,6 +94,33 @@ describe("slot pools", function()
       assert.no_leaks(orch)
     end)
 
+    it("puts a queued job ahead once a visible caller joins its key", function()
+      local orch = quiet { pools = { p = 1 } }
+      local order = {}
+      local hold = stagehand.future()
+      dresser(orch, order, "p", "holder", hold)
+      dresser(orch, order, "p", "first in line", nil, { priority = "scene" })
+      dresser(orch, order, "p", "cape", nil, { priority = "background", key = "cape" })
+      orch:run("cape", function() end, { key = "cape", priority = "visible" }) -- joins it
+      hold:resolve()
+      orch:step()
+      assert.same({ "holder", "cape", "first in line" }, order)
+    end)
+
+    it("hands its release to anything that calls a function back", function()
+      local orch = quiet { pools = { p = 1 } }
+      local f = stagehand.future()
+      orch:run("x", function(job)
+        local release = job:slot("p")
+        f:on_end(release) -- the slot goes back when the upload ends
+        job.signal:on_abort(release)
+        job:sleep(1e6)
+      end)
+      assert.equal(1, orch:pools().p.in_use)
+      f:resolve()
+      assert.equal(0, orch:pools().p.in_use)
+    end)
+
     it("counts a slot handed out or freed as progress: a busy pool is not a stall", function()
       local lines = {}
       local orch = T.new { pools = { bake = 1 }, log = function(m) lines[#lines + 1] = m end }
@@ -289,6 +316,18 @@ describe("budgets", function()
     T.settle(orch, 30 * 500, 500)
     for i = 1, 30 do assert.equal("done", handles[i]:state()) end
     assert.same({}, lines)
+  end)
+
+  it("let a waiter that is cancelled leave the queue", function()
+    local orch = quiet()
+    orch:budget("b", { ops = 1 })
+    local got = {}
+    local a = orch:run("a", function(job) job:permit("b") got[#got + 1] = "a" end)
+    local b = orch:run("b", function(job) job:permit("b") got[#got + 1] = "b" end)
+    a:cancel()
+    orch:step()
+    assert.same({ "b" }, got)
+    assert.no_leaks(orch)
   end)
 
   it("fail a job asking an unknown budget, naming it", function()

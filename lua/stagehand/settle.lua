@@ -125,8 +125,14 @@ end
 --- Calls fn(state, ...) once it ends (at once if it has); returns an unsubscribe.
 ---@param fn fun(state: string, ...)
 ---@return fun()
+local function callable(v)
+  if type(v) == "function" then return true end
+  local mt = getmetatable(v)
+  return type(mt) == "table" and mt.__call ~= nil
+end
+
 function Base:on_end(fn)
-  if type(fn) ~= "function" then
+  if not callable(fn) then
     error("bad argument 'fn' to on_end: expected a function, got " .. type(fn), 2)
   end
   self._seen = true

@@ -25,7 +25,8 @@ M.new_signal = new_signal
 ---@param fn fun(reason: any)
 ---@return fun()
 function Signal:on_abort(fn)
-  if type(fn) ~= "function" then
+  local mt = type(fn) == "table" and getmetatable(fn)
+  if type(fn) ~= "function" and not (type(mt) == "table" and mt.__call) then
     error("bad argument 'fn' to on_abort: expected a function, got " .. type(fn), 2)
   end
   if self.aborted then
