@@ -48,7 +48,7 @@ end
 function M.all(list)
   local parts = parts_of(list, "all")
   local g = setmetatable({ parts = parts, what = "all of " .. #parts }, Group)
-  local n, left, values = #parts, #parts, { n = #parts }
+  local n, left, values = #parts, #parts, {}
   if n == 0 then
     settle.settle(g, "done", settle.pack(values))
     return g
