@@ -44,11 +44,9 @@ E.IDLE = setmetatable({}, { __name = "stagehand.IDLE" })
 local PARK, QUEUED, SLEEP, KEYWAIT = E.PARK, E.QUEUED, E.SLEEP, E.KEYWAIT
 
 -- The job whose coroutine runs now and the time it was resumed (jobs may
--- start jobs, so both are saved and restored around every resume), and, on
--- Lua 5.1, the coroutine job:pcall runs the protected function in.
+-- start jobs, so both are saved and restored around every resume).
 E.current = nil
 E.current_at = 0
-E.inner = setmetatable({}, { __mode = "k" })
 
 -- Waits tried after a job ended: each raises at once; past LATE_LIMIT the
 -- coroutine is dropped, so a pcall loop cannot keep an ended job alive.

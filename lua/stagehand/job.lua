@@ -145,14 +145,11 @@ end)()
 ---@return any ...
 function Job:pcall(fn, ...)
   if yieldable_pcall or E.current ~= self then return pcall(fn, ...) end
+  -- Lua 5.1: fn runs in a coroutine of its own, whose yields (a wait
+  -- parking) are passed up through the job's coroutine.
   local co = coroutine.create(fn)
-  local prev = E.inner[self]
-  E.inner[self] = co
   local function continue(ok, ...)
-    if coroutine.status(co) == "dead" then
-      E.inner[self] = prev
-      return ok, ...
-    end
+    if coroutine.status(co) == "dead" then return ok, ... end
     -- fn parked (or yielded): pass the yield up, then carry on inside fn
     -- with what the job was resumed with (the token its wait checks).
     return continue(coroutine.resume(co, coroutine.yield(...)))
