@@ -234,7 +234,7 @@ end
 
 function M.wait(o, job, q)
   local slot = job.cid
-  local src = job[1] and job[1]._prio
+  local src = job[1] and rawget(job[1], "_prio")
   B.pool_enqueue(q.p, slot, group_of(o, src))
   B.clock_join(o.cc, slot, q.clock_group)
   o.waiting_in[job.cid] = q
