@@ -3,7 +3,8 @@
 -- misbehave on purpose: knight.portrait is broken, so its job fails with a
 -- clear message; tavern.stream waits on a server that never answers, so its
 -- job stalls after 1.5 s instead of hanging the loading screen. The rest of
--- the scene loads anyway. Ends with every job's end state.
+-- the scene loads anyway. Decoding shares a pool of two slots, and the
+-- portraits on screen get them first. Ends with every job's end state.
 --
 --   make demo          (or: eval "$(make -s env)"; luajit examples/scene_loader.lua)
 local stagehand = require "stagehand"
@@ -55,11 +56,13 @@ end
 local orch = stagehand.new {
   driver = "luv",
   check_ms = 250, -- look for stalls four times a second
+  pools = { decode = 2 }, -- two decodes at a time: the rest queue by priority
   log = function(message) io.stderr:write(message, "\n") end,
 }
 
 local started = uv.hrtime()
 local handles = {}
+local decode_order = {}
 
 local function load_asset(name)
   local kind = name:match("%.(%w+)$")
@@ -68,8 +71,12 @@ local function load_asset(name)
   handles[#handles + 1] = orch:run("Loading " .. name, function(job)
     local text = read_file(job, dir .. "/" .. name)
     job:progress()
-    local asset = decode(name, kind, text)
+    local release = job:slot("decode")
+    decode_order[#decode_order + 1] = name
+    local ok, asset = job:pcall(decode, name, kind, text)
     job:slice() -- a real decoder would yield here between chunks
+    release()
+    if not ok then error(asset, 0) end
     if kind == "stream" then asset.bytes = job:await(open_stream(asset.url)) end
     return asset
   end, { key = "asset:" .. name, stall_ms = spec.stall_ms, priority = spec.priority })
@@ -113,6 +120,9 @@ for _, h in ipairs(handles) do
   print(string.format("%-28s %-9s %s", h.label, st, details))
 end
 print(string.rep("-", 72))
+-- The first to ask get the free slots; after that, queued portraits (on
+-- screen) go before the scene's assets, and background sound goes last.
+print("decode slots went to: " .. table.concat(decode_order, ", "))
 local st, loaded, total = scene:result()
 print(string.format("%s: %s, %d of %d assets loaded in %.1f ms (backend: %s)",
   scene.label, st, loaded or 0, total or 0, ms, stagehand.backend))
