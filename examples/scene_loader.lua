@@ -3,8 +3,9 @@
 -- misbehave on purpose: knight.portrait is broken, so its job fails with a
 -- clear message; tavern.stream waits on a server that never answers, so its
 -- job stalls after 1.5 s instead of hanging the loading screen. The rest of
--- the scene loads anyway. Decoding shares a pool of two slots, and the
--- portraits on screen get them first. Ends with every job's end state.
+-- the scene loads anyway. Decoding shares a pool of two slots, opened once
+-- every file is read (a barrier), so the slots go by priority: portraits on
+-- screen first, background sound last. Ends with every job's end state.
 --
 --   make demo          (or: eval "$(make -s env)"; luajit examples/scene_loader.lua)
 local stagehand = require "stagehand"
@@ -56,13 +57,15 @@ end
 local orch = stagehand.new {
   driver = "luv",
   check_ms = 250, -- look for stalls four times a second
-  pools = { decode = 2 }, -- two decodes at a time: the rest queue by priority
+  pools = { decode = 0 }, -- closed until every file is read; then two at a time
   log = function(message) io.stderr:write(message, "\n") end,
 }
 
 local started = uv.hrtime()
 local handles = {}
 local decode_order = {}
+
+local files_read -- a barrier over the asset names, made once they are listed
 
 local function load_asset(name)
   local kind = name:match("%.(%w+)$")
@@ -71,6 +74,7 @@ local function load_asset(name)
   handles[#handles + 1] = orch:run("Loading " .. name, function(job)
     local text = read_file(job, dir .. "/" .. name)
     job:progress()
+    files_read:arrive(name)
     local release = job:slot("decode")
     decode_order[#decode_order + 1] = name
     local ok, asset = job:pcall(decode, name, kind, text)
@@ -92,14 +96,26 @@ local scene = orch:run("Preparing the scene", function(job)
     names[#names + 1] = name
   end
   table.sort(names)
-  for _, name in ipairs(names) do load_asset(name) end
+  local assets = {}
+  for _, name in ipairs(names) do
+    if KINDS[name:match("%.(%w+)$")] then assets[#assets + 1] = name end
+  end
+  files_read = orch:barrier("Reading every file", assets)
+  for _, name in ipairs(assets) do load_asset(name) end
+  job:await(files_read.settled)
+  orch:pool("decode", 2) -- every file is in: decode two at a time, by priority
   local outcomes = job:await(stagehand.all_settled(handles))
   local loaded = 0
   for _, o in ipairs(outcomes) do
     if o.state == "done" then loaded = loaded + 1 end
   end
   return loaded, #outcomes
-end)
+end, {
+  -- A job waiting on others lends them its rank. The scene waits at
+  -- background rank, so each asset keeps its own; at `scene` it would lift
+  -- the background sound up to `scene` too.
+  priority = "background",
+})
 
 orch:loop()
 
@@ -120,8 +136,6 @@ for _, h in ipairs(handles) do
   print(string.format("%-28s %-9s %s", h.label, st, details))
 end
 print(string.rep("-", 72))
--- The first to ask get the free slots; after that, queued portraits (on
--- screen) go before the scene's assets, and background sound goes last.
 print("decode slots went to: " .. table.concat(decode_order, ", "))
 local st, loaded, total = scene:result()
 print(string.format("%s: %s, %d of %d assets loaded in %.1f ms (backend: %s)",

@@ -42,7 +42,8 @@ demo_ends_every_job() {
   luajit examples/scene_loader.lua >"$out" 2>&1 || { cat "$out"; return 1; }
   for want in "Loading knight.portrait +failed +Loading knight.portrait failed: knight.portrait: not a portrait asset" \
       "Loading tavern.stream +stalled +Loading tavern.stream made no progress for 1.5 s." \
-      "Loading hero.sprite +done" "Preparing the scene: done, 6 of 8 assets loaded"; do
+      "Loading hero.sprite +done" "Preparing the scene: done, 6 of 8 assets loaded" \
+      "decode slots went to: (knight|queen)\.portrait, (knight|queen)\.portrait(, (floor\.tiles|goblin\.sprite|hero\.sprite|water\.shader)){4}, (tavern\.stream|torch\.sound), (tavern\.stream|torch\.sound)$"; do
     grep -Eq "$want" "$out" || { cat "$out"; echo "missing: $want"; return 1; }
   done
   echo "the example scene loader ended every job: 6 done, 1 failed, 1 stalled"
