@@ -25,6 +25,7 @@ local function scene(seed)
     check_ms = 500,
   }
   orch:budget("finalize", { ops = 3 })
+  orch:budget("upload", { ms = 6 })
   local handles, futures, ctls = {}, {}, {}
   local barrier_keys = { "b1", "b2", "b3", "b4" }
   local barrier = orch:barrier("Party", barrier_keys, { stall_ms = 4000 + 1000 * r(10) })
@@ -41,7 +42,7 @@ local function scene(seed)
   -- One job's work: a short random script of waits.
   local function work_for(n_steps)
     local script = {}
-    for i = 1, n_steps do script[i] = { r(14), r(1000) } end
+    for i = 1, n_steps do script[i] = { r(15), r(1000) } end
     return function(job)
       for i = 1, #script do
         local op, arg = script[i][1], script[i][2]
@@ -77,6 +78,9 @@ local function scene(seed)
           if arg % 2 == 0 then job:await(child) end
         elseif op == 13 then
           job:await(stagehand.all { stagehand.future("a"), handles[arg % #handles + 1] })
+        elseif op == 14 then
+          job:permit("upload")
+          clock:advance(arg % 5) -- the upload takes main-thread time
         else
           job:call(function(cb) if arg % 3 == 0 then cb(nil, arg) else futures[#futures + 1] = { cb = cb } end end)
         end
