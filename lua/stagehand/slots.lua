@@ -323,6 +323,21 @@ local function read_ranks(o, q)
   read_rest(o, p, g)
 end
 
+-- Grants q's best waiters while it has free capacity (a pool, or an
+-- {ops} budget this step). Returns true if anything was granted.
+local function grant_free(o, q)
+  local p = q.p
+  local any = false
+  if B.pool_waiting(p) > 0 and B.pool_in_use(p) < B.pool_capacity(p) then read_ranks(o, q) end
+  while B.pool_waiting(p) > 0 and B.pool_in_use(p) < B.pool_capacity(p) do
+    local job = best(o, q)
+    if not job then break end
+    grant_one(o, q, job)
+    any = true
+  end
+  return any
+end
+
 --- Grants what can be granted now. Returns true if anything was granted.
 function M.grant(o)
   if not o.grantable then return false end
@@ -330,15 +345,7 @@ function M.grant(o)
   local any = false
   local pools, budgets = o.pool_list, o.budget_list
   for i = 1, #pools do
-    local q = pools[i]
-    local p = q.p
-    if B.pool_waiting(p) > 0 and B.pool_in_use(p) < B.pool_capacity(p) then read_ranks(o, q) end
-    while B.pool_waiting(p) > 0 and B.pool_in_use(p) < B.pool_capacity(p) do
-      local job = best(o, q)
-      if not job then break end
-      grant_one(o, q, job)
-      any = true
-    end
+    if grant_free(o, pools[i]) then any = true end
   end
   for i = 1, #budgets do
     local q = budgets[i]
@@ -353,14 +360,8 @@ function M.grant(o)
           any = true
         end
       end
-    else
-      if B.pool_waiting(p) > 0 and B.pool_in_use(p) < B.pool_capacity(p) then read_ranks(o, q) end
-      while B.pool_waiting(p) > 0 and B.pool_in_use(p) < B.pool_capacity(p) do
-        local job = best(o, q)
-        if not job then break end
-        grant_one(o, q, job)
-        any = true
-      end
+    elseif grant_free(o, q) then
+      any = true
     end
   end
   return any
