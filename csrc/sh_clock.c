@@ -88,7 +88,17 @@ int sh_clock_start(sh_clock *c, int32_t id, double stall_ms, double now) {
   e->last = vnow(c, now);
   e->group = -1;
   c->count++;
-  rc = sh__heap_insert(&c->heap, id, e->last + e->stall);
+  if (sh__heap_contains(&c->heap, id)) {
+    /* The id's last clock stopped lazily and its item is still filed. A key
+     * earlier than the new deadline stands (it is re-filed when it reaches
+     * the top), so an id freed and started again, the common case, costs no
+     * heap work. A key as late or later is re-filed now: later would break
+     * the lazy invariant, and equal keeps ties in starting order. */
+    if (sh__heap_key(&c->heap, id) >= e->last + e->stall) sh__heap_rekey(&c->heap, id, e->last + e->stall);
+    rc = SH_OK;
+  } else {
+    rc = sh__heap_insert(&c->heap, id, e->last + e->stall);
+  }
   CHECKED(c);
   return rc;
 }
@@ -129,7 +139,8 @@ int sh_clock_stop(sh_clock *c, int32_t id) {
   if (!c) return SH_EINVAL;
   e = get(c, id);
   if (!e) return SH_EINVAL;
-  if (sh__heap_contains(&c->heap, id)) sh__heap_remove(&c->heap, id);
+  /* Left in the heap, like a paused clock: dropped when it reaches the top,
+   * or taken over if the id starts again first. */
   e->state = FREE;
   c->count--;
   CHECKED(c);
@@ -175,7 +186,7 @@ int32_t sh_clock_pop_stalled(sh_clock *c, double now) {
     int32_t id = top->id;
     entry *e = &c->entries[id];
     double due = last_of(c, e) + e->stall;
-    if (e->state == PAUSED) {
+    if (e->state != RUNNING) { /* paused, or stopped: filed lazily */
       sh__heap_remove(&c->heap, id);
     } else if (due == top->key) {
       /* Only an entry filed under its true deadline may come out, so stalls
@@ -239,7 +250,6 @@ int sh_clock_check(const sh_clock *c) {
   for (i = 0; i < c->cap; i++) {
     const entry *e = &c->entries[i];
     int in_heap = sh__heap_contains(&c->heap, (int32_t)i);
-    if (e->state == FREE && in_heap) return SH_ESTATE;
     if (e->state == RUNNING && !in_heap) return SH_ESTATE;
     if (e->state != FREE) n++;
     /* A filed deadline is never later than the true one: that is what makes

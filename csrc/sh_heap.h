@@ -36,6 +36,8 @@ int sh__heap_insert(sh__heap *h, int32_t id, double key);
 /* Gives an id already in the heap a new key and a new place in line. */
 void sh__heap_rekey(sh__heap *h, int32_t id, double key);
 void sh__heap_remove(sh__heap *h, int32_t id);
+/* The key id is filed under (id must be in the heap). */
+double sh__heap_key(const sh__heap *h, int32_t id);
 /* The top item, or NULL when empty. */
 const sh__heap_item *sh__heap_top(const sh__heap *h);
 int sh__heap_check(const sh__heap *h);
