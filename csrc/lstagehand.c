@@ -187,6 +187,16 @@ static int l_pool_set_rank(lua_State *L) {
   sh_pool *p = POOL(L);
   return ret_int(L, sh_pool_set_rank(p, check_id(L, 2), check_id(L, 3)));
 }
+static int l_pool_fix_rank(lua_State *L) {
+  sh_pool *p = POOL(L);
+  return ret_int(L, sh_pool_fix_rank(p, check_id(L, 2), check_id(L, 3)));
+}
+static int l_pool_next_live(lua_State *L) {
+  sh_pool *p = POOL(L);
+  lua_Number a = luaL_checknumber(L, 2);
+  return ret_int(L, sh_pool_next_live(p, a < 0 ? -1 : check_id(L, 2)));
+}
+static int l_pool_grantable(lua_State *L) { return ret_int(L, sh_pool_grantable(POOL(L))); }
 static int l_pool_best(lua_State *L) { return ret_int(L, sh_pool_best(POOL(L))); }
 static int l_pool_rank_of(lua_State *L) {
   sh_pool *p = POOL(L);
@@ -269,6 +279,9 @@ static const luaL_Reg funcs[] = {
     {"pool_is_waiting", l_pool_is_waiting},
     {"pool_next_group", l_pool_next_group},
     {"pool_set_rank", l_pool_set_rank},
+    {"pool_fix_rank", l_pool_fix_rank},
+    {"pool_next_live", l_pool_next_live},
+    {"pool_grantable", l_pool_grantable},
     {"pool_best", l_pool_best},
     {"pool_rank_of", l_pool_rank_of},
     {"pool_arrival", l_pool_arrival},

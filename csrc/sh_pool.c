@@ -17,6 +17,7 @@ typedef struct group {
   int32_t head, tail, count;
   int32_t rank;
   int32_t prev, next; /* within the active list, -1 at the ends */
+  int32_t fixed;      /* its rank never changes: next_live skips it */
 } group;
 
 struct sh_pool {
@@ -105,6 +106,7 @@ static int grow_groups(sh_pool *p, int32_t g) {
     gs[i].head = gs[i].tail = gs[i].prev = gs[i].next = -1;
     gs[i].count = 0;
     gs[i].rank = 0;
+    gs[i].fixed = 0;
   }
   p->groups = gs;
   p->ngroups = n;
@@ -180,6 +182,29 @@ int sh_pool_set_rank(sh_pool *p, int32_t g, int32_t rank) {
   if (!p || g < 0 || (size_t)g >= p->ngroups) return SH_EINVAL;
   p->groups[g].rank = rank;
   return SH_OK;
+}
+
+int sh_pool_fix_rank(sh_pool *p, int32_t g, int32_t rank) {
+  int rc;
+  if (!p || g < 0 || g >= SH_MAX_ID) return SH_EINVAL;
+  if ((rc = grow_groups(p, g)) != SH_OK) return rc;
+  p->groups[g].rank = rank;
+  p->groups[g].fixed = 1;
+  return SH_OK;
+}
+
+int32_t sh_pool_next_live(const sh_pool *p, int32_t after) {
+  int32_t g = sh_pool_next_group(p, after);
+  while (g >= 0 && p->groups[g].fixed) g = p->groups[g].next;
+  return g;
+}
+
+int32_t sh_pool_grantable(const sh_pool *p) {
+  int32_t free_slots;
+  if (!p) return 0;
+  free_slots = p->capacity - p->in_use;
+  if (free_slots <= 0) return 0;
+  return p->waiting < free_slots ? p->waiting : free_slots;
 }
 
 int32_t sh_pool_best(const sh_pool *p) {

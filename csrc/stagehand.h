@@ -76,6 +76,9 @@ int sh_pool_remove(sh_pool *p, int32_t id);
 int sh_pool_is_waiting(const sh_pool *p, int32_t id);
 int32_t sh_pool_next_group(const sh_pool *p, int32_t after);
 int sh_pool_set_rank(sh_pool *p, int32_t group, int32_t rank);
+int sh_pool_fix_rank(sh_pool *p, int32_t group, int32_t rank);
+int32_t sh_pool_next_live(const sh_pool *p, int32_t after);
+int32_t sh_pool_grantable(const sh_pool *p);
 int32_t sh_pool_best(const sh_pool *p);
 int32_t sh_pool_rank_of(const sh_pool *p, int32_t id);
 double sh_pool_arrival(const sh_pool *p, int32_t id);
@@ -134,7 +137,10 @@ int sh_pin_library(void);
  * within groups (one group per priority source, chosen by the caller). The
  * caller sets each active group's rank (next_group walks them; lower rank
  * wins) before asking for the best waiter: the one in the best-ranked
- * group, the earliest to arrive among equals. Each grant costs O(groups),
+ * group, the earliest to arrive among equals. fix_rank gives a group a rank
+ * that never changes (a priority source that is a constant), and next_live
+ * walks only the active groups whose rank is not fixed: those the caller
+ * must read again. grantable is how many waiters a grant could serve now. Each grant costs O(groups),
  * whatever the number of waiters. try_acquire takes a slot at once only when
  * one is free and nobody waits; grant hands the best (or any) waiter a slot
  * and needs one free. Capacity may shrink below the count in use (slots

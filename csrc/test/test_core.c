@@ -99,6 +99,31 @@ static void clock_paused_never_stalls_and_resume_is_progress(void) {
   sh_clock_free(c);
 }
 
+/* A stop leaves the id's heap item in place; the id started again takes
+ * it over. Neither may change what stalls, or when. */
+static void clock_stopped_ids_restart_on_their_new_deadline(void) {
+  sh_clock *c = sh_clock_new();
+  CHECK(sh_clock_start(c, 0, 100, 0) == SH_OK);
+  CHECK(sh_clock_start(c, 1, 100, 0) == SH_OK);
+  CHECK(sh_clock_stop(c, 0) == SH_OK);
+  CHECK(sh_clock_count(c) == 1);
+  CHECK(sh_clock_check(c) == SH_OK);
+  CHECK(sh_clock_start(c, 0, 100, 50) == SH_OK); /* later than its old item's key */
+  CHECK(sh_clock_pop_stalled(c, 120) == 1);
+  CHECK(sh_clock_pop_stalled(c, 149) == -1);
+  CHECK(sh_clock_pop_stalled(c, 150) == 0);
+  CHECK(sh_clock_start(c, 0, 100, 200) == SH_OK); /* stopped by the pop: filed anew */
+  CHECK(sh_clock_stop(c, 0) == SH_OK);
+  CHECK(sh_clock_start(c, 0, 10, 200) == SH_OK); /* earlier than its old item's key */
+  CHECK(sh_clock_pop_stalled(c, 210) == 0);
+  CHECK(sh_clock_start(c, 2, 10, 300) == SH_OK);
+  CHECK(sh_clock_stop(c, 2) == SH_OK);
+  CHECK(sh_clock_pop_stalled(c, 1000) == -1); /* a stopped id never comes out */
+  CHECK(sh_clock_count(c) == 0);
+  CHECK(sh_clock_check(c) == SH_OK);
+  sh_clock_free(c);
+}
+
 static void clock_refuses_bad_input(void) {
   sh_clock *c = sh_clock_new();
   CHECK(sh_clock_start(c, -1, 10, 0) == SH_EINVAL);
@@ -317,8 +342,35 @@ static void pool_grants_by_rank_then_arrival(void) {
   sh_pool_free(NULL);
 }
 
+/* grantable: how many waiters a grant could serve now. */
+static void pool_grantable_counts_free_slots_and_waiters(void) {
+  sh_pool *p = sh_pool_new();
+  int32_t id;
+  CHECK(sh_pool_grantable(p) == 0);
+  CHECK(sh_pool_set_capacity(p, 3) == SH_OK);
+  CHECK(sh_pool_grantable(p) == 0); /* free slots, nobody waiting */
+  for (id = 0; id < 5; id++) CHECK(sh_pool_enqueue(p, id, id % 2) == SH_OK);
+  CHECK(sh_pool_grantable(p) == 3);
+  CHECK(sh_pool_grant(p, 0) == SH_OK);
+  CHECK(sh_pool_grant(p, 1) == SH_OK);
+  CHECK(sh_pool_grantable(p) == 1);
+  CHECK(sh_pool_set_capacity(p, 1) == SH_OK); /* below the count in use */
+  CHECK(sh_pool_grantable(p) == 0);
+  CHECK(sh_pool_set_capacity(p, 100) == SH_OK);
+  CHECK(sh_pool_grantable(p) == 3); /* all three left waiting */
+  CHECK(sh_pool_fix_rank(p, -1, 1) == SH_EINVAL);
+  CHECK(sh_pool_fix_rank(NULL, 0, 1) == SH_EINVAL);
+  CHECK(sh_pool_fix_rank(p, 9, 2) == SH_OK); /* a group with no waiter yet */
+  CHECK(sh_pool_next_live(NULL, -1) == -1);
+  CHECK(sh_pool_grantable(NULL) == 0);
+  CHECK(sh_pool_check(p) == SH_OK);
+  sh_pool_free(p);
+}
+
 /* Random sequences against a model: the best waiter is the lowest rank,
- * then the earliest arrival, and every structure stays consistent. */
+ * then the earliest arrival, and every structure stays consistent. Even
+ * groups have fixed ranks (told at each enqueue, as the Lua side does);
+ * only the odd ones are walked by next_live and read again. */
 static void pool_random_sequences_keep_invariants(void) {
   enum { IDS = 80, GROUPS = 6 };
   int round, ok = 1;
@@ -339,18 +391,33 @@ static void pool_random_sequences_keep_invariants(void) {
           in[id] = 1;
           order[id] = ++clock;
           ok &= sh_pool_enqueue(p, id, grp[id]) == SH_OK;
+          if (grp[id] % 2 == 0) ok &= sh_pool_fix_rank(p, grp[id], rank[grp[id]]) == SH_OK;
         }
         break;
       case 2:
         ok &= sh_pool_remove(p, id) == (in[id] ? SH_OK : SH_ESTATE);
         in[id] = 0;
         break;
-      case 3:
-        rank[rnd(GROUPS)] = (int)rnd(3);
+      case 3: {
+        int g = (int)rnd(GROUPS);
+        if (g % 2) rank[g] = (int)rnd(3); /* a fixed rank never changes */
         break;
+      }
       default: {
         int32_t g, best, want = -1;
-        for (g = sh_pool_next_group(p, -1); g >= 0; g = sh_pool_next_group(p, g)) sh_pool_set_rank(p, g, rank[g]);
+        int live = 0, active_live = 0, seen[GROUPS] = {0};
+        for (g = sh_pool_next_live(p, -1); g >= 0; g = sh_pool_next_live(p, g)) {
+          ok &= g % 2 == 1 && !seen[g];
+          seen[g] = 1;
+          sh_pool_set_rank(p, g, rank[g]);
+          live++;
+        }
+        for (i = 0; i < GROUPS; i++) {
+          int j, any = 0;
+          for (j = 0; j < IDS; j++) any |= in[j] && grp[j] == i;
+          active_live += any && i % 2;
+        }
+        ok &= live == active_live;
         for (i = 0; i < IDS; i++)
           if (in[i] && (want < 0 || rank[grp[i]] < rank[grp[want]] ||
                         (rank[grp[i]] == rank[grp[want]] && order[i] < order[want])))
@@ -434,12 +501,14 @@ int main(void) {
   clock_ties_stall_in_start_order();
   clock_hidden_time_never_counts();
   clock_paused_never_stalls_and_resume_is_progress();
+  clock_stopped_ids_restart_on_their_new_deadline();
   clock_refuses_bad_input();
   clock_random_sequences_keep_invariants();
   timers_pop_in_due_then_added_order();
   timers_random_sequences_keep_invariants();
   clock_groups_count_pool_activity_as_progress();
   pool_grants_by_rank_then_arrival();
+  pool_grantable_counts_free_slots_and_waiters();
   pool_random_sequences_keep_invariants();
   barrier_counts_each_index_once();
   fuzz_corpus_replays();

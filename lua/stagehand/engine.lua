@@ -108,6 +108,7 @@ function E.alloc_slot(o)
   local s = o.nslot
   if s >= B.MAX_ID then error("stagehand: too many jobs running at once", 3) end
   o.nslot = s + 1
+  o.held[s], o.waiting_in[s] = false, false -- see slots.init
   return s
 end
 
@@ -295,16 +296,20 @@ end
 -- (Reusing finished coroutines was measured and is slower on LuaJIT 2.1:
 -- resuming a pooled coroutine re-enters a stitched trace, which costs more
 -- than creating a new one.)
+--
+-- body packs work's values itself, so a resume always returns at most three
+-- values and after_resume takes fixed arguments: LuaJIT never starts a
+-- trace at a vararg function, and after_resume runs after every resume.
 local DONE = setmetatable({}, { __name = "stagehand.DONE" })
-local function body(work, job) return DONE, work(job) end
+local function body(work, job) return DONE, pack(work(job)) end
 
-local function after_resume(job, co, prev, prev_at, ok, a, ...)
+local function after_resume(job, co, prev, prev_at, ok, a, packed)
   E.current, E.current_at = prev, prev_at
   if a == PARK and ok then return end
   if a == DONE and ok then
     job.co = false
     if job.state then return end -- ended earlier; its cleanup has now run
-    E.end_job(job, "done", pack(...))
+    E.end_job(job, "done", packed)
     return
   end
   if not ok then

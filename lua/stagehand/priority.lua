@@ -30,18 +30,21 @@ function M.source_rank(o, src, cache)
     if r then return r end
   end
   local ok, r = pcall(src)
-  local rank = ok and o.rank_of[r]
-  if not rank then
-    rank = o.default_rank
-    if not o.bad_sources[src] then
-      o.bad_sources[src] = true
-      local why = ok and ("returned " .. tostring(r) .. ", not a rank") or ("raised: " .. tostring(r))
-      logm.guard(nil, "the log function", o.log,
-        "[stagehand] a priority function " .. why .. "; counting it as '" .. o.ranks[o.default_rank] .. "'")
-    end
-  end
+  local rank = ok and o.rank_of[r] or M.bad_source(o, src, ok, r)
   if cache then cache[src] = rank end
   return rank
+end
+
+--- The rank of a priority function that raised (ok false, r its error) or
+--- answered r, not a rank: the default, logged once per function.
+function M.bad_source(o, src, ok, r)
+  if not o.bad_sources[src] then
+    o.bad_sources[src] = true
+    local why = ok and ("returned " .. tostring(r) .. ", not a rank") or ("raised: " .. tostring(r))
+    logm.guard(nil, "the log function", o.log,
+      "[stagehand] a priority function " .. why .. "; counting it as '" .. o.ranks[o.default_rank] .. "'")
+  end
+  return o.default_rank
 end
 
 --- A job's effective rank: the highest of its callers' sources and of the

@@ -23,7 +23,9 @@ local M = {}
 local DEFAULT_GROUP = 0
 local unboost
 
--- The core's group id of a priority source (0 for the default).
+-- The core's group id of a priority source (0 for the default). A source
+-- that is a rank name (or nil) has a fixed rank, kept in o.fixed_rank[g]:
+-- the core is told it once per enqueue and grants never read it again.
 local function group_of(o, src)
   if src == nil then return DEFAULT_GROUP end
   local g = o.group_of[src]
@@ -32,7 +34,21 @@ local function group_of(o, src)
   o.next_group = g + 1
   o.group_of[src] = g
   o.source_of[g] = src
+  if type(src) == "string" then o.fixed_rank[g] = priority.source_rank(o, src, nil) end
   return g
+end
+
+-- Marks q as needing a grant round: o.grantable is false, the one queue
+-- that changed, or true for "look at every queue". The usual case (one
+-- slot freed) grants in that queue alone, with no loop over queues: a loop
+-- that runs once per call keeps aborting LuaJIT's traces.
+local function dirty(o, q)
+  local g = o.grantable
+  if not g then
+    o.grantable = q
+  elseif g ~= q then
+    o.grantable = true
+  end
 end
 
 -- A queue is also what a waiting job parks on (job.w): a grant wakes the
@@ -61,10 +77,15 @@ function M.init(o, pools)
   o.next_group, o.next_clock_group = 1, 0
   -- Indexed by the job's core id (job.cid): arrays stay compact where
   -- tables keyed by 100,000 job tables would not.
+  -- Both hold false, not nil, for a free cid (E.alloc_slot fills them as
+  -- cids are first handed out): a table whose few live keys keep moving
+  -- up to 100,000 would otherwise live in its hash part and rehash every
+  -- few inserts.
   o.held = {} -- cid -> its release, or {n =, [queue] = release} for several
   o.waiting_in = {} -- cid -> the queue it waits in
   o.permit_of = {} -- job -> the ms budget whose permit it holds this step
   o.grantable = false
+  o.fixed_rank = { [DEFAULT_GROUP] = o.default_rank }
   for name, cap in pairs(pools) do M.pool(o, name, cap) end
 end
 
@@ -78,7 +99,7 @@ function M.pool(o, name, capacity)
     o.pool_list[#o.pool_list + 1] = q
   end
   B.pool_set_capacity(q.p, capacity)
-  o.grantable = true
+  dirty(o, q)
   return q
 end
 
@@ -92,7 +113,7 @@ function M.budget(o, name, ops, ms)
   end
   q.ops, q.ms, q.spent = ops, ms, 0
   B.pool_set_capacity(q.p, ops or 1)
-  o.grantable = true
+  dirty(o, q)
   return q
 end
 
@@ -121,8 +142,8 @@ function Queue:_abandon(job)
   B.pool_remove(self.p, job.cid)
   B.clock_join(o.cc, job.cid, -1)
   unboost(self, job)
-  o.waiting_in[job.cid] = nil
-  o.grantable = true -- the queue changed; what stays may be grantable
+  o.waiting_in[job.cid] = false
+  dirty(o, self) -- the queue changed; what stays may be grantable
 end
 
 local function touch(o, q)
@@ -155,20 +176,20 @@ Release.__call = function(r)
   local o, cid, q = r.o, r.cid, r.q
   local held = o.held[cid]
   if held == r then
-    o.held[cid] = nil
+    o.held[cid] = false
   elseif held then
     held[q] = nil
     held.n = held.n - 1
-    if held.n == 0 then o.held[cid] = nil end
+    if held.n == 0 then o.held[cid] = false end
   end
   B.pool_release(q.p)
   touch(o, q)
-  o.grantable = true
+  dirty(o, q)
   if not o.stepping then o.driver.reschedule(o) end
 end
 
 local function holds(held, q)
-  if held == nil then return false end
+  if not held then return false end
   if getmetatable(held) == Release then return held.q == q end
   return held[q] ~= nil
 end
@@ -183,7 +204,7 @@ local function hold(o, job, q)
   local release = releaser(o, job, q)
   local cid = job.cid
   local held = o.held[cid]
-  if held == nil then
+  if not held then
     o.held[cid] = release
   else
     if getmetatable(held) == Release then
@@ -235,15 +256,19 @@ end
 function M.wait(o, job, q)
   local slot = job.cid
   local src = job[1] and rawget(job[1], "_prio")
-  B.pool_enqueue(q.p, slot, group_of(o, src))
+  local g = group_of(o, src)
+  B.pool_enqueue(q.p, slot, g)
+  local fixed = o.fixed_rank[g]
+  if fixed then B.pool_fix_rank(q.p, g, fixed) end
   B.clock_join(o.cc, slot, q.clock_group)
   o.waiting_in[job.cid] = q
   if boosted(o, job) then boost(q, job) end
-  o.grantable = true
+  dirty(o, q)
   if not o.stepping then o.driver.reschedule(o) end
   E.park_on_queue(job, q, q.kind == "pool" and "slot" or "permit")
-  -- granted: a wait that ends is progress
-  B.clock_progress(o.cc, slot, E.current_at)
+  -- Granted; the grant counted as the job's progress (grant_one). What runs
+  -- here runs in LuaJIT's interpreter (a resumed coroutine continues
+  -- outside any trace until it enters a function), so it is kept short.
   if q.kind == "pool" then
     local held = o.held[slot]
     if getmetatable(held) == Release then return held end
@@ -275,10 +300,12 @@ end
 
 local function grant_one(o, q, job)
   B.pool_grant(q.p, job.cid)
+  -- Touched before the job leaves the group, so leaving takes the grant's
+  -- time as its own progress: the wait that ends is progress.
+  touch(o, q)
   B.clock_join(o.cc, job.cid, -1)
   unboost(q, job)
-  o.waiting_in[job.cid] = nil
-  touch(o, q)
+  o.waiting_in[job.cid] = false
   if q.kind == "pool" then
     hold(o, job, q)
   elseif q.ms then
@@ -290,81 +317,110 @@ local function grant_one(o, q, job)
   end
 end
 
--- Reads each active group's priority source once and hands the ranks to the
--- core. Done once per queue per round of grants: nothing of the game runs
--- between the grants of one round (granted jobs run after, in the step's
--- drain), so every grant still sees the sources as they read now.
+-- Reads each active group's priority function once and hands the ranks
+-- to the core (groups of rank names have fixed ranks: see group_of). Done
+-- once per queue per round of grants: nothing of the game runs between the
+-- grants of one round (granted jobs run after, in the step's drain), so
+-- every grant still sees the sources as they read now.
 --
--- The first four groups are read without a loop: a grant's trace that meets
--- an inner loop is aborted and, after a few tries, blacklisted, and grants
--- run once per released slot. Pools rarely wait under more than four
--- distinct sources; past four, the rest is read in a loop.
-local function read_group(o, p, g)
-  B.pool_set_rank(p, g, priority.source_rank(o, o.source_of[g], nil))
-  return B.pool_next_group(p, g)
+-- The first four live groups are read without a loop: a grant's trace that
+-- meets an inner loop is aborted and, after a few tries, blacklisted, and
+-- grants run once per released slot. Past four, the rest is read in a loop.
+-- read_live calls the function directly rather than through
+-- priority.source_rank: a branch inside a callee inlined four times would
+-- leave the trace where LuaJIT cannot follow ("return to lower frame").
+local pcall = pcall
+local pool_set_rank, pool_next_live = B.pool_set_rank, B.pool_next_live
+
+local function read_live(o, p, g)
+  local src = o.source_of[g]
+  local ok, r = pcall(src)
+  local rank = ok and o.rank_of[r] or priority.bad_source(o, src, ok, r)
+  pool_set_rank(p, g, rank)
+  return pool_next_live(p, g)
 end
 
 local function read_rest(o, p, g)
-  while g >= 0 do g = read_group(o, p, g) end
+  while g >= 0 do g = read_live(o, p, g) end
 end
 
 local function read_ranks(o, q)
   local p = q.p
-  local g = B.pool_next_group(p, -1)
+  local g = pool_next_live(p, -1)
   if g < 0 then return end
-  g = read_group(o, p, g)
+  g = read_live(o, p, g)
   if g < 0 then return end
-  g = read_group(o, p, g)
+  g = read_live(o, p, g)
   if g < 0 then return end
-  g = read_group(o, p, g)
+  g = read_live(o, p, g)
   if g < 0 then return end
-  g = read_group(o, p, g)
+  g = read_live(o, p, g)
   if g < 0 then return end
   read_rest(o, p, g)
 end
 
--- Grants q's best waiters while it has free capacity (a pool, or an
--- {ops} budget this step). Returns true if anything was granted.
-local function grant_free(o, q)
-  local p = q.p
-  local any = false
-  if B.pool_waiting(p) > 0 and B.pool_in_use(p) < B.pool_capacity(p) then read_ranks(o, q) end
-  while B.pool_waiting(p) > 0 and B.pool_in_use(p) < B.pool_capacity(p) do
+local pool_grantable = B.pool_grantable
+
+local function grant_rest(o, q)
+  while pool_grantable(q.p) > 0 do
     local job = best(o, q)
     if not job then break end
     grant_one(o, q, job)
-    any = true
   end
-  return any
 end
 
---- Grants what can be granted now. Returns true if anything was granted.
-function M.grant(o)
-  if not o.grantable then return false end
-  o.grantable = false
+-- Grants q's best waiters while it has free capacity (a pool, or an {ops}
+-- budget this step), the first without a loop (one slot freed is the usual
+-- case). Returns true if anything was granted.
+local function grant_free(o, q)
+  if pool_grantable(q.p) == 0 then return false end
+  read_ranks(o, q)
+  local job = best(o, q)
+  if not job then return false end
+  grant_one(o, q, job)
+  if pool_grantable(q.p) > 0 then grant_rest(o, q) end
+  return true
+end
+
+-- An {ms} budget grants one permit at a time, while this step's holders
+-- have run less than ms.
+local function grant_ms(o, q)
+  local p = q.p
+  if B.pool_waiting(p) > 0 and B.pool_in_use(p) == 0 and q.spent < q.ms then
+    read_ranks(o, q)
+    local job = best(o, q)
+    if job then
+      grant_one(o, q, job)
+      return true
+    end
+  end
+  return false
+end
+
+local function grant_queue(o, q)
+  if q.ms then return grant_ms(o, q) end
+  return grant_free(o, q)
+end
+
+local function grant_all(o)
   local any = false
   local pools, budgets = o.pool_list, o.budget_list
   for i = 1, #pools do
     if grant_free(o, pools[i]) then any = true end
   end
   for i = 1, #budgets do
-    local q = budgets[i]
-    local p = q.p
-    if q.ms then
-      -- one at a time, while this step's holders have run less than ms
-      if B.pool_waiting(p) > 0 and B.pool_in_use(p) == 0 and q.spent < q.ms then
-        read_ranks(o, q)
-        local job = best(o, q)
-        if job then
-          grant_one(o, q, job)
-          any = true
-        end
-      end
-    elseif grant_free(o, q) then
-      any = true
-    end
+    if grant_queue(o, budgets[i]) then any = true end
   end
   return any
+end
+
+--- Grants what can be granted now. Returns true if anything was granted.
+function M.grant(o)
+  local g = o.grantable
+  if not g then return false end
+  o.grantable = false
+  if g == true then return grant_all(o) end
+  return grant_queue(o, g)
 end
 
 --- A new step: every budget's permits count from zero again.
@@ -374,7 +430,7 @@ function M.new_step(o)
     local q = budgets[i]
     B.pool_reset_use(q.p)
     q.spent = 0
-    if B.pool_waiting(q.p) > 0 then o.grantable = true end
+    if B.pool_waiting(q.p) > 0 then dirty(o, q) end
   end
 end
 
@@ -385,7 +441,7 @@ function M.ran(o, job, ms)
   o.permit_of[job] = nil
   q.spent = q.spent + ms
   B.pool_release(q.p)
-  o.grantable = true
+  dirty(o, q)
 end
 
 --- Ending is total: every slot a job holds goes back.
