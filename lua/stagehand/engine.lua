@@ -337,8 +337,16 @@ function E.resume(job, now, work)
   E.current, E.current_at = job, now
   job.orch.now = now
   local co = job.co
-  if work then return after_resume(job, co, prev, prev_at, co_resume(co, work, job)) end
-  return after_resume(job, co, prev, prev_at, co_resume(co, job))
+  local ok, a, packed
+  if work then
+    ok, a, packed = co_resume(co, work, job)
+  else
+    ok, a, packed = co_resume(co, job)
+  end
+  -- (Not `return after_resume(..., co_resume(...))`: that tail call passes
+  -- a variable number of values, which costs more in the interpreter, where
+  -- this runs after every resume.)
+  return after_resume(job, co, prev, prev_at, ok, a, packed)
 end
 
 --- Registers a new job; stall_ms false gives it no stall clock (when_idle).
@@ -518,9 +526,9 @@ function E.sleep(job, ms)
 end
 
 --- Parks `job` in a slot or budget queue `q` until a grant queues it again
---- (slots.lua). Raises the job's end if it ended meanwhile.
+--- (slots.lua). Raises the job's end if it ended meanwhile. The caller has
+--- made check_wait's checks already (slots.queue_of).
 function E.park_on_queue(job, q, what)
-  E.check_wait(job, what)
   local o = job.orch
   job.w = q
   o.idle_dirty = true

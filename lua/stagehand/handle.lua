@@ -20,11 +20,11 @@ local HandleMT = {
     local m = Handle[k]
     if m ~= nil then return m end
     local f = FROM_JOB[k]
-    if f then return h.job[f] end
+    if f then return h[1][f] end
     return nil
   end,
   __tostring = function(h)
-    return "stagehand.Handle(" .. h.job.label .. ", " .. h:state() .. ")"
+    return "stagehand.Handle(" .. h[1].label .. ", " .. h:state() .. ")"
   end,
 }
 
@@ -37,7 +37,7 @@ function Handle:state() return self._st or "running" end
 function Handle:await()
   local job = E.current
   if job == nil then
-    error("h:await() must be called inside a job (" .. self.job.label
+    error("h:await() must be called inside a job (" .. self[1].label
       .. "); outside jobs use orch:wait(h, timeout_ms)", 2)
   end
   return E.await(job, self)
@@ -50,22 +50,22 @@ end
 ---@return boolean
 function Handle:cancel(reason)
   if self._st then return false end
-  local job = self.job
+  local job = self[1]
   list.remove_value(job, self) -- the callers' Handles live in the job's array part
   settle.settle(self, "cancelled", E.errors.cancelled(job.label, reason))
   if job[1] == nil and not job.state then E.cancel(job, reason) end
   return true
 end
 
-function Handle:_log() return self.job.orch.log end
+function Handle:_log() return self[1].orch.log end
 function Handle:_describe()
-  local job = self.job
+  local job = self[1]
   local s = "job " .. job.id .. " '" .. job.label .. "'"
   if job.key then s = s .. " (key " .. job.key .. ")" end
   return s
 end
 function Handle:_follows()
-  local job = self.job
+  local job = self[1]
   if self._st or job.state then return nil end
   return job
 end
@@ -97,10 +97,13 @@ function M.bind_signal(h, sig)
   return false
 end
 
+-- A Handle is {job, priority source} in its array part: the smallest
+-- table LuaJIT makes (header and array in one allocation, no hash part),
+-- and one is made per caller. Fields it gains later (_w1, _seen, ...)
+-- are rare. Read the source with rawget(h, 2): a Handle's __index is a
+-- function, and a missing [2] would call it.
 function M.new(job, prio)
-  -- Made at its final size: adding _prio afterwards would grow the table.
-  if prio ~= nil then return setmetatable({ job = job, _prio = prio }, HandleMT) end
-  return setmetatable({ job = job }, HandleMT)
+  return setmetatable({ job, prio }, HandleMT)
 end
 
 function M.is_handle(v) return getmetatable(v) == HandleMT end

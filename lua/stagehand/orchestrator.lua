@@ -165,7 +165,7 @@ function Orchestrator:run(label, work, opts)
         local p = waiting[i]
         for j = 1, #p do
           local ph = p[j]
-          ph.job = job
+          ph[1] = job
           job[#job + 1] = ph
           p[j] = nil
         end

@@ -59,7 +59,7 @@ function M.effective(job, cache)
   local best = worst
   for i = 1, #job do
     local h = job[i]
-    local s = M.source_rank(o, rawget(h, "_prio"), cache) -- raw: a Handle's __index is a function
+    local s = M.source_rank(o, rawget(h, 2), cache) -- raw: a Handle's __index is a function
     if s < best then best = s end
     if best == 1 then break end
   end

@@ -58,6 +58,7 @@ Queue.__index = Queue
 
 local function new_queue(o, name, kind)
   local q = setmetatable({
+    o = o,
     name = name,
     kind = kind, -- "pool" or "budget"
     p = B.pool_new(),
@@ -170,10 +171,13 @@ end
 local Release = {}
 Release.__index = Release
 Release.__name = "stagehand.Release"
+-- A release is {queue, cid}, in the array part (the smallest table LuaJIT
+-- makes); its queue becomes false once it has released.
 Release.__call = function(r)
-  if r.released then return end
-  r.released = true
-  local o, cid, q = r.o, r.cid, r.q
+  local q = r[1]
+  if not q then return end
+  r[1] = false
+  local o, cid = q.o, r[2]
   local held = o.held[cid]
   if held == r then
     o.held[cid] = false
@@ -190,12 +194,12 @@ end
 
 local function holds(held, q)
   if not held then return false end
-  if getmetatable(held) == Release then return held.q == q end
+  if getmetatable(held) == Release then return held[1] == q end
   return held[q] ~= nil
 end
 
 local function releaser(o, job, q)
-  return setmetatable({ o = o, cid = job.cid, q = q, released = false }, Release)
+  return setmetatable({ q, job.cid }, Release)
 end
 
 local function hold(o, job, q)
@@ -208,7 +212,7 @@ local function hold(o, job, q)
     o.held[cid] = release
   else
     if getmetatable(held) == Release then
-      held = { n = 1, [held.q] = held }
+      held = { n = 1, [held[1]] = held }
       o.held[cid] = held
     end
     held[q] = release
@@ -255,7 +259,7 @@ end
 
 function M.wait(o, job, q)
   local slot = job.cid
-  local src = job[1] and rawget(job[1], "_prio")
+  local src = job[1] and rawget(job[1], 2)
   local g = group_of(o, src)
   B.pool_enqueue(q.p, slot, g)
   local fixed = o.fixed_rank[g]
