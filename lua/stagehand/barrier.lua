@@ -6,6 +6,8 @@ local B = require "stagehand.backend"
 local E = require "stagehand.engine"
 local settle = require "stagehand.settle"
 local options = require "stagehand.options"
+local F = require "stagehand.fields"
+local ORCH, CID, STATE, W = F.ORCH, F.CID, F.STATE, F.W
 
 local M = {}
 
@@ -23,10 +25,10 @@ function Barrier:arrive(key)
     options.fail("arrive", "key", "one of the barrier's keys (" .. self.label .. ")", key)
   end
   local job = self.job
-  if job.state then return end
+  if job[STATE] then return end
   if B.barrier_arrive(self.c, i) == 1 then
-    local o = job.orch
-    B.clock_progress(o.cc, job.cid, o.clock())
+    local o = job[ORCH]
+    B.clock_progress(o.cc, job[CID], o.clock())
     if B.barrier_arrived(self.c) == #self.keys then E.end_job(job, "done", settle.pack(#self.keys)) end
   end
 end
@@ -81,7 +83,7 @@ function M.new(o, label, keys, opts, make_job, join_opts)
   local job, h = make_job(label, opts)
   b.job, b.settled = job, h
   job.barrier = b
-  job.w = setmetatable({ b = b }, Waiting)
+  job[W] = setmetatable({ b = b }, Waiting)
   if #list == 0 then E.end_job(job, "done", settle.pack(0)) end
   return b
 end

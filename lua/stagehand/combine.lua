@@ -18,7 +18,7 @@ function Group:_follows()
     if not p._st then
       local f = p:_follows()
       if f == nil then return nil end
-      if f.orch then
+      if getmetatable(f) == jobm.JobMT then
         list[#list + 1] = f
       else
         for j = 1, #f do list[#list + 1] = f[j] end

@@ -2,6 +2,9 @@
 local E = require "stagehand.engine"
 local settle = require "stagehand.settle"
 local list = require "stagehand.list"
+local F = require "stagehand.fields"
+
+local ORCH, STATE, OUT, ID, LABEL, KEY, H = F.ORCH, F.STATE, F.OUT, F.ID, F.LABEL, F.KEY, F.H
 
 ---@class stagehand.Handle
 ---@field id integer     id of the job it follows
@@ -12,7 +15,7 @@ Handle.__handle = true
 
 -- A Handle still following its job reads its end from the job (_st, _v);
 -- only one withdrawn early (cancel) holds its own.
-local FROM_JOB = { id = "id", label = "label", key = "key", _st = "state", _v = "out" }
+local FROM_JOB = { id = ID, label = LABEL, key = KEY, _st = STATE, _v = OUT }
 
 local HandleMT = {
   __name = "stagehand.Handle",
@@ -20,11 +23,15 @@ local HandleMT = {
     local m = Handle[k]
     if m ~= nil then return m end
     local f = FROM_JOB[k]
-    if f then return h[1][f] end
+    if f then
+      local v = h[1][f]
+      if v == false then return nil end -- running (no state yet), or no key
+      return v
+    end
     return nil
   end,
   __tostring = function(h)
-    return "stagehand.Handle(" .. h[1].label .. ", " .. h:state() .. ")"
+    return "stagehand.Handle(" .. h[1][LABEL] .. ", " .. h:state() .. ")"
   end,
 }
 
@@ -37,7 +44,7 @@ function Handle:state() return self._st or "running" end
 function Handle:await()
   local job = E.current
   if job == nil then
-    error("h:await() must be called inside a job (" .. self[1].label
+    error("h:await() must be called inside a job (" .. self[1][LABEL]
       .. "); outside jobs use orch:wait(h, timeout_ms)", 2)
   end
   return E.await(job, self)
@@ -51,22 +58,22 @@ end
 function Handle:cancel(reason)
   if self._st then return false end
   local job = self[1]
-  list.remove_value(job, self) -- the callers' Handles live in the job's array part
-  settle.settle(self, "cancelled", E.errors.cancelled(job.label, reason))
-  if job[1] == nil and not job.state then E.cancel(job, reason) end
+  list.remove_value(job, self, H) -- the callers' Handles live in the job's array part
+  settle.settle(self, "cancelled", E.errors.cancelled(job[LABEL], reason))
+  if job[H] == nil and not job[STATE] then E.cancel(job, reason) end
   return true
 end
 
-function Handle:_log() return self[1].orch.log end
+function Handle:_log() return self[1][ORCH].log end
 function Handle:_describe()
   local job = self[1]
-  local s = "job " .. job.id .. " '" .. job.label .. "'"
-  if job.key then s = s .. " (key " .. job.key .. ")" end
+  local s = "job " .. job[ID] .. " '" .. job[LABEL] .. "'"
+  if job[KEY] then s = s .. " (key " .. job[KEY] .. ")" end
   return s
 end
 function Handle:_follows()
   local job = self[1]
-  if self._st or job.state then return nil end
+  if self._st or job[STATE] then return nil end
   return job
 end
 function Handle:_settled()

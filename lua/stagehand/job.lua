@@ -5,6 +5,9 @@ local signal = require "stagehand.signal"
 local settle = require "stagehand.settle"
 local errors = require "stagehand.errors"
 local priority = require "stagehand.priority"
+local F = require "stagehand.fields"
+
+local ORCH, CID, STATE, OUT, ID, LABEL, KEY = F.ORCH, F.CID, F.STATE, F.OUT, F.ID, F.LABEL, F.KEY
 
 local select, type = select, type
 local unpack = unpack or table.unpack
@@ -24,9 +27,9 @@ end
 
 --- The job advanced: resets its stall clock.
 function Job:progress()
-  local slot = self.cid
+  local slot = self[CID]
   if slot then
-    local o = self.orch
+    local o = self[ORCH]
     B.clock_progress(o.cc, slot, o.clock())
   end
 end
@@ -34,7 +37,7 @@ end
 --- The job's effective rank now.
 ---@return string
 function Job:priority()
-  return self.orch.ranks[priority.effective(self)]
+  return self[ORCH].ranks[priority.effective(self)]
 end
 
 -- A settle-able box that follows a foreign awaitable's on_end. (Its own
@@ -125,9 +128,9 @@ end
 
 --- Yields to the driver when the job has run slice_ms since it was resumed.
 function Job:slice()
-  local slot = self.cid
+  local slot = self[CID]
   if slot then
-    local o = self.orch
+    local o = self[ORCH]
     if E.current == self and o.clock() - E.current_at < o.slice_ms then return end
   end
   return E.yield_turn(self)
@@ -159,21 +162,42 @@ end
 
 local methods = Job
 
+-- The fields a job shows by name (fields.lua keeps them in its array part).
+local PUBLIC = { id = ID, label = LABEL, key = KEY }
+-- Names of slots that code must reach by index: writing one by name would
+-- add a hash field that nothing reads.
+local SLOT_NAMES = {
+  orch = true, cid = true, co = true, w = true, state = true, out = true,
+  id = true, label = true, key = true,
+}
+
 local JobMT = {
   __name = "stagehand.Job",
   __index = function(job, k)
     local m = methods[k]
     if m ~= nil then return m end
+    local f = PUBLIC[k]
+    if f then
+      local v = job[f]
+      if v == false then return nil end -- no key
+      return v
+    end
     if k == "signal" then
       -- Made on first use: most jobs never look at their signal.
-      local sig = signal.new_signal(job.orch.log)
-      if job.state and job.state ~= "done" then signal.abort(sig, job.out) end
+      local sig = signal.new_signal(job[ORCH].log)
+      if job[STATE] and job[STATE] ~= "done" then signal.abort(sig, job[OUT]) end
       rawset(job, "signal", sig)
       return sig
     end
     return nil
   end,
-  __tostring = function(job) return "stagehand.Job(" .. job.id .. ", " .. job.label .. ")" end,
+  __newindex = function(job, k, v)
+    if SLOT_NAMES[k] then error("stagehand: job." .. tostring(k) .. " is not writable", 2) end
+    rawset(job, k, v)
+  end,
+  __tostring = function(job) return "stagehand.Job(" .. job[ID] .. ", " .. job[LABEL] .. ")" end,
 }
+
+E.JobMT = JobMT
 
 return { Job = Job, JobMT = JobMT, is_callable = is_callable, errors = errors }

@@ -9,6 +9,8 @@
 --                     newest end, evict from the oldest, look up and forget
 --                     by key, each O(1) (a list linked through two maps)
 local list_m = require "stagehand.list"
+local F = require "stagehand.fields"
+local KEY = F.KEY
 
 local M = {}
 
@@ -48,7 +50,7 @@ function M.recall(o, key) return o.mem[key] end
 
 --- A placeholder job stops waiting for its key (it ended, or joined a run).
 function M.leave_pending(o, p)
-  local key = p.key
+  local key = p[KEY]
   local list = o.pending[key]
   if not list then return end
   list_m.remove_value(list, p)

@@ -1,9 +1,10 @@
 -- Small list helpers shared by the modules that keep ordered lists.
 local M = {}
 
---- Removes the last occurrence of `v` from the array `list`; true if found.
-function M.remove_value(list, v)
-  for i = #list, 1, -1 do
+--- Removes the last occurrence of `v` from the array `list` (at `from` or
+--- later, default 1); true if found.
+function M.remove_value(list, v, from)
+  for i = #list, from or 1, -1 do
     if list[i] == v then
       table.remove(list, i)
       return true

@@ -13,6 +13,8 @@ local priority = require "stagehand.priority"
 local list = require "stagehand.list"
 
 local JobMT = jobm.JobMT
+local F = require "stagehand.fields"
+local ORCH, CO, W, STATE, LABEL, H = F.ORCH, F.CO, F.W, F.STATE, F.LABEL, F.H
 local settle_empty = require("stagehand.settle").pack()
 local new_handle = handle.new
 local setmetatable, type = setmetatable, type
@@ -88,7 +90,7 @@ local check_run_opts = options.run_options
 local function own(o, h, sig)
   if sig then return end
   local cur = E.current
-  if cur and cur.orch == o and not cur.state then
+  if cur and cur[ORCH] == o and not cur[STATE] then
     local list = o.owned[cur]
     if not list then
       list = {}
@@ -109,25 +111,13 @@ local function join(o, job, prio, sig)
   return h
 end
 
--- A job record. The array part holds the callers' Handles; false reserves
--- its first slot. co, w, state and out start false, not nil: a nil field
--- would send each read through the job's __index function, and the table is
--- made at its final size, 8 hash slots. (A `key = nil` in the constructor
--- would take a slot of its own, and setting `out` at the end would then
--- rehash the table, once per job.) A keyed job has a ninth field.
+-- A job record: its fields in the array part (fields.lua), then a false
+-- holding the place of its first caller's Handle, so the table is made at
+-- its final size in one allocation.
 local function new_job(o, label, key)
   local id = o.next_id + 1
   o.next_id = id
-  if key then
-    return setmetatable({
-      false, id = id, label = label, key = key, orch = o, cid = E.alloc_slot(o),
-      co = false, w = false, state = false, out = false,
-    }, JobMT)
-  end
-  return setmetatable({
-    false, id = id, label = label, orch = o, cid = E.alloc_slot(o),
-    co = false, w = false, state = false, out = false,
-  }, JobMT)
+  return setmetatable({ o, E.alloc_slot(o), false, false, false, false, id, label, key or false, false }, JobMT)
 end
 
 --- Starts `work(job)` in a new coroutine at once, up to its first wait.
@@ -148,9 +138,9 @@ function Orchestrator:run(label, work, opts)
     end
   end
   local job = new_job(self, label, key)
-  job.co = E.coroutine()
+  job[CO] = E.coroutine()
   local h = new_handle(job, prio)
-  job[1] = h
+  job[H] = h
   if E.current then own(self, h, sig) end
   local now = self.clock()
   self.now = now
@@ -163,7 +153,7 @@ function Orchestrator:run(label, work, opts)
       self.pending[key] = nil
       for i = 1, #waiting do
         local p = waiting[i]
-        for j = 1, #p do
+        for j = H, #p do
           local ph = p[j]
           ph[1] = job
           job[#job + 1] = ph
@@ -207,7 +197,7 @@ function Orchestrator:when(key, label, opts)
   end
   -- Nothing has started it: a placeholder job waits, on its own clock.
   local p = new_job(self, label, key)
-  p.w = E.KEYWAIT
+  p[W] = E.KEYWAIT
   p.pending = true
   local now = self.clock()
   self.now = now
@@ -219,7 +209,7 @@ function Orchestrator:when(key, label, opts)
   end
   list[#list + 1] = p
   local h = new_handle(p, prio)
-  p[1] = h
+  p[H] = h
   own(self, h, sig)
   if not handle.bind_signal(h, sig) and not self.stepping then self.driver.reschedule(self) end
   return h
@@ -233,7 +223,7 @@ local function standing_job(o, label, prio, sig, stall_ms)
   o.now = now
   E.start(o, job, stall_ms, now)
   local h = new_handle(job, prio)
-  job[1] = h
+  job[H] = h
   own(o, h, sig)
   handle.bind_signal(h, sig)
   return job, h
@@ -305,7 +295,7 @@ end
 function Orchestrator:when_idle(sig)
   if sig ~= nil and not signal.is_signal(sig) then options.fail("when_idle", "signal", "a Signal", sig) end
   local job, h = standing_job(self, "when idle", nil, sig, false)
-  job.w = E.IDLE
+  job[W] = E.IDLE
   self.idle[job] = true
   self.nidle = self.nidle + 1
   if not self.stepping then self.driver.reschedule(self) end
@@ -339,7 +329,7 @@ function Orchestrator:wait(h, timeout_ms)
     options.fail("wait", "timeout_ms", "a number >= 0", timeout_ms)
   end
   if E.current then
-    error("orch:wait cannot be called inside a job (" .. E.current.label .. "): use h:await()", 2)
+    error("orch:wait cannot be called inside a job (" .. E.current[LABEL] .. "): use h:await()", 2)
   end
   if self.stepping then error("orch:wait cannot be called while orch:step runs", 2) end
   h._seen = true
@@ -394,7 +384,7 @@ function Orchestrator:step(budget_ms)
     options.fail("step", "budget_ms", "a number >= 0", budget_ms)
   end
   if E.current then
-    error("orch:step cannot be called inside a job (" .. E.current.label .. "); the driver runs it", 2)
+    error("orch:step cannot be called inside a job (" .. E.current[LABEL] .. "); the driver runs it", 2)
   end
   local left = E.step(self, budget_ms)
   return left

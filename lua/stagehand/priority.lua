@@ -13,6 +13,14 @@
 -- those); o.followed[waiter] is what the waiter registered with, so it can
 -- leave again. Both change only when a job parks or wakes.
 local logm = require "stagehand.log"
+local F = require "stagehand.fields"
+local ORCH, H = F.ORCH, F.H
+-- A job, or a list of jobs? (Only a job has a metatable; job.lua sets it.)
+local JobMT
+local function is_job(f)
+  JobMT = JobMT or require("stagehand.engine").JobMT
+  return getmetatable(f) == JobMT
+end
 
 local pairs = pairs
 
@@ -53,11 +61,11 @@ function M.effective(job, cache)
   cache = cache or {}
   local r = cache[job]
   if r then return r end
-  local o = job.orch
+  local o = job[ORCH]
   local worst = #o.ranks + 1
   cache[job] = worst -- a guard: a wait cycle cannot recurse forever
   local best = worst
-  for i = 1, #job do
+  for i = H, #job do
     local h = job[i]
     local s = M.source_rank(o, rawget(h, 2), cache) -- raw: a Handle's __index is a function
     if s < best then best = s end
@@ -95,7 +103,7 @@ end
 -- Registers `waiter` as waiting on what `f` names (a job or a list of jobs).
 function M.follow(o, waiter, f)
   o.followed[waiter] = f
-  if f.orch then return add(o, f, waiter) end
+  if is_job(f) then return add(o, f, waiter) end
   for i = 1, #f do add(o, f[i], waiter) end
 end
 
@@ -113,7 +121,7 @@ function M.unfollow(o, waiter)
   if not f then return end
   o.followed[waiter] = nil
   local aws = o.awaiters
-  if f.orch then
+  if is_job(f) then
     leave(aws, f, waiter)
   else
     for i = 1, #f do leave(aws, f[i], waiter) end
@@ -136,7 +144,7 @@ function M.move_awaiters(o, from, to)
     local f = o.followed[w]
     if f == from then
       o.followed[w] = to
-    elseif f and not f.orch then
+    elseif f and not is_job(f) then
       for i = 1, #f do
         if f[i] == from then f[i] = to end
       end

@@ -14,6 +14,8 @@ local B = require "stagehand.backend"
 local E = require "stagehand.engine"
 local settle = require "stagehand.settle"
 local priority = require "stagehand.priority"
+local F = require "stagehand.fields"
+local ORCH, CID, CO, W, LABEL, H = F.ORCH, F.CID, F.CO, F.W, F.LABEL, F.H
 
 -- Hot paths here iterate arrays and keep counts instead of calling pairs
 -- or next: LuaJIT 2.1 does not compile those, and a loop that keeps
@@ -51,7 +53,7 @@ local function dirty(o, q)
   end
 end
 
--- A queue is also what a waiting job parks on (job.w): a grant wakes the
+-- A queue is also what a waiting job parks on (job[W]): a grant wakes the
 -- job directly, with no box or listener in between.
 local Queue = {}
 Queue.__index = Queue
@@ -76,7 +78,7 @@ function M.init(o, pools)
   o.group_of = setmetatable({}, { __mode = "k" })
   o.source_of = setmetatable({}, { __mode = "v" })
   o.next_group, o.next_clock_group = 1, 0
-  -- Indexed by the job's core id (job.cid): arrays stay compact where
+  -- Indexed by the job's core id (job[CID]): arrays stay compact where
   -- tables keyed by 100,000 job tables would not.
   -- Both hold false, not nil, for a free cid (E.alloc_slot fills them as
   -- cids are first handed out): a table whose few live keys keep moving
@@ -139,11 +141,11 @@ end
 function Queue:_follows() return nil end
 -- The job stopped waiting (it ended): it leaves the queue.
 function Queue:_abandon(job)
-  local o = job.orch
-  B.pool_remove(self.p, job.cid)
-  B.clock_join(o.cc, job.cid, -1)
+  local o = job[ORCH]
+  B.pool_remove(self.p, job[CID])
+  B.clock_join(o.cc, job[CID], -1)
   unboost(self, job)
-  o.waiting_in[job.cid] = false
+  o.waiting_in[job[CID]] = false
   dirty(o, self) -- the queue changed; what stays may be grantable
 end
 
@@ -153,13 +155,13 @@ end
 
 -- A job is boosted when its rank may exceed its own source's.
 local function boosted(o, job)
-  return job[2] ~= nil or o.awaiters[job] ~= nil
+  return job[H + 1] ~= nil or o.awaiters[job] ~= nil
 end
 
 --- Called when a job's priority inputs grow (a caller joins, a job starts
 --- waiting on it): if it waits in a queue, compare it by its effective rank.
 function M.changed(o, job)
-  local cid = job.cid
+  local cid = job[CID]
   if not cid then return end
   local q = o.waiting_in[cid]
   if q then boost(q, job) end
@@ -199,14 +201,14 @@ local function holds(held, q)
 end
 
 local function releaser(o, job, q)
-  return setmetatable({ q, job.cid }, Release)
+  return setmetatable({ q, job[CID] }, Release)
 end
 
 local function hold(o, job, q)
   -- o.held[cid] is the job's one release, or {n =, [queue] = release} once
   -- it holds slots of several pools (most jobs hold one: no table for them).
   local release = releaser(o, job, q)
-  local cid = job.cid
+  local cid = job[CID]
   local held = o.held[cid]
   if not held then
     o.held[cid] = release
@@ -229,23 +231,23 @@ local KINDS = {
 local function queue_of(job, what, name)
   E.check_wait(job, what)
   local kind = KINDS[what]
-  local q = job.orch[kind[1]][name]
+  local q = job[ORCH][kind[1]][name]
   if q == nil then
     error("job:" .. what .. ": no " .. kind[2] .. " named '" .. tostring(name) .. "' (" .. kind[3] .. ")", 3)
   end
-  return job.orch, q
+  return job[ORCH], q
 end
 
 --- job:slot(name): waits for a slot; returns its release.
 function M.slot(job, name)
   local o, q = queue_of(job, "slot", name)
-  if holds(o.held[job.cid], q) then
-    error("job:slot: " .. job.label .. " already holds a slot of pool '" .. name
+  if holds(o.held[job[CID]], q) then
+    error("job:slot: " .. job[LABEL] .. " already holds a slot of pool '" .. name
       .. "' (asking for a second one is how slot deadlocks start)", 2)
   end
   if B.pool_try_acquire(q.p) == 0 then
     touch(o, q)
-    B.clock_progress(o.cc, job.cid, o.now)
+    B.clock_progress(o.cc, job[CID], o.now)
     return hold(o, job, q)
   end
   return M.wait(o, job, q)
@@ -258,14 +260,14 @@ function M.permit(job, name)
 end
 
 function M.wait(o, job, q)
-  local slot = job.cid
-  local src = job[1] and rawget(job[1], 2)
+  local slot = job[CID]
+  local src = job[H] and rawget(job[H], 2)
   local g = group_of(o, src)
   B.pool_enqueue(q.p, slot, g)
   local fixed = o.fixed_rank[g]
   if fixed then B.pool_fix_rank(q.p, g, fixed) end
   B.clock_join(o.cc, slot, q.clock_group)
-  o.waiting_in[job.cid] = q
+  o.waiting_in[job[CID]] = q
   if boosted(o, job) then boost(q, job) end
   dirty(o, q)
   if not o.stepping then o.driver.reschedule(o) end
@@ -295,7 +297,7 @@ local function best(o, q)
   for b in pairs(q.boosted) do
     if b ~= job then
       local r = priority.effective(b, cache)
-      local a = B.pool_arrival(p, b.cid)
+      local a = B.pool_arrival(p, b[CID])
       if r < rank or (r == rank and a < arrival) then job, rank, arrival = b, r, a end
     end
   end
@@ -303,20 +305,20 @@ local function best(o, q)
 end
 
 local function grant_one(o, q, job)
-  B.pool_grant(q.p, job.cid)
+  B.pool_grant(q.p, job[CID])
   -- Touched before the job leaves the group, so leaving takes the grant's
   -- time as its own progress: the wait that ends is progress.
   touch(o, q)
-  B.clock_join(o.cc, job.cid, -1)
+  B.clock_join(o.cc, job[CID], -1)
   unboost(q, job)
-  o.waiting_in[job.cid] = false
+  o.waiting_in[job[CID]] = false
   if q.kind == "pool" then
     hold(o, job, q)
   elseif q.ms then
     o.permit_of[job] = q
   end
-  if job.w == q then
-    job.w = E.QUEUED
+  if job[W] == q then
+    job[W] = E.QUEUED
     E.enqueue(o, job)
   end
 end
@@ -450,7 +452,7 @@ end
 
 --- Ending is total: every slot a job holds goes back.
 function M.release_all(o, job)
-  local held = o.held[job.cid]
+  local held = o.held[job[CID]]
   if getmetatable(held) == Release then
     held()
   elseif held then

@@ -8,6 +8,8 @@
 local stagehand = require "stagehand"
 local E = require "stagehand.engine"
 local B = require "stagehand.backend"
+local F = require "stagehand.fields"
+local STATE, CO = F.STATE, F.CO
 
 local T = {}
 
@@ -95,11 +97,11 @@ function T.leaks(orch)
   end
   -- Ended jobs it keeps (remembered outcomes) must have let their coroutine go.
   for key, job in pairs(orch.mem) do
-    if job.co then out[#out + 1] = "the remembered outcome of " .. key .. " holds a live coroutine" end
+    if job[CO] then out[#out + 1] = "the remembered outcome of " .. key .. " holds a live coroutine" end
   end
   for i = 1, orch.qcap do
     local job = orch.q[i]
-    if job and job.state and not job.co then out[#out + 1] = "a queued entry of an ended job" end
+    if job and job[STATE] and not job[CO] then out[#out + 1] = "a queued entry of an ended job" end
   end
   local n = tonumber(B.clock_count(orch.cc))
   if n ~= 0 then out[#out + 1] = n .. " stall clock(s) running" end
