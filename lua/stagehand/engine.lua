@@ -18,6 +18,7 @@ local F = require "stagehand.fields"
 
 local ORCH, CID, CO, W, STATE, OUT, ID, LABEL, KEY, H =
   F.ORCH, F.CID, F.CO, F.W, F.STATE, F.OUT, F.ID, F.LABEL, F.KEY, F.H
+local SINCE, STARTED, SLEEP_UNTIL = F.SINCE, F.STARTED, F.SLEEP_UNTIL
 
 local co_create, co_resume, co_yield = coroutine.create, coroutine.resume, coroutine.yield
 local traceback = debug.traceback
@@ -119,7 +120,6 @@ function E.alloc_slot(o)
   local s = o.nslot
   if s >= B.MAX_ID then error("stagehand: too many jobs running at once", 3) end
   o.nslot = s + 1
-  o.held[s], o.waiting_in[s] = false, false -- see slots.init
   return s
 end
 
@@ -147,12 +147,12 @@ function E.record(job, started_at, ended_at, cache)
     label = job[LABEL],
     state = st or "running",
     priority = o.ranks[priority.effective(job, cache)],
-    started_at = started_at or o.started[slot],
+    started_at = started_at or job[STARTED],
     ended_at = ended_at,
     error = err and tostring(err) or nil,
   }
   if slot and job[W] then
-    rec.waiting_on, rec.waiting_since = E.describe_wait(job), o.since[slot]
+    rec.waiting_on, rec.waiting_since = E.describe_wait(job), job[SINCE] or nil
   end
   return rec
 end
@@ -171,7 +171,7 @@ E.notify = notify
 function E.describe_wait(job)
   local w = job[W]
   local o = job[ORCH]
-  if w == SLEEP then return "a sleep until " .. tostring(o.sleep_until[job[CID]]) end
+  if w == SLEEP then return "a sleep until " .. tostring(job[SLEEP_UNTIL]) end
   if w == QUEUED then return "its turn to run" end
   if w == KEYWAIT then return "a run of key " .. job[KEY] .. " to start" end
   if w == E.IDLE then return "every other job to be waiting (when_idle)" end
@@ -217,8 +217,7 @@ function E.end_job(job, st, v)
   end
   o.idle_dirty = true
   clock_stop(o.cc, slot)
-  local started_at = o.started[slot]
-  o.since[slot], o.started[slot], o.sleep_until[slot] = nil, nil, nil
+  local started_at = job[STARTED]
   free_slot(o, slot)
   job[CID] = false
   job[STATE], job[OUT] = st, v
@@ -364,7 +363,7 @@ end
 function E.start(o, job, stall_ms, now)
   local slot = job[CID]
   o.by_slot[slot] = job
-  o.started[slot] = now
+  job[STARTED] = now
   o.nrunning = o.nrunning + 1
   o.idle_dirty = true
   local rc = stall_ms and clock_start(o.cc, slot, stall_ms, now) or 0
@@ -506,7 +505,7 @@ function E.await(job, x)
   settle.listen(x, job)
   job[W] = x
   o.idle_dirty = true
-  o.since[slot] = o.now
+  job[SINCE] = o.now
   if follows then
     B.clock_pause(o.cc, slot)
     priority.follow(o, job, follows)
@@ -528,10 +527,10 @@ function E.sleep(job, ms)
   local o = job[ORCH]
   local slot = job[CID]
   local now = o.clock()
-  o.sleep_until[slot] = now + ms
+  job[SLEEP_UNTIL] = now + ms
   timers_add(o.tm, slot, now + ms)
   job[W] = SLEEP
-  o.since[slot] = now
+  job[SINCE] = now
   parked(job, "sleep")
   if job[STATE] then raise_ended(job) end
 end
@@ -543,7 +542,7 @@ function E.park_on_queue(job, q, what)
   local o = job[ORCH]
   job[W] = q
   o.idle_dirty = true
-  o.since[job[CID]] = o.now
+  job[SINCE] = o.now
   parked(job, what)
   if job[STATE] then raise_ended(job) end
 end
@@ -553,7 +552,7 @@ function E.yield_turn(job)
   E.check_wait(job, "slice")
   local o = job[ORCH]
   job[W] = QUEUED
-  o.since[job[CID]] = o.clock()
+  job[SINCE] = o.clock()
   enqueue(o, job)
   parked(job, "slice")
   if job[STATE] then raise_ended(job) end

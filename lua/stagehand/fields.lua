@@ -5,8 +5,10 @@
 -- waiting, a hash part of eight fields in a second block was a miss more
 -- per wake, and 120 bytes more per job.
 --
--- Slots 1 to 9 always hold a value (false for "none"), so `#job` counts
--- them; the callers' Handles follow, from H on. job.id, job.label and
+-- Slots 1 to 14 always hold a value (false for "none"), so `#job` counts
+-- them; the callers' Handles follow, from H on. (What a job keeps per slot
+-- lives here too, not in arrays of the orchestrator indexed by core id: a
+-- job waking after 100,000 others then touches one block, not six.) job.id, job.label and
 -- job.key (the public fields) read these slots through the job's __index.
 return {
   ORCH = 1, -- the orchestrator
@@ -18,5 +20,10 @@ return {
   ID = 7,
   LABEL = 8,
   KEY = 9, -- its key, or false
-  H = 10, -- the first caller's Handle; more callers follow
+  HELD = 10, -- its slot's release, {n =, [queue] = release} for several, or false (slots.lua)
+  WAITQ = 11, -- the slot or budget queue it waits in, or false
+  SINCE = 12, -- when it parked, or false
+  STARTED = 13, -- when it started
+  SLEEP_UNTIL = 14, -- when its sleep ends, or false
+  H = 15, -- the first caller's Handle; more callers follow
 }

@@ -59,9 +59,6 @@ function Orchestrator.new(opts)
     free = {},
     nfree = 0,
     nslot = 0,
-    started = {},
-    since = {},
-    sleep_until = {},
     nrunning = 0, -- jobs running (orch:running(key) is the keyed question)
     next_id = 0,
     stepping = false,
@@ -117,7 +114,10 @@ end
 local function new_job(o, label, key)
   local id = o.next_id + 1
   o.next_id = id
-  return setmetatable({ o, E.alloc_slot(o), false, false, false, false, id, label, key or false, false }, JobMT)
+  return setmetatable({
+    o, E.alloc_slot(o), false, false, false, false, id, label, key or false,
+    false, false, false, false, false, false,
+  }, JobMT)
 end
 
 --- Starts `work(job)` in a new coroutine at once, up to its first wait.

@@ -15,7 +15,7 @@ local E = require "stagehand.engine"
 local settle = require "stagehand.settle"
 local priority = require "stagehand.priority"
 local F = require "stagehand.fields"
-local ORCH, CID, CO, W, LABEL, H = F.ORCH, F.CID, F.CO, F.W, F.LABEL, F.H
+local ORCH, CID, CO, W, LABEL, HELD, WAITQ, H = F.ORCH, F.CID, F.CO, F.W, F.LABEL, F.HELD, F.WAITQ, F.H
 
 -- Hot paths here iterate arrays and keep counts instead of calling pairs
 -- or next: LuaJIT 2.1 does not compile those, and a loop that keeps
@@ -80,12 +80,6 @@ function M.init(o, pools)
   o.next_group, o.next_clock_group = 1, 0
   -- Indexed by the job's core id (job[CID]): arrays stay compact where
   -- tables keyed by 100,000 job tables would not.
-  -- Both hold false, not nil, for a free cid (E.alloc_slot fills them as
-  -- cids are first handed out): a table whose few live keys keep moving
-  -- up to 100,000 would otherwise live in its hash part and rehash every
-  -- few inserts.
-  o.held = {} -- cid -> its release, or {n =, [queue] = release} for several
-  o.waiting_in = {} -- cid -> the queue it waits in
   o.permit_of = {} -- job -> the ms budget whose permit it holds this step
   o.grantable = false
   o.fixed_rank = { [DEFAULT_GROUP] = o.default_rank }
@@ -145,7 +139,7 @@ function Queue:_abandon(job)
   B.pool_remove(self.p, job[CID])
   B.clock_join(o.cc, job[CID], -1)
   unboost(self, job)
-  o.waiting_in[job[CID]] = false
+  job[WAITQ] = false
   dirty(o, self) -- the queue changed; what stays may be grantable
 end
 
@@ -161,9 +155,7 @@ end
 --- Called when a job's priority inputs grow (a caller joins, a job starts
 --- waiting on it): if it waits in a queue, compare it by its effective rank.
 function M.changed(o, job)
-  local cid = job[CID]
-  if not cid then return end
-  local q = o.waiting_in[cid]
+  local q = job[WAITQ]
   if q then boost(q, job) end
 end
 
@@ -173,20 +165,20 @@ end
 local Release = {}
 Release.__index = Release
 Release.__name = "stagehand.Release"
--- A release is {queue, cid}, in the array part (the smallest table LuaJIT
+-- A release is {queue, job}, in the array part (the smallest table LuaJIT
 -- makes); its queue becomes false once it has released.
 Release.__call = function(r)
   local q = r[1]
   if not q then return end
   r[1] = false
-  local o, cid = q.o, r[2]
-  local held = o.held[cid]
+  local o, job = q.o, r[2]
+  local held = job[HELD]
   if held == r then
-    o.held[cid] = false
+    job[HELD] = false
   elseif held then
     held[q] = nil
     held.n = held.n - 1
-    if held.n == 0 then o.held[cid] = false end
+    if held.n == 0 then job[HELD] = false end
   end
   B.pool_release(q.p)
   touch(o, q)
@@ -201,21 +193,20 @@ local function holds(held, q)
 end
 
 local function releaser(o, job, q)
-  return setmetatable({ q, job[CID] }, Release)
+  return setmetatable({ q, job }, Release)
 end
 
 local function hold(o, job, q)
-  -- o.held[cid] is the job's one release, or {n =, [queue] = release} once
+  -- job[HELD] is the job's one release, or {n =, [queue] = release} once
   -- it holds slots of several pools (most jobs hold one: no table for them).
   local release = releaser(o, job, q)
-  local cid = job[CID]
-  local held = o.held[cid]
+  local held = job[HELD]
   if not held then
-    o.held[cid] = release
+    job[HELD] = release
   else
     if getmetatable(held) == Release then
       held = { n = 1, [held[1]] = held }
-      o.held[cid] = held
+      job[HELD] = held
     end
     held[q] = release
     held.n = held.n + 1
@@ -241,7 +232,7 @@ end
 --- job:slot(name): waits for a slot; returns its release.
 function M.slot(job, name)
   local o, q = queue_of(job, "slot", name)
-  if holds(o.held[job[CID]], q) then
+  if holds(job[HELD], q) then
     error("job:slot: " .. job[LABEL] .. " already holds a slot of pool '" .. name
       .. "' (asking for a second one is how slot deadlocks start)", 2)
   end
@@ -267,16 +258,14 @@ function M.wait(o, job, q)
   local fixed = o.fixed_rank[g]
   if fixed then B.pool_fix_rank(q.p, g, fixed) end
   B.clock_join(o.cc, slot, q.clock_group)
-  o.waiting_in[job[CID]] = q
+  job[WAITQ] = q
   if boosted(o, job) then boost(q, job) end
   dirty(o, q)
   if not o.stepping then o.driver.reschedule(o) end
   E.park_on_queue(job, q, q.kind == "pool" and "slot" or "permit")
-  -- Granted; the grant counted as the job's progress (grant_one). What runs
-  -- here runs in LuaJIT's interpreter (a resumed coroutine continues
-  -- outside any trace until it enters a function), so it is kept short.
+  -- Granted; the grant counted as the job's progress (grant_one).
   if q.kind == "pool" then
-    local held = o.held[slot]
+    local held = job[HELD]
     if getmetatable(held) == Release then return held end
     return held[q]
   end
@@ -311,7 +300,7 @@ local function grant_one(o, q, job)
   touch(o, q)
   B.clock_join(o.cc, job[CID], -1)
   unboost(q, job)
-  o.waiting_in[job[CID]] = false
+  job[WAITQ] = false
   if q.kind == "pool" then
     hold(o, job, q)
   elseif q.ms then
@@ -452,7 +441,7 @@ end
 
 --- Ending is total: every slot a job holds goes back.
 function M.release_all(o, job)
-  local held = o.held[job[CID]]
+  local held = job[HELD]
   if getmetatable(held) == Release then
     held()
   elseif held then

@@ -9,7 +9,7 @@ local stagehand = require "stagehand"
 local E = require "stagehand.engine"
 local B = require "stagehand.backend"
 local F = require "stagehand.fields"
-local STATE, CO = F.STATE, F.CO
+local STATE, CO, HELD, WAITQ = F.STATE, F.CO, F.HELD, F.WAITQ
 
 local T = {}
 
@@ -98,6 +98,8 @@ function T.leaks(orch)
   -- Ended jobs it keeps (remembered outcomes) must have let their coroutine go.
   for key, job in pairs(orch.mem) do
     if job[CO] then out[#out + 1] = "the remembered outcome of " .. key .. " holds a live coroutine" end
+    if job[HELD] then out[#out + 1] = "the remembered outcome of " .. key .. " still holds a slot" end
+    if job[WAITQ] then out[#out + 1] = "the remembered outcome of " .. key .. " still waits in a queue" end
   end
   for i = 1, orch.qcap do
     local job = orch.q[i]
@@ -108,14 +110,10 @@ function T.leaks(orch)
   n = tonumber(B.timers_count(orch.tm))
   if n ~= 0 then out[#out + 1] = n .. " sleep timer(s) set" end
   if next(orch.by_slot) ~= nil then out[#out + 1] = "job slots still in use" end
-  for _, t in ipairs { "started", "since", "sleep_until" } do
-    if next(orch[t]) ~= nil then out[#out + 1] = "per-slot data left in " .. t end
-  end
   local left = {
     keyed = "keyed run(s) still registered", pending = "when waiter(s) still pending",
     awaiters = "awaiter registrations", followed = "follow registrations",
-    owned = "owned-caller lists", held = "slot(s) held",
-    waiting_in = "queue waiter(s)", permit_of = "permit(s) held", idle = "when_idle waiter(s)",
+    owned = "owned-caller lists", permit_of = "permit(s) held", idle = "when_idle waiter(s)",
   }
   for t, what in pairs(left) do
     if any(orch[t]) then out[#out + 1] = what .. " left behind" end
