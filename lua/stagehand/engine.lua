@@ -133,9 +133,8 @@ end
 ---------------------------------------------------------------------------
 -- Watchers and records.
 
--- What report and watch show of a job. A job keeps no times of its own once
--- it ended (it would outgrow its table for that), so an end record is given
--- them.
+-- What report and watch show of a job. A job keeps its start time; its end
+-- time is given by whoever saw it end (notify).
 function E.record(job, started_at, ended_at, cache)
   local o = job[ORCH]
   local slot = job[CID]

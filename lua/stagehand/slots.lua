@@ -78,8 +78,6 @@ function M.init(o, pools)
   o.group_of = setmetatable({}, { __mode = "k" })
   o.source_of = setmetatable({}, { __mode = "v" })
   o.next_group, o.next_clock_group = 1, 0
-  -- Indexed by the job's core id (job[CID]): arrays stay compact where
-  -- tables keyed by 100,000 job tables would not.
   o.permit_of = {} -- job -> the ms budget whose permit it holds this step
   o.grantable = false
   o.fixed_rank = { [DEFAULT_GROUP] = o.default_rank }
