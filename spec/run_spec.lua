@@ -44,6 +44,21 @@ describe(":run", function()
     assert.is_nil(h.key)
   end)
 
+  it("shows a keyed job its key, and keeps its identity read-only", function()
+    local orch = T.new()
+    local got, err
+    local h = orch:run("keyed", function(job)
+      got = { job.id, job.label, job.key }
+      err = select(2, pcall(function() job.label = "renamed" end))
+      job.notes = "a field of the game's own" -- other names are the game's to use
+      return job.notes
+    end, { key = "armor:7" })
+    assert.same({ h.id, "keyed", "armor:7" }, got)
+    assert.equal("armor:7", h.key)
+    assert.truthy(tostring(err):find("job.label is not writable", 1, true))
+    assert.same({ "done", "a field of the game's own" }, { h:result() })
+  end)
+
   it("gives each job a new id", function()
     local orch = T.new()
     local a = orch:run("a", function() end)

@@ -76,6 +76,66 @@ describe("slot pools", function()
       assert.same({ "holder", "shop", "battle 1", "battle 2", "late shop" }, order)
     end)
 
+    it("reads six priority functions at each grant, not only the first four", function()
+      local orch = quiet { pools = { dressing = 1 } }
+      local order = {}
+      local hold = stagehand.future()
+      dresser(orch, order, "dressing", "holder", hold)
+      -- six distinct functions; the one that answers visible is the sixth
+      -- to queue, so a grant must read past the first four sources
+      local answers = { "background", "background", "scene", "background", "scene", "visible" }
+      for i = 1, 6 do
+        local answer = answers[i]
+        dresser(orch, order, "dressing", "source " .. i, nil, { priority = function() return answer end })
+      end
+      hold:resolve()
+      orch:step()
+      assert.same({ "holder", "source 6", "source 3", "source 5", "source 1", "source 2", "source 4" }, order)
+      assert.no_leaks(orch)
+    end)
+
+    it("counts a priority function that raises or answers no rank as the default at a grant, logging each once", function()
+      local logged = {}
+      local orch = T.new { pools = { dressing = 1 }, log = function(msg) logged[#logged + 1] = msg end }
+      local order = {}
+      local hold = stagehand.future()
+      dresser(orch, order, "dressing", "holder", hold)
+      dresser(orch, order, "dressing", "background", nil, { priority = "background" })
+      dresser(orch, order, "dressing", "raises", nil, { priority = function() error("no camera yet") end })
+      dresser(orch, order, "dressing", "answers 42", nil, { priority = function() return 42 end })
+      dresser(orch, order, "dressing", "visible", nil, { priority = "visible" })
+      hold:resolve()
+      orch:step()
+      -- the default rank (scene) sits between visible and background
+      assert.same({ "holder", "visible", "raises", "answers 42", "background" }, order)
+      assert.equal(2, #logged) -- once each, though both were read at every grant
+      local all = table.concat(logged, "\n")
+      assert.truthy(all:find("raised: [^\n]*no camera yet"))
+      assert.truthy(all:find("returned 42, not a rank", 1, true))
+      assert.no_leaks(orch)
+    end)
+
+    it("grants in every pool that freed a slot in the same turn", function()
+      local orch = quiet { pools = { decode = 1, upload = 1 } }
+      local order = {}
+      local hold = stagehand.future()
+      orch:run("holder", function(job)
+        local free_decode = job:slot("decode")
+        local free_upload = job:slot("upload")
+        job:await(hold)
+        free_decode()
+        free_upload()
+      end)
+      dresser(orch, order, "decode", "decode waiter")
+      dresser(orch, order, "upload", "upload waiter")
+      assert.same({}, order)
+      hold:resolve()
+      orch:step()
+      table.sort(order) -- both in this step; pools are not ordered among themselves
+      assert.same({ "decode waiter", "upload waiter" }, order)
+      assert.no_leaks(orch)
+    end)
+
     it("lets inherited priority feed grants: a visible when on a queued background build", function()
       local orch = quiet { pools = { ["armor-builds"] = 1 } }
       local order = {}
