@@ -23,6 +23,7 @@ int sh_fuzz_one(const uint8_t *d, size_t n) {
   size_t i = 0;
   if (!c || !t || !p || !b) fail("out of memory", 0);
   sh_pool_set_capacity(p, 2);
+  sh_pool_fix_rank(p, 0, ranks[0]); /* group 0's rank is fixed: told, never read back */
   while (i + 2 < n) {
     uint8_t op = d[i], a = d[i + 1], v = d[i + 2];
     int32_t id = (int32_t)(a % IDS);
@@ -71,7 +72,17 @@ int sh_fuzz_one(const uint8_t *d, size_t n) {
     case 14: {
       int32_t g, best, want = -1, k;
       ranks[v % GROUPS] = a % 3;
-      for (g = sh_pool_next_group(p, -1); g >= 0; g = sh_pool_next_group(p, g)) sh_pool_set_rank(p, g, ranks[g]);
+      sh_pool_fix_rank(p, 0, ranks[0]);
+      for (g = sh_pool_next_live(p, -1); g >= 0; g = sh_pool_next_live(p, g)) {
+        if (g == 0) fail("next_live walked a fixed group", at);
+        sh_pool_set_rank(p, g, ranks[g]);
+      }
+      {
+        int32_t nw = 0, free_slots = sh_pool_capacity(p) - sh_pool_in_use(p), want_g;
+        for (k = 0; k < IDS; k++) nw += waiting[k];
+        want_g = free_slots <= 0 ? 0 : (nw < free_slots ? nw : free_slots);
+        if (sh_pool_grantable(p) != want_g) fail("grantable disagreed with the model", at);
+      }
       best = sh_pool_best(p);
       for (k = 0; k < IDS; k++)
         if (waiting[k] && (want < 0 || ranks[group_of[k]] < ranks[group_of[want]] ||
