@@ -23,6 +23,8 @@ describe(":report", function()
     assert.equal(0, r[1].waiting_since)
     assert.matches("sleep", r[2].waiting_on)
     assert.equal(50, r[2].waiting_since)
+    assert.is_nil(r[2].key) -- a job without a key has none, not false
+    assert.is_nil(r[2].error)
     assert.equal("job " .. a.id .. " 'Loading hero' (key hero)", r[3].waiting_on)
   end)
 

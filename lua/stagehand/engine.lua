@@ -142,7 +142,7 @@ function E.record(job, started_at, ended_at, cache)
   local err = st and st ~= "done" and job[OUT] or nil
   local rec = {
     id = job[ID],
-    key = job[KEY],
+    key = job[KEY] or nil, -- (false in the job: no key)
     label = job[LABEL],
     state = st or "running",
     priority = o.ranks[priority.effective(job, cache)],
