@@ -2,6 +2,7 @@
 local settle = require "stagehand.settle"
 local signal = require "stagehand.signal"
 local jobm = require "stagehand.job"
+local is_job = require("stagehand.fields").is_job
 
 local M = {}
 
@@ -18,7 +19,7 @@ function Group:_follows()
     if not p._st then
       local f = p:_follows()
       if f == nil then return nil end
-      if getmetatable(f) == jobm.JobMT then
+      if is_job(f) then
         list[#list + 1] = f
       else
         for j = 1, #f do list[#list + 1] = f[j] end

@@ -30,13 +30,7 @@ local clock_pop_stalled = B.clock_pop_stalled
 local timers_add, timers_cancel, timers_pop = B.timers_add, B.timers_cancel, B.timers_pop
 
 local E = { errors = errors, F = F }
-
--- Set by job.lua: the metatable every job has. A settle-able follows a job
--- or a list of jobs; only a job has it.
-E.JobMT = false
-local getmetatable = getmetatable
-local function is_job(f) return getmetatable(f) == E.JobMT end
-E.is_job = is_job
+local is_job = F.is_job
 
 -- What a waiting job's coroutine yields. Only a coroutine of the user's own
 -- inside a job ever shows it to user code (see check_wait), so its name says

@@ -10,7 +10,7 @@
 -- lives here too, not in arrays of the orchestrator indexed by core id: a
 -- job waking after 100,000 others then touches one block, not six.) job.id, job.label and
 -- job.key (the public fields) read these slots through the job's __index.
-return {
+local F = {
   ORCH = 1, -- the orchestrator
   CID = 2, -- its core id while running (a small integer reused), false once ended
   CO = 3, -- its coroutine, false when it has none or it ended
@@ -27,3 +27,13 @@ return {
   SLEEP_UNTIL = 14, -- when its sleep ends, or false
   H = 15, -- the first caller's Handle; more callers follow
 }
+
+-- The metatable every job has; job.lua fills it in. It lives here, where
+-- nothing is required, so any module can tell a job from a list of jobs
+-- (what a settle-able follows is one or the other) without a require cycle.
+local JobMT = {}
+F.JobMT = JobMT
+local getmetatable = getmetatable
+function F.is_job(f) return getmetatable(f) == JobMT end
+
+return F

@@ -171,33 +171,30 @@ local SLOT_NAMES = {
   id = true, label = true, key = true,
 }
 
-local JobMT = {
-  __name = "stagehand.Job",
-  __index = function(job, k)
-    local m = methods[k]
-    if m ~= nil then return m end
-    local f = PUBLIC[k]
-    if f then
-      local v = job[f]
-      if v == false then return nil end -- no key
-      return v
-    end
-    if k == "signal" then
-      -- Made on first use: most jobs never look at their signal.
-      local sig = signal.new_signal(job[ORCH].log)
-      if job[STATE] and job[STATE] ~= "done" then signal.abort(sig, job[OUT]) end
-      rawset(job, "signal", sig)
-      return sig
-    end
-    return nil
-  end,
-  __newindex = function(job, k, v)
-    if SLOT_NAMES[k] then error("stagehand: job." .. tostring(k) .. " is not writable", 2) end
-    rawset(job, k, v)
-  end,
-  __tostring = function(job) return "stagehand.Job(" .. job[ID] .. ", " .. job[LABEL] .. ")" end,
-}
-
-E.JobMT = JobMT
+local JobMT = F.JobMT
+JobMT.__name = "stagehand.Job"
+JobMT.__index = function(job, k)
+  local m = methods[k]
+  if m ~= nil then return m end
+  local f = PUBLIC[k]
+  if f then
+    local v = job[f]
+    if v == false then return nil end -- no key
+    return v
+  end
+  if k == "signal" then
+    -- Made on first use: most jobs never look at their signal.
+    local sig = signal.new_signal(job[ORCH].log)
+    if job[STATE] and job[STATE] ~= "done" then signal.abort(sig, job[OUT]) end
+    rawset(job, "signal", sig)
+    return sig
+  end
+  return nil
+end
+JobMT.__newindex = function(job, k, v)
+  if SLOT_NAMES[k] then error("stagehand: job." .. tostring(k) .. " is not writable", 2) end
+  rawset(job, k, v)
+end
+JobMT.__tostring = function(job) return "stagehand.Job(" .. job[ID] .. ", " .. job[LABEL] .. ")" end
 
 return { Job = Job, JobMT = JobMT, is_callable = is_callable, errors = errors }

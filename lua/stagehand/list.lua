@@ -13,4 +13,14 @@ function M.remove_value(list, v, from)
   return false
 end
 
+--- The table at map[key], made there if missing (a list or set per key).
+function M.at(map, key)
+  local t = map[key]
+  if not t then
+    t = {}
+    map[key] = t
+  end
+  return t
+end
+
 return M

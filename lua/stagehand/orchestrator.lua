@@ -88,12 +88,8 @@ local function own(o, h, sig)
   if sig then return end
   local cur = E.current
   if cur and cur[ORCH] == o and not cur[STATE] then
-    local list = o.owned[cur]
-    if not list then
-      list = {}
-      o.owned[cur] = list
-    end
-    list[#list + 1] = h
+    local owned = list.at(o.owned, cur)
+    owned[#owned + 1] = h
   end
 end
 
@@ -202,12 +198,8 @@ function Orchestrator:when(key, label, opts)
   local now = self.clock()
   self.now = now
   E.start(self, p, stall_ms or self.stall_ms, now)
-  local list = self.pending[key]
-  if not list then
-    list = {}
-    self.pending[key] = list
-  end
-  list[#list + 1] = p
+  local waiting = list.at(self.pending, key)
+  waiting[#waiting + 1] = p
   local h = new_handle(p, prio)
   p[H] = h
   own(self, h, sig)

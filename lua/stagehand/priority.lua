@@ -13,14 +13,10 @@
 -- those); o.followed[waiter] is what the waiter registered with, so it can
 -- leave again. Both change only when a job parks or wakes.
 local logm = require "stagehand.log"
+local list = require "stagehand.list"
 local F = require "stagehand.fields"
 local ORCH, H = F.ORCH, F.H
--- A job, or a list of jobs? (Only a job has a metatable; job.lua sets it.)
-local JobMT
-local function is_job(f)
-  JobMT = JobMT or require("stagehand.engine").JobMT
-  return getmetatable(f) == JobMT
-end
+local is_job = F.is_job
 
 local pairs = pairs
 
@@ -90,13 +86,7 @@ end
 M.changed = function() end
 
 local function add(o, job, waiter)
-  local aws = o.awaiters
-  local set = aws[job]
-  if not set then
-    set = {}
-    aws[job] = set
-  end
-  set[waiter] = true
+  list.at(o.awaiters, job)[waiter] = true
   M.changed(o, job)
 end
 
@@ -133,11 +123,7 @@ function M.move_awaiters(o, from, to)
   local set = o.awaiters[from]
   if not set then return end
   o.awaiters[from] = nil
-  local dest = o.awaiters[to]
-  if not dest then
-    dest = {}
-    o.awaiters[to] = dest
-  end
+  local dest = list.at(o.awaiters, to)
   M.changed(o, to)
   for w in pairs(set) do
     dest[w] = true

@@ -84,15 +84,21 @@ function M.init(o, pools)
   for name, cap in pairs(pools) do M.pool(o, name, cap) end
 end
 
+-- The queue of that name, made (and listed in creation order) if new.
+local function named_queue(o, name, kind, by_name, in_order)
+  local q = by_name[name]
+  if not q then
+    q = new_queue(o, name, kind)
+    by_name[name] = q
+    in_order[#in_order + 1] = q
+  end
+  return q
+end
+
 --- Creates or resizes a pool; capacity 0 holds everyone, shrinking never
 --- takes back slots already held.
 function M.pool(o, name, capacity)
-  local q = o.pool_q[name]
-  if not q then
-    q = new_queue(o, name, "pool")
-    o.pool_q[name] = q
-    o.pool_list[#o.pool_list + 1] = q
-  end
+  local q = named_queue(o, name, "pool", o.pool_q, o.pool_list)
   B.pool_set_capacity(q.p, capacity)
   dirty(o, q)
   return q
@@ -100,12 +106,7 @@ end
 
 --- Declares a per-step budget: {ops = n} or {ms = m}.
 function M.budget(o, name, ops, ms)
-  local q = o.budget_q[name]
-  if not q then
-    q = new_queue(o, name, "budget")
-    o.budget_q[name] = q
-    o.budget_list[#o.budget_list + 1] = q
-  end
+  local q = named_queue(o, name, "budget", o.budget_q, o.budget_list)
   q.ops, q.ms, q.spent = ops, ms, 0
   B.pool_set_capacity(q.p, ops or 1)
   dirty(o, q)
