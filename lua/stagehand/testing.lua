@@ -71,15 +71,6 @@ function T.settle(orch, ms, step_ms)
   return left
 end
 
--- Whether a table holds any value other than false (per-cid arrays hold
--- false for a free cid).
-local function any(t)
-  for _, v in pairs(t) do
-    if v then return true end
-  end
-  return false
-end
-
 --- What an orchestrator still holds, for assert.no_leaks: an empty list when
 --- nothing is left behind.
 function T.leaks(orch)
@@ -116,7 +107,7 @@ function T.leaks(orch)
     owned = "owned-caller lists", permit_of = "permit(s) held", idle = "when_idle waiter(s)",
   }
   for t, what in pairs(left) do
-    if any(orch[t]) then out[#out + 1] = what .. " left behind" end
+    if next(orch[t]) ~= nil then out[#out + 1] = what .. " left behind" end
   end
   return out
 end
