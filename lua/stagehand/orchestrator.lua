@@ -106,13 +106,18 @@ end
 
 -- A job record: its fields in the array part (fields.lua), then a false
 -- holding the place of its first caller's Handle, so the table is made at
--- its final size in one allocation.
+-- its final size in one allocation. `no` is false held in a local on
+-- purpose: a constructor with constants in it is copied from a template
+-- whose array LuaJIT rounds up to a power of two plus one (17 slots here),
+-- too big to sit in the table's own block, so every job was two
+-- allocations, its fields apart from its header.
+local no = false
 local function new_job(o, label, key)
   local id = o.next_id + 1
   o.next_id = id
   return setmetatable({
-    o, E.alloc_slot(o), false, false, false, false, id, label, key or false,
-    false, false, false, false, false, false,
+    o, E.alloc_slot(o), no, no, no, no, id, label, key or no,
+    no, no, no, no, no, no,
   }, JobMT)
 end
 
