@@ -3,9 +3,41 @@
 local stagehand = require "stagehand"
 local uv = require "luv"
 
+-- The interpreter running this spec, to run a script in a process of its own.
+local function interpreter()
+  if jit then return "luajit" end
+  return _VERSION == "Lua 5.4" and "lua5.4" or "lua5.1"
+end
+
 describe("the luv driver", function()
   local orch
   after_each(function() if orch then orch:close() end end)
+
+  it("survives a hot reload that forgets stagehand and luv (luv's loop stays open)", function()
+    -- In a process of its own: without the fix, the second orchestrator's
+    -- first timer wrote into the freed loop and the process died (SIGSEGV).
+    local script = os.tmpname()
+    local fh = assert(io.open(script, "wb"))
+    fh:write([[
+      local stagehand = require "stagehand"
+      local orch = stagehand.new {} -- the luv driver, made before any timer
+      assert(orch.driver.name == "luv")
+      for name in pairs(package.loaded) do
+        if name == "luv" or name:match("^stagehand") then package.loaded[name] = nil end
+      end
+      stagehand, orch = nil, nil
+      collectgarbage() collectgarbage()
+      local again = require "stagehand"
+      local o = again.new { driver = "luv" }
+      local h = o:run("after the reload", function(job) job:sleep(1) return "ran" end)
+      o:loop()
+      io.write(tostring(select(2, h:result())))
+    ]])
+    fh:close()
+    local out = io.popen(interpreter() .. " " .. script .. " 2>&1; echo \" exit=$?\""):read("*a")
+    os.remove(script)
+    assert.equal("ran exit=0", (out:gsub("%s+$", "")))
+  end)
 
   it("pumps the orchestrator from the loop by itself", function()
     orch = stagehand.new { driver = "luv" }

@@ -23,8 +23,10 @@ local setmetatable, type = setmetatable, type
 local Orchestrator = {}
 Orchestrator.__index = Orchestrator
 
+-- Whether luv loads (the luv driver's module requires it, and keeps luv's
+-- loop from being closed under it: driver/luv.lua).
 local function has_luv()
-  return (pcall(require, "luv"))
+  return (pcall(require, "stagehand.driver.luv"))
 end
 
 local function as_clock(c)

@@ -5,6 +5,22 @@ local uv = require "luv"
 
 local M = {}
 
+-- luv (1.44) keeps its loop alive through the first module table it returns
+-- (that table's `_loop`): when that table is collected, a finalizer closes
+-- the loop and frees it. A later `require "luv"`, after something cleared
+-- package.loaded.luv (a game's hot reload, busted between spec files), gets
+-- a new table on the same loop, and its next timer writes into freed memory.
+-- Holding the loop's owner in the registry keeps the loop for the life of
+-- the Lua state.
+local PIN = "stagehand.luv loop owner"
+function M.pin(mod)
+  if type(mod) == "table" and rawget(mod, "_loop") ~= nil then
+    local reg = debug.getregistry()
+    if reg[PIN] == nil then reg[PIN] = mod end
+  end
+end
+M.pin(uv)
+
 local function loop_clock()
   uv.update_time()
   return uv.now()
