@@ -60,18 +60,19 @@ function Waiting:_describe()
 end
 
 function M.new(o, label, keys, opts, make_job, join_opts)
-  if type(label) ~= "string" or label == "" then options.fail("barrier", "label", "a non-empty string", label) end
-  if type(keys) ~= "table" then options.fail("barrier", "keys", "a list of strings", keys) end
+  -- Errors name orch:barrier's caller: this, orch:barrier, then the caller.
+  if type(label) ~= "string" or label == "" then options.fail("barrier", "label", "a non-empty string", label, 3) end
+  if type(keys) ~= "table" then options.fail("barrier", "keys", "a list of strings", keys, 3) end
   local list, index = {}, {}
   for k in pairs(keys) do
     if type(k) ~= "number" or k % 1 ~= 0 or k < 1 or k > #keys then
-      options.fail("barrier", "keys", "a list of strings (no other fields)", k)
+      options.fail("barrier", "keys", "a list of strings (no other fields)", k, 3)
     end
   end
   for i = 1, #keys do
     local k = keys[i]
     if type(k) ~= "string" or k == "" then
-      options.fail("barrier", "keys", "a list of non-empty strings (item " .. i .. ")", k)
+      options.fail("barrier", "keys", "a list of non-empty strings (item " .. i .. ")", k, 3)
     end
     if index[k] == nil then
       list[#list + 1] = k

@@ -92,46 +92,49 @@ local RUN_FIELDS = { key = true, signal = true, stall_ms = true, priority = true
 --- Validates run's (or when's, with allow_key false) opts against the
 --- orchestrator `o`.
 -- Checks one field name of a run's opts; nil is the end of the fields.
-local function known(k, fn, allow_key)
+local function known(k, fn, allow_key, lv)
   if k == nil then return false end
   if not RUN_FIELDS[k] or (k == "key" and not allow_key) then
-    M.fail(fn, "opts." .. tostring(k), "a known option (unknown field)", k, 4)
+    M.fail(fn, "opts." .. tostring(k), "a known option (unknown field)", k, lv + 1)
   end
   return true
 end
 
-function M.run_options(o, opts, fn, is_signal, allow_key)
+--- `depth` counts the calls between the public method and this one (0 when
+--- the method calls it itself), so errors name the method's caller.
+function M.run_options(o, opts, fn, is_signal, allow_key, depth)
   if opts == nil then return nil end
-  if type(opts) ~= "table" then M.fail(fn, "opts", "a table", opts, 3) end
+  local lv = 3 + (depth or 0)
+  if type(opts) ~= "table" then M.fail(fn, "opts", "a table", opts, lv) end
   -- There are four known fields, so a fifth is unknown. Unrolled rather than
   -- a loop: run is called in games' own hot loops, and LuaJIT aborts a trace
   -- that meets an inner loop it has not compiled yet.
   local k = next(opts)
-  if known(k, fn, allow_key) then
+  if known(k, fn, allow_key, lv) then
     k = next(opts, k)
-    if known(k, fn, allow_key) then
+    if known(k, fn, allow_key, lv) then
       k = next(opts, k)
-      if known(k, fn, allow_key) then
+      if known(k, fn, allow_key, lv) then
         k = next(opts, k)
-        if known(k, fn, allow_key) then
+        if known(k, fn, allow_key, lv) then
           k = next(opts, k)
-          if k ~= nil then M.fail(fn, "opts." .. tostring(k), "a known option (unknown field)", k, 3) end
+          if k ~= nil then M.fail(fn, "opts." .. tostring(k), "a known option (unknown field)", k, lv) end
         end
       end
     end
   end
   if opts.key ~= nil and (type(opts.key) ~= "string" or opts.key == "") then
-    M.fail(fn, "opts.key", "a non-empty string", opts.key, 3)
+    M.fail(fn, "opts.key", "a non-empty string", opts.key, lv)
   end
   if opts.signal ~= nil and not is_signal(opts.signal) then
-    M.fail(fn, "opts.signal", "a Signal (stagehand.controller().signal)", opts.signal, 3)
+    M.fail(fn, "opts.signal", "a Signal (stagehand.controller().signal)", opts.signal, lv)
   end
   if opts.stall_ms ~= nil and not positive(opts.stall_ms) then
-    M.fail(fn, "opts.stall_ms", "a number > 0", opts.stall_ms, 3)
+    M.fail(fn, "opts.stall_ms", "a number > 0", opts.stall_ms, lv)
   end
   local p = opts.priority
   if p ~= nil and not (type(p) == "function" or (type(p) == "string" and o.rank_of[p])) then
-    M.fail(fn, "opts.priority", "a rank name (" .. table.concat(o.ranks, ", ") .. ") or a function", p, 3)
+    M.fail(fn, "opts.priority", "a rank name (" .. table.concat(o.ranks, ", ") .. ") or a function", p, lv)
   end
   return opts
 end

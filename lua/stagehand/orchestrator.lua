@@ -230,7 +230,7 @@ end
 
 local function check_capacity(fn, capacity)
   if type(capacity) ~= "number" or capacity < 0 or capacity % 1 ~= 0 or capacity >= 2 ^ 24 then
-    options.fail(fn, "capacity", "a whole number >= 0", capacity, 2)
+    options.fail(fn, "capacity", "a whole number >= 0", capacity, 3)
   end
 end
 
@@ -279,12 +279,15 @@ end
 ---@return stagehand.Barrier
 function Orchestrator:barrier(label, keys_list, opts)
   local o = self
-  return barrier.new(self, label, keys_list, opts, function(lbl, op)
+  -- (Not a tail call: Lua 5.1 reports an error raised past one with no
+  -- position, and these errors name the caller's line.)
+  local b = barrier.new(self, label, keys_list, opts, function(lbl, op)
     op = op or {}
     return standing_job(o, lbl, op.priority, op.signal, op.stall_ms or o.stall_ms)
   end, function(op)
-    if op ~= nil then check_run_opts(o, op, "barrier", signal.is_signal, false) end
+    if op ~= nil then check_run_opts(o, op, "barrier", signal.is_signal, false, 2) end
   end)
+  return b
 end
 
 --- A Handle that settles when every running job is itself waiting, directly

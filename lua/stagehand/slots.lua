@@ -213,7 +213,8 @@ local function hold(o, job, q)
   return release
 end
 
--- The queue a job:slot or job:permit names; an unknown name raises in the job.
+-- The queue a job:slot or job:permit names; an unknown name raises in the job,
+-- at the line that called job:slot (this, slots.slot, Job:slot, the caller).
 local KINDS = {
   slot = { "pool_q", "pool", "make it with orch:pool(name, capacity) or the pools option" },
   permit = { "budget_q", "budget", "declare it with orch:budget(name, {ops = n}) or {ms = m}" },
@@ -223,7 +224,7 @@ local function queue_of(job, what, name)
   local kind = KINDS[what]
   local q = job[ORCH][kind[1]][name]
   if q == nil then
-    error("job:" .. what .. ": no " .. kind[2] .. " named '" .. tostring(name) .. "' (" .. kind[3] .. ")", 3)
+    error("job:" .. what .. ": no " .. kind[2] .. " named '" .. tostring(name) .. "' (" .. kind[3] .. ")", 4)
   end
   return job[ORCH], q
 end
@@ -233,7 +234,7 @@ function M.slot(job, name)
   local o, q = queue_of(job, "slot", name)
   if holds(job[HELD], q) then
     error("job:slot: " .. job[LABEL] .. " already holds a slot of pool '" .. name
-      .. "' (asking for a second one is how slot deadlocks start)", 2)
+      .. "' (asking for a second one is how slot deadlocks start)", 3)
   end
   if B.pool_try_acquire(q.p) == 0 then
     touch(o, q)
