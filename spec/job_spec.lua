@@ -92,6 +92,28 @@ describe("the job object", function()
       assert.same({ "done", true, false, "deep" }, { h:result() })
     end)
 
+    it("calls what pcall calls: C functions, callable tables, non-callables", function()
+      local callable = setmetatable({}, { __call = function(self, a)
+        return a + 1
+      end })
+      local h = orch:run("x", function(job)
+        job:sleep(1) -- a wait first: on Lua 5.1 fn then runs in a coroutine of its own
+        local a = { job:pcall(string.rep, "ab", 2) }
+        local b = { job:pcall(callable, 41) }
+        local c = { job:pcall(42) }
+        local d = { job:pcall(error, "raised", 0) }
+        return a, b, c, d
+      end)
+      T.settle(orch, 10, 1)
+      local st, a, b, c, d = h:result()
+      assert.equal("done", st)
+      assert.same({ true, "abab" }, a)
+      assert.same({ true, 42 }, b)
+      assert.equal(false, c[1])
+      assert.matches("call", c[2])
+      assert.same({ false, "raised" }, d)
+    end)
+
     it("lets cleanup catch an aborted wait", function()
       local cleaned
       local h = orch:run("x", function(job)

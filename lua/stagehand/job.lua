@@ -145,6 +145,8 @@ local yieldable_pcall = coroutine.wrap(function()
 end)()
 -- (the probe yields once through pcall; where that fails it returns false)
 
+local function call(fn, ...) return fn(...) end
+
 --- A pcall that may wait inside fn, on every runtime.
 ---@param fn fun(...): any
 ---@return boolean ok
@@ -153,14 +155,16 @@ function Job:pcall(fn, ...)
   if yieldable_pcall or E.current ~= self then return pcall(fn, ...) end
   -- Lua 5.1: fn runs in a coroutine of its own, whose yields (a wait
   -- parking) are passed up through the job's coroutine.
-  local co = coroutine.create(fn)
+  -- (The coroutine runs `call`, a Lua function: 5.1 makes coroutines of
+  -- Lua functions only, and fn may be a C function or a callable table.)
+  local co = coroutine.create(call)
   local function continue(ok, ...)
     if coroutine.status(co) == "dead" then return ok, ... end
     -- fn parked (or yielded): pass the yield up, then carry on inside fn
     -- with what the job was resumed with (the token its wait checks).
     return continue(coroutine.resume(co, coroutine.yield(...)))
   end
-  return continue(coroutine.resume(co, ...))
+  return continue(coroutine.resume(co, fn, ...))
 end
 
 local methods = Job
