@@ -29,6 +29,7 @@ build = {
     ["stagehand.combine"] = "lua/stagehand/combine.lua",
     ["stagehand.engine"] = "lua/stagehand/engine.lua",
     ["stagehand.errors"] = "lua/stagehand/errors.lua",
+    ["stagehand.fields"] = "lua/stagehand/fields.lua",
     ["stagehand.ffi_core"] = "lua/stagehand/ffi_core.lua",
     ["stagehand.future"] = "lua/stagehand/future.lua",
     ["stagehand.handle"] = "lua/stagehand/handle.lua",

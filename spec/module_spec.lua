@@ -22,6 +22,25 @@ describe("stagehand", function()
   end)
 end)
 
+describe("the rockspec", function()
+  it("lists every module under lua/, each at its own path", function()
+    local fh = assert(io.open("rockspec/stagehand-scm-1.rockspec", "rb"))
+    local text = fh:read("*a")
+    fh:close()
+    local listed = {}
+    for name, path in text:gmatch('%["([%w%._]+)"%]%s*=%s*"(lua/[^"]+)"') do listed[path] = name end
+    local files = io.popen("find lua -name '*.lua' | sort")
+    local n = 0
+    for path in files:lines() do
+      n = n + 1
+      local name = path:gsub("^lua/", ""):gsub("%.lua$", ""):gsub("/init$", ""):gsub("/", ".")
+      assert.equal(name, listed[path], path .. " is not in the rockspec as " .. name)
+    end
+    files:close()
+    assert.is_true(n > 10)
+  end)
+end)
+
 describe(".new", function()
   it("defaults to the luv driver when luv loads", function()
     local orch = stagehand.new()
