@@ -14,9 +14,9 @@ local M = {}
 -- the Lua state.
 local PIN = "stagehand.luv loop owner"
 function M.pin(mod)
-  if type(mod) == "table" and rawget(mod, "_loop") ~= nil then
-    local reg = debug.getregistry()
-    if reg[PIN] == nil then reg[PIN] = mod end
+  local reg = debug and debug.getregistry and debug.getregistry() -- (a sandbox may hide it)
+  if type(reg) == "table" and type(mod) == "table" and rawget(mod, "_loop") ~= nil and reg[PIN] == nil then
+    reg[PIN] = mod
   end
 end
 M.pin(uv)
