@@ -214,7 +214,7 @@ local function hold(o, job, q)
 end
 
 -- The queue a job:slot or job:permit names; an unknown name raises in the job,
--- at the line that called job:slot (this, slots.slot, Job:slot, the caller).
+-- at the line that called job:slot (this, then M.slot, which is Job.slot).
 local KINDS = {
   slot = { "pool_q", "pool", "make it with orch:pool(name, capacity) or the pools option" },
   permit = { "budget_q", "budget", "declare it with orch:budget(name, {ops = n}) or {ms = m}" },
@@ -224,7 +224,7 @@ local function queue_of(job, what, name)
   local kind = KINDS[what]
   local q = job[ORCH][kind[1]][name]
   if q == nil then
-    error("job:" .. what .. ": no " .. kind[2] .. " named '" .. tostring(name) .. "' (" .. kind[3] .. ")", 4)
+    error("job:" .. what .. ": no " .. kind[2] .. " named '" .. tostring(name) .. "' (" .. kind[3] .. ")", 3)
   end
   return job[ORCH], q
 end
@@ -234,7 +234,7 @@ function M.slot(job, name)
   local o, q = queue_of(job, "slot", name)
   if holds(job[HELD], q) then
     error("job:slot: " .. job[LABEL] .. " already holds a slot of pool '" .. name
-      .. "' (asking for a second one is how slot deadlocks start)", 3)
+      .. "' (asking for a second one is how slot deadlocks start)", 2)
   end
   if B.pool_try_acquire(q.p) == 0 then
     touch(o, q)
@@ -470,5 +470,10 @@ function M.report(o)
 end
 
 E.slots = M
+-- job:slot and job:permit are these functions themselves (job.lua).
+do
+  local Job = require("stagehand.job").Job
+  Job.slot, Job.permit = M.slot, M.permit
+end
 priority.changed = M.changed
 return M
