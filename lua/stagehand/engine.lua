@@ -528,17 +528,8 @@ function E.sleep(job, ms)
   if job[STATE] then raise_ended(job) end
 end
 
---- Parks `job` in a slot or budget queue `q` until a grant queues it again
---- (slots.lua). Raises the job's end if it ended meanwhile. The caller has
---- made check_wait's checks already (slots.queue_of).
-function E.park_on_queue(job, q, what)
-  local o = job[ORCH]
-  job[W] = q
-  o.idle_dirty = true
-  job[SINCE] = o.now
-  parked(job, what)
-  if job[STATE] then raise_ended(job) end
-end
+-- For waits that park in their own frame (slots.lua's M.wait).
+E.misplaced, E.raise_ended = misplaced, raise_ended
 
 --- Yields to the driver, to run again after what is queued.
 function E.yield_turn(job)

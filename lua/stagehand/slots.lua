@@ -16,6 +16,8 @@ local settle = require "stagehand.settle"
 local priority = require "stagehand.priority"
 local F = require "stagehand.fields"
 local ORCH, CID, CO, W, LABEL, HELD, WAITQ, H = F.ORCH, F.CID, F.CO, F.W, F.LABEL, F.HELD, F.WAITQ, F.H
+local STATE, SINCE = F.STATE, F.SINCE
+local co_yield, PARK = coroutine.yield, E.PARK
 
 -- Hot paths here iterate arrays and keep counts instead of calling pairs
 -- or next: LuaJIT 2.1 does not compile those, and a loop that keeps
@@ -262,7 +264,15 @@ function M.wait(o, job, q)
   if boosted(o, job) then boost(q, job) end
   dirty(o, q)
   if not o.stepping then o.driver.reschedule(o) end
-  E.park_on_queue(job, q, q.kind == "pool" and "slot" or "permit")
+  -- Parked here, not in a helper: on LuaJIT the yield is a trace exit that
+  -- rebuilds every frame down to it from a snapshot, so each frame between
+  -- the job's work and this yield cost every pooled job hundreds of
+  -- instructions. A grant queues the job again (grant_one).
+  job[W] = q
+  o.idle_dirty = true
+  job[SINCE] = o.now
+  if co_yield(PARK) ~= job then E.misplaced(job, q.kind == "pool" and "slot" or "permit", 2) end
+  if job[STATE] then E.raise_ended(job) end
   -- Granted; the grant counted as the job's progress (grant_one).
   if q.kind == "pool" then
     local held = job[HELD]
