@@ -150,7 +150,9 @@ end
 
 -- A job is boosted when its rank may exceed its own source's.
 local function boosted(o, job)
-  return job[H + 1] ~= nil or o.awaiters[job] ~= nil
+  -- (rawget: slot H + 1 is past the job's array part, so a plain read of
+  -- an empty one would call the job's __index.)
+  return rawget(job, H + 1) ~= nil or o.awaiters[job] ~= nil
 end
 
 --- Called when a job's priority inputs grow (a caller joins, a job starts
