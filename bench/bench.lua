@@ -8,6 +8,7 @@ local clock = os.clock
 local co_create, co_resume, co_yield = coroutine.create, coroutine.resume, coroutine.yield
 
 local ROUNDS = 7
+local unpack = unpack or table.unpack
 
 local function median(xs)
   table.sort(xs)
@@ -44,7 +45,8 @@ local function time_pair(n, fn, base)
     fn(n)
     xs[r] = (clock() - t0) * 1e9 / n
   end
-  return median(xs), median(ys)
+  local fastest = math.min(unpack(xs))
+  return median(xs), median(ys), fastest
 end
 
 local results = {}
@@ -315,7 +317,7 @@ do
       collectgarbage("restart")
     end
   end
-  local p100k, p1k = time_pair(100000, paused(through_pool), paused(in_batches))
+  local p100k, p1k, p100k_fastest = time_pair(100000, paused(through_pool), paused(in_batches))
   report("100,000 jobs through a pool of 4, 3 sources", p100k, "100 x 1,000 jobs (GC paused)", p1k, 1.5)
   local per_100k, per_1k = time_pair(100000, through_pool, in_batches)
   report("  ... the same with the collector running", per_100k, "100 x 1,000 jobs", per_1k)
@@ -346,6 +348,9 @@ do
   results[#results + 1] = { name = "pool absolute", ok = ok }
   print(string.format("%-50s %9.1f ns/job, %.1f with GC running (target <= 1000 ns: %s)",
     "  ... absolute, GC paused", p100k, per_100k, ok and "met" or "MISSED"))
+  -- The target reads the median; the fastest round shows what the code
+  -- costs when the host's other tenants leave the cache alone.
+  print(string.format("%-50s %9.1f ns/job (information)", "  ... its fastest round of " .. ROUNDS, p100k_fastest))
 end
 end
 
