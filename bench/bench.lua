@@ -334,6 +334,41 @@ do
   local floor_ns
   pool_ns, floor_ns = time_pair(100000, paused(through_pool), paused(bare))
   report("  ... through the pool (GC paused)", pool_ns, "100,000 bare coroutines parked", floor_ns)
+  -- A pool with nothing else: a coroutine per job, a FIFO of waiters, no
+  -- priorities, stall clocks, Handles or results. What stagehand's promises
+  -- cost per job on top of this is the gap to any absolute target.
+  local function minimal(n)
+    local used, q, qh, qt, ready, rh, rt = 0, {}, 1, 0, {}, 1, 0
+    local function slot()
+      if used < 4 then used = used + 1 return end
+      qt = qt + 1
+      q[qt] = coroutine.running()
+      co_yield()
+    end
+    local function release()
+      if qh <= qt then
+        rt = rt + 1
+        ready[rt] = q[qh]
+        q[qh] = nil
+        qh = qh + 1
+      else
+        used = used - 1
+      end
+    end
+    local function body() slot() release() end
+    for _ = 1, n + 4 do co_resume(co_create(body)) end -- (4 hold the slots)
+    for _ = 1, 4 do release() end
+    while rh <= rt do
+      local co = ready[rh]
+      ready[rh] = nil
+      rh = rh + 1
+      co_resume(co)
+    end
+    assert(qh > qt, "minimal pool left waiters")
+  end
+  local min_ns
+  pool_ns, min_ns = time_pair(100000, paused(through_pool), paused(minimal))
+  report("  ... through the pool (GC paused)", pool_ns, "a minimal pure-Lua FIFO pool", min_ns)
   -- A grant reads each distinct priority source once: a game passing a
   -- fresh closure per job makes every waiter a source of its own, and each
   -- grant then calls every waiting job's function (README, Slots).
