@@ -77,7 +77,7 @@ function Handle:_follows()
   return job
 end
 function Handle:_settled()
-  local unsub = self._unsig
+  local unsub = rawget(self, "_unsig") -- (set by follow_signal, or absent)
   if unsub then
     self._unsig = nil
     unsub()

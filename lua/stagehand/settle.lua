@@ -97,7 +97,8 @@ function M.fire(o, st, v)
       for i = 1, n do tell(o, list[i][1], st, v) end
     end
   end
-  if o._settled then o:_settled() end
+  local settled = o._settled -- (read once: on a Handle each read calls its __index)
+  if settled then settled(o) end
 end
 
 --- The common methods: state, result, on_end. `Class` gets them unless it
