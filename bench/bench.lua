@@ -289,7 +289,10 @@ do
   end
   -- The same jobs waiting once without the pool: what is left is the pool's own share.
   local function slept(job) job:sleep(0) end
-  local function through_pool(n) through_pool_of(n, pooled) end
+  -- While `recording`, each 100,000-job run through the pool also notes
+  -- where its time went (see the split below).
+  local split, recording = { {}, {} }, false
+  local function through_pool(n) through_pool_of(n, pooled, nil, recording and n == 100000 and split or nil) end
   local function sleeping(n) through_pool_of(n, slept) end
   local function in_batches(n)
     for _ = 1, n / 1000 do through_pool(1000) end
@@ -317,18 +320,18 @@ do
       collectgarbage("restart")
     end
   end
+  recording = true
   local p100k, p1k, p100k_fastest = time_pair(100000, paused(through_pool), paused(in_batches))
+  recording = false
   report("100,000 jobs through a pool of 4, 3 sources", p100k, "100 x 1,000 jobs (GC paused)", p1k, 1.5)
   local per_100k, per_1k = time_pair(100000, through_pool, in_batches)
   report("  ... the same with the collector running", per_100k, "100 x 1,000 jobs", per_1k)
   local pool_ns, sleep_ns = time_pair(100000, paused(through_pool), paused(sleeping))
   report("  ... through the pool (GC paused)", pool_ns, "waiting on a sleep(0) instead", sleep_ns)
   print(string.format("%-50s %9.1f ns/job", "  ... so the pool's own share of a job", pool_ns - sleep_ns))
-  -- Where a job's time goes: starting it up to its wait (run, a coroutine,
-  -- the queue and its stall clock) against the grants that let it through
-  -- and its end. Information only.
-  local split = { {}, {} }
-  time(100000, paused(function(n) through_pool_of(n, pooled, nil, n == 100000 and split or nil) end))
+  -- Where a job's time went in the first pair's rounds: starting it up to
+  -- its wait (run, a coroutine, the queue and its stall clock) against the
+  -- grants that let it through and its end. Information only.
   print(string.format("%-50s %9.1f ns/job started and queued, %.1f granted and ended",
     "  ... of which (GC paused)", median(split[1]), median(split[2])))
   local floor_ns

@@ -13,13 +13,13 @@ local M = {}
 -- Holding the loop's owner in the registry keeps the loop for the life of
 -- the Lua state.
 local PIN = "stagehand.luv loop owner"
-function M.pin(mod)
+local function pin(mod)
   local reg = debug and debug.getregistry and debug.getregistry() -- (a sandbox may hide it)
   if type(reg) == "table" and type(mod) == "table" and rawget(mod, "_loop") ~= nil and reg[PIN] == nil then
     reg[PIN] = mod
   end
 end
-M.pin(uv)
+pin(uv)
 
 local function loop_clock()
   uv.update_time()
