@@ -149,6 +149,7 @@ describe("Handle", function()
       assert.equal("done", h:state())
       assert.equal(1, #lines)
       assert.matches("listener bug", lines[1], 1, true)
+      assert.matches("an on_end callback of job " .. h.id .. " 'x' raised", lines[1], 1, true)
     end)
 
     it("names the argument when fn is not a function", function()

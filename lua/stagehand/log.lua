@@ -11,16 +11,25 @@ local function handler(e)
   return traceback(tostring(e), 2)
 end
 
---- Calls fn(...) protected; an error is written through `log` with `what`.
+-- Lua 5.1's xpcall passes no arguments to the function it calls.
+local xpcall_args = select(2, xpcall(function(a) return a end, handler, true)) == true
+local unpack = unpack or table.unpack
+
+--- Calls fn(...) protected; an error is written through `log` with `what`:
+--- a string, or a settle-able whose callback this is (described only when
+--- it raised: building the text for every callback cost more than the call).
 function M.guard(log, what, fn, ...)
   local ok, err
   if select("#", ...) == 0 then
     ok, err = xpcall(fn, handler)
+  elseif xpcall_args then
+    ok, err = xpcall(fn, handler, ...)
   else
     local args = { n = select("#", ...), ... }
-    ok, err = xpcall(function() return fn((unpack or table.unpack)(args, 1, args.n)) end, handler)
+    ok, err = xpcall(function() return fn(unpack(args, 1, args.n)) end, handler)
   end
   if not ok then
+    if type(what) ~= "string" then what = "an on_end callback of " .. what:_describe() end
     local logged = pcall(log or M.stderr, "[stagehand] " .. what .. " raised: " .. tostring(err))
     if not logged then M.stderr("[stagehand] " .. what .. " raised: " .. tostring(err)) end
   end

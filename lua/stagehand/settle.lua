@@ -56,9 +56,9 @@ local function tell(o, entry, st, v)
   if fn == nil then
     M.wake(entry, o)
   elseif st == "done" then
-    logm.guard(o:_log(), "an on_end callback of " .. o:_describe(), fn, st, unpack(v, 1, v.n or 1))
+    logm.guard(o:_log(), o, fn, st, unpack(v, 1, v.n or 1))
   else
-    logm.guard(o:_log(), "an on_end callback of " .. o:_describe(), fn, st, v)
+    logm.guard(o:_log(), o, fn, st, v)
   end
 end
 
