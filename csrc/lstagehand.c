@@ -174,6 +174,14 @@ static int l_pool_remove(lua_State *L) {
   sh_pool *p = POOL(L);
   return ret_int(L, sh_pool_remove(p, check_id(L, 2)));
 }
+static int l_pool_move(lua_State *L) {
+  sh_pool *p = POOL(L);
+  return ret_int(L, sh_pool_move(p, check_id(L, 2), check_id(L, 3)));
+}
+static int l_pool_group_of(lua_State *L) {
+  sh_pool *p = POOL(L);
+  return ret_int(L, sh_pool_group_of(p, check_id(L, 2)));
+}
 static int l_pool_is_waiting(lua_State *L) {
   sh_pool *p = POOL(L);
   return ret_int(L, sh_pool_is_waiting(p, check_id(L, 2)));
@@ -276,6 +284,8 @@ static const luaL_Reg funcs[] = {
     {"pool_reset_use", l_pool_reset_use},
     {"pool_enqueue", l_pool_enqueue},
     {"pool_remove", l_pool_remove},
+    {"pool_move", l_pool_move},
+    {"pool_group_of", l_pool_group_of},
     {"pool_is_waiting", l_pool_is_waiting},
     {"pool_next_group", l_pool_next_group},
     {"pool_set_rank", l_pool_set_rank},

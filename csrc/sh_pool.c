@@ -117,6 +117,19 @@ static int waiting_id(const sh_pool *p, int32_t id) {
   return id >= 0 && (size_t)id < p->nwaiters && p->waiters[id].seq != 0;
 }
 
+/* A waiter was linked into group g: count it, and a group that had none
+ * becomes active (linked at the front of the active list). */
+static void joined(sh_pool *p, int32_t g) {
+  group *gr = &p->groups[g];
+  if (gr->count++ == 0) {
+    gr->prev = -1;
+    gr->next = p->active;
+    if (p->active >= 0) p->groups[p->active].prev = g;
+    p->active = g;
+  }
+  p->waiting++;
+}
+
 int sh_pool_enqueue(sh_pool *p, int32_t id, int32_t g) {
   waiter *w;
   group *gr;
@@ -135,13 +148,7 @@ int sh_pool_enqueue(sh_pool *p, int32_t id, int32_t g) {
   else
     gr->head = id;
   gr->tail = id;
-  if (gr->count++ == 0) { /* becomes active: link at the front */
-    gr->prev = -1;
-    gr->next = p->active;
-    if (p->active >= 0) p->groups[p->active].prev = g;
-    p->active = g;
-  }
-  p->waiting++;
+  joined(p, g);
   CHECKED(p);
   return SH_OK;
 }
@@ -167,6 +174,43 @@ int sh_pool_remove(sh_pool *p, int32_t id) {
   p->waiting--;
   CHECKED(p);
   return SH_OK;
+}
+
+/* Files a waiting id under another group, in arrival order there: it keeps
+ * its place among equals. The walk starts from the tail, where an id
+ * moved soon after it arrived (the usual case) belongs. */
+int sh_pool_move(sh_pool *p, int32_t id, int32_t g) {
+  waiter *w;
+  group *gr;
+  int32_t at;
+  uint64_t seq;
+  int rc;
+  if (!p || g < 0 || g >= SH_MAX_ID) return SH_EINVAL;
+  if (!waiting_id(p, id)) return SH_ESTATE;
+  if (p->waiters[id].group == g) return SH_OK;
+  if ((rc = grow_groups(p, g)) != SH_OK) return rc;
+  seq = p->waiters[id].seq;
+  rc = sh_pool_remove(p, id); /* (keeps nothing of id but seq, restored below) */
+  if (rc != SH_OK) return rc;
+  w = &p->waiters[id];
+  gr = &p->groups[g];
+  w->seq = seq;
+  w->group = g;
+  for (at = gr->tail; at >= 0 && p->waiters[at].seq > seq; at = p->waiters[at].prev) {
+  }
+  /* id goes right after `at` (at the head when at is -1) */
+  w->prev = at;
+  w->next = at >= 0 ? p->waiters[at].next : gr->head;
+  if (w->next >= 0) p->waiters[w->next].prev = id; else gr->tail = id;
+  if (at >= 0) p->waiters[at].next = id; else gr->head = id;
+  joined(p, g);
+  CHECKED(p);
+  return SH_OK;
+}
+
+int32_t sh_pool_group_of(const sh_pool *p, int32_t id) {
+  if (!p || !waiting_id(p, id)) return -1;
+  return p->waiters[id].group;
 }
 
 int sh_pool_is_waiting(const sh_pool *p, int32_t id) { return p && waiting_id(p, id); }

@@ -73,6 +73,8 @@ int sh_pool_release(sh_pool *p);
 int sh_pool_reset_use(sh_pool *p);
 int sh_pool_enqueue(sh_pool *p, int32_t id, int32_t group);
 int sh_pool_remove(sh_pool *p, int32_t id);
+int sh_pool_move(sh_pool *p, int32_t id, int32_t group);
+int32_t sh_pool_group_of(const sh_pool *p, int32_t id);
 int sh_pool_is_waiting(const sh_pool *p, int32_t id);
 int32_t sh_pool_next_group(const sh_pool *p, int32_t after);
 int sh_pool_set_rank(sh_pool *p, int32_t group, int32_t rank);
@@ -140,7 +142,9 @@ int sh_pin_library(void);
  * group, the earliest to arrive among equals. fix_rank gives a group a rank
  * that never changes (a priority source that is a constant), and next_live
  * walks only the active groups whose rank is not fixed: those the caller
- * must read again. grantable is how many waiters a grant could serve now. Each grant costs O(groups),
+ * must read again. move files a waiting id under another group, keeping
+ * its arrival (a job whose set of priority sources changed while it
+ * waits); group_of is the group an id waits in (-1 if none). grantable is how many waiters a grant could serve now. Each grant costs O(groups),
  * whatever the number of waiters. try_acquire takes a slot at once only when
  * one is free and nobody waits; grant hands the best (or any) waiter a slot
  * and needs one free. Capacity may shrink below the count in use (slots

@@ -5,6 +5,32 @@
 -- its seed; CHAOS_SEEDS=n runs more (make chaos), CHAOS_SEED=s replays one.
 local stagehand = require "stagehand"
 local T = require "stagehand.testing"
+local priority = require "stagehand.priority"
+local B = require "stagehand.backend"
+local F = require "stagehand.fields"
+
+-- Every job waiting in a queue is filed under the set of sources that
+-- reach it (kept incrementally as callers and awaiters come and go): the
+-- rank of its group must be its effective rank worked out the long way,
+-- walking its callers and everyone waiting on it.
+local function check_sets(orch, seed, t)
+  for _, list in ipairs { orch.pool_list, orch.budget_list } do
+    for _, q in ipairs(list) do
+      for slot, job in pairs(orch.by_slot) do
+        if job[F.WAITQ] == q then
+          local g = B.pool_group_of(q.p, slot)
+          local where = "seed " .. seed .. ", turn " .. t .. ", " .. job[F.LABEL] .. ": "
+          assert(g == priority.set_of(orch, job), where .. "filed under a stale set")
+          orch.round = orch.round + 1
+          local rank = orch.fixed_rank[g] or (orch.members[g] and priority.set_rank(orch, g))
+            or priority.source_rank(orch, orch.source_of[g], nil)
+          assert(rank == priority.effective(job), where .. "its set's rank " .. rank
+            .. " is not its effective rank " .. priority.effective(job))
+        end
+      end
+    end
+  end
+end
 
 -- Park-Miller: the same numbers on every runtime (no 64-bit products).
 local function rng(seed)
@@ -127,6 +153,7 @@ local function scene(seed)
     end
     clock:advance(r(200))
     orch:step(r(3) == 1 and 5 or nil)
+    check_sets(orch, seed, t)
   end
   orch:set_visible(true)
   orch:pool("dressing", 2)

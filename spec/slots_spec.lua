@@ -167,6 +167,101 @@ describe("slot pools", function()
       assert.same({ "holder", "cape", "first in line" }, order)
     end)
 
+    it("drops a queued job back once its visible caller leaves", function()
+      local orch = quiet { pools = { p = 1 } }
+      local order = {}
+      local hold = stagehand.future()
+      dresser(orch, order, "p", "holder", hold)
+      dresser(orch, order, "p", "first in line", nil, { priority = "scene" })
+      dresser(orch, order, "p", "cape", nil, { priority = "background", key = "cape" })
+      local visible = orch:run("cape", function() end, { key = "cape", priority = "visible" })
+      visible:cancel("scrolled away")
+      hold:resolve()
+      orch:step()
+      assert.same({ "holder", "first in line", "cape" }, order)
+      assert.no_leaks(orch)
+    end)
+
+    it("keeps arrival order among queued jobs raised by what waits on them", function()
+      local orch = quiet { pools = { p = 1 } }
+      local order = {}
+      local hold = stagehand.future()
+      dresser(orch, order, "p", "holder", hold)
+      local hs = {}
+      for _, name in ipairs { "a", "b", "c" } do
+        hs[name] = dresser(orch, order, "p", name, nil, { priority = "background" })
+      end
+      dresser(orch, order, "p", "d", nil, { priority = "scene" })
+      -- c is raised before a, but a asked first
+      orch:run("portrait of c", function(job) job:await(hs.c) end, { priority = "visible" })
+      orch:run("portrait of a", function(job) job:await(hs.a) end, { priority = "visible" })
+      hold:resolve()
+      orch:step()
+      assert.same({ "holder", "a", "c", "d", "b" }, order)
+      assert.no_leaks(orch)
+    end)
+
+    it("raises a queued job through a chain of waits, and drops it when the chain's head leaves", function()
+      for _, leaves in ipairs { false, true } do
+        local orch = quiet { pools = { p = 1 } }
+        local order = {}
+        local hold = stagehand.future()
+        dresser(orch, order, "p", "holder", hold)
+        dresser(orch, order, "p", "first in line", nil, { priority = "scene" })
+        local cloth = dresser(orch, order, "p", "cloth", nil, { priority = "background" })
+        local garment = orch:run("garment", function(job) job:await(cloth) end, { priority = "background" })
+        local portrait = orch:run("portrait", function(job) job:await(garment) end, { priority = "visible" })
+        if leaves then portrait:cancel("closed") end
+        hold:resolve()
+        orch:step()
+        if leaves then
+          assert.same({ "holder", "first in line", "cloth" }, order)
+        else
+          assert.same({ "holder", "cloth", "first in line" }, order)
+        end
+        assert.equal(0, T.settle(orch, 1000))
+        assert.no_leaks(orch)
+      end
+    end)
+
+    it("files a thousand jobs a scene loader awaits as one group, raised and dropped with the loader", function()
+      local B = require "stagehand.backend"
+      local orch = quiet { pools = { p = 1 } }
+      local order = {}
+      local hold = stagehand.future()
+      dresser(orch, order, "p", "holder", hold)
+      dresser(orch, order, "p", "earlier scene job", nil, { priority = "scene" })
+      local loader_rank = "visible"
+      local loader = orch:run("scene loader", function(job)
+        local children = {}
+        for i = 1, 1000 do
+          children[i] = orch:run("asset " .. i, function(child)
+            local release = child:slot("p")
+            order[#order + 1] = "asset " .. i
+            if i == 10 then loader_rank = "background" end -- the player turned away
+            release()
+          end)
+        end
+        job:await(stagehand.all(children))
+      end, { priority = function() return loader_rank end })
+      -- the 1,000 waiters are in two groups of the core: the loader's set and the earlier job's source
+      local groups, p = 0, orch.pool_q.p.p
+      local g = B.pool_next_group(p, -1)
+      while g >= 0 do
+        groups = groups + 1
+        g = B.pool_next_group(p, g)
+      end
+      assert.equal(2, groups)
+      hold:resolve()
+      orch:step()
+      assert.equal("asset 10", order[11])
+      assert.equal("earlier scene job", order[12])
+      assert.equal("asset 11", order[13])
+      assert.equal("asset 1000", order[1002])
+      assert.equal("done", loader:state())
+      assert.no_leaks(orch)
+    end)
+
     it("hands its release to anything that calls a function back", function()
       local orch = quiet { pools = { p = 1 } }
       local f = stagehand.future()

@@ -63,9 +63,16 @@ int sh_fuzz_one(const uint8_t *d, size_t n) {
         waiting[id] = 1;
       } else if (sh_pool_enqueue(p, id, 0) != SH_ESTATE) {
         fail("enqueue took an id twice", at);
+      } else if (v & 0x80) { /* its set of sources changed: another group, same arrival */
+        double arrival = sh_pool_arrival(p, id);
+        group_of[id] = v % GROUPS;
+        if (sh_pool_move(p, id, group_of[id]) != SH_OK) fail("move refused a waiting id", at);
+        if (sh_pool_arrival(p, id) != arrival) fail("move changed an arrival", at);
+        if (sh_pool_group_of(p, id) != group_of[id]) fail("group_of disagreed with the model", at);
       }
       break;
     case 13:
+      if (!waiting[id] && sh_pool_move(p, id, v % GROUPS) != SH_ESTATE) fail("move took an id not waiting", at);
       if (sh_pool_remove(p, id) != (waiting[id] ? SH_OK : SH_ESTATE)) fail("remove disagreed with the model", at);
       waiting[id] = 0;
       break;

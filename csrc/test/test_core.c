@@ -342,6 +342,45 @@ static void pool_grants_by_rank_then_arrival(void) {
   sh_pool_free(NULL);
 }
 
+/* A waiter whose set of priority sources changes moves to another group and
+ * keeps its arrival: it is filed among that group's waiters in arrival
+ * order, wherever that falls. */
+static void pool_move_keeps_arrival(void) {
+  sh_pool *p = sh_pool_new();
+  int32_t id;
+  CHECK(sh_pool_set_capacity(p, 0) == SH_OK);
+  for (id = 0; id < 6; id++) CHECK(sh_pool_enqueue(p, id, id % 2) == SH_OK); /* 0 2 4 in 0; 1 3 5 in 1 */
+  sh_pool_set_rank(p, 0, 1);
+  sh_pool_set_rank(p, 1, 2);
+  CHECK(sh_pool_move(p, 5, 0) == SH_OK); /* after 4: the tail */
+  CHECK(sh_pool_move(p, 3, 0) == SH_OK); /* between 2 and 4 */
+  CHECK(sh_pool_move(p, 1, 0) == SH_OK); /* between 0 and 2; group 1 empties */
+  CHECK(sh_pool_group_of(p, 1) == 0);
+  CHECK(sh_pool_next_group(p, -1) == 0 && sh_pool_next_group(p, 0) == -1);
+  CHECK(sh_pool_check(p) == SH_OK);
+  CHECK(sh_pool_set_capacity(p, 6) == SH_OK);
+  for (id = 0; id < 6; id++) {
+    CHECK(sh_pool_best(p) == id);
+    CHECK(sh_pool_grant(p, id) == SH_OK);
+  }
+  CHECK(sh_pool_enqueue(p, 7, 3) == SH_OK);
+  CHECK(sh_pool_enqueue(p, 8, 3) == SH_OK);
+  CHECK(sh_pool_move(p, 8, 2) == SH_OK);
+  CHECK(sh_pool_move(p, 7, 2) == SH_OK); /* ahead of 8: the head */
+  CHECK(sh_pool_move(p, 7, 2) == SH_OK); /* already there: nothing moves */
+  CHECK(sh_pool_check(p) == SH_OK);
+  CHECK(sh_pool_set_capacity(p, 7) == SH_OK);
+  CHECK(sh_pool_best(p) == 7);
+  CHECK(sh_pool_move(p, 6, 2) == SH_ESTATE);  /* not waiting */
+  CHECK(sh_pool_move(p, -1, 2) == SH_ESTATE);
+  CHECK(sh_pool_move(p, 7, -1) == SH_EINVAL);
+  CHECK(sh_pool_move(p, 7, SH_MAX_ID) == SH_EINVAL);
+  CHECK(sh_pool_move(NULL, 7, 1) == SH_EINVAL);
+  CHECK(sh_pool_group_of(p, 6) == -1);
+  CHECK(sh_pool_check(p) == SH_OK);
+  sh_pool_free(p);
+}
+
 /* grantable: how many waiters a grant could serve now. */
 static void pool_grantable_counts_free_slots_and_waiters(void) {
   sh_pool *p = sh_pool_new();
@@ -508,6 +547,7 @@ int main(void) {
   timers_random_sequences_keep_invariants();
   clock_groups_count_pool_activity_as_progress();
   pool_grants_by_rank_then_arrival();
+  pool_move_keeps_arrival();
   pool_grantable_counts_free_slots_and_waiters();
   pool_random_sequences_keep_invariants();
   barrier_counts_each_index_once();

@@ -203,6 +203,7 @@ function E.end_job(job, st, v)
   -- resume is its cleanup. One parked mid-work is queued for it below.
   local suspended = job[CO] and job[W] and job[W] ~= QUEUED
   if job[W] ~= QUEUED then unpark(job) end
+  priority.forget_sets(o, job)
   E.slots.release_all(o, job)
   if o.idle[job] then
     o.idle[job] = nil

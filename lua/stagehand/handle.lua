@@ -1,7 +1,7 @@
 -- Handles: each caller's view of a job it started, joined or waits on.
 local E = require "stagehand.engine"
 local settle = require "stagehand.settle"
-local list = require "stagehand.list"
+local priority = require "stagehand.priority"
 local F = require "stagehand.fields"
 
 local ORCH, STATE, OUT, ID, LABEL, KEY, H = F.ORCH, F.STATE, F.OUT, F.ID, F.LABEL, F.KEY, F.H
@@ -58,7 +58,7 @@ end
 function Handle:cancel(reason)
   if self._st then return false end
   local job = self[1]
-  list.remove_value(job, self, H) -- the callers' Handles live in the job's array part
+  priority.remove_caller(job[ORCH], job, self)
   settle.settle(self, "cancelled", E.errors.cancelled(job[LABEL], reason))
   if job[H] == nil and not job[STATE] then E.cancel(job, reason) end
   return true

@@ -99,9 +99,8 @@ end
 -- signal withdrawing only it.
 local function join(o, job, prio, sig)
   local h = new_handle(job, prio)
-  job[#job + 1] = h
+  priority.add_caller(o, job, h) -- (its rank may rise: see priority.lua, Source sets)
   own(o, h, sig)
-  slots.changed(o, job) -- several callers: its rank may now exceed its own
   handle.bind_signal(h, sig)
   return h
 end
@@ -159,8 +158,8 @@ function Orchestrator:run(label, work, opts)
         for j = H, #p do
           local ph = p[j]
           ph[1] = job
-          job[#job + 1] = ph
           p[j] = nil
+          priority.add_caller(self, job, ph)
         end
         priority.move_awaiters(self, p, job)
         p.pending = false -- it joined: nothing to leave, nothing to remember

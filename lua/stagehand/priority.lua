@@ -12,13 +12,17 @@
 -- that follows `job` (its Handle, a `when` on its key, a group holding
 -- those); o.followed[waiter] is what the waiter registered with, so it can
 -- leave again. Both change only when a job parks or wakes.
+--
+-- Source sets (the second half of this file) keep, for every job, the set
+-- of priority sources that reach it, so a slot or budget queue can file a
+-- waiting job under that set and a grant never walks callers or awaiters.
 local logm = require "stagehand.log"
 local list = require "stagehand.list"
 local F = require "stagehand.fields"
-local ORCH, H = F.ORCH, F.H
+local ORCH, H, STATE = F.ORCH, F.H, F.STATE
 local is_job = F.is_job
 
-local pairs = pairs
+local pairs, rawget, sort, concat = pairs, rawget, table.sort, table.concat
 
 local M = {}
 
@@ -82,12 +86,244 @@ function M.effective(job, cache)
   return best
 end
 
--- Set by slots.lua: tells a queue that a waiter's rank may have risen.
-M.changed = function() end
+---------------------------------------------------------------------------
+-- Source sets.
+--
+-- A job's effective rank is the best rank among the sources that reach it:
+-- its callers' own, and those reaching every job waiting on it. A group id
+-- names either one source (a rank name, a function, or 0 for nil: the
+-- default) or a set of two or more source groups. A slot or budget queue
+-- files a waiting job in the core under its set's group; a grant reads each
+-- group's rank once (a set's is the best of its members') and the core picks
+-- the best group's oldest waiter. So a grant costs the same whether a
+-- thousand jobs wait on one scene loader or each waits for itself.
+--
+-- Most jobs have one caller and nobody waiting on them: their set is their
+-- caller's source, and nothing is stored. Any other job keeps counts:
+-- o.src_count[job][g] is how many of its callers have source g plus how many
+-- of its awaiters' sets hold g, and o.set_of[job] is its set's group. Every
+-- change of callers or awaiters goes through add_caller, remove_caller,
+-- follow, unfollow and move_awaiters below, and a set that changes is
+-- passed on to what the job waits on (waits never form a cycle: awaiting
+-- one raises) and re-files the job in its queue (M.moved, set by slots.lua).
+
+function M.init_groups(o)
+  o.group_of = setmetatable({}, { __mode = "k" }) -- source -> group
+  o.source_of = setmetatable({}, { __mode = "v" }) -- group -> source
+  o.fixed_rank = { [0] = o.default_rank } -- group -> rank, for groups whose rank never changes
+  o.members = {} -- set group -> sorted list of its source groups
+  o.set_group = {} -- "g1,g2,..." -> set group
+  o.nsets = 0
+  o.next_group = 1
+  o.src_count, o.set_of = {}, {}
+  -- A grant round's reading of each source group (see slots.read_live):
+  -- a function in several sets is called once per round.
+  o.round, o.seen_round, o.seen_rank = 0, {}, {}
+end
+
+--- The group of one source (0 for nil, the default). A rank name's group
+--- has a fixed rank: the core is told it once and grants never read it.
+local function new_group(o)
+  local g = o.next_group
+  o.next_group = g + 1
+  return g
+end
+
+function M.group(o, src)
+  if src == nil then return 0 end
+  local g = o.group_of[src]
+  if g then return g end
+  g = new_group(o)
+  o.group_of[src] = g
+  o.source_of[g] = src
+  if type(src) == "string" then o.fixed_rank[g] = M.source_rank(o, src, nil) end
+  return g
+end
+
+-- The group of a sorted list of two or more source groups.
+local function group_of_set(o, ids)
+  local k = concat(ids, ",")
+  local g = o.set_group[k]
+  if g then return g end
+  g = new_group(o)
+  o.set_group[k] = g
+  o.members[g] = ids
+  o.nsets = o.nsets + 1
+  local fixed = #o.ranks + 1
+  for i = 1, #ids do
+    local r = o.fixed_rank[ids[i]]
+    if not r then
+      fixed = nil
+      break
+    end
+    if r < fixed then fixed = r end
+  end
+  o.fixed_rank[g] = fixed
+  return g
+end
+
+--- The group a job waits under: its set of sources.
+function M.set_of(o, job)
+  local g = o.set_of[job]
+  if g then return g end
+  local h = rawget(job, H)
+  if not h then return 0 end
+  return M.group(o, rawget(h, 2)) -- (raw: a Handle's __index is a function)
+end
+
+--- The rank of a set group in this grant round: the best of its members'.
+function M.set_rank(o, g)
+  local ms = o.members[g]
+  local best = #o.ranks + 1
+  local fixed, seen_round, seen_rank, round = o.fixed_rank, o.seen_round, o.seen_rank, o.round
+  for i = 1, #ms do
+    local m = ms[i]
+    local r = fixed[m]
+    if not r then
+      if seen_round[m] == round then
+        r = seen_rank[m]
+      else
+        r = M.source_rank(o, o.source_of[m], nil)
+        seen_round[m], seen_rank[m] = round, r
+      end
+    end
+    if r < best then best = r end
+  end
+  return best
+end
+
+local ONE = {}
+local function members(o, g)
+  local ms = o.members[g]
+  if ms then return ms end
+  local one = ONE[g]
+  if not one then
+    one = { g }
+    ONE[g] = one
+  end
+  return one
+end
+
+-- The set its counts make (0, the default, for none).
+local function derive(o, cnt)
+  local ids, n = {}, 0
+  for g in pairs(cnt) do
+    n = n + 1
+    ids[n] = g
+  end
+  if n == 0 then return 0 end
+  if n == 1 then return ids[1] end
+  sort(ids)
+  return group_of_set(o, ids)
+end
+
+-- A job's counts, made from its callers and awaiters the first time it
+-- needs them (until then it has one caller and no awaiter).
+local function counts(o, job)
+  local cnt = o.src_count[job]
+  if cnt then return cnt end
+  local set = M.set_of(o, job)
+  cnt = {}
+  for i = H, #job do
+    local h = job[i]
+    if h then
+      local g = M.group(o, rawget(h, 2))
+      cnt[g] = (cnt[g] or 0) + 1
+    end
+  end
+  local aw = o.awaiters[job]
+  if aw then
+    for a in pairs(aw) do
+      local ms = members(o, M.set_of(o, a))
+      for i = 1, #ms do cnt[ms[i]] = (cnt[ms[i]] or 0) + 1 end
+    end
+  end
+  o.src_count[job] = cnt
+  o.set_of[job] = set
+  return cnt
+end
+
+local pass
+
+-- Counts d more (or fewer) of source group g reaching `job`.
+local function change(o, job, g, d)
+  local cnt = counts(o, job)
+  local was = cnt[g]
+  local n = (was or 0) + d
+  if n <= 0 then n = nil end
+  cnt[g] = n
+  if (was == nil) == (n == nil) then return end
+  local old, new = o.set_of[job], derive(o, cnt)
+  if old == new then return end
+  o.set_of[job] = new
+  local f = o.followed[job]
+  if f then
+    if is_job(f) then
+      pass(o, f, old, new)
+    else
+      for i = 1, #f do pass(o, f[i], old, new) end
+    end
+  end
+  M.moved(o, job, new)
+end
+
+local function has(list, v)
+  for i = 1, #list do
+    if list[i] == v then return true end
+  end
+  return false
+end
+
+-- An awaiter's set went from old to new: so do its share of job's counts.
+pass = function(o, job, old, new)
+  if job[STATE] then return end
+  local om, nm = members(o, old), members(o, new)
+  for i = 1, #nm do
+    if not has(om, nm[i]) then change(o, job, nm[i], 1) end
+  end
+  for i = 1, #om do
+    if not has(nm, om[i]) then change(o, job, om[i], -1) end
+  end
+end
+
+local function add_set(o, job, set, d)
+  local ms = members(o, set)
+  for i = 1, #ms do change(o, job, ms[i], d) end
+end
+
+--- A new caller's Handle joins a running job.
+function M.add_caller(o, job, h)
+  if not rawget(job, H) and not o.src_count[job] and not o.awaiters[job] then
+    job[H] = h -- its only caller: its set is h's source, nothing to count
+    return
+  end
+  counts(o, job)
+  job[#job + 1] = h
+  change(o, job, M.group(o, rawget(h, 2)), 1)
+end
+
+--- A caller's Handle leaves a running job.
+function M.remove_caller(o, job, h)
+  counts(o, job)
+  list.remove_value(job, h, H) -- the callers' Handles live in the job's array part
+  change(o, job, M.group(o, rawget(h, 2)), -1)
+end
+
+--- The job ended: nothing changes its counts again. Its set stays while it
+--- still follows something (an ended job queued for its last resume leaves
+--- what it waited on then, and takes its set's share back).
+function M.forget_sets(o, job)
+  o.src_count[job] = nil
+  if not o.followed[job] then o.set_of[job] = nil end
+end
+
+-- Set by slots.lua: re-files a waiting job under its new set.
+M.moved = function() end
 
 local function add(o, job, waiter)
+  counts(o, job)
   list.at(o.awaiters, job)[waiter] = true
-  M.changed(o, job)
+  add_set(o, job, M.set_of(o, waiter), 1)
 end
 
 -- Registers `waiter` as waiting on what `f` names (a job or a list of jobs).
@@ -97,11 +333,12 @@ function M.follow(o, waiter, f)
   for i = 1, #f do add(o, f[i], waiter) end
 end
 
-local function leave(aws, job, waiter)
+local function leave(o, aws, job, waiter)
   local set = aws[job]
-  if set then
+  if set and set[waiter] then
     set[waiter] = nil
     if next(set) == nil then aws[job] = nil end
+    if not job[STATE] then add_set(o, job, M.set_of(o, waiter), -1) end
   end
 end
 
@@ -112,19 +349,21 @@ function M.unfollow(o, waiter)
   o.followed[waiter] = nil
   local aws = o.awaiters
   if is_job(f) then
-    leave(aws, f, waiter)
+    leave(o, aws, f, waiter)
   else
-    for i = 1, #f do leave(aws, f[i], waiter) end
+    for i = 1, #f do leave(o, aws, f[i], waiter) end
   end
+  if waiter[STATE] then M.forget_sets(o, waiter) end
 end
 
---- Everyone waiting on `from` now waits on `to` (a `when` joining a run).
+--- Everyone waiting on `from` now waits on `to` (a `when` joining a run;
+--- `from` ends right after).
 function M.move_awaiters(o, from, to)
   local set = o.awaiters[from]
   if not set then return end
   o.awaiters[from] = nil
+  counts(o, to)
   local dest = list.at(o.awaiters, to)
-  M.changed(o, to)
   for w in pairs(set) do
     dest[w] = true
     local f = o.followed[w]
@@ -135,6 +374,7 @@ function M.move_awaiters(o, from, to)
         if f[i] == from then f[i] = to end
       end
     end
+    add_set(o, to, M.set_of(o, w), 1)
   end
 end
 

@@ -1,12 +1,12 @@
 -- Bounded concurrency (slot pools) and bounded main-thread work per step
 -- (budgets), over the core's sh_pool.
 --
--- Waiters queue in C grouped by priority source: a grant reads each active
--- group's rank once (priority.source_rank, live) and the core picks the best
--- group's oldest waiter. A job whose rank is not just its own source's (it
--- has several callers, or jobs waiting on it) is "boosted": it stays in its
--- group but is also compared by its effective rank, so inherited priority
--- feeds grants without scanning every waiter.
+-- Waiters queue in C grouped by the set of priority sources that reach them
+-- (priority.lua, Source sets): a grant reads each active group's rank once
+-- (live) and the core picks the best group's oldest waiter. A job that gains
+-- a caller, or a job waiting on it, while it waits moves to its new set's
+-- group and keeps its place in arrival order; so inherited priority feeds
+-- grants, and a grant never walks the waiters, their callers or awaiters.
 --
 -- Every grant and every release touches the pool's clock group, which each
 -- waiter's stall clock is linked to: a busy pool is not a stall.
@@ -18,29 +18,13 @@ local F = require "stagehand.fields"
 local ORCH, CID, CO, W, LABEL, HELD, WAITQ, H = F.ORCH, F.CID, F.CO, F.W, F.LABEL, F.HELD, F.WAITQ, F.H
 local STATE, SINCE = F.STATE, F.SINCE
 local co_yield, PARK = coroutine.yield, E.PARK
+local set_of = priority.set_of
 
 -- Hot paths here iterate arrays and keep counts instead of calling pairs
 -- or next: LuaJIT 2.1 does not compile those, and a loop that keeps
 -- aborting its trace (the step's drain calls grant) gets blacklisted.
 local M = {}
 
-local DEFAULT_GROUP = 0
-local unboost
-
--- The core's group id of a priority source (0 for the default). A source
--- that is a rank name (or nil) has a fixed rank, kept in o.fixed_rank[g]:
--- the core is told it once per enqueue and grants never read it again.
-local function group_of(o, src)
-  if src == nil then return DEFAULT_GROUP end
-  local g = o.group_of[src]
-  if g then return g end
-  g = o.next_group
-  o.next_group = g + 1
-  o.group_of[src] = g
-  o.source_of[g] = src
-  if type(src) == "string" then o.fixed_rank[g] = priority.source_rank(o, src, nil) end
-  return g
-end
 
 -- Marks q as needing a grant round: o.grantable is false, the one queue
 -- that changed, or true for "look at every queue". The usual case (one
@@ -67,8 +51,6 @@ local function new_queue(o, name, kind)
     kind = kind, -- "pool" or "budget"
     p = B.pool_new(),
     clock_group = o.next_clock_group,
-    boosted = {}, -- job -> true
-    nboosted = 0,
   }, Queue)
   o.next_clock_group = o.next_clock_group + 1
   return q
@@ -77,12 +59,10 @@ end
 function M.init(o, pools)
   o.pool_q, o.budget_q = {}, {} -- by name
   o.pool_list, o.budget_list = {}, {} -- the same queues, in creation order
-  o.group_of = setmetatable({}, { __mode = "k" })
-  o.source_of = setmetatable({}, { __mode = "v" })
-  o.next_group, o.next_clock_group = 1, 0
+  priority.init_groups(o)
+  o.next_clock_group = 0
   o.permit_of = {} -- job -> the ms budget whose permit it holds this step
   o.grantable = false
-  o.fixed_rank = { [DEFAULT_GROUP] = o.default_rank }
   for name, cap in pairs(pools) do M.pool(o, name, cap) end
 end
 
@@ -115,20 +95,6 @@ function M.budget(o, name, ops, ms)
   return q
 end
 
-local function boost(q, job)
-  if not q.boosted[job] then
-    q.boosted[job] = true
-    q.nboosted = q.nboosted + 1
-  end
-end
-
-unboost = function(q, job)
-  if q.boosted[job] then
-    q.boosted[job] = nil
-    q.nboosted = q.nboosted - 1
-  end
-end
-
 function Queue:_describe()
   if self.kind == "pool" then return "a slot of pool '" .. self.name .. "'" end
   return "a permit of budget '" .. self.name .. "'"
@@ -139,7 +105,6 @@ function Queue:_abandon(job)
   local o = job[ORCH]
   B.pool_remove(self.p, job[CID])
   B.clock_join(o.cc, job[CID], -1)
-  unboost(self, job)
   job[WAITQ] = false
   dirty(o, self) -- the queue changed; what stays may be grantable
 end
@@ -148,18 +113,14 @@ local function touch(o, q)
   B.clock_touch(o.cc, q.clock_group, o.now)
 end
 
--- A job is boosted when its rank may exceed its own source's.
-local function boosted(o, job)
-  -- (rawget: slot H + 1 is past the job's array part, so a plain read of
-  -- an empty one would call the job's __index.)
-  return rawget(job, H + 1) ~= nil or o.awaiters[job] ~= nil
-end
-
---- Called when a job's priority inputs grow (a caller joins, a job starts
---- waiting on it): if it waits in a queue, compare it by its effective rank.
-function M.changed(o, job)
+-- A waiting job's set of sources changed (priority.lua): it moves to that
+-- set's group, keeping its place in arrival order.
+local function moved(o, job, g)
   local q = job[WAITQ]
-  if q then boost(q, job) end
+  if not q then return end
+  local fixed = o.fixed_rank[g]
+  if fixed then B.pool_fix_rank(q.p, g, fixed) end
+  B.pool_move(q.p, job[CID], g)
 end
 
 -- A slot's release: called as release(), idempotent. A callable object, not
@@ -256,14 +217,12 @@ end
 
 function M.wait(o, job, q)
   local slot = job[CID]
-  local src = job[H] and rawget(job[H], 2)
-  local g = group_of(o, src)
+  local g = set_of(o, job)
   B.pool_enqueue(q.p, slot, g)
   local fixed = o.fixed_rank[g]
   if fixed then B.pool_fix_rank(q.p, g, fixed) end
   B.clock_join(o.cc, slot, q.clock_group)
   job[WAITQ] = q
-  if boosted(o, job) then boost(q, job) end
   dirty(o, q)
   if not o.stepping then o.driver.reschedule(o) end
   -- Parked here, not in a helper: on LuaJIT the yield is a trace exit that
@@ -283,26 +242,13 @@ function M.wait(o, job, q)
   end
 end
 
--- The best waiter of q now: the core's pick by group rank and arrival,
--- unless a boosted job's effective rank beats it. The groups' ranks were
--- read by read_ranks for this round of grants.
+-- The best waiter of q now: the core's pick by group rank and arrival. The
+-- groups' ranks were read by read_ranks for this round of grants.
+local pool_best = B.pool_best
 local function best(o, q)
-  local p = q.p
-  local slot = B.pool_best(p)
+  local slot = pool_best(q.p)
   if slot < 0 then return nil end
-  local job = o.by_slot[slot]
-  if q.nboosted == 0 then return job end
-  local cache = {}
-  local rank = q.boosted[job] and priority.effective(job, cache) or B.pool_rank_of(p, slot)
-  local arrival = B.pool_arrival(p, slot)
-  for b in pairs(q.boosted) do
-    if b ~= job then
-      local r = priority.effective(b, cache)
-      local a = B.pool_arrival(p, b[CID])
-      if r < rank or (r == rank and a < arrival) then job, rank, arrival = b, r, a end
-    end
-  end
-  return job
+  return o.by_slot[slot]
 end
 
 local function grant_one(o, q, job)
@@ -311,7 +257,6 @@ local function grant_one(o, q, job)
   -- time as its own progress: the wait that ends is progress.
   touch(o, q)
   B.clock_join(o.cc, job[CID], -1)
-  unboost(q, job)
   job[WAITQ] = false
   if q.kind == "pool" then
     hold(o, job, q)
@@ -341,8 +286,15 @@ local pool_set_rank, pool_next_live = B.pool_set_rank, B.pool_next_live
 
 local function read_live(o, p, g)
   local src = o.source_of[g]
-  local ok, r = pcall(src)
-  local rank = ok and o.rank_of[r] or priority.bad_source(o, src, ok, r)
+  local rank
+  if src ~= nil then
+    local ok, r = pcall(src)
+    rank = ok and o.rank_of[r] or priority.bad_source(o, src, ok, r)
+    -- (noted for the sets read in this round: see priority.set_rank)
+    if o.nsets > 0 then o.seen_round[g], o.seen_rank[g] = o.round, rank end
+  else
+    rank = priority.set_rank(o, g) -- a set of sources: the best of its members
+  end
   pool_set_rank(p, g, rank)
   return pool_next_live(p, g)
 end
@@ -355,6 +307,7 @@ local function read_ranks(o, q)
   local p = q.p
   local g = pool_next_live(p, -1)
   if g < 0 then return end
+  o.round = o.round + 1
   g = read_live(o, p, g)
   if g < 0 then return end
   g = read_live(o, p, g)
@@ -487,5 +440,5 @@ do
   local Job = require("stagehand.job").Job
   Job.slot, Job.permit = M.slot, M.permit
 end
-priority.changed = M.changed
+priority.moved = moved
 return M

@@ -105,6 +105,7 @@ function T.leaks(orch)
     keyed = "keyed run(s) still registered", pending = "when waiter(s) still pending",
     awaiters = "awaiter registrations", followed = "follow registrations",
     owned = "owned-caller lists", permit_of = "permit(s) held", idle = "when_idle waiter(s)",
+    src_count = "priority source counts", set_of = "priority source sets",
   }
   for t, what in pairs(left) do
     if next(orch[t]) ~= nil then out[#out + 1] = what .. " left behind" end
