@@ -421,33 +421,30 @@ local function settled_values(x)
   error(v, 0)
 end
 
--- Jobs a settle-able follows: nil, one job, or a list of jobs.
-local function each_followed(x, fn)
-  local f = x:_follows()
-  if f == nil then return end
-  if is_job(f) then return fn(f) end
-  for i = 1, #f do
-    local r = fn(f[i])
-    if r then return r end
+-- A path of jobs from `job` back to `target` through what each awaits, or
+-- nil. `seen` and `path` may be shared by searches from several starts (the
+-- parts of stagehand.all): a job explored once without reaching target
+-- never will, and a search that fails leaves path as it found it. (No
+-- closures here: LuaJIT cannot compile making one, and an await on a
+-- list of 10,000 Handles searches from each.)
+local function find_cycle(target, job, seen, path)
+  if job == target then return path end
+  if seen[job] or job[STATE] then return nil end
+  seen[job] = true
+  local w = job[W]
+  if not w or w == QUEUED or w == SLEEP or w == KEYWAIT or not job[CO] then return nil end
+  local f = w:_follows()
+  if f == nil then return nil end
+  path[#path + 1] = job
+  if is_job(f) then
+    if find_cycle(target, f, seen, path) then return path end
+  else
+    for i = 1, #f do
+      if find_cycle(target, f[i], seen, path) then return path end
+    end
   end
-end
-
--- A path of jobs from `from` back to `target` through what each awaits, or nil.
-local function find_cycle(target, from)
-  local seen = {}
-  local function walk(job, path)
-    if job == target then return path end
-    if seen[job] or job[STATE] then return nil end
-    seen[job] = true
-    local w = job[W]
-    if not w or w == QUEUED or w == SLEEP or w == KEYWAIT or not job[CO] then return nil end
-    path[#path + 1] = job
-    local found = each_followed(w, function(j) return walk(j, path) end)
-    if found then return found end
-    path[#path] = nil
-    return nil
-  end
-  return walk(from, {})
+  path[#path] = nil
+  return nil
 end
 
 local function cycle_error(job, path)
@@ -472,10 +469,11 @@ local function check_follows(job, x)
   if f == nil then return nil end
   local path
   if is_job(f) then
-    path = find_cycle(job, f)
+    path = find_cycle(job, f, {}, {})
   else
+    local seen, walked = {}, {}
     for i = 1, #f do
-      path = find_cycle(job, f[i])
+      path = find_cycle(job, f[i], seen, walked)
       if path then break end
     end
   end

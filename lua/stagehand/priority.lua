@@ -116,6 +116,7 @@ function M.init_groups(o)
   o.nsets = 0
   o.next_group = 1
   o.src_count, o.set_of = {}, {}
+  o.set_plus, o.set_minus = {}, {} -- set -> source group -> the set with it added / taken out
   -- A grant round's reading of each source group (see slots.read_live):
   -- a function in several sets is called once per round.
   o.round, o.seen_round, o.seen_rank = 0, {}, {}
@@ -204,17 +205,38 @@ local function members(o, g)
   return one
 end
 
--- The set its counts make (0, the default, for none).
-local function derive(o, cnt)
-  local ids, n = {}, 0
-  for g in pairs(cnt) do
-    n = n + 1
-    ids[n] = g
+-- The set after source group g joins (added) or leaves the set `old`,
+-- remembered per set and group: a set changes one member at a time, and a
+-- scene loader starting to await 10,000 assets makes the same change 10,000
+-- times. `from_none` says old is 0 for no source at all (not the default's
+-- own group 0).
+local function next_set(o, old, g, added, from_none)
+  if from_none then return g end -- (only a source can join an empty set)
+  local memo = added and o.set_plus or o.set_minus
+  local row = memo[old]
+  if not row then
+    row = {}
+    memo[old] = row
   end
-  if n == 0 then return 0 end
-  if n == 1 then return ids[1] end
-  sort(ids)
-  return group_of_set(o, ids)
+  local new = row[g]
+  if new then return new end
+  local ms, ids = members(o, old), {}
+  for i = 1, #ms do
+    if ms[i] ~= g then ids[#ids + 1] = ms[i] end
+  end
+  if added then
+    ids[#ids + 1] = g
+    sort(ids)
+  end
+  if ids[1] == nil then
+    new = 0
+  elseif ids[2] == nil then
+    new = ids[1]
+  else
+    new = group_of_set(o, ids)
+  end
+  row[g] = new
+  return new
 end
 
 -- A job's counts, made from its callers and awaiters the first time it
@@ -253,7 +275,10 @@ local function change(o, job, g, d)
   if n <= 0 then n = nil end
   cnt[g] = n
   if (was == nil) == (n == nil) then return end
-  local old, new = o.set_of[job], derive(o, cnt)
+  local old = o.set_of[job]
+  -- (set 0 with no count for group 0 is no source at all)
+  local from_none = old == 0 and n ~= nil and (g == 0 and was or cnt[0]) == nil
+  local new = next_set(o, old, g, n ~= nil, from_none)
   if old == new then return end
   o.set_of[job] = new
   local f = o.followed[job]
