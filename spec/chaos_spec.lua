@@ -14,6 +14,10 @@ local F = require "stagehand.fields"
 -- rank of its group must be its effective rank worked out the long way,
 -- walking its callers and everyone waiting on it.
 local function check_sets(orch, seed, t)
+  for _, job in pairs(orch.by_slot) do
+    assert(priority.effective(job) == priority.walk_effective(job),
+      "seed " .. seed .. ", turn " .. t .. ", " .. job[F.LABEL] .. ": job:priority() disagrees with the long way")
+  end
   for _, list in ipairs { orch.pool_list, orch.budget_list } do
     for _, q in ipairs(list) do
       for slot, job in pairs(orch.by_slot) do
@@ -24,8 +28,8 @@ local function check_sets(orch, seed, t)
           orch.round = orch.round + 1
           local rank = orch.fixed_rank[g] or (orch.members[g] and priority.set_rank(orch, g))
             or priority.source_rank(orch, orch.source_of[g], nil)
-          assert(rank == priority.effective(job), where .. "its set's rank " .. rank
-            .. " is not its effective rank " .. priority.effective(job))
+          local walked = priority.walk_effective(job)
+          assert(rank == walked, where .. "its set's rank " .. rank .. " is not its effective rank " .. walked)
         end
       end
     end
