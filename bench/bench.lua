@@ -500,5 +500,46 @@ do
   end
   local big, small = time_pair(10000, scene, in_batches)
   report("10,000 assets awaited by their loader, pool of 4", big, "100 x 100 assets", small, 1.5)
+
+  -- One signal for a whole level's loads: each load's end unsubscribes its
+  -- Handle from it. And an army's callers leaving a shared run one by one.
+  local f0 = stagehand.future()
+  f0:resolve()
+  local function level(n)
+    local o = T.new { stall_ms = 1e12 }
+    local ctl = stagehand.controller()
+    local f = stagehand.future()
+    for _ = 1, n do o:run("load", function(job) job:await(f) end, { signal = ctl.signal }) end
+    f:resolve()
+    o:step()
+    assert(o.nrunning == 0, "loads left running")
+  end
+  local function army(n)
+    local o = T.new { stall_ms = 1e12 }
+    local f = stagehand.future()
+    local hs = {}
+    for i = 1, n do hs[i] = o:run("mesh", function(job) job:await(f) end, { key = "mesh" }) end
+    for i = 1, n do hs[i]:cancel("fell") end
+    o:step()
+    assert(o.nrunning == 0, "the shared run outlived its callers")
+  end
+  -- (the collector paused while the clock runs, as for the pool: with
+  -- 10,000 coroutines alive each GC cycle walks them all)
+  local function paused(fn)
+    return function(n)
+      collectgarbage("stop")
+      fn(n)
+      collectgarbage("restart")
+    end
+  end
+  local function batches_of(fn)
+    return paused(function(n)
+      for _ = 1, n / 100 do fn(100) end
+    end)
+  end
+  big, small = time_pair(10000, paused(level), batches_of(level))
+  report("10,000 loads sharing one signal (GC paused)", big, "100 x 100 loads", small, 2)
+  big, small = time_pair(10000, paused(army), batches_of(army))
+  report("10,000 callers leaving one shared run (GC paused)", big, "100 x 100 callers", small, 2)
 end
 end

@@ -84,6 +84,27 @@ describe(".controller", function()
     assert.is_false(called)
   end)
 
+  it("keeps the order of the handlers left after most unsubscribe, and skips one unsubscribed during the abort", function()
+    local ctl = stagehand.controller()
+    local heard, unsubs = {}, {}
+    for i = 1, 50 do
+      unsubs[i] = ctl.signal:on_abort(function() heard[#heard + 1] = i end)
+    end
+    for i = 1, 50 do
+      if i % 10 ~= 0 then unsubs[i]() end
+    end
+    unsubs[1]() -- twice: nothing more happens
+    ctl.signal:on_abort(function() heard[#heard + 1] = 51 unsubs[30]() end)
+    ctl:abort()
+    assert.same({ 10, 20, 30, 40, 50, 51 }, heard)
+    local late = stagehand.controller()
+    local u = {}
+    u[1] = late.signal:on_abort(function() heard[#heard + 1] = "first" u[2]() end)
+    u[2] = late.signal:on_abort(function() heard[#heard + 1] = "never" end)
+    late:abort()
+    assert.equal("first", heard[#heard])
+  end)
+
   it("keeps calling handlers after one raises", function()
     local ctl = stagehand.controller()
     local second = false

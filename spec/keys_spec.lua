@@ -67,6 +67,42 @@ describe("keys", function()
       assert.no_leaks(orch)
     end)
 
+    it("lets an army's callers leave a shared run in any order: the rest hear its end, its rank follows who is left", function()
+      local orch = quiet()
+      local f = stagehand.future()
+      local job_of
+      local hs = {}
+      for i = 1, 40 do
+        local prio = i == 17 and "visible" or (i % 2 == 0 and "background" or nil)
+        hs[i] = orch:run("sword mesh", function(job)
+          job_of = job
+          return job:await(f)
+        end, { key = "mesh:sword", priority = prio })
+      end
+      assert.equal("visible", job_of:priority())
+      -- soldiers fall from the middle, the front and the back
+      local gone = { [1] = true, [17] = true, [40] = true, [2] = true, [25] = true }
+      for i = 3, 39, 3 do gone[i] = true end
+      for _, i in ipairs { 17, 1, 40, 2, 25 } do hs[i]:cancel("fell") end
+      for i = 3, 39, 3 do hs[i]:cancel("fell") end
+      assert.equal("scene", job_of:priority()) -- the visible one left; odd soldiers name none
+      for i = 1, 39, 2 do
+        if not gone[i] then hs[i]:cancel("fell") gone[i] = true end
+      end
+      assert.equal("background", job_of:priority())
+      assert.is_true(orch:running("mesh:sword"))
+      f:resolve("mesh")
+      orch:step()
+      for i = 1, 40 do
+        if gone[i] then
+          assert.equal("cancelled", hs[i]:state())
+        else
+          assert.same({ "done", "mesh" }, { hs[i]:result() })
+        end
+      end
+      assert.no_leaks(orch)
+    end)
+
     it("starts a new run when the key is not running, even with an outcome remembered", function()
       local orch = quiet()
       local n = 0

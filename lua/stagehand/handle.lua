@@ -104,13 +104,15 @@ function M.bind_signal(h, sig)
   return false
 end
 
--- A Handle is {job, priority source} in its array part: the smallest
--- table LuaJIT makes (header and array in one allocation, no hash part),
--- and one is made per caller. Fields it gains later (_w1, _seen, ...)
--- are rare. Read the source with rawget(h, 2): a Handle's __index is a
--- function, and a missing [2] would call it.
+-- A Handle is {job, priority source, its index in the job} in its array
+-- part: a small table LuaJIT makes in one allocation, with no hash part,
+-- and one is made per caller. Its index lets a caller leave a job shared
+-- by 10,000 in O(1) (priority.remove_caller); a new Handle is its job's
+-- first caller until placed elsewhere. Fields it gains later (_w1, _seen,
+-- ...) are rare. Read the source with rawget(h, 2): a Handle's __index is
+-- a function, and a missing [2] would call it.
 function M.new(job, prio)
-  return setmetatable({ job, prio }, HandleMT)
+  return setmetatable({ job, prio, H }, HandleMT)
 end
 
 function M.is_handle(v) return getmetatable(v) == HandleMT end

@@ -352,14 +352,26 @@ function M.add_caller(o, job, h)
     return
   end
   counts(o, job)
-  job[#job + 1] = h
+  local i = #job + 1
+  job[i] = h
+  h[3] = i
   change(o, job, M.group(o, rawget(h, 2)), 1)
 end
 
---- A caller's Handle leaves a running job.
+--- A caller's Handle leaves a running job: the last caller takes its
+--- place (callers have no order among them, and 10,000 soldiers leaving
+--- a shared job one by one must not shift the rest each time).
 function M.remove_caller(o, job, h)
   counts(o, job)
-  list.remove_value(job, h, H) -- the callers' Handles live in the job's array part
+  local i, n = rawget(h, 3), #job
+  if job[i] == h then
+    local last = job[n]
+    job[i] = last
+    last[3] = i
+    job[n] = nil
+  else
+    list.remove_value(job, h, H) -- (not where it was placed: never expected)
+  end
   change(o, job, M.group(o, rawget(h, 2)), -1)
 end
 
