@@ -61,6 +61,17 @@ local function fill_pool(o, pool, hold)
   end
 end
 
+-- fn with the collector paused while it runs (time_pair collects between
+-- rounds): with 100,000 coroutines alive each GC cycle walks them all, and
+-- that would hide what the scheduler itself costs.
+local function paused(fn)
+  return function(n)
+    collectgarbage("stop")
+    fn(n)
+    collectgarbage("restart")
+  end
+end
+
 local results = {}
 local function report(name, ns, base_name, base_ns, target)
   local ratio = ns / base_ns
@@ -318,13 +329,6 @@ do
   -- clock runs (it collects between rounds): the target. Then as a game
   -- sees it, collector running: with 100,000 coroutines alive, each GC
   -- cycle walks them all, which costs more than the scheduling does.
-  local function paused(fn)
-    return function(n)
-      collectgarbage("stop")
-      fn(n)
-      collectgarbage("restart")
-    end
-  end
   recording = true
   local p100k, p1k, p100k_fastest = time_pair(100000, paused(through_pool), paused(in_batches))
   recording = false
@@ -523,15 +527,7 @@ do
     o:step()
     assert(o.nrunning == 0, "the shared run outlived its callers")
   end
-  -- (the collector paused while the clock runs, as for the pool: with
-  -- 10,000 coroutines alive each GC cycle walks them all)
-  local function paused(fn)
-    return function(n)
-      collectgarbage("stop")
-      fn(n)
-      collectgarbage("restart")
-    end
-  end
+  -- (the collector paused while the clock runs, as for the pool)
   local function batches_of(fn)
     return paused(function(n)
       for _ = 1, n / 100 do fn(100) end
