@@ -14,25 +14,22 @@ local F = require "stagehand.fields"
 -- rank of its group must be its effective rank worked out the long way,
 -- walking its callers and everyone waiting on it.
 local function check_sets(orch, seed, t)
-  for _, job in pairs(orch.by_slot) do
-    assert(priority.effective(job) == priority.walk_effective(job),
-      "seed " .. seed .. ", turn " .. t .. ", " .. job[F.LABEL] .. ": job:priority() disagrees with the long way")
-  end
-  for _, list in ipairs { orch.pool_list, orch.budget_list } do
-    for _, q in ipairs(list) do
-      for slot, job in pairs(orch.by_slot) do
-        if job[F.WAITQ] == q then
-          local g = B.pool_group_of(q.p, slot)
-          local where = "seed " .. seed .. ", turn " .. t .. ", " .. job[F.LABEL] .. ": "
-          assert(g == priority.set_of(orch, job), where .. "filed under a stale set")
-          orch.round = orch.round + 1
-          local rank = orch.fixed_rank[g] or (orch.members[g] and priority.set_rank(orch, g))
-            or priority.source_rank(orch, orch.source_of[g], nil)
-          local walked = priority.walk_effective(job)
-          assert(rank == walked, where .. "its set's rank " .. rank .. " is not its effective rank " .. walked)
-        end
+  local cache = {} -- one reading: nothing changes between these calls
+  for slot, job in pairs(orch.by_slot) do
+    local walked = priority.walk_effective(job, cache)
+    local ok, why = priority.effective(job) == walked, "job:priority() disagrees with the long way"
+    local q = job[F.WAITQ]
+    if ok and q then
+      local g = B.pool_group_of(q.p, slot)
+      orch.round = orch.round + 1
+      local rank = orch.fixed_rank[g] or (orch.members[g] and priority.set_rank(orch, g))
+        or priority.source_rank(orch, orch.source_of[g], nil)
+      ok, why = g == priority.set_of(orch, job), "filed under a stale set"
+      if ok and rank ~= walked then
+        ok, why = false, "its set's rank " .. rank .. " is not its effective rank " .. walked
       end
     end
+    if not ok then error("seed " .. seed .. ", turn " .. t .. ", " .. job[F.LABEL] .. ": " .. why) end
   end
 end
 
@@ -157,7 +154,7 @@ local function scene(seed)
     end
     clock:advance(r(200))
     orch:step(r(3) == 1 and 5 or nil)
-    check_sets(orch, seed, t)
+    if t % 4 == 0 then check_sets(orch, seed, t) end -- (every turn costs 5x the scene on Lua 5.1)
   end
   orch:set_visible(true)
   orch:pool("dressing", 2)

@@ -353,6 +353,47 @@ describe("callers made inside a job", function()
     assert.no_leaks(orch)
   end)
 
+  it("are withdrawn in the order the job made them", function()
+    local orch = quiet()
+    local heard = {}
+    local parent = orch:run("Scene", function(job)
+      for i = 1, 5 do
+        orch:run("part " .. i, function(c) c:sleep(1000) end):on_end(function() heard[#heard + 1] = i end)
+      end
+      job:sleep(10)
+      error("the scene broke")
+    end)
+    T.settle(orch, 100, 10)
+    assert.equal("failed", parent:state())
+    assert.same({ 1, 2, 3, 4, 5 }, heard)
+    assert.no_leaks(orch)
+  end)
+
+  it("are not kept once they end: a streamer running sub-jobs all session holds none of the finished ones", function()
+    local orch = quiet()
+    local made = setmetatable({}, { __mode = "k" })
+    local gate = stagehand.future()
+    local function chunk(job, i)
+      local h = orch:run("chunk " .. i, function(c) c:sleep(1) return i end)
+      made[h] = true
+      return job:await(h)
+    end
+    local streamer = orch:run("streamer", function(job)
+      for i = 1, 50 do chunk(job, i) end
+      job:await(gate)
+    end)
+    T.settle(orch, 1000, 5)
+    assert.equal("running", streamer:state())
+    collectgarbage()
+    collectgarbage()
+    local left = 0
+    for _ in pairs(made) do left = left + 1 end
+    assert.equal(0, left)
+    gate:resolve()
+    orch:step()
+    assert.no_leaks(orch)
+  end)
+
   it("carry on after that job finished", function()
     local orch = quiet()
     local child

@@ -253,7 +253,10 @@ function E.end_job(job, st, v)
   if owned then
     o.owned[job] = nil
     if st ~= "done" then
-      for i = 1, #owned do owned[i]:cancel(v) end
+      local hs = {}
+      for h in pairs(owned) do hs[#hs + 1] = h end
+      table.sort(hs, function(a, b) return owned[a] < owned[b] end) -- in the order it made them
+      for i = 1, #hs do hs[i]:cancel(v) end
     end
   end
   return true

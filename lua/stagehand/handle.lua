@@ -82,6 +82,16 @@ function Handle:_settled()
     self._unsig = nil
     unsub()
   end
+  local owner = rawget(self, "_own") -- (the job that made this caller: orchestrator.own)
+  if owner then
+    self._own = nil
+    local owned = owner[ORCH].owned
+    local set = owned[owner]
+    if set then
+      set[self] = nil
+      if next(set) == nil then owned[owner] = nil end
+    end
+  end
 end
 
 local M = { Handle = Handle, HandleMT = HandleMT }

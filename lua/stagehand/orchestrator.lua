@@ -69,7 +69,8 @@ function Orchestrator.new(opts)
     bad_sources = setmetatable({}, { __mode = "k" }),
     awaiters = {},
     followed = {},
-    owned = {},
+    owned = {}, -- job -> {[Handle] = order} of the callers it made, still running
+    nowned = 0,
     idle = {}, -- when_idle waiters (jobs with no work and no stall clock)
     idle_dirty = false,
     nidle = 0,
@@ -85,13 +86,18 @@ end
 local check_run_opts = options.run_options
 
 -- A caller made inside a job, with no signal of its own, belongs to that job:
--- it is withdrawn if the job ends other than done (engine.end_job).
+-- it is withdrawn if the job ends other than done (engine.end_job). The job
+-- keeps only its callers still running: each leaves o.owned[job] as it
+-- settles (Handle:_settled), so a streamer that runs sub-jobs for the whole
+-- session does not keep every one it ever ran. The number is its order.
 local function own(o, h, sig)
   if sig then return end
   local cur = E.current
   if cur and cur[ORCH] == o and not cur[STATE] then
-    local owned = list.at(o.owned, cur)
-    owned[#owned + 1] = h
+    local n = o.nowned + 1
+    o.nowned = n
+    list.at(o.owned, cur)[h] = n
+    h._own = cur
   end
 end
 
