@@ -262,6 +262,27 @@ describe("slot pools", function()
       assert.no_leaks(orch)
     end)
 
+    it("keeps nothing of the sets once their jobs end, even with a fresh priority closure per job", function()
+      local orch = quiet { pools = { p = 1 } }
+      local order = {}
+      local hold = stagehand.future()
+      dresser(orch, order, "p", "holder", hold)
+      local loader = orch:run("loader", function(job)
+        local hs = {}
+        for i = 1, 30 do
+          hs[i] = dresser(orch, order, "p", "asset " .. i, nil, { priority = function() return "background" end })
+        end
+        job:await(stagehand.all(hs))
+      end, { priority = function() return "visible" end })
+      assert.is_true(orch.nsets >= 30) -- each asset: its own closure and the loader's
+      hold:resolve()
+      orch:step()
+      assert.equal("done", loader:state())
+      assert.equal("asset 30", order[31])
+      assert.equal(0, orch.nsets)
+      assert.no_leaks(orch) -- (no set still counted as in use)
+    end)
+
     it("hands its release to anything that calls a function back", function()
       local orch = quiet { pools = { p = 1 } }
       local f = stagehand.future()

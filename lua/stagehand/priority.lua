@@ -126,14 +126,18 @@ function M.init_groups(o)
   o.source_of = setmetatable({}, { __mode = "v" }) -- group -> source
   o.fixed_rank = { [0] = o.default_rank } -- group -> rank, for groups whose rank never changes
   o.members = {} -- set group -> sorted list of its source groups
-  o.set_group = {} -- "g1,g2,..." -> set group
+  o.set_group, o.set_key = {}, {} -- "g1,g2,..." <-> set group
+  o.set_users = {} -- set group -> how many jobs have it as their set
   o.nsets = 0
   o.next_group = 1
   o.src_count, o.set_of = {}, {}
   o.set_plus, o.set_minus = {}, {} -- set -> source group -> the set with it added / taken out
   -- A grant round's reading of each source group (see slots.read_live):
   -- a function in several sets is called once per round.
-  o.round, o.seen_round, o.seen_rank = 0, {}, {}
+  -- (Keyed by the function, weakly: fresh closures come and go.)
+  o.round = 0
+  o.seen_round = setmetatable({}, { __mode = "k" })
+  o.seen_rank = setmetatable({}, { __mode = "k" })
 end
 
 --- The group of one source (0 for nil, the default). A rank name's group
@@ -161,8 +165,9 @@ local function group_of_set(o, ids)
   local g = o.set_group[k]
   if g then return g end
   g = new_group(o)
-  o.set_group[k] = g
+  o.set_group[k], o.set_key[g] = g, k
   o.members[g] = ids
+  o.set_users[g] = 0
   o.nsets = o.nsets + 1
   local fixed = #o.ranks + 1
   for i = 1, #ids do
@@ -195,11 +200,14 @@ function M.set_rank(o, g)
     local m = ms[i]
     local r = fixed[m]
     if not r then
-      if seen_round[m] == round then
-        r = seen_rank[m]
+      local src = o.source_of[m]
+      if src == nil then
+        r = o.default_rank -- (a function no longer referenced: no job reads it)
+      elseif seen_round[src] == round then
+        r = seen_rank[src]
       else
-        r = M.source_rank(o, o.source_of[m], nil)
-        seen_round[m], seen_rank[m] = round, r
+        r = M.source_rank(o, src, nil)
+        seen_round[src], seen_rank[src] = round, r
       end
     end
     if r < best then best = r end
@@ -222,16 +230,33 @@ set_rank_in = function(o, g, cache)
   return best
 end
 
-local ONE = {}
 local function members(o, g)
-  local ms = o.members[g]
-  if ms then return ms end
-  local one = ONE[g]
-  if not one then
-    one = { g }
-    ONE[g] = one
+  return o.members[g] or { g }
+end
+
+-- How many jobs have each set. A set no job has any more is forgotten,
+-- with every remembered transition (some may lead to it): a game passing a
+-- fresh priority closure per job makes a new set per job, and keeping them
+-- all grew memory by 500 bytes a job. A job takes its new set before the
+-- change is passed on (so nothing the change reaches can forget that set
+-- under it) and lets go of its old one after (passing it on reads old's
+-- members).
+local function take_set(o, g)
+  if o.members[g] then o.set_users[g] = o.set_users[g] + 1 end
+end
+
+local function drop_set(o, g)
+  if not (g and o.members[g]) then return end
+  local n = o.set_users[g] - 1
+  if n > 0 then
+    o.set_users[g] = n
+    return
   end
-  return one
+  o.set_users[g] = nil
+  o.set_group[o.set_key[g]] = nil
+  o.set_key[g], o.members[g], o.fixed_rank[g] = nil, nil, nil
+  o.nsets = o.nsets - 1
+  o.set_plus, o.set_minus = {}, {}
 end
 
 -- The set after source group g joins (added) or leaves the set `old`,
@@ -310,6 +335,7 @@ local function change(o, job, g, d)
   local new = next_set(o, old, g, n ~= nil, from_none)
   if old == new then return end
   o.set_of[job] = new
+  take_set(o, new)
   local f = o.followed[job]
   if f then
     if is_job(f) then
@@ -319,6 +345,7 @@ local function change(o, job, g, d)
     end
   end
   M.moved(o, job, new)
+  drop_set(o, old)
 end
 
 local function has(list, v)
@@ -349,6 +376,7 @@ end
 function M.add_caller(o, job, h)
   if not rawget(job, H) and not o.src_count[job] and not o.awaiters[job] then
     job[H] = h -- its only caller: its set is h's source, nothing to count
+    h[3] = H
     return
   end
   counts(o, job)
@@ -380,7 +408,10 @@ end
 --- what it waited on then, and takes its set's share back).
 function M.forget_sets(o, job)
   o.src_count[job] = nil
-  if not o.followed[job] then o.set_of[job] = nil end
+  if not o.followed[job] then
+    drop_set(o, o.set_of[job])
+    o.set_of[job] = nil
+  end
 end
 
 -- Set by slots.lua: re-files a waiting job under its new set.

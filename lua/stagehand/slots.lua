@@ -291,7 +291,7 @@ local function read_live(o, p, g)
     local ok, r = pcall(src)
     rank = ok and o.rank_of[r] or priority.bad_source(o, src, ok, r)
     -- (noted for the sets read in this round: see priority.set_rank)
-    if o.nsets > 0 then o.seen_round[g], o.seen_rank[g] = o.round, rank end
+    if o.nsets > 0 then o.seen_round[src], o.seen_rank[src] = o.round, rank end
   else
     rank = priority.set_rank(o, g) -- a set of sources: the best of its members
   end
