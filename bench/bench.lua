@@ -537,5 +537,15 @@ do
   report("10,000 loads sharing one signal (GC paused)", big, "100 x 100 loads", small, 2)
   big, small = time_pair(10000, paused(army), batches_of(army))
   report("10,000 callers leaving one shared run (GC paused)", big, "100 x 100 callers", small, 2)
+  -- Tiles waiting on a key nobody started yet, leaving one by one.
+  local function tiles(n)
+    local o = T.new { stall_ms = 1e12 }
+    local hs = {}
+    for i = 1, n do hs[i] = o:when("atlas") end
+    for i = 1, n do hs[i]:cancel("scrolled away") end
+    assert(o.nrunning == 0, "when waiters left running")
+  end
+  big, small = time_pair(10000, paused(tiles), batches_of(tiles))
+  report("10,000 pending when waiters leaving (GC paused)", big, "100 x 100 waiters", small, 2)
 end
 end

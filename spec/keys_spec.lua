@@ -186,6 +186,29 @@ describe("keys", function()
       assert.same({ "done", 1 }, { w:result() })
     end)
 
+    it("lets pending waiters leave in any order; the rest join the run in the order they came", function()
+      local orch = quiet()
+      local hs, heard = {}, {}
+      for i = 1, 30 do
+        hs[i] = orch:when("atlas", "tile " .. i)
+        hs[i]:on_end(function(st) heard[#heard + 1] = i .. st end)
+      end
+      for _, i in ipairs { 30, 1, 15, 16, 2, 29 } do hs[i]:cancel("scrolled away") end
+      heard = {}
+      orch:run("atlas", function() return "atlas" end, { key = "atlas" })
+      local want = {}
+      for i = 1, 30 do
+        if i == 1 or i == 2 or i == 15 or i == 16 or i == 29 or i == 30 then
+          assert.equal("cancelled", hs[i]:state())
+        else
+          want[#want + 1] = i .. "done"
+          assert.same({ "done", "atlas" }, { hs[i]:result() })
+        end
+      end
+      assert.same(want, heard)
+      assert.no_leaks(orch)
+    end)
+
     it("runs its own stall clock while nothing has started the key", function()
       local lines = {}
       local orch = T.new { log = function(m) lines[#lines + 1] = m end }

@@ -2,15 +2,16 @@
 -- has started, and the remembered outcomes of ended runs.
 --
 -- o.keyed[key]        the running job of that key
--- o.pending[key]      list of placeholder jobs, one per `when` still waiting
+-- o.pending[key]      set of placeholder jobs, one per `when` still waiting
 --                     for a run of the key to start (each has its own stall
---                     clock and shows in report() like any job)
+--                     clock and shows in report() like any job); a set, so
+--                     10,000 of them leaving one by one cost O(1) each
 -- remembered outcomes an ordered map from key to the ended job: insert at the
 --                     newest end, evict from the oldest, look up and forget
 --                     by key, each O(1) (a list linked through two maps)
 local list_m = require "stagehand.list"
 local F = require "stagehand.fields"
-local KEY = F.KEY
+local KEY, ID = F.KEY, F.ID
 
 local M = {}
 
@@ -51,10 +52,28 @@ function M.recall(o, key) return o.mem[key] end
 --- A placeholder job stops waiting for its key (it ended, or joined a run).
 function M.leave_pending(o, p)
   local key = p[KEY]
-  local list = o.pending[key]
-  if not list then return end
-  list_m.remove_value(list, p)
-  if list[1] == nil then o.pending[key] = nil end
+  local set = o.pending[key]
+  if not set then return end
+  set[p] = nil
+  if next(set) == nil then o.pending[key] = nil end
+end
+
+--- Adds a placeholder job waiting for a run of its key.
+function M.add_pending(o, p)
+  list_m.at(o.pending, p[KEY])[p] = true
+end
+
+local function by_id(a, b) return a[ID] < b[ID] end
+
+--- The placeholders waiting for `key`, oldest first; they stop waiting.
+function M.take_pending(o, key)
+  local set = o.pending[key]
+  if not set then return nil end
+  o.pending[key] = nil
+  local ps = {}
+  for p in pairs(set) do ps[#ps + 1] = p end
+  table.sort(ps, by_id)
+  return ps
 end
 
 return M

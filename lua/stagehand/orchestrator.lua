@@ -156,9 +156,8 @@ function Orchestrator:run(label, work, opts)
   if key then
     self.keyed[key] = job
     -- `when` waiters for this key become callers before the work starts.
-    local waiting = self.pending[key]
+    local waiting = keys.take_pending(self, key)
     if waiting then
-      self.pending[key] = nil
       for i = 1, #waiting do
         local p = waiting[i]
         for j = H, #p do
@@ -210,8 +209,7 @@ function Orchestrator:when(key, label, opts)
   local now = self.clock()
   self.now = now
   E.start(self, p, stall_ms or self.stall_ms, now)
-  local waiting = list.at(self.pending, key)
-  waiting[#waiting + 1] = p
+  keys.add_pending(self, p)
   local h = new_handle(p, prio)
   p[H] = h
   own(self, h, sig)
