@@ -1,0 +1,64 @@
+-- On LuaJIT, a job's whole life (run, wait, grant, release, end) must stay
+-- inside code the JIT compiles. One closure in end_job once kept it from
+-- compiling at all (NYI: UCLO) and doubled every job's cost without a
+-- single spec noticing; only `make bench` did. This spec watches the
+-- trace compiler while jobs run and names any trace that aborts on a
+-- bytecode LuaJIT cannot compile inside stagehand's own files.
+local jit = rawget(_G, "jit")
+if not (jit and jit.status() and jit.attach) then return end
+
+local stagehand = require "stagehand"
+local T = require "stagehand.testing"
+local vmdef = require "jit.vmdef"
+local util = require "jit.util"
+
+-- Trace aborts on a bytecode the JIT cannot compile, inside lua/stagehand/.
+local function nyi_aborts(fn)
+  local found = {}
+  local function on_trace(what, _, func, pc, otr, oex)
+    if what ~= "abort" then return end
+    local msg = vmdef.traceerr[otr]
+    if type(msg) ~= "string" or not msg:find("NYI: bytecode", 1, true) then return end
+    local info = util.funcinfo(func, pc)
+    local where = (info.source or "?") .. ":" .. tostring(info.currentline)
+    if where:find("stagehand/", 1, true) and not where:find("/spec/", 1, true) then
+      found[#found + 1] = msg:format(oex) .. " at " .. where
+    end
+  end
+  jit.flush()
+  jit.attach(on_trace, "trace")
+  local ok, err = pcall(fn)
+  jit.attach(on_trace)
+  assert(ok, err)
+  return found
+end
+
+describe("the JIT", function()
+  it("compiles a job's life: started, parked on a slot, granted, released, ended", function()
+    local sources = { function() return "scene" end, function() return "background" end, "visible" }
+    local found = nyi_aborts(function()
+      for _ = 1, 4 do
+        local o = T.new { pools = { dressing = 4 }, stall_ms = 1e12 }
+        local hold = stagehand.future()
+        for _ = 1, 4 do
+          o:run("holder", function(job)
+            local release = job:slot("dressing")
+            job:await(hold)
+            release()
+          end)
+        end
+        for i = 1, 2000 do
+          o:run("dress", function(job)
+            local release = job:slot("dressing")
+            release()
+          end, { priority = sources[i % 3 + 1] })
+          o:run("trivial", function() return i end)
+        end
+        hold:resolve()
+        o:step()
+        assert.equal(0, o.nrunning)
+      end
+    end)
+    assert.same({}, found)
+  end)
+end)
