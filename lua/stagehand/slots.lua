@@ -15,7 +15,7 @@ local E = require "stagehand.engine"
 local settle = require "stagehand.settle"
 local priority = require "stagehand.priority"
 local F = require "stagehand.fields"
-local ORCH, CID, CO, W, LABEL, HELD, WAITQ, H = F.ORCH, F.CID, F.CO, F.W, F.LABEL, F.HELD, F.WAITQ, F.H
+local ORCH, CID, CO, W, LABEL, HELD, WAITQ = F.ORCH, F.CID, F.CO, F.W, F.LABEL, F.HELD, F.WAITQ
 local STATE, SINCE = F.STATE, F.SINCE
 local co_yield, PARK = coroutine.yield, E.PARK
 local set_of = priority.set_of
@@ -24,7 +24,6 @@ local set_of = priority.set_of
 -- or next: LuaJIT 2.1 does not compile those, and a loop that keeps
 -- aborting its trace (the step's drain calls grant) gets blacklisted.
 local M = {}
-
 
 -- Marks q as needing a grant round: o.grantable is false, the one queue
 -- that changed, or true for "look at every queue". The usual case (one
