@@ -15,7 +15,11 @@ local F = require "stagehand.fields"
 -- walking its callers and everyone waiting on it.
 local function check_sets(orch, seed, t)
   local cache = {} -- one reading: nothing changes between these calls
-  for slot, job in pairs(orch.by_slot) do
+  -- (The slot is read from the job: the key pairs() gives for by_slot's
+  -- array part is compared wrongly by this LuaJIT's compiled code: a 3
+  -- that is not equal to 3.)
+  for _, job in pairs(orch.by_slot) do
+    local slot = job[F.CID]
     local walked = priority.walk_effective(job, cache)
     local ok, why = priority.effective(job) == walked, "job:priority() disagrees with the long way"
     local q = job[F.WAITQ]

@@ -198,7 +198,9 @@ end
 -- instructions.)
 local function withdraw(owned, v)
   local hs = {}
-  for h in pairs(owned) do hs[#hs + 1] = h end
+  for h in pairs(owned) do
+    if h ~= "n" then hs[#hs + 1] = h end
+  end
   table.sort(hs, function(a, b) return owned[a] < owned[b] end)
   for i = 1, #hs do hs[i]:cancel(v) end
 end

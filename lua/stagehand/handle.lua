@@ -87,9 +87,13 @@ function Handle:_settled()
     self._own = nil
     local owned = owner[ORCH].owned
     local set = owned[owner]
-    if set then
+    if set and set[self] then
       set[self] = nil
-      if next(set) == nil then owned[owner] = nil end
+      -- (A count, not next(set): next() compiled by this LuaJIT crashed
+      -- chaos scenes here now and then.)
+      local n = set.n - 1
+      set.n = n
+      if n == 0 then owned[owner] = nil end
     end
   end
 end

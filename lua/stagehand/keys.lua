@@ -9,7 +9,6 @@
 -- remembered outcomes an ordered map from key to the ended job: insert at the
 --                     newest end, evict from the oldest, look up and forget
 --                     by key, each O(1) (a list linked through two maps)
-local list_m = require "stagehand.list"
 local F = require "stagehand.fields"
 local KEY, ID = F.KEY, F.ID
 
@@ -53,14 +52,22 @@ function M.recall(o, key) return o.mem[key] end
 function M.leave_pending(o, p)
   local key = p[KEY]
   local set = o.pending[key]
-  if not set then return end
+  if not (set and set[p]) then return end
   set[p] = nil
-  if next(set) == nil then o.pending[key] = nil end
+  set.n = set.n - 1 -- (a count, not next(set): see Handle:_settled)
+  if set.n == 0 then o.pending[key] = nil end
 end
 
 --- Adds a placeholder job waiting for a run of its key.
 function M.add_pending(o, p)
-  list_m.at(o.pending, p[KEY])[p] = true
+  local key = p[KEY]
+  local set = o.pending[key]
+  if not set then
+    set = { n = 0 }
+    o.pending[key] = set
+  end
+  set[p] = true
+  set.n = set.n + 1
 end
 
 local function by_id(a, b) return a[ID] < b[ID] end
@@ -71,7 +78,9 @@ function M.take_pending(o, key)
   if not set then return nil end
   o.pending[key] = nil
   local ps = {}
-  for p in pairs(set) do ps[#ps + 1] = p end
+  for p in pairs(set) do
+    if p ~= "n" then ps[#ps + 1] = p end
+  end
   table.sort(ps, by_id)
   return ps
 end
