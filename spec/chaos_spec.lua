@@ -108,7 +108,12 @@ local function scene(seed)
           local child = orch:run("child " .. arg, work_for(2), { key = arg % 3 == 0 and KEYS[arg % #KEYS + 1] or nil })
           if arg % 2 == 0 then job:await(child) end
         elseif op == 13 then
-          job:await(stagehand.all { stagehand.future("a"), handles[arg % #handles + 1] })
+          local h = handles[arg % #handles + 1]
+          if arg % 4 == 0 then
+            job:await(stagehand.all { h, h }) -- one job followed twice
+          else
+            job:await(stagehand.all { stagehand.future("a"), h })
+          end
         elseif op == 14 then
           job:permit("upload")
           clock:advance(arg % 5) -- the upload takes main-thread time

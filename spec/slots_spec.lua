@@ -224,6 +224,31 @@ describe("slot pools", function()
       end
     end)
 
+    it("counts a job awaited twice in one list once: it drops back when the waiter leaves", function()
+      local orch = quiet { pools = { p = 1 } }
+      local order = {}
+      local hold = stagehand.future()
+      dresser(orch, order, "p", "holder", hold)
+      dresser(orch, order, "p", "first in line", nil, { priority = "scene" })
+      local cape = dresser(orch, order, "p", "cape", nil, { priority = "background", key = "cape" })
+      local portrait = orch:run("portrait", function(job)
+        job:await(stagehand.all { cape, orch:when("cape"), cape })
+      end, { priority = "visible" })
+      local function rank_of(label)
+        for _, r in ipairs(orch:report()) do
+          if r.label == label then return r.priority end
+        end
+      end
+      assert.equal("visible", rank_of("cape"))
+      portrait:cancel("closed")
+      orch:step()
+      assert.equal("background", rank_of("cape"))
+      hold:resolve()
+      orch:step()
+      assert.same({ "holder", "first in line", "cape" }, order)
+      assert.no_leaks(orch)
+    end)
+
     it("files a thousand jobs a scene loader awaits as one group, raised and dropped with the loader", function()
       local B = require "stagehand.backend"
       local orch = quiet { pools = { p = 1 } }

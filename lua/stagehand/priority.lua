@@ -131,6 +131,7 @@ function M.init_groups(o)
   o.nsets = 0
   o.next_group = 1
   o.src_count, o.set_of = {}, {}
+  o.nawait = {} -- job -> how many jobs o.awaiters[job] holds
   o.set_plus, o.set_minus = {}, {} -- set -> source group -> the set with it added / taken out
   -- A grant round's reading of each source group (see slots.read_live):
   -- a function in several sets is called once per round.
@@ -341,7 +342,16 @@ local function change(o, job, g, d)
     if is_job(f) then
       pass(o, f, old, new)
     else
-      for i = 1, #f do pass(o, f[i], old, new) end
+      -- Once per job: a list may follow one job twice (stagehand.all of two
+      -- Handles on one run), and it is one awaiter of that job (add).
+      local done = {}
+      for i = 1, #f do
+        local t = f[i]
+        if not done[t] then
+          done[t] = true
+          pass(o, t, old, new)
+        end
+      end
     end
   end
   M.moved(o, job, new)
@@ -417,9 +427,14 @@ end
 -- Set by slots.lua: re-files a waiting job under its new set.
 M.moved = function() end
 
+-- (o.nawait[job] counts o.awaiters[job], so emptying it needs no next():
+-- next() right after removing a key crashed this LuaJIT's compiled code.)
 local function add(o, job, waiter)
+  local set = list.at(o.awaiters, job)
+  if set[waiter] then return end -- (a list may follow one job twice: it counts once)
   counts(o, job)
-  list.at(o.awaiters, job)[waiter] = true
+  set[waiter] = true
+  o.nawait[job] = (o.nawait[job] or 0) + 1
   add_set(o, job, M.set_of(o, waiter), 1)
 end
 
@@ -434,7 +449,12 @@ local function leave(o, aws, job, waiter)
   local set = aws[job]
   if set and set[waiter] then
     set[waiter] = nil
-    if next(set) == nil then aws[job] = nil end
+    local n = o.nawait[job] - 1
+    if n == 0 then
+      aws[job], o.nawait[job] = nil, nil
+    else
+      o.nawait[job] = n
+    end
     if not job[STATE] then add_set(o, job, M.set_of(o, waiter), -1) end
   end
 end
@@ -458,11 +478,15 @@ end
 function M.move_awaiters(o, from, to)
   local set = o.awaiters[from]
   if not set then return end
-  o.awaiters[from] = nil
+  o.awaiters[from], o.nawait[from] = nil, nil
   counts(o, to)
   local dest = list.at(o.awaiters, to)
   for w in pairs(set) do
-    dest[w] = true
+    local fresh = not dest[w] -- (w may follow both: it counts once)
+    if fresh then
+      dest[w] = true
+      o.nawait[to] = (o.nawait[to] or 0) + 1
+    end
     local f = o.followed[w]
     if f == from then
       o.followed[w] = to
@@ -471,7 +495,7 @@ function M.move_awaiters(o, from, to)
         if f[i] == from then f[i] = to end
       end
     end
-    add_set(o, to, M.set_of(o, w), 1)
+    if fresh then add_set(o, to, M.set_of(o, w), 1) end
   end
 end
 
