@@ -14,6 +14,7 @@ local signal = require "stagehand.signal"
 local logm = require "stagehand.log"
 local priority = require "stagehand.priority"
 local keys = require "stagehand.keys"
+local list = require "stagehand.list"
 local F = require "stagehand.fields"
 
 local ORCH, CID, CO, W, STATE, OUT, ID, LABEL, KEY, H =
@@ -197,11 +198,7 @@ end
 -- keeps LuaJIT from compiling end_job at all, which cost every job 3,000
 -- instructions.)
 local function withdraw(owned, v)
-  local hs = {}
-  for h in pairs(owned) do
-    if h ~= "n" then hs[#hs + 1] = h end
-  end
-  table.sort(hs, function(a, b) return owned[a] < owned[b] end)
+  local hs = list.members(owned, function(a, b) return owned[a] < owned[b] end)
   for i = 1, #hs do hs[i]:cancel(v) end
 end
 

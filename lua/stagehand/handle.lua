@@ -2,6 +2,7 @@
 local E = require "stagehand.engine"
 local settle = require "stagehand.settle"
 local priority = require "stagehand.priority"
+local list = require "stagehand.list"
 local F = require "stagehand.fields"
 
 local ORCH, STATE, OUT, ID, LABEL, KEY, H = F.ORCH, F.STATE, F.OUT, F.ID, F.LABEL, F.KEY, F.H
@@ -85,16 +86,7 @@ function Handle:_settled()
   local owner = rawget(self, "_own") -- (the job that made this caller: orchestrator.own)
   if owner then
     self._own = nil
-    local owned = owner[ORCH].owned
-    local set = owned[owner]
-    if set and set[self] then
-      set[self] = nil
-      -- (A count, not next(set): next() compiled by this LuaJIT crashed
-      -- chaos scenes here now and then.)
-      local n = set.n - 1
-      set.n = n
-      if n == 0 then owned[owner] = nil end
-    end
+    list.set_remove(owner[ORCH].owned, owner, self)
   end
 end
 

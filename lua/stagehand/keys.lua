@@ -2,13 +2,14 @@
 -- has started, and the remembered outcomes of ended runs.
 --
 -- o.keyed[key]        the running job of that key
--- o.pending[key]      set of placeholder jobs, one per `when` still waiting
+-- o.pending[key]      counted set (list.lua) of placeholder jobs, one per `when` still waiting
 --                     for a run of the key to start (each has its own stall
 --                     clock and shows in report() like any job); a set, so
 --                     10,000 of them leaving one by one cost O(1) each
 -- remembered outcomes an ordered map from key to the ended job: insert at the
 --                     newest end, evict from the oldest, look up and forget
 --                     by key, each O(1) (a list linked through two maps)
+local list = require "stagehand.list"
 local F = require "stagehand.fields"
 local KEY, ID = F.KEY, F.ID
 
@@ -50,24 +51,12 @@ function M.recall(o, key) return o.mem[key] end
 
 --- A placeholder job stops waiting for its key (it ended, or joined a run).
 function M.leave_pending(o, p)
-  local key = p[KEY]
-  local set = o.pending[key]
-  if not (set and set[p]) then return end
-  set[p] = nil
-  set.n = set.n - 1 -- (a count, not next(set): see Handle:_settled)
-  if set.n == 0 then o.pending[key] = nil end
+  list.set_remove(o.pending, p[KEY], p)
 end
 
 --- Adds a placeholder job waiting for a run of its key.
 function M.add_pending(o, p)
-  local key = p[KEY]
-  local set = o.pending[key]
-  if not set then
-    set = { n = 0 }
-    o.pending[key] = set
-  end
-  set[p] = true
-  set.n = set.n + 1
+  list.set_add(o.pending, p[KEY], p)
 end
 
 local function by_id(a, b) return a[ID] < b[ID] end
@@ -77,12 +66,7 @@ function M.take_pending(o, key)
   local set = o.pending[key]
   if not set then return nil end
   o.pending[key] = nil
-  local ps = {}
-  for p in pairs(set) do
-    if p ~= "n" then ps[#ps + 1] = p end
-  end
-  table.sort(ps, by_id)
-  return ps
+  return list.members(set, by_id)
 end
 
 return M

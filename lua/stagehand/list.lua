@@ -23,4 +23,44 @@ function M.at(map, key)
   return t
 end
 
+-- Counted sets: map[key] is {[member] = value, n = how many}, dropped from
+-- map when its last member leaves. The count is how a set knows it emptied:
+-- next() right after removing a key crashed the compiled code of the LuaJIT
+-- this project runs on (Debian's 2.1.0-beta3 snapshot). Walk one with
+-- M.members, or skip the key "n".
+
+--- Adds v (with value x, default true) to the set at map[key]; true if new.
+function M.set_add(map, key, v, x)
+  local set = map[key]
+  if not set then
+    set = { n = 0 }
+    map[key] = set
+  end
+  local fresh = set[v] == nil
+  if fresh then set.n = set.n + 1 end
+  set[v] = x == nil and true or x
+  return fresh
+end
+
+--- Removes v from the set at map[key]; true if it was there.
+function M.set_remove(map, key, v)
+  local set = map[key]
+  if not (set and set[v] ~= nil) then return false end
+  set[v] = nil
+  local n = set.n - 1
+  set.n = n
+  if n == 0 then map[key] = nil end
+  return true
+end
+
+--- A counted set's members as a list, sorted by `before` if given.
+function M.members(set, before)
+  local out = {}
+  for v in pairs(set) do
+    if v ~= "n" then out[#out + 1] = v end
+  end
+  if before then table.sort(out, before) end
+  return out
+end
+
 return M

@@ -69,7 +69,7 @@ function Orchestrator.new(opts)
     bad_sources = setmetatable({}, { __mode = "k" }),
     awaiters = {},
     followed = {},
-    owned = {}, -- job -> {[Handle] = order, n = count} of the callers it made, still running
+    owned = {}, -- job -> counted set {[Handle] = order} of the callers it made, still running (list.lua)
     nowned = 0,
     idle = {}, -- when_idle waiters (jobs with no work and no stall clock)
     idle_dirty = false,
@@ -96,13 +96,7 @@ local function own(o, h, sig)
   if cur and cur[ORCH] == o and not cur[STATE] then
     local n = o.nowned + 1
     o.nowned = n
-    local set = o.owned[cur]
-    if not set then
-      set = { n = 0 }
-      o.owned[cur] = set
-    end
-    set[h] = n
-    set.n = set.n + 1
+    list.set_add(o.owned, cur, h, n)
     h._own = cur
   end
 end

@@ -77,9 +77,11 @@ local function walk(job, cache)
     local aw = o.awaiters[job]
     if aw then
       for w in pairs(aw) do
-        local s = walk(w, cache)
-        if s < best then best = s end
-        if best == 1 then break end
+        if w ~= "n" then -- (a counted set: list.lua)
+          local s = walk(w, cache)
+          if s < best then best = s end
+          if best == 1 then break end
+        end
       end
     end
   end
@@ -131,7 +133,6 @@ function M.init_groups(o)
   o.nsets = 0
   o.next_group = 1
   o.src_count, o.set_of = {}, {}
-  o.nawait = {} -- job -> how many jobs o.awaiters[job] holds
   o.set_plus, o.set_minus = {}, {} -- set -> source group -> the set with it added / taken out
   -- A grant round's reading of each source group (see slots.read_live):
   -- a function in several sets is called once per round.
@@ -311,8 +312,10 @@ local function counts(o, job)
   local aw = o.awaiters[job]
   if aw then
     for a in pairs(aw) do
-      local ms = members(o, M.set_of(o, a))
-      for i = 1, #ms do cnt[ms[i]] = (cnt[ms[i]] or 0) + 1 end
+      if a ~= "n" then -- (a counted set: list.lua)
+        local ms = members(o, M.set_of(o, a))
+        for i = 1, #ms do cnt[ms[i]] = (cnt[ms[i]] or 0) + 1 end
+      end
     end
   end
   o.src_count[job] = cnt
@@ -427,14 +430,12 @@ end
 -- Set by slots.lua: re-files a waiting job under its new set.
 M.moved = function() end
 
--- (o.nawait[job] counts o.awaiters[job], so emptying it needs no next():
--- next() right after removing a key crashed this LuaJIT's compiled code.)
+-- (o.awaiters[job] is a counted set: list.lua.)
 local function add(o, job, waiter)
-  local set = list.at(o.awaiters, job)
-  if set[waiter] then return end -- (a list may follow one job twice: it counts once)
-  counts(o, job)
-  set[waiter] = true
-  o.nawait[job] = (o.nawait[job] or 0) + 1
+  local set = o.awaiters[job]
+  if set and set[waiter] then return end -- (a list may follow one job twice: it counts once)
+  counts(o, job) -- (before the waiter joins: counts() counts the awaiters already there)
+  list.set_add(o.awaiters, job, waiter)
   add_set(o, job, M.set_of(o, waiter), 1)
 end
 
@@ -446,16 +447,8 @@ function M.follow(o, waiter, f)
 end
 
 local function leave(o, aws, job, waiter)
-  local set = aws[job]
-  if set and set[waiter] then
-    set[waiter] = nil
-    local n = o.nawait[job] - 1
-    if n == 0 then
-      aws[job], o.nawait[job] = nil, nil
-    else
-      o.nawait[job] = n
-    end
-    if not job[STATE] then add_set(o, job, M.set_of(o, waiter), -1) end
+  if list.set_remove(aws, job, waiter) and not job[STATE] then
+    add_set(o, job, M.set_of(o, waiter), -1)
   end
 end
 
@@ -478,15 +471,12 @@ end
 function M.move_awaiters(o, from, to)
   local set = o.awaiters[from]
   if not set then return end
-  o.awaiters[from], o.nawait[from] = nil, nil
+  o.awaiters[from] = nil
   counts(o, to)
-  local dest = list.at(o.awaiters, to)
-  for w in pairs(set) do
-    local fresh = not dest[w] -- (w may follow both: it counts once)
-    if fresh then
-      dest[w] = true
-      o.nawait[to] = (o.nawait[to] or 0) + 1
-    end
+  local moved = list.members(set)
+  for i = 1, #moved do
+    local w = moved[i]
+    local fresh = list.set_add(o.awaiters, to, w) -- (w may follow both: it counts once)
     local f = o.followed[w]
     if f == from then
       o.followed[w] = to

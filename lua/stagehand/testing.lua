@@ -106,7 +106,7 @@ function T.leaks(orch)
     awaiters = "awaiter registrations", followed = "follow registrations",
     owned = "owned-caller lists", permit_of = "permit(s) held", idle = "when_idle waiter(s)",
     src_count = "priority source counts", set_of = "priority source sets",
-    set_users = "sets of priority sources still counted as in use", nawait = "awaiter counts",
+    set_users = "sets of priority sources still counted as in use",
   }
   for t, what in pairs(left) do
     if next(orch[t]) ~= nil then out[#out + 1] = what .. " left behind" end
