@@ -199,6 +199,10 @@ static int l_pool_fix_rank(lua_State *L) {
   sh_pool *p = POOL(L);
   return ret_int(L, sh_pool_fix_rank(p, check_id(L, 2), check_id(L, 3)));
 }
+static int l_pool_forget_group(lua_State *L) {
+  sh_pool *p = POOL(L);
+  return ret_int(L, sh_pool_forget_group(p, check_id(L, 2)));
+}
 static int l_pool_next_live(lua_State *L) {
   sh_pool *p = POOL(L);
   lua_Number a = luaL_checknumber(L, 2);
@@ -290,6 +294,7 @@ static const luaL_Reg funcs[] = {
     {"pool_next_group", l_pool_next_group},
     {"pool_set_rank", l_pool_set_rank},
     {"pool_fix_rank", l_pool_fix_rank},
+    {"pool_forget_group", l_pool_forget_group},
     {"pool_next_live", l_pool_next_live},
     {"pool_grantable", l_pool_grantable},
     {"pool_best", l_pool_best},

@@ -237,6 +237,19 @@ int sh_pool_fix_rank(sh_pool *p, int32_t g, int32_t rank) {
   return SH_OK;
 }
 
+/* A group id given back for reuse (its set of sources is gone, or its
+ * function was collected): it must have no waiters, and it forgets its rank
+ * and whether that rank was fixed, so the id can name any source next. */
+int sh_pool_forget_group(sh_pool *p, int32_t g) {
+  if (!p || g < 0 || g >= SH_MAX_ID) return SH_EINVAL;
+  if ((size_t)g >= p->ngroups) return SH_OK; /* never used here */
+  if (p->groups[g].count != 0) return SH_ESTATE;
+  p->groups[g].rank = 0;
+  p->groups[g].fixed = 0;
+  CHECKED(p);
+  return SH_OK;
+}
+
 int32_t sh_pool_next_live(const sh_pool *p, int32_t after) {
   int32_t g = sh_pool_next_group(p, after);
   while (g >= 0 && p->groups[g].fixed) g = p->groups[g].next;

@@ -79,6 +79,7 @@ int sh_pool_is_waiting(const sh_pool *p, int32_t id);
 int32_t sh_pool_next_group(const sh_pool *p, int32_t after);
 int sh_pool_set_rank(sh_pool *p, int32_t group, int32_t rank);
 int sh_pool_fix_rank(sh_pool *p, int32_t group, int32_t rank);
+int sh_pool_forget_group(sh_pool *p, int32_t group);
 int32_t sh_pool_next_live(const sh_pool *p, int32_t after);
 int32_t sh_pool_grantable(const sh_pool *p);
 int32_t sh_pool_best(const sh_pool *p);

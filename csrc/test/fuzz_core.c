@@ -72,6 +72,12 @@ int sh_fuzz_one(const uint8_t *d, size_t n) {
       }
       break;
     case 13:
+      if (v & 0x80) { /* a group id given back: refused while it has waiters */
+        int32_t g = 1 + (int32_t)(v % (GROUPS - 1)), k, busy = 0; /* (group 0 stays fixed) */
+        for (k = 0; k < IDS; k++) busy |= waiting[k] && group_of[k] == g;
+        if (sh_pool_forget_group(p, g) != (busy ? SH_ESTATE : SH_OK)) fail("forget_group disagreed with the model", at);
+        break;
+      }
       if (!waiting[id] && sh_pool_move(p, id, v % GROUPS) != SH_ESTATE) fail("move took an id not waiting", at);
       if (sh_pool_remove(p, id) != (waiting[id] ? SH_OK : SH_ESTATE)) fail("remove disagreed with the model", at);
       waiting[id] = 0;

@@ -381,6 +381,28 @@ static void pool_move_keeps_arrival(void) {
   sh_pool_free(p);
 }
 
+/* A group id given back forgets its rank and that the rank was fixed, so
+ * it can name a live source next; an id with waiters is refused. */
+static void pool_forget_group_resets_the_id(void) {
+  sh_pool *p = sh_pool_new();
+  CHECK(sh_pool_set_capacity(p, 0) == SH_OK);
+  CHECK(sh_pool_fix_rank(p, 2, 1) == SH_OK);
+  CHECK(sh_pool_enqueue(p, 0, 2) == SH_OK);
+  CHECK(sh_pool_forget_group(p, 2) == SH_ESTATE); /* still has a waiter */
+  CHECK(sh_pool_next_live(p, -1) == -1);          /* and is still fixed */
+  CHECK(sh_pool_remove(p, 0) == SH_OK);
+  CHECK(sh_pool_forget_group(p, 2) == SH_OK);
+  CHECK(sh_pool_enqueue(p, 1, 2) == SH_OK);
+  CHECK(sh_pool_next_live(p, -1) == 2); /* no longer fixed: read live again */
+  CHECK(sh_pool_rank_of(p, 1) == 0);
+  CHECK(sh_pool_forget_group(p, 1000) == SH_OK); /* never used: nothing to forget */
+  CHECK(sh_pool_forget_group(p, -1) == SH_EINVAL);
+  CHECK(sh_pool_forget_group(p, SH_MAX_ID) == SH_EINVAL);
+  CHECK(sh_pool_forget_group(NULL, 1) == SH_EINVAL);
+  CHECK(sh_pool_check(p) == SH_OK);
+  sh_pool_free(p);
+}
+
 /* grantable: how many waiters a grant could serve now. */
 static void pool_grantable_counts_free_slots_and_waiters(void) {
   sh_pool *p = sh_pool_new();
@@ -548,6 +570,7 @@ int main(void) {
   clock_groups_count_pool_activity_as_progress();
   pool_grants_by_rank_then_arrival();
   pool_move_keeps_arrival();
+  pool_forget_group_resets_the_id();
   pool_grantable_counts_free_slots_and_waiters();
   pool_random_sequences_keep_invariants();
   barrier_counts_each_index_once();
