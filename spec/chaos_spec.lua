@@ -55,6 +55,9 @@ local function scene(seed)
     log = function() end,
     check_ms = 500,
   }
+  -- Group ids of collected closures are swept for reuse after every few
+  -- new ones, not every 256 (the collector runs every 16 turns below).
+  orch.sweep_min, orch.sweep_at = 4, 4
   orch:budget("finalize", { ops = 3 })
   orch:budget("upload", { ms = 6 })
   local handles, futures, ctls = {}, {}, {}
@@ -105,7 +108,9 @@ local function scene(seed)
         elseif op == 11 then
           job:await(orch:when_idle())
         elseif op == 12 then
-          local child = orch:run("child " .. arg, work_for(2), { key = arg % 3 == 0 and KEYS[arg % #KEYS + 1] or nil })
+          -- (its Handle is kept by nobody but the job: its closure can be collected)
+          local child = orch:run("child " .. arg, work_for(2),
+            { key = arg % 3 == 0 and KEYS[arg % #KEYS + 1] or nil, priority = prio() })
           if arg % 2 == 0 then job:await(child) end
         elseif op == 13 then
           local h = handles[arg % #handles + 1]
@@ -164,6 +169,7 @@ local function scene(seed)
     clock:advance(r(200))
     orch:step(r(3) == 1 and 5 or nil)
     if t % 4 == 0 then check_sets(orch, seed, t) end -- (every turn costs 5x the scene on Lua 5.1)
+    if t % 16 == 0 then collectgarbage() end
   end
   orch:set_visible(true)
   orch:pool("dressing", 2)

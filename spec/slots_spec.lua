@@ -308,6 +308,61 @@ describe("slot pools", function()
       assert.no_leaks(orch) -- (no set still counted as in use)
     end)
 
+    it("reuses the core's group ids once closures are collected: a closure per job does not grow them for good", function()
+      local orch = quiet { pools = { p = 1 } }
+      local function round()
+        local order, hold = {}, stagehand.future()
+        dresser(orch, order, "p", "holder", hold)
+        local hs = {}
+        for i = 1, 600 do
+          local rank = i % 2 == 0 and "visible" or "background"
+          hs[i] = dresser(orch, order, "p", rank .. " " .. i, nil, { priority = function() return rank end })
+        end
+        -- a loader with a closure of its own raises the last background job
+        -- to scene: a set of two closures, under a reused id too
+        orch:run("loader", function(job) job:await(hs[599]) end, { priority = function() return "scene" end })
+        hold:resolve()
+        orch:step()
+        -- grants still read each job's own closure, reused id or not
+        assert.equal("visible 2", order[2])
+        assert.equal("visible 600", order[301])
+        assert.equal("background 599", order[302])
+        assert.equal("background 1", order[303])
+        assert.equal("background 597", order[601])
+      end
+      for _ = 1, 5 do
+        round()
+        collectgarbage() -- (out of round(): nothing of it is on the stack)
+        collectgarbage()
+      end
+      -- 3,000 closures in all, at most 600 alive at once
+      assert.is_true(orch.next_group < 1500, "group ids in use: " .. orch.next_group)
+      assert.no_leaks(orch)
+    end)
+
+    it("makes a reused group id forget the fixed rank of the set it named", function()
+      local orch = quiet { pools = { p = 1 } }
+      local order, hold = {}, stagehand.future()
+      dresser(orch, order, "p", "holder", hold)
+      -- a cape with two callers of fixed ranks waits under their set, whose rank is fixed at visible
+      local a = dresser(orch, order, "p", "cape", nil, { key = "cape", priority = "background" })
+      local b = dresser(orch, order, "p", "cape", nil, { key = "cape", priority = "visible" })
+      assert.equal(1, orch.nsets)
+      local set_id = next(orch.members)
+      a:cancel("closed")
+      b:cancel("closed") -- the cape ends: its set's id is free
+      assert.equal(0, orch.nsets)
+      -- that id now names a function answering background, read live at each grant
+      local banner = function() return "background" end
+      dresser(orch, order, "p", "banner", nil, { priority = banner })
+      assert.equal(set_id, orch.group_of[banner])
+      dresser(orch, order, "p", "scene prop", nil, { priority = "scene" })
+      hold:resolve()
+      orch:step()
+      assert.same({ "holder", "scene prop", "banner" }, order)
+      assert.no_leaks(orch)
+    end)
+
     it("hands its release to anything that calls a function back", function()
       local orch = quiet { pools = { p = 1 } }
       local f = stagehand.future()

@@ -132,6 +132,13 @@ function M.init_groups(o)
   o.set_users = {} -- set group -> how many jobs have it as their set
   o.nsets = 0
   o.next_group = 1
+  -- Group ids are reused (slots.lua's queues keep a C entry per id): a set's
+  -- when no job has it any more, a function's once the collector took it.
+  o.free_groups = {} -- ids ready for reuse
+  o.fn_group = {} -- group -> true, for groups of one function
+  o.fn_made = 0 -- function groups made since the last sweep
+  o.sweep_min = 256 -- (chaos lowers it, to sweep often)
+  o.sweep_at = o.sweep_min
   o.src_count, o.set_of = {}, {}
   o.set_plus, o.set_minus = {}, {} -- set -> source group -> the set with it added / taken out
   -- A grant round's reading of each source group (see slots.read_live):
@@ -144,9 +151,44 @@ end
 
 --- The group of one source (0 for nil, the default). A rank name's group
 --- has a fixed rank: the core is told it once and grants never read it.
+---
+--- Ids are reused, so a game that passes a fresh closure per job does not
+--- grow every queue's C group array for good. A set's id is given back when
+--- its last job lets go of it (drop_set). A function's id is given back once
+--- the collector has taken the function (source_of is weak): nothing else
+--- can still name it then, since a job counting a source holds the Handle
+--- that holds the function. Those ids are found by a sweep over all ids,
+--- run when no id is free and at least half as many function groups as
+--- there are ids were made since the last sweep: its cost per group made
+--- stays constant.
+local forget_in_queues -- (set by slots.lua: tells each queue's core the id is free)
+
+local function sweep(o)
+  local free, fn_group, source_of = o.free_groups, o.fn_group, o.source_of
+  for g = 1, o.next_group - 1 do
+    if fn_group[g] and source_of[g] == nil then
+      fn_group[g] = nil
+      free[#free + 1] = g
+    end
+  end
+  -- (no remembered set change can name a freed id: any set holding one
+  -- was dropped, and dropping clears them; cleared here all the same)
+  if free[1] then o.set_plus, o.set_minus = {}, {} end
+  o.fn_made = 0
+  o.sweep_at = math.max(o.sweep_min, math.floor(o.next_group / 2))
+end
+
 local function new_group(o)
-  local g = o.next_group
-  o.next_group = g + 1
+  local free = o.free_groups
+  local n = #free
+  if n == 0 then
+    local g = o.next_group
+    o.next_group = g + 1
+    return g
+  end
+  local g = free[n]
+  free[n] = nil
+  forget_in_queues(o, g)
   return g
 end
 
@@ -154,12 +196,24 @@ function M.group(o, src)
   if src == nil then return 0 end
   local g = o.group_of[src]
   if g then return g end
+  if type(src) == "function" then
+    local made = o.fn_made + 1
+    o.fn_made = made
+    if made >= o.sweep_at and o.free_groups[1] == nil then sweep(o) end
+  end
   g = new_group(o)
   o.group_of[src] = g
   o.source_of[g] = src
-  if type(src) == "string" then o.fixed_rank[g] = M.source_rank(o, src, nil) end
+  if type(src) == "string" then
+    o.fixed_rank[g] = M.source_rank(o, src, nil)
+  else
+    o.fn_group[g] = true
+  end
   return g
 end
+
+--- Set by slots.lua: fn(o, g) resets a reused id in every queue.
+function M.on_forget(fn) forget_in_queues = fn end
 
 -- The group of a sorted list of two or more source groups.
 local function group_of_set(o, ids)
@@ -259,6 +313,8 @@ local function drop_set(o, g)
   o.set_key[g], o.members[g], o.fixed_rank[g] = nil, nil, nil
   o.nsets = o.nsets - 1
   o.set_plus, o.set_minus = {}, {}
+  local free = o.free_groups
+  free[#free + 1] = g
 end
 
 -- The set after source group g joins (added) or leaves the set `old`,

@@ -440,4 +440,16 @@ do
   Job.slot, Job.permit = M.slot, M.permit
 end
 priority.moved = moved
+-- A group id about to be reused: no queue has waiters under it (its set or
+-- function is gone), and each queue's core forgets its rank.
+priority.on_forget(function(o, g)
+  local lists = { o.pool_list, o.budget_list }
+  for l = 1, 2 do
+    local qs = lists[l]
+    for i = 1, #qs do
+      local rc = B.pool_forget_group(qs[i].p, g)
+      if rc ~= 0 then error("stagehand: the core refused to reuse priority group " .. g .. " (status " .. rc .. ")") end
+    end
+  end
+end)
 return M
