@@ -173,6 +173,22 @@ describe("keys", function()
       assert.same({ "done", "stone" }, { w:result() })
     end)
 
+    it("tells the listeners a waiter gathered before the run started", function()
+      local orch = quiet()
+      local heard = {}
+      local w = orch:when("portrait:hero")
+      w:on_end(function(st, v) heard[#heard + 1] = st .. " " .. v end)
+      -- (the run's own caller has no listener: only the waiter's tells)
+      local run = orch:run("Painting the hero", function(job)
+        job:sleep(10)
+        return "portrait"
+      end, { key = "portrait:hero" })
+      T.settle(orch, 100, 10)
+      assert.equal("done", run:state())
+      assert.same({ "done portrait" }, heard)
+      assert.no_leaks(orch)
+    end)
+
     it("keeps a run going for a when waiter after the run's own caller leaves", function()
       local orch = quiet()
       local w = orch:when("k")

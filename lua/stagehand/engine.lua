@@ -32,6 +32,7 @@ local timers_add, timers_cancel, timers_pop = B.timers_add, B.timers_cancel, B.t
 
 local E = { errors = errors, F = F }
 local is_job = F.is_job
+local TOLD = F.TOLD
 
 -- What a waiting job's coroutine yields. Only a coroutine of the user's own
 -- inside a job ever shows it to user code (see check_wait), so its name says
@@ -224,6 +225,7 @@ function E.end_job(job, st, v)
   local started_at = job[STARTED]
   free_slot(o, slot)
   job[CID] = false
+  local told = job[OUT] == TOLD
   job[STATE], job[OUT] = st, v
   o.nrunning = o.nrunning - 1
   local key = job[KEY]
@@ -254,7 +256,9 @@ function E.end_job(job, st, v)
     end
     if not seen then o.unhandled[#o.unhandled + 1] = job end
   end
-  for i = H, #hs do settle.fire(hs[i], st, v) end
+  if told then
+    for i = H, #hs do settle.fire(hs[i], st, v) end
+  end
   notify(o, job, started_at)
   -- Callers this job made (run or when inside its work, without a signal of
   -- their own) leave with it unless it finished: nothing it asked for is

@@ -6,6 +6,7 @@ local list = require "stagehand.list"
 local F = require "stagehand.fields"
 
 local ORCH, STATE, OUT, ID, LABEL, KEY, H = F.ORCH, F.STATE, F.OUT, F.ID, F.LABEL, F.KEY, F.H
+local TOLD = F.TOLD
 
 ---@class stagehand.Handle
 ---@field id integer     id of the job it follows
@@ -26,10 +27,17 @@ local HandleMT = {
     local f = FROM_JOB[k]
     if f then
       local v = h[1][f]
-      if v == false then return nil end -- running (no state yet), or no key
+      if v == false or v == TOLD then return nil end -- running (no state yet), or no key
       return v
     end
     return nil
+  end,
+  -- A field new to this Handle (_w1, _ls, _unsig, _own, ...): its running
+  -- job now has someone to tell when it ends (fields.TOLD).
+  __newindex = function(h, k, v)
+    rawset(h, k, v)
+    local job = rawget(h, 1)
+    if not job[STATE] then job[OUT] = TOLD end
   end,
   __tostring = function(h)
     return "stagehand.Handle(" .. h[1][LABEL] .. ", " .. h:state() .. ")"

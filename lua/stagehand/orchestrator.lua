@@ -14,7 +14,8 @@ local list = require "stagehand.list"
 
 local JobMT = jobm.JobMT
 local F = require "stagehand.fields"
-local ORCH, CO, W, STATE, LABEL, H = F.ORCH, F.CO, F.W, F.STATE, F.LABEL, F.H
+local ORCH, CO, W, STATE, OUT, LABEL, H = F.ORCH, F.CO, F.W, F.STATE, F.OUT, F.LABEL, F.H
+local TOLD = F.TOLD
 local settle_empty = require("stagehand.settle").pack()
 local new_handle = handle.new
 local setmetatable, type = setmetatable, type
@@ -160,6 +161,7 @@ function Orchestrator:run(label, work, opts)
     if waiting then
       for i = 1, #waiting do
         local p = waiting[i]
+        if p[OUT] == TOLD then job[OUT] = TOLD end -- (its Handles had listeners)
         for j = H, #p do
           local ph = p[j]
           ph[1] = job
