@@ -13,6 +13,23 @@ describe("the luv driver", function()
   local orch
   after_each(function() if orch then orch:close() end end)
 
+  it("grants a budget's permits on consecutive passes of the loop, not at stall checks", function()
+    orch = stagehand.new { driver = "luv", stall_ms = 600000, check_ms = 300000 }
+    orch:budget("finalize", { ops = 1 })
+    local done = 0
+    for i = 1, 5 do
+      orch:run("chunk " .. i, function(job)
+        job:permit("finalize")
+        done = done + 1
+      end)
+    end
+    orch:step()
+    assert.equal(1, done)
+    assert.equal(0, orch:next_wake()) -- the next pass steps again
+    orch:loop()
+    assert.equal(5, done)
+  end)
+
   it("survives a hot reload that forgets stagehand and luv (luv's loop stays open)", function()
     -- In a process of its own: without the fix, the second orchestrator's
     -- first timer wrote into the freed loop and the process died (SIGSEGV).

@@ -554,6 +554,50 @@ describe("budgets", function()
     assert.no_leaks(orch)
   end)
 
+  it("grant a step's permits by priority among every job that asked in that step", function()
+    -- A streaming world: meshes built by workers come in together, and the
+    -- chunks wake in the order their workers finished, far ones first.
+    local orch = quiet()
+    orch:budget("finalize", { ops = 2 })
+    local order = {}
+    local built = stagehand.future()
+    local function chunk(name, prio)
+      orch:run(name, function(job)
+        job:await(built)
+        job:permit("finalize")
+        order[#order + 1] = name
+      end, { priority = prio })
+    end
+    chunk("far", "background")
+    chunk("near", "scene")
+    chunk("under the player", "visible")
+    chunk("ahead", "visible")
+    built:resolve()
+    orch:step() -- all four wake and ask in this step; two finalize
+    assert.same({ "under the player", "ahead" }, order)
+    orch:step()
+    assert.same({ "under the player", "ahead", "near", "far" }, order)
+    assert.no_leaks(orch)
+  end)
+
+  it("ask for the next step at once while permits are waiting", function()
+    -- (the luv driver steps when next_wake says: it once said the next
+    -- stall check, so each permit of a finalize queue took seconds)
+    local orch = quiet { stall_ms = 60000, check_ms = 30000 }
+    orch:budget("finalize", { ops = 1 })
+    for i = 1, 3 do
+      orch:run("chunk " .. i, function(job) job:permit("finalize") end)
+    end
+    assert.equal(0, orch:next_wake())
+    orch:step()
+    assert.equal(2, orch.nrunning)
+    assert.equal(0, orch:next_wake())
+    orch:step()
+    orch:step()
+    assert.equal(0, orch.nrunning)
+    assert.is_nil(orch:next_wake())
+  end)
+
   it("run the permit holders in the step that granted them", function()
     local orch = quiet()
     orch:budget("b", { ops = 1 })

@@ -592,14 +592,14 @@ function E.check_stalls(o, now)
   o.next_check = now + o.check_ms
 end
 
--- Runs queued continuations oldest first, granting slots and permits as
--- they free up, until nothing is left or the deadline passes; leaves the
--- last clock reading in o.now.
+-- Runs queued continuations oldest first, granting slots as they free up,
+-- until nothing is left or the deadline passes; leaves the last clock
+-- reading in o.now.
 --
 -- (The loop ends by its condition or break, never by return: LuaJIT cannot
 -- record a return out of a loop to a lower frame, and a loop whose traces
 -- keep aborting is blacklisted, taking the step with it.)
-local function drain(o, deadline)
+local function run_queue(o, deadline)
   local clock = o.clock
   local now = o.now
   local slots = E.slots
@@ -621,6 +621,19 @@ local function drain(o, deadline)
   end
 end
 
+-- run_queue, then budgets: they grant once everything runnable has run, so
+-- all the jobs that asked for a permit in this step compete for it by
+-- priority (a streaming world's chunks whose meshes came in this frame
+-- finalize nearest first, not in the order they woke). Their holders run
+-- in the same step.
+local function drain(o, deadline)
+  run_queue(o, deadline)
+  while o.budget_due and not (deadline and o.now >= deadline) do
+    if not E.slots.grant_budgets(o) then break end
+    run_queue(o, deadline)
+  end
+end
+
 -- Every turn of the drain loop resumes a coroutine, which a LuaJIT trace
 -- cannot follow: the trace stops there and another continues after it
 -- ("stitching"). If the loop's own trace is first recorded on a turn that
@@ -634,7 +647,10 @@ end
 -- continuation links back to that loop.
 do
   local stale = { false, false, false, false, false, false, false, false, false, false }
-  local warm = { qn = 0, stepping = true, grantable = false, permit_of = {}, clock = function() return 0 end, now = 0 }
+  local warm = {
+    qn = 0, stepping = true, grantable = false, budget_due = false, permit_of = {},
+    clock = function() return 0 end, now = 0,
+  }
   E.init_queue(warm)
   for _ = 1, 300 do enqueue(warm, stale) end
   drain(warm, nil)
@@ -716,7 +732,7 @@ function E.step(o, budget_ms)
 end
 
 function E.next_wake(o)
-  if o.qn > 0 or o.grantable then return 0 end
+  if o.qn > 0 or o.grantable or o.budget_due or E.slots.budget_waiting(o) then return 0 end
   if o.nrunning == 0 then return nil end
   local now = o.clock()
   local best

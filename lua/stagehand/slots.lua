@@ -25,11 +25,20 @@ local set_of = priority.set_of
 -- aborting its trace (the step's drain calls grant) gets blacklisted.
 local M = {}
 
--- Marks q as needing a grant round: o.grantable is false, the one queue
--- that changed, or true for "look at every queue". The usual case (one
--- slot freed) grants in that queue alone, with no loop over queues: a loop
+-- Marks pool q as needing a grant round: o.grantable is false, the one
+-- pool that changed, or true for "look at every pool". The usual case (one
+-- slot freed) grants in that pool alone, with no loop over pools: a loop
 -- that runs once per call keeps aborting LuaJIT's traces.
+--
+-- A budget is marked in o.budget_due instead: budgets grant only once
+-- everything runnable in the step has run (engine.drain), so every job that
+-- asked for a permit in this step competes for it by priority, not just the
+-- first to ask.
 local function dirty(o, q)
+  if q.kind == "budget" then
+    o.budget_due = true
+    return
+  end
   local g = o.grantable
   if not g then
     o.grantable = q
@@ -62,6 +71,7 @@ function M.init(o, pools)
   o.next_clock_group = 0
   o.permit_of = {} -- job -> the ms budget whose permit it holds this step
   o.grantable = false
+  o.budget_due = false
   for name, cap in pairs(pools) do M.pool(o, name, cap) end
 end
 
@@ -356,30 +366,48 @@ local function grant_ms(o, q)
   return false
 end
 
-local function grant_queue(o, q)
-  if q.ms then return grant_ms(o, q) end
-  return grant_free(o, q)
-end
-
 local function grant_all(o)
   local any = false
-  local pools, budgets = o.pool_list, o.budget_list
+  local pools = o.pool_list
   for i = 1, #pools do
     if grant_free(o, pools[i]) then any = true end
-  end
-  for i = 1, #budgets do
-    if grant_queue(o, budgets[i]) then any = true end
   end
   return any
 end
 
---- Grants what can be granted now. Returns true if anything was granted.
+--- Grants the slots that can be granted now. Returns true if any was.
 function M.grant(o)
   local g = o.grantable
   if not g then return false end
   o.grantable = false
   if g == true then return grant_all(o) end
-  return grant_queue(o, g)
+  return grant_free(o, g)
+end
+
+--- Grants the permits that can be granted now, once nothing else can run
+--- (engine.drain). Returns true if any was.
+function M.grant_budgets(o)
+  o.budget_due = false
+  local any = false
+  local budgets = o.budget_list
+  for i = 1, #budgets do
+    local q = budgets[i]
+    local granted
+    if q.ms then granted = grant_ms(o, q) else granted = grant_free(o, q) end
+    if granted then any = true end
+  end
+  return any
+end
+
+--- True while some budget has waiters: a next step would grant them
+--- (engine.next_wake asks, so the luv driver steps again at once rather
+--- than when the next stall check is due).
+function M.budget_waiting(o)
+  local budgets = o.budget_list
+  for i = 1, #budgets do
+    if B.pool_waiting(budgets[i].p) > 0 then return true end
+  end
+  return false
 end
 
 --- A new step: every budget's permits count from zero again.
