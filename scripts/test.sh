@@ -49,6 +49,23 @@ demo_ends_every_job() {
   echo "the example scene loader ended every job: 6 done, 1 failed, 1 stalled"
 }
 
+# The streaming world runs on a frame clock, so its output is the same on
+# every runtime: nearest chunks finalize first, two a frame, the slow chunk
+# is dropped, the corrupt one fails, the preloader runs only when idle.
+world_streams_on() ( # $1: runtime (a subshell: its environment stays here)
+  eval "$(sh scripts/env.sh "$1")"
+  "$1" examples/streaming_world.lua >"$out" 2>&1 || { cat "$out"; return 1; }
+  for want in "^frame   5  finalized chunk 2 \(visible\); finalized chunk 1 \(visible\)$" \
+      "^frame   6  finalized chunk 3 \(scene\); finalized chunk 4 \(background\)$" \
+      "dropped chunk 6: out of range" "chunk 11 failed: checksum mismatch" \
+      "^chunks: 1=done 2=done 3=done 4=done 5=done 6=cancelled 7=done 8=done 9=done 10=done 11=failed 12=done 13=done 14=done 15=done 16=done$" \
+      "^at most 2 chunks finalized in one frame" "^every chunk loaded at most once" \
+      "^preloaded 4 sounds, each while no chunk was loading: .* \(done\)$"; do
+    grep -Eq "$want" "$out" || { cat "$out"; echo "missing: $want"; return 1; }
+  done
+  echo "nearest chunks first, two a frame; chunk 6 dropped, chunk 11 failed; 4 sounds preloaded while idle"
+)
+
 count "C core tests" ./build/test_core
 for rt in "$@"; do
   eval "$(sh scripts/env.sh "$rt")"
@@ -64,6 +81,9 @@ sanitized() {
 }
 
 check "make demo: the example scene loader" demo_ends_every_job
+for rt in "$@"; do
+  check "the example streaming world on $rt" world_streams_on "$rt"
+done
 check "make sanitize: C tests, then specs on Lua 5.4 and LuaJIT (both backends) under ASan and UBSan" sanitized
 check "luarocks make of the rockspec into a temporary tree" sh scripts/rock.sh "$@"
 echo
