@@ -211,6 +211,35 @@ do
   fb:resolve()
   small:step()
   big:step()
+
+  -- A step that checks for idle (a page job ran in it) while a when_idle
+  -- preloader waits and a scene loader awaits all of n assets: the check
+  -- finds a busy asset without listing the loader's n parts.
+  local function loading(n)
+    local o = T.new { stall_ms = 1e12 }
+    local f = stagehand.future()
+    o:run("preloader", function(job) job:await(o:when_idle()) end)
+    o:run("scene loader", function(job)
+      local hs = {}
+      for i = 1, n do hs[i] = o:run("asset", function(asset) asset:await(f) end) end
+      job:await(stagehand.all(hs))
+    end)
+    return o, f
+  end
+  local few, ff = loading(100)
+  local many, fm = loading(10000)
+  local page = function() end
+  local src2 = "local o, n, page = ... for _ = 1, n do o:run('page', page) o:step() end"
+  local pages_few, pages_many = assert(load(src2)), assert(load(src2))
+  -- (the collector paused while the clock runs: with 10,000 coroutines
+  -- alive, its cycles cost more than the step and would hide the check)
+  local many_ns, few_ns = time_pair(20000, paused(function(n) pages_many(many, n, page) end),
+    paused(function(n) pages_few(few, n, page) end))
+  report("step + idle check, loader awaits 10,000", many_ns, "loader awaits 100, GC paused", few_ns, 1.5)
+  ff:resolve()
+  fm:resolve()
+  T.settle(few, 1000)
+  T.settle(many, 1000)
 end
 end
 

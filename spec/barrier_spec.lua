@@ -136,6 +136,46 @@ describe(":when_idle", function()
     assert.same({ "page starts", "page done", "preload 1", "preload 2", "preload 3" }, log)
   end)
 
+  it("tells a busy world from an idle one without listing what a loader awaits", function()
+    local orch = quiet()
+    local downloads = stagehand.future("downloads")
+    local preloaded = false
+    -- (started first, so the check meets the preloader and the loader
+    -- before any asset, whatever order it goes in)
+    orch:run("preloader", function(job)
+      job:await(orch:when_idle())
+      preloaded = true
+    end)
+    local all_assets
+    local loader = orch:run("scene loader", function(job)
+      local hs = {}
+      for i = 1, 1000 do
+        hs[i] = orch:run("asset " .. i, function(asset) asset:await(downloads) end)
+      end
+      all_assets = stagehand.all(hs)
+      job:await(all_assets)
+    end)
+    -- Count the listings of the 1,000 parts: any asset waiting on its
+    -- download already says the world is not idle, and listing them in
+    -- every step cost half a millisecond a step.
+    local listed, follows = 0, all_assets._follows
+    all_assets._follows = function(g)
+      listed = listed + 1
+      return follows(g)
+    end
+    for _ = 1, 5 do
+      orch:run("page work", function(job) job:sleep(1) end) -- (each step has something new to check)
+      orch:step()
+    end
+    assert.equal(0, listed)
+    assert.is_false(preloaded)
+    downloads:resolve()
+    T.settle(orch, 1000, 10)
+    assert.is_true(preloaded)
+    assert.equal("done", loader:state())
+    assert.no_leaks(orch)
+  end)
+
   it("never blocks two preloaders on each other", function()
     local orch = quiet()
     local ran = {}

@@ -687,12 +687,31 @@ local function idle_blocked(o, job, memo)
   return r
 end
 
+-- A job surely not waiting on when_idle, told in O(1): it has no
+-- coroutine, is running, queued or asleep, or is parked on something that
+-- follows no job (a future, a slot queue). The idle check looks for one of
+-- these before it walks what the others await: a scene loader awaiting
+-- `stagehand.all` of 10,000 assets made every step whose check met it first
+-- list all 10,000 (half a millisecond a step), though any asset waiting on
+-- its download already said "not idle".
+local function surely_busy(o, job)
+  if o.idle[job] then return false end
+  if not job[CO] then return true end
+  local w = job[W]
+  if not w or w == QUEUED or w == SLEEP or w == KEYWAIT then return true end
+  if rawget(w, "parts") then return false end -- a group: walked if need be
+  return w:_follows() == nil
+end
+
 local function by_id(a, b) return a.id < b.id end
 
 --- Settles every when_idle waiter once each running job waits on one.
 function E.idle_check(o)
   if o.nidle == 0 or not o.idle_dirty then return end
   o.idle_dirty = false
+  for _, job in pairs(o.by_slot) do
+    if surely_busy(o, job) then return end
+  end
   local memo = {}
   for _, job in pairs(o.by_slot) do
     if not idle_blocked(o, job, memo) then return end
