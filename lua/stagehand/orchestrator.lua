@@ -14,7 +14,7 @@ local list = require "stagehand.list"
 
 local JobMT = jobm.JobMT
 local F = require "stagehand.fields"
-local ORCH, CO, W, STATE, OUT, LABEL, H = F.ORCH, F.CO, F.W, F.STATE, F.OUT, F.LABEL, F.H
+local ORCH, CO, W, STATE, OUT, LABEL, SINCE, H = F.ORCH, F.CO, F.W, F.STATE, F.OUT, F.LABEL, F.SINCE, F.H
 local TOLD = F.TOLD
 local settle_empty = require("stagehand.settle").pack()
 local new_handle = handle.new
@@ -211,6 +211,7 @@ function Orchestrator:when(key, label, opts)
   local now = self.clock()
   self.now = now
   E.start(self, p, stall_ms or self.stall_ms, now)
+  p[SINCE] = now
   keys.add_pending(self, p)
   local h = new_handle(p, prio)
   p[H] = h
@@ -226,6 +227,7 @@ local function standing_job(o, label, prio, sig, stall_ms)
   local now = o.clock()
   o.now = now
   E.start(o, job, stall_ms, now)
+  job[SINCE] = now -- (it waits from its start: the report says since when)
   local h = new_handle(job, prio)
   job[H] = h
   own(o, h, sig)
@@ -450,7 +452,8 @@ function Orchestrator:dump()
       now - r.started_at)
     if r.key then s = s .. " key " .. r.key end
     if r.waiting_on then
-      s = s .. string.format("; waiting on %s for %g ms", r.waiting_on, now - r.waiting_since)
+      s = s .. "; waiting on " .. r.waiting_on
+      if r.waiting_since then s = s .. string.format(" for %g ms", now - r.waiting_since) end
     end
     lines[#lines + 1] = s
   end
