@@ -173,6 +173,27 @@ do
     assert(o.nrunning == 0)
   end)
   report("park, settle by another, resume (1,000 at once)", cycle, "coroutine resume/yield", bare_trip)
+
+  -- 2c. The same 1,000 jobs waiting on one future (a texture atlas every
+  -- sprite needs): its listeners are kept in arrival order, so settling it
+  -- tells them in order with nothing to sort.
+  local shared = time(N, function(n)
+    local rounds = math.max(1, math.floor(n / K))
+    local f = stagehand.future()
+    for _ = 1, K do
+      o:run("waiter", function(job)
+        for _ = 1, rounds do job:await(f) end
+      end)
+    end
+    for r = 1, rounds do
+      local settled = f
+      f = stagehand.future()
+      settled:resolve(r)
+      o:step()
+    end
+    assert(o.nrunning == 0)
+  end)
+  report("the same, all on one shared future", shared, "a future each (above)", cycle, 1.5)
 end
 end
 

@@ -41,6 +41,35 @@ describe(".future", function()
     assert.same({ 1, 2, 3, 4, 5 }, order)
   end)
 
+  it("wakes the jobs still waiting in the order they waited, after most of the others left", function()
+    -- 1,000 sprites wait on one atlas; the player closes most of their
+    -- pages. Those leave in O(1) each, and the rest wake in order.
+    local orch = T.new()
+    local atlas = stagehand.future("atlas")
+    local order, hs = {}, {}
+    for i = 1, 1000 do
+      hs[i] = orch:run("sprite " .. i, function(job)
+        job:await(atlas)
+        order[#order + 1] = i
+      end)
+    end
+    local want = {}
+    for i = 1, 1000 do
+      if i % 7 == 0 or i == 1 then want[#want + 1] = i else hs[i]:cancel("page closed") end
+    end
+    -- one comes back: it waits again, after everyone still waiting
+    local again = orch:run("sprite again", function(job)
+      job:await(atlas)
+      order[#order + 1] = "again"
+    end)
+    want[#want + 1] = "again"
+    atlas:resolve()
+    orch:step()
+    assert.same(want, order)
+    assert.equal("done", again:state())
+    assert.no_leaks(orch)
+  end)
+
   it("names a bad label", function()
     assert.has_error(function() stagehand.future(5) end,
       "bad argument 'label' to future: expected a non-empty string, got number")

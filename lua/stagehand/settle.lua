@@ -4,19 +4,17 @@
 -- functions subscribed with on_end, and parked jobs, which it wakes.
 --
 -- The first listener sits in _w1 (most awaitables have one, and then no
--- table is made); later ones are keys of _ls mapped to an order number, so a
--- job that stops waiting (cancelled, stalled) leaves in O(1) however many
--- others wait, and all are told in the order they came. A listener is a job
--- or a subscription table {on_end = fn}.
+-- table is made); later ones go in _ls, a list in the order they came, with
+-- _li mapping each to its place. One that stops waiting (cancelled,
+-- stalled) is marked false where it was, in O(1) however many others wait,
+-- and the list is compacted once half of it is marked; so all are told in
+-- the order they came, with nothing to sort. A listener is a job or a
+-- subscription table {on_end = fn}.
 local logm = require "stagehand.log"
 
 local unpack = unpack or table.unpack
-local sort = table.sort
 
 local M = {}
-
-local seq = 0
-local function by_seq(a, b) return a[2] < b[2] end
 
 -- Set by the engine: wake(job, from) queues a parked job's continuation.
 M.wake = function() end
@@ -33,13 +31,17 @@ function M.listen(o, entry)
     o._w1 = entry
     return
   end
-  local ls = rawget(o, "_ls")
+  local ls, li = rawget(o, "_ls"), nil
   if not ls then
-    ls = {}
-    o._ls = ls
+    ls, li = {}, {}
+    o._ls, o._li = ls, li
+  else
+    li = rawget(o, "_li")
+    if li[entry] then return end -- (listening already: told once)
   end
-  seq = seq + 1
-  ls[entry] = seq
+  local i = #ls + 1
+  ls[i] = entry
+  li[entry] = i
 end
 
 function M.unlisten(o, entry)
@@ -47,8 +49,26 @@ function M.unlisten(o, entry)
     o._w1 = VACANT
     return
   end
+  local li = rawget(o, "_li")
+  local i = li and li[entry]
+  if not i then return end
+  li[entry] = nil
   local ls = rawget(o, "_ls")
-  if ls then ls[entry] = nil end
+  ls[i] = false
+  local dead = (rawget(o, "_dead") or 0) + 1
+  if dead > 8 and dead * 2 > #ls then
+    local kept, n = {}, 0
+    for j = 1, #ls do
+      local e = ls[j]
+      if e then
+        n = n + 1
+        kept[n] = e
+        li[e] = n
+      end
+    end
+    o._ls, dead = kept, 0
+  end
+  o._dead = dead
 end
 
 local function tell(o, entry, st, v)
@@ -81,20 +101,10 @@ function M.fire(o, st, v)
   end
   local ls = rawget(o, "_ls")
   if ls then
-    o._ls = nil
-    local first = next(ls)
-    if first == nil then
-      -- every listener left
-    elseif next(ls, first) == nil then
-      tell(o, first, st, v)
-    else
-      local list, n = {}, 0
-      for e, s in pairs(ls) do
-        n = n + 1
-        list[n] = { e, s }
-      end
-      sort(list, by_seq)
-      for i = 1, n do tell(o, list[i][1], st, v) end
+    o._ls, o._li = nil, nil
+    for i = 1, #ls do
+      local e = ls[i]
+      if e then tell(o, e, st, v) end
     end
   end
   local settled = o._settled -- (read once: on a Handle each read calls its __index)
