@@ -167,4 +167,4 @@ print(string.format("preloaded %d sounds, each while no chunk was loading: %s (%
   #preloaded, table.concat(preloaded, ", "), preloader:state()))
 print(string.format("the world streamed in %d frames (backend: %s)", frame, stagehand.backend))
 orch:close()
-if #twice > 0 or most > 2 then os.exit(1) end
+if #twice > 0 or most > 2 or preloader:state() ~= "done" then os.exit(1) end
