@@ -61,6 +61,8 @@ local function scene(seed)
   orch:budget("finalize", { ops = 3 })
   orch:budget("upload", { ms = 6 })
   local handles, futures, ctls = {}, {}, {}
+  local atlas = stagehand.future("atlas")
+  futures[1] = atlas
   local barrier_keys = { "b1", "b2", "b3", "b4" }
   local barrier = orch:barrier("Party", barrier_keys, { stall_ms = 4000 + 1000 * r(10) })
   handles[#handles + 1] = barrier.settled
@@ -83,6 +85,8 @@ local function scene(seed)
         if op == 1 then
           job:sleep(arg % 300)
           job:progress()
+        elseif op == 2 and arg % 5 == 0 then
+          job:await(atlas) -- one future many jobs wait on, some of them leaving
         elseif op == 2 then
           local f = stagehand.future("leaf " .. arg)
           futures[#futures + 1] = f
