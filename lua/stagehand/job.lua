@@ -109,7 +109,9 @@ end
 ---@return fun() release
 function Job:slot(name) return E.slots.slot(self, name) end
 
---- Waits for one unit of the per-step budget `name`.
+--- Waits for one unit of the per-step budget `name`. A step grants its
+--- permits once everything runnable in it has run, by effective priority
+--- then arrival, and the holder runs in that same step.
 ---@param name string
 function Job:permit(name) return E.slots.permit(self, name) end
 -- (Both are replaced by slots.lua's own functions once it loads. A wrapper
