@@ -37,6 +37,27 @@ describe("the native core", function()
     assert.equal(0, B.timers_check(t))
   end)
 
+  it("refuses bad pool ids and groups, and reuses only a group nobody waits in", function()
+    local p = B.pool_new()
+    assert.equal(0, B.pool_set_capacity(p, 0))
+    assert.equal(EINVAL, B.pool_set_capacity(p, -1))
+    assert.equal(EINVAL, B.pool_enqueue(p, -1, 0))
+    assert.equal(EINVAL, B.pool_enqueue(p, 0, 2 ^ 24))
+    assert.equal(0, B.pool_enqueue(p, 7, 3))
+    assert.equal(ESTATE, B.pool_enqueue(p, 7, 3))
+    assert.equal(EINVAL, B.pool_move(p, 7, -1))
+    assert.equal(ESTATE, B.pool_move(p, 8, 1))
+    assert.equal(EINVAL, B.pool_set_rank(p, 1000, 1))
+    assert.equal(EINVAL, B.pool_fix_rank(p, -1, 1))
+    assert.equal(EINVAL, B.pool_forget_group(p, -1))
+    assert.equal(EINVAL, B.pool_forget_group(p, 2 ^ 24))
+    assert.equal(ESTATE, B.pool_forget_group(p, 3)) -- 7 waits in it
+    assert.equal(0, B.pool_remove(p, 7))
+    assert.equal(0, B.pool_forget_group(p, 3))
+    assert.equal(0, B.pool_forget_group(p, 500)) -- never used: nothing to forget
+    assert.equal(0, B.pool_check(p))
+  end)
+
   it("survives many clocks being made and collected", function()
     for _ = 1, 200 do
       local c = B.clock_new()
