@@ -100,6 +100,37 @@ describe("hygiene", function()
     assert.no_leaks(orch)
   end)
 
+  it("runs the cleanup of every job close cancels, with nothing left queued", function()
+    local orch = T.new { pools = { p = 1 }, log = function() end }
+    orch:budget("b", { ops = 1 })
+    local cleaned = {}
+    local function loader(name, wait)
+      return orch:run(name, function(job)
+        local ok, err = job:pcall(wait, job)
+        cleaned[#cleaned + 1] = name .. ": " .. tostring(ok) .. ", " .. tostring(err.kind)
+      end)
+    end
+    loader("sleeping", function(job) job:sleep(1e6) end)
+    loader("holding", function(job)
+      job:slot("p")
+      job:await(stagehand.future())
+    end)
+    loader("queued for the slot", function(job) job:slot("p") end)
+    loader("waiting for a permit", function(job)
+      job:permit("b")
+      job:permit("b")
+    end)
+    orch:step()
+    orch:close("level unloaded")
+    assert.same({
+      "sleeping: false, cancelled",
+      "holding: false, cancelled",
+      "queued for the slot: false, cancelled",
+      "waiting for a permit: false, cancelled",
+    }, cleaned)
+    assert.no_leaks(orch)
+  end)
+
   if _VERSION == "Lua 5.4" then
     it("closes an orchestrator at the end of a <close> scope", function()
       local chunk = assert(load([[

@@ -463,13 +463,28 @@ end
 -- `local orch <close> = stagehand.new()` (Lua 5.4) closes it at scope end.
 Orchestrator.__close = function(o) o:close("orchestrator closed") end
 
---- Stops the driver's timers; running jobs are cancelled.
+local function cancel_all(o, reason)
+  local list = {}
+  for _, job in pairs(o.by_slot) do list[#list + 1] = job end
+  table.sort(list, function(a, b) return a.id < b.id end)
+  for i = 1, #list do E.cancel(list[i], reason) end
+end
+
+--- Cancels every running job, runs the cleanup of those parked mid-work,
+--- and stops the driver's timers.
 ---@param reason any
 function Orchestrator:close(reason)
-  local list = {}
-  for _, job in pairs(self.by_slot) do list[#list + 1] = job end
-  table.sort(list, function(a, b) return a.id < b.id end)
-  for i = 1, #list do E.cancel(list[i], reason or "orchestrator closed") end
+  reason = reason or "orchestrator closed"
+  cancel_all(self, reason)
+  -- A job cancelled while parked mid-work is queued for one more resume, in
+  -- which its wait raises its end and its cleanup runs. Nobody steps a
+  -- closed orchestrator, so that resume happens here (unless close was
+  -- called inside a step, whose own drain runs it): pcall handlers run,
+  -- and no coroutine is kept waiting for a step that never comes.
+  if not self.stepping and not E.current then
+    self:step()
+    cancel_all(self, reason) -- (anything that cleanup started)
+  end
   self.driver.close()
 end
 
