@@ -657,6 +657,16 @@ do
 end
 
 -- Jobs that are, directly or through what they await, waiting on when_idle.
+-- What a job is parked on that may follow other jobs (an awaitable, a
+-- queue), or nil: it has no coroutine, or it runs, is queued, asleep or
+-- waiting for its key's run to start. (Both idle checks below start here.)
+local function parked_on(job)
+  if not job[CO] then return nil end
+  local w = job[W]
+  if not w or w == QUEUED or w == SLEEP or w == KEYWAIT then return nil end
+  return w
+end
+
 local function idle_blocked(o, job, memo)
   local m = memo[job]
   if m ~= nil then return m end
@@ -664,21 +674,19 @@ local function idle_blocked(o, job, memo)
   local r = false
   if o.idle[job] then
     r = true
-  elseif job[CO] then
-    local w = job[W]
-    if w and w ~= QUEUED and w ~= SLEEP and w ~= KEYWAIT then
-      local f = w:_follows()
-      if f == nil then
-        r = false
-      elseif is_job(f) then
-        r = idle_blocked(o, f, memo)
-      else
-        r = #f > 0
-        for i = 1, #f do
-          if not idle_blocked(o, f[i], memo) then
-            r = false
-            break
-          end
+  else
+    local w = parked_on(job)
+    local f = w and w:_follows()
+    if f == nil then
+      r = false
+    elseif is_job(f) then
+      r = idle_blocked(o, f, memo)
+    else
+      r = #f > 0
+      for i = 1, #f do
+        if not idle_blocked(o, f[i], memo) then
+          r = false
+          break
         end
       end
     end
@@ -696,9 +704,8 @@ end
 -- its download already said "not idle".
 local function surely_busy(o, job)
   if o.idle[job] then return false end
-  if not job[CO] then return true end
-  local w = job[W]
-  if not w or w == QUEUED or w == SLEEP or w == KEYWAIT then return true end
+  local w = parked_on(job)
+  if not w then return true end
   if rawget(w, "parts") then return false end -- a group: walked if need be
   return w:_follows() == nil
 end
