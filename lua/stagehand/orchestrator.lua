@@ -452,8 +452,7 @@ function Orchestrator:dump()
       now - r.started_at)
     if r.key then s = s .. " key " .. r.key end
     if r.waiting_on then
-      s = s .. "; waiting on " .. r.waiting_on
-      if r.waiting_since then s = s .. string.format(" for %g ms", now - r.waiting_since) end
+      s = s .. string.format("; waiting on %s for %g ms", r.waiting_on, now - r.waiting_since)
     end
     lines[#lines + 1] = s
   end
