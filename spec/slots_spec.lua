@@ -18,6 +18,16 @@ local function dresser(orch, order, pool, name, gate, opts)
   end, opts)
 end
 
+-- A one-slot pool "p" whose slot a holder keeps until `hold` resolves, so
+-- the jobs run after it queue up; `order` lists who got the slot.
+local function behind_holder()
+  local orch = quiet { pools = { p = 1 } }
+  local order = {}
+  local hold = stagehand.future()
+  dresser(orch, order, "p", "holder", hold)
+  return orch, order, hold
+end
+
 describe("slot pools", function()
   describe("job:slot", function()
     it("grants at once while slots are free, and queues the rest", function()
@@ -155,10 +165,7 @@ describe("slot pools", function()
     end)
 
     it("puts a queued job ahead once a visible caller joins its key", function()
-      local orch = quiet { pools = { p = 1 } }
-      local order = {}
-      local hold = stagehand.future()
-      dresser(orch, order, "p", "holder", hold)
+      local orch, order, hold = behind_holder()
       dresser(orch, order, "p", "first in line", nil, { priority = "scene" })
       dresser(orch, order, "p", "cape", nil, { priority = "background", key = "cape" })
       orch:run("cape", function() end, { key = "cape", priority = "visible" }) -- joins it
@@ -168,10 +175,7 @@ describe("slot pools", function()
     end)
 
     it("drops a queued job back once its visible caller leaves", function()
-      local orch = quiet { pools = { p = 1 } }
-      local order = {}
-      local hold = stagehand.future()
-      dresser(orch, order, "p", "holder", hold)
+      local orch, order, hold = behind_holder()
       dresser(orch, order, "p", "first in line", nil, { priority = "scene" })
       dresser(orch, order, "p", "cape", nil, { priority = "background", key = "cape" })
       local visible = orch:run("cape", function() end, { key = "cape", priority = "visible" })
@@ -183,10 +187,7 @@ describe("slot pools", function()
     end)
 
     it("keeps arrival order among queued jobs raised by what waits on them", function()
-      local orch = quiet { pools = { p = 1 } }
-      local order = {}
-      local hold = stagehand.future()
-      dresser(orch, order, "p", "holder", hold)
+      local orch, order, hold = behind_holder()
       local hs = {}
       for _, name in ipairs { "a", "b", "c" } do
         hs[name] = dresser(orch, order, "p", name, nil, { priority = "background" })
@@ -203,10 +204,7 @@ describe("slot pools", function()
 
     it("raises a queued job through a chain of waits, and drops it when the chain's head leaves", function()
       for _, leaves in ipairs { false, true } do
-        local orch = quiet { pools = { p = 1 } }
-        local order = {}
-        local hold = stagehand.future()
-        dresser(orch, order, "p", "holder", hold)
+        local orch, order, hold = behind_holder()
         dresser(orch, order, "p", "first in line", nil, { priority = "scene" })
         local cloth = dresser(orch, order, "p", "cloth", nil, { priority = "background" })
         local garment = orch:run("garment", function(job) job:await(cloth) end, { priority = "background" })
@@ -225,10 +223,7 @@ describe("slot pools", function()
     end)
 
     it("counts a job awaited twice in one list once: it drops back when the waiter leaves", function()
-      local orch = quiet { pools = { p = 1 } }
-      local order = {}
-      local hold = stagehand.future()
-      dresser(orch, order, "p", "holder", hold)
+      local orch, order, hold = behind_holder()
       dresser(orch, order, "p", "first in line", nil, { priority = "scene" })
       local cape = dresser(orch, order, "p", "cape", nil, { priority = "background", key = "cape" })
       local portrait = orch:run("portrait", function(job)
@@ -251,10 +246,7 @@ describe("slot pools", function()
 
     it("files a thousand jobs a scene loader awaits as one group, raised and dropped with the loader", function()
       local B = require "stagehand.backend"
-      local orch = quiet { pools = { p = 1 } }
-      local order = {}
-      local hold = stagehand.future()
-      dresser(orch, order, "p", "holder", hold)
+      local orch, order, hold = behind_holder()
       dresser(orch, order, "p", "earlier scene job", nil, { priority = "scene" })
       local loader_rank = "visible"
       local loader = orch:run("scene loader", function(job)
@@ -288,10 +280,7 @@ describe("slot pools", function()
     end)
 
     it("keeps nothing of the sets once their jobs end, even with a fresh priority closure per job", function()
-      local orch = quiet { pools = { p = 1 } }
-      local order = {}
-      local hold = stagehand.future()
-      dresser(orch, order, "p", "holder", hold)
+      local orch, order, hold = behind_holder()
       local loader = orch:run("loader", function(job)
         local hs = {}
         for i = 1, 30 do
@@ -341,9 +330,7 @@ describe("slot pools", function()
     end)
 
     it("makes a reused group id forget the fixed rank of the set it named", function()
-      local orch = quiet { pools = { p = 1 } }
-      local order, hold = {}, stagehand.future()
-      dresser(orch, order, "p", "holder", hold)
+      local orch, order, hold = behind_holder()
       -- a cape with two callers of fixed ranks waits under their set, whose rank is fixed at visible
       local a = dresser(orch, order, "p", "cape", nil, { key = "cape", priority = "background" })
       local b = dresser(orch, order, "p", "cape", nil, { key = "cape", priority = "visible" })
