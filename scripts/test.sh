@@ -37,15 +37,25 @@ check() { # $1: label, then the command
   if "$@"; then passed=$((passed + 1)); else echo "!! $label failed"; failed=$((failed + 1)); fi
 }
 
-demo_ends_every_job() {
-  eval "$(sh scripts/env.sh luajit)"
-  luajit examples/scene_loader.lua >"$out" 2>&1 || { cat "$out"; return 1; }
-  for want in "Loading knight.portrait +failed +Loading knight.portrait failed: knight.portrait: not a portrait asset" \
-      "Loading tavern.stream +stalled +Loading tavern.stream made no progress for 1.5 s." \
-      "Loading hero.sprite +done" "Preparing the scene: done, 6 of 8 assets loaded" \
-      "decode slots went to: (knight|queen)\.portrait, (knight|queen)\.portrait(, (floor\.tiles|goblin\.sprite|hero\.sprite|water\.shader)){4}, (tavern\.stream|torch\.sound), (tavern\.stream|torch\.sound)$"; do
+# Runs example $2 on runtime $1, then checks its output has a line matching
+# each of the extended regular expressions that follow.
+example_says() {
+  rt=$1 example=$2
+  shift 2
+  "$rt" "$example" >"$out" 2>&1 || { cat "$out"; return 1; }
+  for want in "$@"; do
     grep -Eq "$want" "$out" || { cat "$out"; echo "missing: $want"; return 1; }
   done
+}
+
+demo_ends_every_job() {
+  eval "$(sh scripts/env.sh luajit)"
+  example_says luajit examples/scene_loader.lua \
+      "Loading knight.portrait +failed +Loading knight.portrait failed: knight.portrait: not a portrait asset" \
+      "Loading tavern.stream +stalled +Loading tavern.stream made no progress for 1.5 s." \
+      "Loading hero.sprite +done" "Preparing the scene: done, 6 of 8 assets loaded" \
+      "decode slots went to: (knight|queen)\.portrait, (knight|queen)\.portrait(, (floor\.tiles|goblin\.sprite|hero\.sprite|water\.shader)){4}, (tavern\.stream|torch\.sound), (tavern\.stream|torch\.sound)$" ||
+    return 1
   echo "the example scene loader ended every job: 6 done, 1 failed, 1 stalled"
 }
 
@@ -54,15 +64,14 @@ demo_ends_every_job() {
 # is dropped, the corrupt one fails, the preloader runs only when idle.
 world_streams_on() ( # $1: runtime (a subshell: its environment stays here)
   eval "$(sh scripts/env.sh "$1")"
-  "$1" examples/streaming_world.lua >"$out" 2>&1 || { cat "$out"; return 1; }
-  for want in "^frame   5  finalized chunk 2 \(visible\); finalized chunk 1 \(visible\)$" \
+  example_says "$1" examples/streaming_world.lua \
+      "^frame   5  finalized chunk 2 \(visible\); finalized chunk 1 \(visible\)$" \
       "^frame   6  finalized chunk 3 \(scene\); finalized chunk 4 \(background\)$" \
       "dropped chunk 6: out of range" "chunk 11 failed: checksum mismatch" \
       "^chunks: 1=done 2=done 3=done 4=done 5=done 6=cancelled 7=done 8=done 9=done 10=done 11=failed 12=done 13=done 14=done 15=done 16=done$" \
       "^at most 2 chunks finalized in one frame" "^every chunk loaded at most once" \
-      "^preloaded 4 sounds, each while no chunk was loading: .* \(done\)$"; do
-    grep -Eq "$want" "$out" || { cat "$out"; echo "missing: $want"; return 1; }
-  done
+      "^preloaded 4 sounds, each while no chunk was loading: .* \(done\)$" ||
+    return 1
   echo "nearest chunks first, two a frame; chunk 6 dropped, chunk 11 failed; 4 sounds preloaded while idle"
 )
 
