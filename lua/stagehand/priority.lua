@@ -475,11 +475,21 @@ end
 --- The job ended: nothing changes its counts again. Its set stays while it
 --- still follows something (an ended job queued for its last resume leaves
 --- what it waited on then, and takes its set's share back).
+---
+--- Most jobs have neither entry, so each is cleared only if present: LuaJIT
+--- compiles `t[k] = nil` for a missing k as an insertion (a new hash node
+--- holding nil), which cost every job two node inserts and the tables a
+--- rehash now and then.
 function M.forget_sets(o, job)
-  o.src_count[job] = nil
+  local counted = o.src_count
+  if counted[job] ~= nil then counted[job] = nil end
   if not o.followed[job] then
-    drop_set(o, o.set_of[job])
-    o.set_of[job] = nil
+    local set_of = o.set_of
+    local g = set_of[job]
+    if g ~= nil then
+      drop_set(o, g)
+      set_of[job] = nil
+    end
   end
 end
 
