@@ -26,9 +26,10 @@ function Barrier:arrive(key)
   end
   local job = self.job
   if job[STATE] then return end
+  local o = job[ORCH]
+  local now = E.now(o) -- (first: a clock that fails leaves the count as it was)
   if B.barrier_arrive(self.c, i) == 1 then
-    local o = job[ORCH]
-    B.clock_progress(o.cc, job[CID], o.clock())
+    B.clock_progress(o.cc, job[CID], now)
     if B.barrier_arrived(self.c) == #self.keys then E.end_job(job, "done", settle.pack(#self.keys)) end
   end
 end

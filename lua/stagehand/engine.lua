@@ -105,6 +105,27 @@ function E.init_queue(o)
 end
 
 ---------------------------------------------------------------------------
+-- The clock. Every reading that reaches the core is checked: a game's clock
+-- that once returns nil, a string, NaN or infinity raises a clear error at
+-- the call that read it, before anything was changed, instead of an error
+-- from deep in the core that leaves a job half made or a step half run.
+
+local function bad_clock(now)
+  error("stagehand: the clock returned " .. (type(now) == "string" and string.format("%q", now) or tostring(now))
+    .. "; it must return a finite number of milliseconds", 0)
+end
+E.bad_clock = bad_clock
+
+--- The orchestrator's clock, read and checked. (`now - now ~= 0` holds for
+--- NaN and both infinities alike.)
+function E.now(o)
+  local now = o.clock()
+  if type(now) ~= "number" or now - now ~= 0 then bad_clock(now) end
+  return now
+end
+local read_clock = E.now
+
+---------------------------------------------------------------------------
 -- Slots: small integers naming a running job in the C core.
 
 function E.alloc_slot(o)
@@ -155,7 +176,7 @@ end
 local function notify(o, job, started_at)
   local ws = o.watchers
   if ws[1] == nil then return end
-  local rec = E.record(job, started_at, started_at and o.clock())
+  local rec = E.record(job, started_at, started_at and read_clock(o))
   for i = 1, #ws do
     local fn = ws[i]
     if fn then logm.guard(o.log, "a watcher", fn, rec) end
@@ -423,7 +444,7 @@ function E.check_wait(job, what)
     -- A running job still marked as parked: its last wait could not yield
     -- (on Lua 5.1, a wait inside a plain pcall). Undo that park first.
     unpark(job)
-    B.clock_resume(job[ORCH].cc, job[CID], job[ORCH].clock())
+    B.clock_resume(job[ORCH].cc, job[CID], read_clock(job[ORCH]))
   end
 end
 
@@ -530,9 +551,10 @@ function E.sleep(job, ms)
   E.check_wait(job, "sleep")
   local o = job[ORCH]
   local slot = job[CID]
-  local now = o.clock()
+  local now = read_clock(o)
   job[SLEEP_UNTIL] = now + ms
-  timers_add(o.tm, slot, now + ms)
+  -- (A sleep of math.huge never wakes: the job's stall clock ends it.)
+  if ms < math.huge then timers_add(o.tm, slot, now + ms) end
   job[W] = SLEEP
   job[SINCE] = now
   parked(job, "sleep")
@@ -547,7 +569,7 @@ function E.yield_turn(job)
   E.check_wait(job, "slice")
   local o = job[ORCH]
   job[W] = QUEUED
-  job[SINCE] = o.clock()
+  job[SINCE] = read_clock(o)
   enqueue(o, job)
   parked(job, "slice")
   if job[STATE] then raise_ended(job) end
@@ -614,6 +636,7 @@ local function run_queue(o, deadline)
     end
     local before = now -- (the resume above ran from `now` on)
     now = clock()
+    if type(now) ~= "number" or now - now ~= 0 then bad_clock(now) end
     o.now = now
     if permit_of[job] then slots.ran(o, job, now - before) end
     if deadline and now >= deadline then break end
@@ -729,27 +752,35 @@ function E.idle_check(o)
   for i = 1, #list do E.end_job(list[i], "done", pack()) end
 end
 
-function E.step(o, budget_ms)
-  if o.stepping then error("orch:step is already running (step cannot be called from inside a job)", 3) end
-  o.stepping = true
-  local clock = o.clock
-  local now = clock()
-  o.now = now
-  local deadline = budget_ms and now + budget_ms
+-- The work of one step. Jobs' own errors end those jobs; anything raised
+-- here (a clock that broke mid-step, a fault of stagehand's own) ends the
+-- step, and E.step passes it on.
+local function step_body(o, now, deadline)
   E.wake_sleeps(o, now)
   E.slots.new_step(o)
-  local ok, err = pcall(drain, o, deadline)
+  drain(o, deadline)
   now = o.now
-  if ok and now >= o.next_check then
+  if now >= o.next_check then
     -- Jobs the check ends get their cleanup resume in this same step.
     E.check_stalls(o, now)
-    if not deadline or now < deadline then ok, err = pcall(drain, o, deadline) end
+    if not deadline or now < deadline then drain(o, deadline) end
   end
-  if ok and o.qn == 0 then
+  if o.qn == 0 then
     -- Once a step, so a preloader whose tasks end at once cannot spin here.
     E.idle_check(o)
-    if o.qn > 0 and (not deadline or o.now < deadline) then ok, err = pcall(drain, o, deadline) end
+    if o.qn > 0 and (not deadline or o.now < deadline) then drain(o, deadline) end
   end
+end
+
+--- One step. Whatever happens in it, the orchestrator leaves the step: an
+--- error raised inside is raised again once the step is over, so the next
+--- step runs as usual.
+function E.step(o, budget_ms)
+  if o.stepping then error("orch:step is already running (step cannot be called from inside a job)", 3) end
+  local now = read_clock(o)
+  o.now = now
+  o.stepping = true
+  local ok, err = pcall(step_body, o, now, budget_ms and now + budget_ms)
   o.stepping = false
   E.report_unhandled(o)
   if not ok then error(err, 0) end
@@ -760,7 +791,7 @@ end
 function E.next_wake(o)
   if o.qn > 0 or o.grantable or o.budget_due or E.slots.budget_waiting(o) then return 0 end
   if o.nrunning == 0 then return nil end
-  local now = o.clock()
+  local now = read_clock(o)
   local best
   if B.timers_count(o.tm) > 0 then
     best = B.timers_peek(o.tm) - now

@@ -30,7 +30,7 @@ function Job:progress()
   local slot = self[CID]
   if slot then
     local o = self[ORCH]
-    B.clock_progress(o.cc, slot, o.clock())
+    B.clock_progress(o.cc, slot, E.now(o))
   end
 end
 
@@ -133,7 +133,7 @@ function Job:slice()
   local slot = self[CID]
   if slot then
     local o = self[ORCH]
-    if E.current == self and o.clock() - E.current_at < o.slice_ms then return end
+    if E.current == self and E.now(o) - E.current_at < o.slice_ms then return end
   end
   return E.yield_turn(self)
 end

@@ -18,6 +18,7 @@ local ORCH, CO, W, STATE, OUT, LABEL, SINCE, H = F.ORCH, F.CO, F.W, F.STATE, F.O
 local TOLD = F.TOLD
 local settle_empty = require("stagehand.settle").pack()
 local new_handle = handle.new
+local read_clock = E.now
 local setmetatable, type = setmetatable, type
 
 ---@class stagehand.Orchestrator
@@ -43,7 +44,16 @@ end
 ---@return stagehand.Orchestrator
 function Orchestrator.new(opts)
   local v = options.new_options(opts, has_luv)
-  local driver = require("stagehand.driver." .. v.driver).new(v.clock and as_clock(v.clock) or nil)
+  local clock = v.clock and as_clock(v.clock)
+  if clock then
+    -- Read once here, so a clock that cannot tell the time is named now.
+    local ok, now = pcall(clock)
+    if not ok or type(now) ~= "number" or now - now ~= 0 then
+      error("bad option 'clock' to stagehand.new: expected a function returning a finite number of ms, got one "
+        .. (ok and "returning " .. tostring(now) or "raising " .. tostring(now)), 2)
+    end
+  end
+  local driver = require("stagehand.driver." .. v.driver).new(clock or nil)
   local o = setmetatable({
     driver = driver,
     clock = driver.clock,
@@ -146,12 +156,12 @@ function Orchestrator:run(label, work, opts)
       if running then return join(self, running, prio, sig) end
     end
   end
+  local now = read_clock(self) -- (first: a clock that fails leaves nothing half made)
   local job = new_job(self, label, key)
   job[CO] = E.coroutine()
   local h = new_handle(job, prio)
   job[H] = h
   if E.current then own(self, h, sig) end
-  local now = self.clock()
   self.now = now
   E.start(self, job, stall_ms or self.stall_ms, now)
   if key then
@@ -205,10 +215,10 @@ function Orchestrator:when(key, label, opts)
     return h
   end
   -- Nothing has started it: a placeholder job waits, on its own clock.
+  local now = read_clock(self)
   local p = new_job(self, label, key)
   p[W] = E.KEYWAIT
   p.pending = true
-  local now = self.clock()
   self.now = now
   E.start(self, p, stall_ms or self.stall_ms, now)
   p[SINCE] = now
@@ -223,8 +233,8 @@ end
 -- A job with no work of its own (a barrier, a when_idle waiter): a slot, a
 -- stall clock (unless stall_ms is false) and one caller.
 local function standing_job(o, label, prio, sig, stall_ms)
+  local now = read_clock(o)
   local job = new_job(o, label, nil)
-  local now = o.clock()
   o.now = now
   E.start(o, job, stall_ms, now)
   job[SINCE] = now -- (it waits from its start: the report says since when)
@@ -342,12 +352,11 @@ function Orchestrator:wait(h, timeout_ms)
   end
   if self.stepping then error("orch:wait cannot be called while orch:step runs", 2) end
   h._seen = true
-  local clock = self.clock
-  local deadline = timeout_ms and clock() + timeout_ms
+  local deadline = timeout_ms and read_clock(self) + timeout_ms
   while not h._st do
     self:step()
     if h._st then break end
-    local now = clock()
+    local now = read_clock(self)
     if deadline and now >= deadline then return nil, "timeout" end
     local nw = self:next_wake()
     if nw == nil then
@@ -410,7 +419,7 @@ end
 ---@param visible boolean
 function Orchestrator:set_visible(visible)
   if type(visible) ~= "boolean" then options.fail("set_visible", "visible", "a boolean", visible) end
-  B.clock_set_visible(self.cc, visible, self.clock())
+  B.clock_set_visible(self.cc, visible, read_clock(self))
   if not self.stepping then self.driver.reschedule(self) end
 end
 
@@ -444,7 +453,7 @@ end
 --- The report as readable text, one job a line.
 ---@return string
 function Orchestrator:dump()
-  local now = self.clock()
+  local now = read_clock(self)
   local lines = { string.format("stagehand: %d job(s) running%s", self.nrunning,
     B.clock_visible(self.cc) == 0 and " (hidden: stall clocks paused)" or "") }
   for _, r in ipairs(self:report()) do

@@ -20,10 +20,15 @@ Clock.__index = Clock
 Clock.__call = function(c) return c.now end
 Clock.__now_field = true -- orchestrators may read c.now directly
 
+-- A finite number (not NaN, not an infinity).
+local function finite(v) return type(v) == "number" and v - v == 0 end
+
 --- Moves the clock forward by `ms`.
+---@param ms number
+---@return number now
 function Clock:advance(ms)
-  if type(ms) ~= "number" or ms < 0 or ms ~= ms then
-    error("bad argument 'ms' to advance: expected a number >= 0, got " .. tostring(ms), 2)
+  if not finite(ms) or ms < 0 then
+    error("bad argument 'ms' to advance: expected a finite number >= 0, got " .. tostring(ms), 2)
   end
   self.now = self.now + ms
   return self.now
@@ -33,8 +38,8 @@ end
 ---@param start_ms number?
 ---@return stagehand.FakeClock
 function T.clock(start_ms)
-  if start_ms ~= nil and type(start_ms) ~= "number" then
-    error("bad argument 'start_ms' to clock: expected a number, got " .. type(start_ms), 2)
+  if start_ms ~= nil and not finite(start_ms) then
+    error("bad argument 'start_ms' to clock: expected a finite number, got " .. tostring(start_ms), 2)
   end
   return setmetatable({ now = start_ms or 0 }, Clock)
 end
@@ -55,10 +60,13 @@ end
 function T.settle(orch, ms, step_ms)
   local clock = orch.fake_clock
   if not clock then error("bad argument 'orch' to settle: expected an orchestrator on a fake clock (T.new)", 2) end
-  if type(ms) ~= "number" or ms < 0 then error("bad argument 'ms' to settle: expected a number >= 0", 2) end
+  -- (finite: a settle that could never end would hang the spec)
+  if not finite(ms) or ms < 0 then
+    error("bad argument 'ms' to settle: expected a finite number >= 0, got " .. tostring(ms), 2)
+  end
   step_ms = step_ms or 100
-  if type(step_ms) ~= "number" or step_ms <= 0 then
-    error("bad argument 'step_ms' to settle: expected a number > 0", 2)
+  if not finite(step_ms) or step_ms <= 0 then
+    error("bad argument 'step_ms' to settle: expected a finite number > 0, got " .. tostring(step_ms), 2)
   end
   local left = orch:step()
   local passed = 0

@@ -1,0 +1,182 @@
+-- A game's clock is input too: a reading that is not a finite number of
+-- milliseconds raises a clear error at the call that read it, changes
+-- nothing, and the next call with a good reading carries on.
+local stagehand = require "stagehand"
+local T = require "stagehand.testing"
+
+-- A manual orchestrator on a clock the spec can break: `t.v` is what it
+-- reads, or `t.once` for one reading after `t.arm` is set.
+local function breakable()
+  local t = { v = 0 }
+  local function clock()
+    if t.arm then
+      t.arm = false
+      return t.once
+    end
+    return t.v
+  end
+  local orch = stagehand.new { driver = "manual", clock = clock, log = function() end }
+  return orch, t
+end
+
+local BAD = {
+  { "nil", nil, "returned nil" },
+  { "NaN", 0 / 0, "returned %-?nan" },
+  { "infinity", math.huge, "returned inf" },
+  { "a string", "12", 'returned "12"' },
+}
+
+local SAYS = "it must return a finite number of milliseconds"
+
+describe("a clock that cannot tell the time", function()
+  for _, case in ipairs(BAD) do
+    local what, value, said = case[1], case[2], case[3]
+
+    it("(" .. what .. ") fails the step that read it, and the next step runs as usual", function()
+      local orch, t = breakable()
+      local f = stagehand.future()
+      local h = orch:run("loader", function(job)
+        job:await(f)
+        return "loaded"
+      end)
+      f:resolve()
+      t.v = value
+      local ok, err = pcall(orch.step, orch)
+      assert.is_false(ok)
+      assert.matches(said, err)
+      assert.truthy(err:find(SAYS, 1, true))
+      assert.equal("running", h:state()) -- the step ran nothing
+      t.v = 10
+      assert.equal(0, orch:step()) -- not "step is already running"
+      assert.same({ "done", "loaded" }, { h:result() })
+    end)
+
+    it("(" .. what .. ") fails a run before anything is made", function()
+      local orch, t = breakable()
+      t.v = value
+      local ran = false
+      local ok, err = pcall(orch.run, orch, "loader", function() ran = true end, { key = "k" })
+      assert.is_false(ok)
+      assert.truthy(err:find(SAYS, 1, true))
+      assert.is_false(ran)
+      assert.is_falsy(orch:running("k"))
+      assert.same({}, orch:report())
+      t.v = 10
+      assert.equal(0, orch:step())
+      assert.no_leaks(orch)
+      local h = orch:run("loader", function() return 1 end, { key = "k" })
+      assert.same({ "done", 1 }, { h:result() })
+    end)
+
+    it("(" .. what .. ") fails a when, a barrier and a when_idle before anything is made", function()
+      local orch, t = breakable()
+      t.v = value
+      for _, call in ipairs {
+        function() return orch:when("k") end,
+        function() return orch:barrier("party", { "a" }) end,
+        function() return orch:when_idle() end,
+      } do
+        local ok, err = pcall(call)
+        assert.is_false(ok)
+        assert.truthy(err:find(SAYS, 1, true))
+      end
+      assert.same({}, orch:report())
+      t.v = 10
+      assert.equal(0, orch:step())
+      assert.no_leaks(orch)
+    end)
+  end
+
+  it("fails a barrier's arrival without counting it", function()
+    local orch, t = breakable()
+    local b = orch:barrier("party", { "knight", "queen" })
+    t.v = nil
+    assert.has_error(function() b:arrive("knight") end)
+    t.v = 10
+    assert.equal(0, b:arrived())
+    assert.same({ "knight", "queen" }, b:missing())
+    b:arrive("knight")
+    b:arrive("queen")
+    assert.equal("done", b.settled:state())
+  end)
+
+  it("fails job:progress, job:slice and job:sleep inside the job, which then fails", function()
+    for _, wait in ipairs { "progress", "slice", "sleep" } do
+      local orch, t = breakable()
+      local f = stagehand.future()
+      local h = orch:run("worker", function(job)
+        job:await(f)
+        t.v = 10
+        t.arm = true -- (the next reading is nil, the one after it 10)
+        if wait == "sleep" then job:sleep(5) else job[wait](job) end
+      end)
+      f:resolve()
+      orch:step()
+      local st, err = h:result()
+      assert.equal("failed", st, wait)
+      assert.truthy(tostring(err.cause):find(SAYS, 1, true), wait)
+      assert.no_leaks(orch)
+    end
+  end)
+
+  it("fails next_wake, dump, set_visible and orch:wait with the same words", function()
+    local orch, t = breakable()
+    local h = orch:run("sleeper", function(job) job:sleep(100) end)
+    t.v = 0 / 0
+    for _, call in ipairs {
+      function() return orch:next_wake() end,
+      function() return orch:dump() end,
+      function() return orch:set_visible(false) end,
+      function() return orch:wait(h, 10) end,
+    } do
+      local ok, err = pcall(call)
+      assert.is_false(ok)
+      assert.truthy(err:find(SAYS, 1, true))
+    end
+    t.v = 100
+    assert.equal(0, orch:step())
+    assert.equal("done", h:state())
+  end)
+
+  it("is named at stagehand.new when its first reading is bad or it raises", function()
+    for _, clock in ipairs {
+      function() return nil end,
+      function() return 0 / 0 end,
+      function() return "now" end,
+      function() error("no clock here") end,
+    } do
+      local ok, err = pcall(stagehand.new, { driver = "manual", clock = clock })
+      assert.is_false(ok)
+      assert.matches("bad option 'clock' to stagehand.new", err)
+    end
+  end)
+end)
+
+describe("the fake clock", function()
+  it("refuses a start, an advance or a settle that is not finite", function()
+    assert.has_error(function() T.clock(math.huge) end,
+      "bad argument 'start_ms' to clock: expected a finite number, got inf")
+    local c = T.clock()
+    for _, ms in ipairs { math.huge, 0 / 0, -1 } do
+      assert.has_error(function() c:advance(ms) end)
+    end
+    assert.equal(0, c.now)
+    local orch = T.new()
+    orch:run("sleeper", function(job) job:sleep(1e9) end)
+    assert.has_error(function() T.settle(orch, math.huge) end,
+      "bad argument 'ms' to settle: expected a finite number >= 0, got inf")
+    assert.has_error(function() T.settle(orch, 10, math.huge) end,
+      "bad argument 'step_ms' to settle: expected a finite number > 0, got inf")
+    assert.equal(1, orch:step())
+  end)
+end)
+
+describe("job:sleep(math.huge)", function()
+  it("never wakes: the job's stall clock ends it", function()
+    local orch = T.new { stall_ms = 1000, log = function() end }
+    local h = orch:run("forever", function(job) job:sleep(math.huge) end)
+    assert.equal(0, T.settle(orch, 5000))
+    assert.equal("stalled", h:state())
+    assert.no_leaks(orch)
+  end)
+end)
