@@ -77,4 +77,80 @@ describe("error positions", function()
     assert.matches("already holds a slot of pool 'p'", tostring(seen[4]), 1, true)
     assert.no_leaks(orch)
   end)
+
+  -- The most common slip in Lua: a dot where a colon belongs shifts every
+  -- argument by one. Each must say so, at the line of the call.
+  it("a method called with a dot instead of a colon", function()
+    local f = stagehand.future()
+    local h = orch:run("sleeper", function(job) job:await(f) end)
+    local b = orch:barrier("party", { "a" })
+    local ctl = stagehand.controller()
+    local clock = T.clock()
+    local cases = {
+      { "orch:run", function() orch.run("Loading", function() end) end },
+      { "orch:when", function() orch.when("key") end },
+      { "orch:step", function() orch.step() end },
+      { "orch:pool", function() orch.pool("p", 2) end },
+      { "orch:budget", function() orch.budget("b", { ops = 1 }) end },
+      { "orch:barrier", function() orch.barrier("l", { "a" }) end },
+      { "orch:when_idle", function() orch.when_idle() end },
+      { "orch:wait", function() orch.wait(h, 10) end },
+      { "orch:report", function() orch.report() end },
+      { "orch:dump", function() orch.dump() end },
+      { "orch:pools", function() orch.pools() end },
+      { "orch:next_wake", function() orch.next_wake() end },
+      { "orch:set_visible", function() orch.set_visible(false) end },
+      { "orch:running", function() orch.running("key") end },
+      { "orch:forget", function() orch.forget("key") end },
+      { "orch:watch", function() orch.watch(print) end },
+      { "orch:close", function() orch.close() end },
+      { "h:state", function() h.state() end },
+      { "h:result", function() h.result() end },
+      { "h:cancel", function() h.cancel("why") end },
+      { "h:await", function() h.await() end },
+      { "h:on_end", function() h.on_end(print) end },
+      { "f:resolve", function() f.resolve(1) end },
+      { "f:reject", function() f.reject("no") end },
+      { "f:state", function() f.state() end },
+      { "b:arrive", function() b.arrive("a") end },
+      { "b:missing", function() b.missing() end },
+      { "ctl:abort", function() ctl.abort("why") end },
+      { "signal:on_abort", function() ctl.signal.on_abort(print) end },
+      { "clock:advance", function() clock.advance(5) end },
+    }
+    for _, c in ipairs(cases) do
+      local err = raises_here(c[2], debug.getinfo(c[2], "S").linedefined, c[1])
+      assert.matches("bad self to " .. c[1] .. ": ", tostring(err), 1, true)
+      assert.matches("call it with a colon", tostring(err), 1, true)
+    end
+    local seen = {}
+    local asks = orch:run("asks", function(job)
+      local jcases = {
+        { "job:slot", function() job.slot("p") end },
+        { "job:permit", function() job.permit("b") end },
+        { "job:await", function() job.await(f) end },
+        { "job:call", function() job.call(print) end },
+        { "job:sleep", function() job.sleep(5) end },
+        { "job:slice", function() job.slice() end },
+        { "job:pcall", function() job.pcall(print) end },
+        { "job:progress", function() job.progress() end },
+        { "job:priority", function() job.priority() end },
+      }
+      for i, c in ipairs(jcases) do
+        seen[i] = { c[1], raises_here(c[2], debug.getinfo(c[2], "S").linedefined, c[1]) }
+      end
+      return "still working"
+    end)
+    assert.same({ "done", "still working" }, { asks:result() })
+    assert.equal(9, #seen)
+    for _, s in ipairs(seen) do
+      assert.matches("bad self to " .. s[1] .. ": expected a job", tostring(s[2]), 1, true)
+    end
+    -- Nothing above changed anything: the orchestrator carries on.
+    assert.equal("running", h:state())
+    f:resolve()
+    b:arrive("a")
+    assert.equal(0, orch:step())
+    assert.no_leaks(orch)
+  end)
 end)

@@ -17,9 +17,14 @@ local M = {}
 local Barrier = {}
 Barrier.__index = Barrier
 
+local function check_self(self, method)
+  if getmetatable(self) ~= Barrier then options.bad_self("b:" .. method, "a barrier", self, 3) end
+end
+
 --- Marks `key` arrived (a repeat counts once). Raises for a key not in the list.
 ---@param key string
 function Barrier:arrive(key)
+  check_self(self, "arrive")
   local i = self.index[key]
   if i == nil then
     options.fail("arrive", "key", "one of the barrier's keys (" .. self.label .. ")", key)
@@ -36,11 +41,15 @@ end
 
 --- How many keys have arrived.
 ---@return integer
-function Barrier:arrived() return tonumber(B.barrier_arrived(self.c)) end
+function Barrier:arrived()
+  check_self(self, "arrived")
+  return tonumber(B.barrier_arrived(self.c))
+end
 
 --- The keys not yet arrived, in the order given.
 ---@return string[]
 function Barrier:missing()
+  check_self(self, "missing")
   local out = {}
   local i = B.barrier_next_missing(self.c, -1)
   while i >= 0 do

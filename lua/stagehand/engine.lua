@@ -407,6 +407,9 @@ end
 -- Waiting.
 
 local function misplaced(job, what, level)
+  if not is_job(job) then -- (the public methods ask first: this is for anything else)
+    require("stagehand.options").bad_self("job:" .. what, "a job (the one its work receives)", job, level + 1)
+  end
   error("job:" .. what .. " must be called from inside the job's own work (" .. job[LABEL]
     .. "), not from another coroutine", level + 1)
 end
@@ -438,6 +441,7 @@ end
 --- (parked): stagehand resumes a job with the job itself, and a wait made in
 --- a coroutine of the user's own is resumed by the user, with anything else.
 function E.check_wait(job, what)
+  if type(job) ~= "table" then misplaced(job, what, 3) end -- (job.sleep(5): a dot for a colon)
   if job[STATE] then raise_ended(job) end
   if E.current ~= job then misplaced(job, what, 3) end
   if job[W] then

@@ -2,19 +2,33 @@
 -- "texture uploaded") ends work.
 local errors = require "stagehand.errors"
 local settle = require "stagehand.settle"
+local options = require "stagehand.options"
 
 ---@class stagehand.Future
 ---@field label string
 local Future = settle.extend({})
 
+local function check_self(self, method)
+  if getmetatable(self) ~= Future then options.bad_self("f:" .. method, "a Future", self, 3) end
+end
+
 --- "pending", "done" or "failed".
-function Future:state() return self._st or "pending" end
+function Future:state()
+  check_self(self, "state")
+  return self._st or "pending"
+end
 
 --- Settles the future with values; a second settle is ignored (returns false).
-function Future:resolve(...) return settle.settle(self, "done", settle.pack(...)) end
+function Future:resolve(...)
+  check_self(self, "resolve")
+  return settle.settle(self, "done", settle.pack(...))
+end
 
 --- Fails the future with `err`; awaiting it raises `err` as given.
-function Future:reject(err) return settle.settle(self, "failed", err) end
+function Future:reject(err)
+  check_self(self, "reject")
+  return settle.settle(self, "failed", err)
+end
 
 function Future:_describe() return "future '" .. self.label .. "'" end
 

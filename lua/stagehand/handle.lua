@@ -4,6 +4,7 @@ local settle = require "stagehand.settle"
 local priority = require "stagehand.priority"
 local list = require "stagehand.list"
 local F = require "stagehand.fields"
+local options = require "stagehand.options"
 
 local ORCH, STATE, OUT, ID, LABEL, KEY, H = F.ORCH, F.STATE, F.OUT, F.ID, F.LABEL, F.KEY, F.H
 local TOLD = F.TOLD
@@ -44,13 +45,19 @@ local HandleMT = {
   end,
 }
 
+local function bad_self(method, got) options.bad_self(method, "a Handle", got, 3) end
+
 --- "running", "done", "failed", "stalled" or "cancelled", as this caller sees it.
 ---@return string
-function Handle:state() return self._st or "running" end
+function Handle:state()
+  if getmetatable(self) ~= HandleMT then bad_self("h:state", self) end
+  return self._st or "running"
+end
 
 --- Inside a job: suspends until the end; values on done, raises the Error otherwise.
 ---@return any ...
 function Handle:await()
+  if getmetatable(self) ~= HandleMT then bad_self("h:await", self) end
   local job = E.current
   if job == nil then
     error("h:await() must be called inside a job (" .. self[1][LABEL]
@@ -65,6 +72,7 @@ end
 ---@param reason any
 ---@return boolean
 function Handle:cancel(reason)
+  if getmetatable(self) ~= HandleMT then bad_self("h:cancel", self) end
   if self._st then return false end
   local job = self[1]
   priority.remove_caller(job[ORCH], job, self)

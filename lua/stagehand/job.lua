@@ -6,6 +6,7 @@ local settle = require "stagehand.settle"
 local errors = require "stagehand.errors"
 local priority = require "stagehand.priority"
 local F = require "stagehand.fields"
+local options = require "stagehand.options"
 
 local ORCH, CID, STATE, OUT, ID, LABEL, KEY = F.ORCH, F.CID, F.STATE, F.OUT, F.ID, F.LABEL, F.KEY
 
@@ -19,6 +20,12 @@ local unpack = unpack or table.unpack
 ---@field signal stagehand.Signal aborts when the job is cancelled, stalls or fails
 local Job = {}
 
+-- Raises if a method was called on something else than a job (job.sleep(5)
+-- for job:sleep(5)). Waits are checked by E.check_wait.
+local function check_self(self, method)
+  if not F.is_job(self) then options.bad_self("job:" .. method, "a job (the one its work receives)", self, 3) end
+end
+
 local function is_callable(v)
   if type(v) == "function" then return true end
   local mt = getmetatable(v)
@@ -27,6 +34,7 @@ end
 
 --- The job advanced: resets its stall clock.
 function Job:progress()
+  check_self(self, "progress")
   local slot = self[CID]
   if slot then
     local o = self[ORCH]
@@ -37,6 +45,7 @@ end
 --- The job's effective rank now.
 ---@return string
 function Job:priority()
+  check_self(self, "priority")
   return self[ORCH].ranks[priority.effective(self)]
 end
 
@@ -71,6 +80,7 @@ Job.as_settle = as_settle
 ---@param x stagehand.Handle|stagehand.Future|{on_end: fun(self, fn: fun(state: string, ...))}
 ---@return any ...
 function Job:await(x)
+  check_self(self, "await")
   local s = as_settle(x)
   if s == nil then
     E.check_wait(self, "await")
@@ -85,6 +95,7 @@ end
 ---@param fn fun(...): any
 ---@return any ...
 function Job:call(fn, ...)
+  check_self(self, "call")
   E.check_wait(self, "call")
   if not is_callable(fn) then
     error("bad argument 'fn' to call: expected a function, got " .. type(fn), 2)
@@ -122,6 +133,7 @@ function Job:permit(name) return E.slots.permit(self, name) end
 --- Pacing only: resumes after `ms` of clock time. Not progress.
 ---@param ms number
 function Job:sleep(ms)
+  check_self(self, "sleep")
   if type(ms) ~= "number" or ms < 0 or ms ~= ms then
     error("bad argument 'ms' to sleep: expected a number >= 0, got " .. tostring(ms), 2)
   end
@@ -130,6 +142,7 @@ end
 
 --- Yields to the driver when the job has run slice_ms since it was resumed.
 function Job:slice()
+  check_self(self, "slice")
   local slot = self[CID]
   if slot then
     local o = self[ORCH]
@@ -151,6 +164,7 @@ local function call(fn, ...) return fn(...) end
 ---@return boolean ok
 ---@return any ...
 function Job:pcall(fn, ...)
+  check_self(self, "pcall")
   if yieldable_pcall or E.current ~= self then return pcall(fn, ...) end
   -- Lua 5.1: fn runs in a coroutine of its own, whose yields (a wait
   -- parking) are passed up through the job's coroutine.

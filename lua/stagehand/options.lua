@@ -18,6 +18,15 @@ function M.fail(fn, arg, expected, got, level)
   error("bad argument '" .. arg .. "' to " .. fn .. ": expected " .. expected .. ", got " .. describe(got), (level or 2) + 1)
 end
 
+--- A method called on something other than its object: most often a dot
+--- where a colon belongs (`orch.run("Loading", work)` for `orch:run(...)`),
+--- which shifts every argument by one. `method` is written as called
+--- ("orch:run"); `level` as for error, from the caller of bad_self.
+function M.bad_self(method, expected, got, level)
+  error("bad self to " .. method .. ": expected " .. expected .. ", got " .. describe(got)
+    .. " (call it with a colon: " .. method .. "(...))", (level or 2) + 1)
+end
+
 local function positive(v) return type(v) == "number" and v > 0 and v < math.huge end
 
 local FIELDS = {

@@ -96,6 +96,14 @@ end
 
 local check_run_opts = options.run_options
 
+-- Raises if a method was called on something else than an orchestrator
+-- (orch.step() for orch:step()). run and when, called in games' own loops,
+-- ask only once an argument already looks wrong: a dot call shifts the
+-- arguments, so their label or key check always fails first.
+local function check_self(self, method)
+  if getmetatable(self) ~= Orchestrator then options.bad_self("orch:" .. method, "an orchestrator", self, 3) end
+end
+
 -- A caller made inside a job, with no signal of its own, belongs to that job:
 -- it is withdrawn if the job ends other than done (engine.end_job). The job
 -- keeps only its callers still running: each leaves o.owned[job] as it
@@ -145,8 +153,14 @@ end
 ---@param opts table?
 ---@return stagehand.Handle
 function Orchestrator:run(label, work, opts)
-  if type(label) ~= "string" or label == "" then options.fail("run", "label", "a non-empty string", label) end
-  if type(work) ~= "function" then options.fail("run", "work", "a function", work) end
+  if type(label) ~= "string" or label == "" then
+    check_self(self, "run")
+    options.fail("run", "label", "a non-empty string", label)
+  end
+  if type(work) ~= "function" then
+    check_self(self, "run")
+    options.fail("run", "work", "a function", work)
+  end
   local prio, sig, stall_ms, key
   if opts ~= nil then
     check_run_opts(self, opts, "run", signal.is_signal, true)
@@ -199,7 +213,10 @@ end
 ---@param opts table?
 ---@return stagehand.Handle
 function Orchestrator:when(key, label, opts)
-  if type(key) ~= "string" or key == "" then options.fail("when", "key", "a non-empty string", key) end
+  if type(key) ~= "string" or key == "" then
+    check_self(self, "when")
+    options.fail("when", "key", "a non-empty string", key)
+  end
   if label == nil then label = "when " .. key end
   if type(label) ~= "string" or label == "" then options.fail("when", "label", "a non-empty string", label) end
   local prio, sig, stall_ms
@@ -256,6 +273,7 @@ end
 ---@param name string
 ---@param capacity integer
 function Orchestrator:pool(name, capacity)
+  check_self(self, "pool")
   if type(name) ~= "string" or name == "" then options.fail("pool", "name", "a non-empty string", name) end
   check_capacity("pool", capacity)
   slots.pool(self, name, capacity)
@@ -265,6 +283,7 @@ end
 --- {[name] = {capacity =, in_use =, waiting =}} for every pool.
 ---@return table<string, {capacity: integer, in_use: integer, waiting: integer}>
 function Orchestrator:pools()
+  check_self(self, "pools")
   return slots.report(self)
 end
 
@@ -273,6 +292,7 @@ end
 ---@param name string
 ---@param spec {ops: integer?, ms: number?}
 function Orchestrator:budget(name, spec)
+  check_self(self, "budget")
   if type(name) ~= "string" or name == "" then options.fail("budget", "name", "a non-empty string", name) end
   if type(spec) ~= "table" then options.fail("budget", "spec", "{ops = n} or {ms = m}", spec) end
   for k in pairs(spec) do
@@ -295,6 +315,7 @@ end
 ---@param opts table?
 ---@return stagehand.Barrier
 function Orchestrator:barrier(label, keys_list, opts)
+  check_self(self, "barrier")
   local o = self
   -- (Not a tail call: Lua 5.1 reports an error raised past one with no
   -- position, and these errors name the caller's line.)
@@ -312,6 +333,7 @@ end
 ---@param sig stagehand.Signal?
 ---@return stagehand.Handle
 function Orchestrator:when_idle(sig)
+  check_self(self, "when_idle")
   if sig ~= nil and not signal.is_signal(sig) then options.fail("when_idle", "signal", "a Signal", sig) end
   local job, h = standing_job(self, "when idle", nil, sig, false)
   job[W] = E.IDLE
@@ -325,6 +347,7 @@ end
 ---@param key string
 ---@return boolean
 function Orchestrator:running(key)
+  check_self(self, "running")
   if type(key) ~= "string" then options.fail("running", "key", "a string", key) end
   return self.keyed[key] ~= nil
 end
@@ -332,6 +355,7 @@ end
 --- Drops the remembered outcome of `key` (a no-op for an unknown key).
 ---@param key string
 function Orchestrator:forget(key)
+  check_self(self, "forget")
   if type(key) ~= "string" then options.fail("forget", "key", "a string", key) end
   keys.forget(self, key)
 end
@@ -341,6 +365,7 @@ end
 ---@param h stagehand.Handle
 ---@param timeout_ms number?
 function Orchestrator:wait(h, timeout_ms)
+  check_self(self, "wait")
   if not handle.is_handle(h) and not (type(h) == "table" and h.__settle) then
     options.fail("wait", "h", "a Handle", h)
   end
@@ -379,6 +404,7 @@ end
 --- Runs until no job is running (under luv: runs the loop).
 ---@return integer running
 function Orchestrator:loop()
+  check_self(self, "loop")
   if E.current then error("orch:loop cannot be called inside a job", 2) end
   while self.nrunning > 0 do
     self:step()
@@ -398,6 +424,7 @@ end
 ---@param budget_ms number?
 ---@return integer
 function Orchestrator:step(budget_ms)
+  check_self(self, "step")
   if budget_ms ~= nil and (type(budget_ms) ~= "number" or budget_ms < 0 or budget_ms ~= budget_ms) then
     options.fail("step", "budget_ms", "a number >= 0", budget_ms)
   end
@@ -412,12 +439,14 @@ end
 --- is queued; nil if nothing is pending.
 ---@return number?
 function Orchestrator:next_wake()
+  check_self(self, "next_wake")
   return E.next_wake(self)
 end
 
 --- Pauses (false) or resumes (true) every stall clock: hidden time never counts.
 ---@param visible boolean
 function Orchestrator:set_visible(visible)
+  check_self(self, "set_visible")
   if type(visible) ~= "boolean" then options.fail("set_visible", "visible", "a boolean", visible) end
   B.clock_set_visible(self.cc, visible, read_clock(self))
   if not self.stepping then self.driver.reschedule(self) end
@@ -426,12 +455,14 @@ end
 --- Whether stall clocks run (set_visible).
 ---@return boolean
 function Orchestrator:visible()
+  check_self(self, "visible")
   return B.clock_visible(self.cc) ~= 0
 end
 
 --- Every running job, in start order.
 ---@return table[]
 function Orchestrator:report()
+  check_self(self, "report")
   local jobs = {}
   for _, job in pairs(self.by_slot) do jobs[#jobs + 1] = job end
   table.sort(jobs, function(a, b) return a.id < b.id end)
@@ -444,6 +475,7 @@ end
 ---@param fn fun(record: table)
 ---@return fun()
 function Orchestrator:watch(fn)
+  check_self(self, "watch")
   if not options.callable(fn) then options.fail("watch", "fn", "a function", fn) end
   local ws = self.watchers
   ws[#ws + 1] = fn
@@ -453,6 +485,7 @@ end
 --- The report as readable text, one job a line.
 ---@return string
 function Orchestrator:dump()
+  check_self(self, "dump")
   local now = read_clock(self)
   local lines = { string.format("stagehand: %d job(s) running%s", self.nrunning,
     B.clock_visible(self.cc) == 0 and " (hidden: stall clocks paused)" or "") }
@@ -482,6 +515,7 @@ end
 --- and stops the driver's timers.
 ---@param reason any
 function Orchestrator:close(reason)
+  check_self(self, "close")
   reason = reason or "orchestrator closed"
   cancel_all(self, reason)
   -- A job cancelled while parked mid-work is queued for one more resume, in

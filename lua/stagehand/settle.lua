@@ -11,6 +11,7 @@
 -- the order they came, with nothing to sort. A listener is a job or a
 -- subscription table {on_end = fn}.
 local logm = require "stagehand.log"
+local options = require "stagehand.options"
 
 local unpack = unpack or table.unpack
 
@@ -123,6 +124,9 @@ function Base:_follows() return nil end
 ---@return string state
 ---@return any ...
 function Base:result()
+  if type(self) ~= "table" or not self.__settle then
+    options.bad_self("h:result", "a Handle, Future or awaitable", self, 2)
+  end
   self._seen = true
   local st = self._st
   if not st then return self:state() end
@@ -143,6 +147,9 @@ local function callable(v)
 end
 
 function Base:on_end(fn)
+  if type(self) ~= "table" or not self.__settle then
+    options.bad_self("h:on_end", "a Handle, Future or awaitable", self, 2)
+  end
   if not callable(fn) then
     error("bad argument 'fn' to on_end: expected a function, got " .. type(fn), 2)
   end

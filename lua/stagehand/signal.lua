@@ -2,6 +2,7 @@
 -- a reason, and tells its on_abort handlers in the order they came.
 local errors = require "stagehand.errors"
 local logm = require "stagehand.log"
+local options = require "stagehand.options"
 
 local M = {}
 
@@ -24,6 +25,7 @@ M.new_signal = new_signal
 ---@param fn fun(reason: any)
 ---@return fun()
 function Signal:on_abort(fn)
+  if getmetatable(self) ~= Signal then options.bad_self("signal:on_abort", "a Signal", self, 2) end
   local mt = type(fn) == "table" and getmetatable(fn)
   if type(fn) ~= "function" and not (type(mt) == "table" and mt.__call) then
     error("bad argument 'fn' to on_abort: expected a function, got " .. type(fn), 2)
@@ -61,6 +63,7 @@ end
 
 --- Raises the abort reason if the signal has aborted.
 function Signal:throw_if_aborted()
+  if getmetatable(self) ~= Signal then options.bad_self("signal:throw_if_aborted", "a Signal", self, 2) end
   if self.aborted then error(self.reason, 0) end
 end
 
@@ -86,6 +89,7 @@ Controller.__index = Controller
 
 --- Aborts the controller's signal. `reason` defaults to a `cancelled` Error.
 function Controller:abort(reason)
+  if getmetatable(self) ~= Controller then options.bad_self("ctl:abort", "a controller", self, 2) end
   if reason == nil then reason = errors.new("cancelled", "signal", "the signal was aborted") end
   return M.abort(self.signal, reason)
 end

@@ -19,6 +19,8 @@ local ORCH, CID, CO, W, LABEL, HELD, WAITQ = F.ORCH, F.CID, F.CO, F.W, F.LABEL, 
 local STATE, SINCE = F.STATE, F.SINCE
 local co_yield, PARK = coroutine.yield, E.PARK
 local set_of = priority.set_of
+local is_job = F.is_job
+local options = require "stagehand.options"
 
 -- Hot paths here iterate arrays and keep counts instead of calling pairs
 -- or next: LuaJIT 2.1 does not compile those, and a loop that keeps
@@ -205,6 +207,7 @@ end
 
 --- job:slot(name): waits for a slot; returns its release.
 function M.slot(job, name)
+  if not is_job(job) then options.bad_self("job:slot", "a job (the one its work receives)", job, 2) end
   local o, q = queue_of(job, "slot", name)
   if holds(job[HELD], q) then
     error("job:slot: " .. job[LABEL] .. " already holds a slot of pool '" .. name
@@ -220,6 +223,7 @@ end
 
 --- job:permit(name): waits for one unit of a per-step budget.
 function M.permit(job, name)
+  if not is_job(job) then options.bad_self("job:permit", "a job (the one its work receives)", job, 2) end
   local o, q = queue_of(job, "permit", name)
   M.wait(o, job, q)
 end

@@ -27,6 +27,10 @@ local function finite(v) return type(v) == "number" and v - v == 0 end
 ---@param ms number
 ---@return number now
 function Clock:advance(ms)
+  if getmetatable(self) ~= Clock then
+    error("bad self to clock:advance: expected a fake clock, got " .. tostring(self)
+      .. " (call it with a colon: clock:advance(...))", 2)
+  end
   if not finite(ms) or ms < 0 then
     error("bad argument 'ms' to advance: expected a finite number >= 0, got " .. tostring(ms), 2)
   end
