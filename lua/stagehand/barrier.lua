@@ -94,6 +94,7 @@ function M.new(o, label, keys, opts, make_job, join_opts)
   local job, h = make_job(label, opts)
   b.job, b.settled = job, h
   job.barrier = b
+  if job[STATE] then return b end -- its signal had aborted already: it ended at once
   job[W] = setmetatable({ b = b }, Waiting)
   if #list == 0 then E.end_job(job, "done", settle.pack(0)) end
   return b

@@ -336,6 +336,7 @@ function Orchestrator:when_idle(sig)
   check_self(self, "when_idle")
   if sig ~= nil and not signal.is_signal(sig) then options.fail("when_idle", "signal", "a Signal", sig) end
   local job, h = standing_job(self, "when idle", nil, sig, false)
+  if job[STATE] then return h end -- its signal had aborted already: it ended at once
   job[W] = E.IDLE
   self.idle[job] = true
   self.nidle = self.nidle + 1
