@@ -378,7 +378,8 @@ function Orchestrator:wait(h, timeout_ms)
   end
   if self.stepping then error("orch:wait cannot be called while orch:step runs", 2) end
   h._seen = true
-  local deadline = timeout_ms and read_clock(self) + timeout_ms
+  -- (a timeout of math.huge is none: wait until the end)
+  local deadline = timeout_ms and timeout_ms < math.huge and read_clock(self) + timeout_ms
   while not h._st do
     self:step()
     if h._st then break end
