@@ -458,6 +458,26 @@ local function settled_values(x)
   error(v, 0)
 end
 
+-- What a wait on `x` follows, seen from orchestrator `o`: the job or jobs of
+-- `o` it waits on, or nil. A wait on any job of another orchestrator follows
+-- nothing, as a wait on a future does: that orchestrator may be hidden or
+-- never stepped, so the waiter keeps its own stall clock running, and
+-- priorities, cycles and idleness stay within each orchestrator (the core's
+-- priority groups and stall clocks are each orchestrator's own).
+local function follows_in(o, x)
+  local f = x:_follows()
+  if f == nil then return nil end
+  if is_job(f) then
+    if f[ORCH] ~= o then return nil end
+    return f
+  end
+  for i = 1, #f do
+    if f[i][ORCH] ~= o then return nil end
+  end
+  return f
+end
+E.follows_in = follows_in
+
 -- A path of jobs from `job` back to `target` through what each awaits, or
 -- nil. `seen` and `path` may be shared by searches from several starts (the
 -- parts of stagehand.all): a job explored once without reaching target
@@ -470,7 +490,7 @@ local function find_cycle(target, job, seen, path)
   seen[job] = true
   local w = job[W]
   if not w or w == QUEUED or w == SLEEP or w == KEYWAIT or not job[CO] then return nil end
-  local f = w:_follows()
+  local f = follows_in(job[ORCH], w)
   if f == nil then return nil end
   path[#path + 1] = job
   if is_job(f) then
@@ -502,7 +522,7 @@ end
 -- returns the job or jobs x follows (the waiter's own clock then pauses,
 -- and its priority flows to them), or nil.
 local function check_follows(job, x)
-  local f = x:_follows()
+  local f = follows_in(job[ORCH], x)
   if f == nil then return nil end
   local path
   if is_job(f) then
@@ -703,7 +723,7 @@ local function idle_blocked(o, job, memo)
     r = true
   else
     local w = parked_on(job)
-    local f = w and w:_follows()
+    local f = w and follows_in(o, w)
     if f == nil then
       r = false
     elseif is_job(f) then
@@ -734,7 +754,7 @@ local function surely_busy(o, job)
   local w = parked_on(job)
   if not w then return true end
   if rawget(w, "parts") then return false end -- a group: walked if need be
-  return w:_follows() == nil
+  return follows_in(o, w) == nil
 end
 
 local function by_id(a, b) return a.id < b.id end
