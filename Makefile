@@ -69,12 +69,13 @@ LUA ?= luajit
 env:
 	@sh scripts/env.sh $(LUA)
 
-# Many more seeded chaos scenes than make test runs (CHAOS_SEEDS=n to change).
+# Many more seeded chaos scenes than make test runs (CHAOS_SEEDS=n to change):
+# loading scenes, and game code doing anything from inside callbacks.
 CHAOS_SEEDS ?= 500
 chaos: build
 	@for rt in $(RUNTIMES); do \
 	  echo "== chaos on $$rt ($(CHAOS_SEEDS) seeds)"; \
-	  eval "$$(sh scripts/env.sh $$rt)"; CHAOS_SEEDS=$(CHAOS_SEEDS) $$rt /usr/bin/busted -o utfTerminal spec/chaos_spec.lua || exit 1; \
+	  eval "$$(sh scripts/env.sh $$rt)"; CHAOS_SEEDS=$(CHAOS_SEEDS) $$rt /usr/bin/busted -o utfTerminal spec/chaos_spec.lua spec/reentry_spec.lua || exit 1; \
 	done
 
 # AddressSanitizer + UndefinedBehaviorSanitizer: the core's C tests, then the

@@ -96,6 +96,69 @@ describe(":watch", function()
     local orch = T.new()
     assert.has_error(function() orch:watch(5) end, "bad argument 'fn' to watch: expected a function, got 5")
   end)
+
+  -- A watcher is game code, told of a start once the job is whole.
+  it("hears of a keyed start once the key is taken: a run it makes joins, nothing loads twice", function()
+    local orch = T.new { log = function() end }
+    local loads, joined = 0, nil
+    orch:watch(function(rec)
+      if rec.state == "running" and rec.label == "floor" and not joined then
+        joined = orch:run("floor again", function() loads = loads + 100 end, { key = "floor" })
+      end
+    end)
+    local h = orch:run("floor", function(job)
+      loads = loads + 1
+      job:sleep(10)
+      return "tiles"
+    end, { key = "floor" })
+    assert.equal(1, loads)
+    assert.equal(h.id, joined.id)
+    T.settle(orch, 100, 10)
+    assert.same({ "done", "tiles" }, { joined:result() })
+    assert.no_leaks(orch)
+  end)
+
+  it("can end a job as it starts: its work never runs and its coroutine goes", function()
+    local orch = T.new { log = function() end }
+    local ran = false
+    orch:watch(function(rec)
+      if rec.state == "running" and rec.label == "doomed" then orch:close("level unloaded") end
+    end)
+    local h = orch:run("doomed", function() ran = true end, { key = "doomed" })
+    assert.equal("cancelled", h:state())
+    assert.is_false(ran)
+    assert.no_leaks(orch)
+  end)
+
+  it("can dump as a pending when starts: it says since when", function()
+    local orch = T.new { log = function() end }
+    local text
+    orch:watch(function(rec)
+      if rec.state == "running" then text = orch:dump() end
+    end)
+    orch:when("portrait", "Waiting for the portrait")
+    assert.matches("waiting on a run of key portrait to start for 0 ms", text, 1, true)
+  end)
+end)
+
+describe("a log function that raises", function()
+  it("is reported on stderr, and nothing else is harmed", function()
+    local written = {}
+    local real = io.stderr
+    io.stderr = { write = function(_, ...) written[#written + 1] = table.concat({ ... }) end }
+    local ok, err = pcall(function()
+      local orch = T.new { stall_ms = 1000, log = function() error("log sink down") end }
+      local h = orch:run("Painting the floor", function(job) job:await(stagehand.future()) end)
+      assert.equal(0, T.settle(orch, 5000))
+      assert.equal("stalled", h:state())
+      assert.no_leaks(orch)
+    end)
+    io.stderr = real
+    assert(ok, err)
+    local all = table.concat(written)
+    assert.matches("the log function raised", all, 1, true)
+    assert.matches("log sink down", all, 1, true)
+  end)
 end)
 
 describe(":dump", function()

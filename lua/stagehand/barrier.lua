@@ -91,11 +91,11 @@ function M.new(o, label, keys, opts, make_job, join_opts)
   end
   join_opts(opts)
   local b = setmetatable({ label = label, keys = list, index = index, c = B.barrier_new(#list) }, Barrier)
-  local job, h = make_job(label, opts)
-  b.job, b.settled = job, h
-  job.barrier = b
-  if job[STATE] then return b end -- its signal had aborted already: it ended at once
-  job[W] = setmetatable({ b = b }, Waiting)
+  local job = make_job(label, opts, function(j, h)
+    b.job, b.settled = j, h
+    j.barrier = b
+    j[W] = setmetatable({ b = b }, Waiting)
+  end)
   if #list == 0 then E.end_job(job, "done", settle.pack(0)) end
   return b
 end

@@ -387,6 +387,8 @@ function E.resume(job, now, work)
 end
 
 --- Registers a new job; stall_ms false gives it no stall clock (when_idle).
+--- The caller tells the watchers (E.notify) once the job is fully made:
+--- a watcher is game code, and may run, join, cancel or report anything.
 function E.start(o, job, stall_ms, now)
   local slot = job[CID]
   o.by_slot[slot] = job
@@ -395,7 +397,6 @@ function E.start(o, job, stall_ms, now)
   o.idle_dirty = true
   local rc = stall_ms and clock_start(o.cc, slot, stall_ms, now) or 0
   if rc ~= 0 then error("stagehand: the core refused a stall clock (status " .. rc .. ")", 3) end
-  notify(o, job)
 end
 
 --- The coroutine a job's work runs in (placeholder jobs have none).

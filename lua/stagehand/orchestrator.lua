@@ -178,10 +178,11 @@ function Orchestrator:run(label, work, opts)
   if E.current then own(self, h, sig) end
   self.now = now
   E.start(self, job, stall_ms or self.stall_ms, now)
+  local waiting = false
   if key then
     self.keyed[key] = job
     -- `when` waiters for this key become callers before the work starts.
-    local waiting = keys.take_pending(self, key)
+    waiting = keys.take_pending(self, key)
     if waiting then
       for i = 1, #waiting do
         local p = waiting[i]
@@ -194,11 +195,20 @@ function Orchestrator:run(label, work, opts)
         end
         priority.move_awaiters(self, p, job)
         p.pending = false -- it joined: nothing to leave, nothing to remember
-        E.end_job(p, "done", settle_empty)
       end
     end
   end
-  if handle.bind_signal(h, sig) then return h end -- withdrawn already: work never runs
+  -- Only now, with the job whole (registered under its key, every `when`
+  -- joined), does game code run: its watchers, then the placeholders'
+  -- ends. Any of it may end this job; then its work never runs.
+  E.notify(self, job)
+  if waiting then
+    for i = 1, #waiting do E.end_job(waiting[i], "done", settle_empty) end
+  end
+  if handle.bind_signal(h, sig) or job[STATE] then
+    job[CO] = false -- (withdrawn already: its work never runs, its coroutine goes)
+    return h
+  end
   E.resume(job, now, work)
   if not self.stepping then self.driver.reschedule(self) end
   return h
@@ -235,29 +245,33 @@ function Orchestrator:when(key, label, opts)
   local now = read_clock(self)
   local p = new_job(self, label, key)
   p[W] = E.KEYWAIT
+  p[SINCE] = now -- (before start: its watchers may ask for a report)
   p.pending = true
   self.now = now
   E.start(self, p, stall_ms or self.stall_ms, now)
-  p[SINCE] = now
   keys.add_pending(self, p)
   local h = new_handle(p, prio)
   p[H] = h
   own(self, h, sig)
+  E.notify(self, p)
   if not handle.bind_signal(h, sig) and not self.stepping then self.driver.reschedule(self) end
   return h
 end
 
 -- A job with no work of its own (a barrier, a when_idle waiter): a slot, a
--- stall clock (unless stall_ms is false) and one caller.
-local function standing_job(o, label, prio, sig, stall_ms)
+-- stall clock (unless stall_ms is false) and one caller. setup(job, h)
+-- makes it what it is before any game code hears of it.
+local function standing_job(o, label, prio, sig, stall_ms, setup)
   local now = read_clock(o)
   local job = new_job(o, label, nil)
   o.now = now
-  E.start(o, job, stall_ms, now)
   job[SINCE] = now -- (it waits from its start: the report says since when)
+  E.start(o, job, stall_ms, now)
   local h = new_handle(job, prio)
   job[H] = h
   own(o, h, sig)
+  setup(job, h)
+  E.notify(o, job)
   handle.bind_signal(h, sig)
   return job, h
 end
@@ -319,9 +333,9 @@ function Orchestrator:barrier(label, keys_list, opts)
   local o = self
   -- (Not a tail call: Lua 5.1 reports an error raised past one with no
   -- position, and these errors name the caller's line.)
-  local b = barrier.new(self, label, keys_list, opts, function(lbl, op)
+  local b = barrier.new(self, label, keys_list, opts, function(lbl, op, setup)
     op = op or {}
-    return standing_job(o, lbl, op.priority, op.signal, op.stall_ms or o.stall_ms)
+    return standing_job(o, lbl, op.priority, op.signal, op.stall_ms or o.stall_ms, setup)
   end, function(op)
     if op ~= nil then check_run_opts(o, op, "barrier", signal.is_signal, false, 2) end
   end)
@@ -335,11 +349,12 @@ end
 function Orchestrator:when_idle(sig)
   check_self(self, "when_idle")
   if sig ~= nil and not signal.is_signal(sig) then options.fail("when_idle", "signal", "a Signal", sig) end
-  local job, h = standing_job(self, "when idle", nil, sig, false)
-  if job[STATE] then return h end -- its signal had aborted already: it ended at once
-  job[W] = E.IDLE
-  self.idle[job] = true
-  self.nidle = self.nidle + 1
+  local o = self
+  local _, h = standing_job(self, "when idle", nil, sig, false, function(job)
+    job[W] = E.IDLE
+    o.idle[job] = true
+    o.nidle = o.nidle + 1
+  end)
   if not self.stepping then self.driver.reschedule(self) end
   return h
 end

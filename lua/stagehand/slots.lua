@@ -120,6 +120,12 @@ function Queue:_abandon(job)
   dirty(o, self) -- the queue changed; what stays may be grantable
 end
 
+-- The core refused what the Lua side's records said it would take: a fault
+-- of stagehand's own, raised rather than left to grow into a lost slot.
+local function core_refused(what, job, rc)
+  error("stagehand: the core refused to " .. what .. " " .. job[LABEL] .. " (status " .. rc .. ")", 0)
+end
+
 local function touch(o, q)
   B.clock_touch(o.cc, q.clock_group, o.now)
 end
@@ -231,7 +237,8 @@ end
 function M.wait(o, job, q)
   local slot = job[CID]
   local g = set_of(o, job)
-  B.pool_enqueue(q.p, slot, g)
+  local rc = B.pool_enqueue(q.p, slot, g)
+  if rc ~= 0 then core_refused("queue", job, rc) end
   local fixed = o.fixed_rank[g]
   if fixed then B.pool_fix_rank(q.p, g, fixed) end
   B.clock_join(o.cc, slot, q.clock_group)
@@ -265,7 +272,8 @@ local function best(o, q)
 end
 
 local function grant_one(o, q, job)
-  B.pool_grant(q.p, job[CID])
+  local rc = B.pool_grant(q.p, job[CID])
+  if rc ~= 0 then core_refused("grant a slot to", job, rc) end
   -- Touched before the job leaves the group, so leaving takes the grant's
   -- time as its own progress: the wait that ends is progress.
   touch(o, q)
@@ -288,6 +296,13 @@ end
 -- grants of one round (granted jobs run after, in the step's drain), so
 -- every grant still sees the sources as they read now.
 --
+-- Only the priority functions themselves run game code here, and that code
+-- may do anything: cancel waiters, start jobs, resize the pool. So a rank
+-- is handed to the core only if its group still means what it meant when
+-- the read began (a set whose last waiter left may be given back and its
+-- id reused), and grant_free asks again what can be granted once the
+-- reading is done.
+--
 -- The first four live groups are read without a loop: a grant's trace that
 -- meets an inner loop is aborted and, after a few tries, blacklisted, and
 -- grants run once per released slot. Past four, the rest is read in a loop.
@@ -305,10 +320,12 @@ local function read_live(o, p, g)
     rank = ok and o.rank_of[r] or priority.bad_source(o, src, ok, r)
     -- (noted for the sets read in this round: see priority.set_rank)
     if o.nsets > 0 then o.seen_round[src], o.seen_rank[src] = o.round, rank end
+    if o.source_of[g] == src then pool_set_rank(p, g, rank) end
   else
+    local ms = o.members[g]
     rank = priority.set_rank(o, g) -- a set of sources: the best of its members
+    if o.members[g] == ms then pool_set_rank(p, g, rank) end
   end
-  pool_set_rank(p, g, rank)
   return pool_next_live(p, g)
 end
 
@@ -348,6 +365,7 @@ end
 local function grant_free(o, q)
   if pool_grantable(q.p) == 0 then return false end
   read_ranks(o, q)
+  if pool_grantable(q.p) == 0 then return false end -- (the priority functions took it)
   local job = best(o, q)
   if not job then return false end
   grant_one(o, q, job)
@@ -361,7 +379,7 @@ local function grant_ms(o, q)
   local p = q.p
   if B.pool_waiting(p) > 0 and B.pool_in_use(p) == 0 and q.spent < q.ms then
     read_ranks(o, q)
-    local job = best(o, q)
+    local job = pool_grantable(p) > 0 and best(o, q) -- (asked again: see grant_free)
     if job then
       grant_one(o, q, job)
       return true

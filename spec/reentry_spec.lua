@@ -1,0 +1,203 @@
+-- Game code runs inside stagehand's own work: priority functions (read in
+-- the middle of a grant), watchers (told as a job starts and ends), on_end
+-- and on_abort handlers, the log function. Each of them may do anything the
+-- API allows: cancel, run, join, resize a pool, settle a future, report,
+-- raise. Seeded scenes do exactly that at random; afterwards every loader
+-- has ended, nothing stagehand-internal was raised, every waiting job is
+-- filed where its priority says, and nothing is left behind.
+-- CHAOS_SEEDS=n runs more (make chaos), CHAOS_SEED=s replays one.
+local stagehand = require "stagehand"
+local T = require "stagehand.testing"
+local priority = require "stagehand.priority"
+local B = require "stagehand.backend"
+local F = require "stagehand.fields"
+
+-- Park-Miller: the same numbers on every runtime.
+local function rng(seed)
+  local x = seed % 2147483646 + 1
+  return function(n)
+    x = (16807 * x) % 2147483647
+    return x % n + 1
+  end
+end
+
+local RANKS = { "visible", "scene", "background" }
+
+-- An error of stagehand's own rather than one the game asked for: Lua's
+-- own runtime errors, or a stagehand file's position.
+local function internal(err)
+  local s = tostring(err)
+  return s:find("attempt to", 1, true) or s:find("stagehand/[%w_/]+%.lua:%d+") or s:find("core refused", 1, true)
+end
+
+local function scene(seed)
+  local r = rng(seed)
+  local clock = T.clock()
+  local faults = {}
+  local function note(ok, err)
+    if not ok and internal(err) then faults[#faults + 1] = tostring(err) end
+  end
+  local orch
+  local handles, futures, ctls = {}, { stagehand.future() }, { stagehand.controller() }
+  local function pick(t) return t[r(#t)] end
+  local function any_handle() return handles[r(#handles + 1)] end
+  -- Every job waiting in a queue is filed under the group of its set of
+  -- priority sources, and that group is one the orchestrator still knows.
+  local function check_filed(where)
+    for _, job in pairs(orch.by_slot) do
+      local q = job[F.WAITQ]
+      if q then
+        local g = B.pool_group_of(q.p, job[F.CID])
+        local known = g == 0 or orch.members[g] or orch.fn_group[g] or orch.fixed_rank[g]
+        if g ~= priority.set_of(orch, job) or not known then
+          faults[#faults + 1] = where .. ": " .. job[F.LABEL] .. " is filed under group " .. g
+        end
+      end
+    end
+  end
+  local work
+  local depth = 0
+  -- What game code does from a callback.
+  local function mischief()
+    if depth > 2 then return end
+    depth = depth + 1
+    local what = r(12)
+    local ok, err = pcall(function()
+      if what == 1 then
+        local h = any_handle()
+        if h then h:cancel("from a callback") end
+      elseif what == 2 then
+        handles[#handles + 1] = orch:run("callback run", work,
+          { priority = pick(RANKS), key = r(3) == 1 and ("k" .. r(3)) or nil })
+      elseif what == 3 then
+        pick(futures):resolve("from a callback")
+        futures[#futures + 1] = stagehand.future()
+      elseif what == 4 then
+        pick(ctls):abort("from a callback")
+        ctls[#ctls + 1] = stagehand.controller()
+      elseif what == 5 then
+        orch:pool("p", r(4) - 1)
+      elseif what == 6 then
+        handles[#handles + 1] = orch:when("k" .. r(3))
+      elseif what == 7 then
+        orch:forget("k" .. r(3))
+      elseif what == 8 then
+        error("a callback raised")
+      elseif what == 9 then
+        orch:report()
+        orch:dump()
+        orch:pools()
+      elseif what == 10 then
+        orch:set_visible(r(5) > 1)
+      elseif what == 11 then
+        orch:barrier("callback barrier", { "a" }):arrive("a")
+      else
+        orch:budget("f", { ops = r(3) })
+      end
+    end)
+    note(ok, err)
+    depth = depth - 1
+  end
+  local sources = {}
+  for i = 1, 4 do
+    sources[i] = function()
+      if r(3) == 1 then mischief() end
+      return pick(RANKS)
+    end
+  end
+  orch = T.new {
+    clock = clock,
+    pools = { p = 2 },
+    stall_ms = 2000,
+    log = function(m)
+      if internal(m) and not m:find("a callback raised", 1, true) then faults[#faults + 1] = "logged: " .. m end
+      if r(5) == 1 then mischief() end
+    end,
+  }
+  orch.sweep_min, orch.sweep_at = 4, 4
+  orch:budget("f", { ops = 2 })
+  orch:watch(function() if r(3) == 1 then mischief() end end)
+  work = function(job)
+    for _ = 1, r(4) do
+      local what = r(8)
+      local ok, err = job:pcall(function()
+        if what == 1 then
+          local release = job:slot("p")
+          job:sleep(r(200) - 1)
+          release()
+        elseif what == 2 then
+          job:permit("f")
+        elseif what == 3 then
+          job:await(pick(futures))
+        elseif what == 4 then
+          local h = any_handle()
+          if h then job:await(h) end
+        elseif what == 5 then
+          job:sleep(r(300) - 1)
+        elseif what == 6 then
+          local h = orch:run("child", work, { priority = pick(sources), signal = pick(ctls).signal })
+          handles[#handles + 1] = h
+          h:on_end(function() if r(2) == 1 then mischief() end end)
+          job:await(h)
+        elseif what == 7 then
+          pick(ctls).signal:on_abort(mischief)
+        else
+          mischief()
+        end
+      end)
+      note(ok, err)
+    end
+    return "ok"
+  end
+  for turn = 1, 300 do
+    local what = r(6)
+    local ok, err = pcall(function()
+      if what <= 2 then
+        local h = orch:run("loader", work, {
+          priority = pick(sources),
+          signal = r(3) == 1 and pick(ctls).signal or nil,
+          key = r(5) == 1 and ("k" .. r(3)) or nil,
+        })
+        handles[#handles + 1] = h
+        h:on_end(function() if r(3) == 1 then mischief() end end)
+      elseif what == 3 then
+        mischief()
+      elseif what == 4 then
+        clock:advance(r(150) - 1)
+      else
+        orch:step()
+      end
+    end)
+    note(ok, err)
+    check_filed("turn " .. turn)
+  end
+  -- Then no more game mischief: every loader must end on its own.
+  depth = 100
+  orch:set_visible(true)
+  local left = T.settle(orch, 600000)
+  return orch, handles, faults, left
+end
+
+local function check(seed)
+  local ok, orch, handles, faults, left = pcall(scene, seed)
+  assert(ok, "seed " .. seed .. ": the scene raised: " .. tostring(orch))
+  assert(#faults == 0, "seed " .. seed .. ": " .. table.concat(faults, "\n"))
+  assert(left == 0, "seed " .. seed .. ": " .. left .. " job(s) still running\n" .. orch:dump())
+  for i, h in ipairs(handles) do
+    assert(h:state() ~= "running", "seed " .. seed .. ": Handle " .. i .. " (" .. h.label .. ") never ended")
+  end
+  local leaks = T.leaks(orch)
+  assert(#leaks == 0, "seed " .. seed .. ": left behind: " .. table.concat(leaks, "; "))
+end
+
+describe("game code inside callbacks", function()
+  local only = tonumber(os.getenv("CHAOS_SEED") or "")
+  local n = tonumber(os.getenv("CHAOS_SEEDS") or "") or 20
+  if only then
+    it("leaves stagehand whole (seed " .. only .. ")", function() check(only) end)
+  else
+    it("leaves stagehand whole across " .. n .. " seeded scenes", function()
+      for seed = 1, n do check(seed) end
+    end)
+  end
+end)
