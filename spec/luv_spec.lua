@@ -56,6 +56,38 @@ describe("the luv driver", function()
     assert.equal("ran exit=0", (out:gsub("%s+$", "")))
   end)
 
+  it("logs a step that raised and goes on pumping, rather than let luv end the process", function()
+    -- In a process of its own: luv exits on an error a callback lets out.
+    local script = os.tmpname()
+    local fh = assert(io.open(script, "wb"))
+    fh:write([[
+      local stagehand = require "stagehand"
+      local uv = require "luv"
+      local armed, lines = false, {}
+      local function clock() -- (nil once, when armed)
+        if armed then
+          armed = false
+          return nil
+        end
+        uv.update_time()
+        return uv.now()
+      end
+      local orch = stagehand.new { driver = "luv", clock = clock, log = function(m) lines[#lines + 1] = m end }
+      local h = orch:run("pacer", function(job)
+        for _ = 1, 5 do job:sleep(0) end
+        return "ran"
+      end)
+      armed = true -- (the next reading is the first step's, in the loop's callback)
+      uv.run("default")
+      io.write(tostring(select(2, h:result())), " ", tostring(#lines), " ", tostring(lines[1]))
+    ]])
+    fh:close()
+    local out = io.popen(interpreter() .. " " .. script .. " 2>&1; echo \" exit=$?\""):read("*a")
+    os.remove(script)
+    assert.matches("^ran 1 %[stagehand%] a step raised: stagehand: the clock returned nil", out)
+    assert.matches(" exit=0%s*$", out)
+  end)
+
   it("pumps the orchestrator from the loop by itself", function()
     orch = stagehand.new { driver = "luv" }
     local f = stagehand.future()

@@ -2,6 +2,7 @@
 -- set for the orchestrator's next wake (0 when work is queued) and stopped
 -- when nothing is pending, so the loop ends when the jobs do.
 local uv = require "luv"
+local logm = require "stagehand.log"
 
 local M = {}
 
@@ -33,19 +34,29 @@ function M.new(clock)
   local orch
   local in_fire = false
 
+  -- A step that raised (a given clock that broke, a fault of stagehand's
+  -- own) must not leave this callback: luv ends the whole process on an
+  -- error a callback lets out. It is logged instead, and the loop goes on
+  -- pumping (a step leaves the orchestrator whole whatever happens in it).
   local function fire()
     due = nil
     if orch and not orch.stepping then
       in_fire = true
       local ok, err = pcall(orch.step, orch, orch.slice_ms > 0 and orch.slice_ms or nil)
       in_fire = false
-      if not ok then error(err, 0) end
+      if not ok then
+        logm.guard(nil, "the log function", orch.log, "[stagehand] a step raised: " .. tostring(err))
+        pcall(d.reschedule, orch)
+      end
     end
   end
 
   function d.reschedule(o)
     orch = o
-    local nw = o:next_wake()
+    -- (A clock that cannot tell the time makes next_wake raise: the step
+    -- run at once reads it again, and says so through the log.)
+    local ok, nw = pcall(o.next_wake, o)
+    if not ok then nw = 0 end
     if nw == nil then
       if due then
         timer:stop()
@@ -53,8 +64,9 @@ function M.new(clock)
       end
       return
     end
-    local at = o.clock() + nw
-    if due and due <= at then return end
+    local read, now = pcall(o.clock)
+    local at = read and type(now) == "number" and now + nw or nil
+    if due and at and due <= at then return end
     due = at
     if not timer then timer = uv.new_timer() end
     timer:start(math.max(0, math.ceil(nw)), 0, fire)
