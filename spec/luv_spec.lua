@@ -72,7 +72,8 @@ describe("the luv driver", function()
         uv.update_time()
         return uv.now()
       end
-      local orch = stagehand.new { driver = "luv", clock = clock, log = function(m) lines[#lines + 1] = m end }
+      local orch = stagehand.new { driver = "luv", clock = clock, check_ms = 5,
+        log = function(m) lines[#lines + 1] = m end }
       local h = orch:run("pacer", function(job)
         for _ = 1, 5 do job:sleep(0) end
         return "ran"

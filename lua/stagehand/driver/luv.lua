@@ -37,8 +37,11 @@ function M.new(clock)
   -- A step that raised (a given clock that broke, a fault of stagehand's
   -- own) must not leave this callback: luv ends the whole process on an
   -- error a callback lets out. It is logged instead, and the loop goes on
-  -- pumping (a step leaves the orchestrator whole whatever happens in it).
-  local function fire()
+  -- pumping (a step leaves the orchestrator whole whatever happens in it),
+  -- after check_ms: a clock broken for good is then one line a check, not
+  -- a loop spinning on its error.
+  local fire
+  function fire()
     due = nil
     if orch and not orch.stepping then
       in_fire = true
@@ -46,7 +49,7 @@ function M.new(clock)
       in_fire = false
       if not ok then
         logm.guard(nil, "the log function", orch.log, "[stagehand] a step raised: " .. tostring(err))
-        pcall(d.reschedule, orch)
+        timer:start(math.max(1, math.ceil(orch.check_ms)), 0, fire)
       end
     end
   end
