@@ -1,7 +1,8 @@
 -- Game code runs inside stagehand's own work: priority functions (read in
 -- the middle of a grant), watchers (told as a job starts and ends), on_end
 -- and on_abort handlers, the log function. Each of them may do anything the
--- API allows: cancel, run, join, resize a pool, settle a future, report,
+-- API allows: cancel, run, join, resize a pool, turn a budget from ops to
+-- ms and back, settle a future, report,
 -- raise. Seeded scenes do exactly that at random; afterwards every loader
 -- has ended, nothing stagehand-internal was raised, every waiting job is
 -- filed where its priority says, and nothing is left behind.
@@ -92,7 +93,7 @@ local function scene(seed)
       elseif what == 11 then
         orch:barrier("callback barrier", { "a" }):arrive("a")
       else
-        orch:budget("f", { ops = r(3) })
+        orch:budget("f", r(2) == 1 and { ops = r(3) } or { ms = r(5) })
       end
     end)
     note(ok, err)
