@@ -2,10 +2,10 @@
 -- the middle of a grant), watchers (told as a job starts and ends), on_end
 -- and on_abort handlers, the log function. Each of them may do anything the
 -- API allows: cancel, run, join, resize a pool, turn a budget from ops to
--- ms and back, settle a future, report,
--- raise. Seeded scenes do exactly that at random; afterwards every loader
--- has ended, nothing stagehand-internal was raised, every waiting job is
--- filed where its priority says, and nothing is left behind.
+-- ms and back, settle a future, report, raise. Seeded scenes do exactly
+-- that at random; afterwards every loader has ended, nothing
+-- stagehand-internal was raised, every waiting job is filed where its
+-- priority says, and nothing is left behind.
 -- CHAOS_SEEDS=n runs more (make chaos), CHAOS_SEED=s replays one.
 local stagehand = require "stagehand"
 local T = require "stagehand.testing"
