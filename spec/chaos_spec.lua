@@ -8,6 +8,7 @@ local T = require "stagehand.testing"
 local priority = require "stagehand.priority"
 local B = require "stagehand.backend"
 local F = require "stagehand.fields"
+local seeded = require "spec.seeded"
 
 -- Every job waiting in a queue is filed under the set of sources that
 -- reach it (kept incrementally as callers and awaiters come and go): the
@@ -37,14 +38,7 @@ local function check_sets(orch, seed, t)
   end
 end
 
--- Park-Miller: the same numbers on every runtime (no 64-bit products).
-local function rng(seed)
-  local x = seed % 2147483646 + 1
-  return function(n)
-    x = (16807 * x) % 2147483647
-    return x % n + 1
-  end
-end
+local rng = seeded.rng
 
 local KEYS = { "armor:plate", "armor:cloth", "floor", "ammo", "portrait:hero", "item-analysis:3" }
 
@@ -184,23 +178,12 @@ end
 local function check(seed)
   local ok, orch, handles, left = pcall(scene, seed)
   assert(ok, "seed " .. seed .. ": the scene raised: " .. tostring(orch))
-  assert(left == 0, "seed " .. seed .. ": " .. left .. " job(s) still running\n" .. orch:dump())
-  for i, h in ipairs(handles) do
-    assert(h:state() ~= "running", "seed " .. seed .. ": Handle " .. i .. " (" .. h.label .. ") never ended")
-  end
-  assert(#orch:report() == 0, "seed " .. seed .. ": report not empty\n" .. orch:dump())
-  local leaks = T.leaks(orch)
-  assert(#leaks == 0, "seed " .. seed .. ": left behind: " .. table.concat(leaks, "; "))
+  seeded.assert_whole(seed, orch, handles, left)
 end
 
 describe("chaos", function()
-  local only = tonumber(os.getenv("CHAOS_SEED") or "")
-  local n = tonumber(os.getenv("CHAOS_SEEDS") or "") or 20
-  if only then
-    it("ends every loader and leaves nothing behind (seed " .. only .. ")", function() check(only) end)
-  else
-    it("ends every loader and leaves nothing behind across " .. n .. " seeded scenes", function()
-      for seed = 1, n do check(seed) end
-    end)
-  end
+  local which, seeds = seeded.seeds()
+  it("ends every loader and leaves nothing behind" .. which, function()
+    for _, seed in ipairs(seeds) do check(seed) end
+  end)
 end)

@@ -1,0 +1,43 @@
+-- What the seeded scene specs (chaos_spec, reentry_spec) share: numbers
+-- that are the same on every runtime, the check that a scene ended whole,
+-- and how many seeds to run. CHAOS_SEEDS=n runs n seeds (20 by default;
+-- make chaos runs 500), CHAOS_SEED=s replays one.
+local T = require "stagehand.testing"
+
+local M = {}
+
+--- Park-Miller: r(n) is 1..n, the same numbers on every runtime (no 64-bit
+--- products).
+function M.rng(seed)
+  local x = seed % 2147483646 + 1
+  return function(n)
+    x = (16807 * x) % 2147483647
+    return x % n + 1
+  end
+end
+
+--- After a scene: nothing runs, every Handle ended, the report is empty and
+--- nothing is left behind. Each failure names the seed.
+function M.assert_whole(seed, orch, handles, left)
+  assert(left == 0, "seed " .. seed .. ": " .. left .. " job(s) still running\n" .. orch:dump())
+  for i, h in ipairs(handles) do
+    assert(h:state() ~= "running", "seed " .. seed .. ": Handle " .. i .. " (" .. h.label .. ") never ended")
+  end
+  assert(#orch:report() == 0, "seed " .. seed .. ": report not empty\n" .. orch:dump())
+  local leaks = T.leaks(orch)
+  assert(#leaks == 0, "seed " .. seed .. ": left behind: " .. table.concat(leaks, "; "))
+end
+
+--- The seeds to run, and the words that say which: " (seed s)" for
+--- CHAOS_SEED=s, else " across n seeded scenes" (CHAOS_SEEDS, 20).
+--- (busted's describe and it are the spec file's own: not reachable here.)
+function M.seeds()
+  local only = tonumber(os.getenv("CHAOS_SEED") or "")
+  if only then return " (seed " .. only .. ")", { only } end
+  local n = tonumber(os.getenv("CHAOS_SEEDS") or "") or 20
+  local list = {}
+  for seed = 1, n do list[seed] = seed end
+  return " across " .. n .. " seeded scenes", list
+end
+
+return M
