@@ -59,6 +59,8 @@ end
 --- callers' sources and of the effective ranks of the jobs waiting on it.
 --- For a job that ended (it keeps no set), and for specs to check the sets
 --- against.
+--- (The callers and awaiters are copied before any priority function runs:
+--- a function is game code, and may cancel a caller or start a waiter.)
 local function walk(job, cache)
   cache = cache or {}
   local r = cache[job]
@@ -67,22 +69,23 @@ local function walk(job, cache)
   local worst = #o.ranks + 1
   cache[job] = worst -- a guard: a wait cycle cannot recurse forever
   local best = worst
+  local sources, n = {}, 0 -- (a caller's source may be nil: the default)
   for i = H, #job do
-    local h = job[i]
-    local s = M.source_rank(o, rawget(h, 2), cache) -- raw: a Handle's __index is a function
+    n = n + 1
+    sources[n] = rawget(job[i], 2) -- raw: a Handle's __index is a function
+  end
+  local aw = o.awaiters[job]
+  local waiters = aw and list.members(aw)
+  for i = 1, n do
+    local s = M.source_rank(o, sources[i], cache)
     if s < best then best = s end
     if best == 1 then break end
   end
-  if best > 1 then
-    local aw = o.awaiters[job]
-    if aw then
-      for w in pairs(aw) do
-        if w ~= "n" then -- (a counted set: list.lua)
-          local s = walk(w, cache)
-          if s < best then best = s end
-          if best == 1 then break end
-        end
-      end
+  if best > 1 and waiters then
+    for i = 1, #waiters do
+      local s = walk(waiters[i], cache)
+      if s < best then best = s end
+      if best == 1 then break end
     end
   end
   if best == worst then best = o.default_rank end
