@@ -5,7 +5,9 @@
 -- ms and back, settle a future, report, raise. Seeded scenes do exactly
 -- that at random; afterwards every loader has ended, nothing
 -- stagehand-internal was raised, every waiting job is filed where its
--- priority says, and nothing is left behind.
+-- priority says, and nothing is left behind. A second orchestrator (a
+-- shared cache) runs beside the first: jobs of each await Handles of the
+-- other, and callbacks act on both.
 -- CHAOS_SEEDS=n runs more (make chaos), CHAOS_SEED=s replays one.
 local stagehand = require "stagehand"
 local T = require "stagehand.testing"
@@ -32,20 +34,22 @@ local function scene(seed)
   local function note(ok, err)
     if not ok and internal(err) then faults[#faults + 1] = tostring(err) end
   end
-  local orch
+  local orch, cache
   local handles, futures, ctls = {}, { stagehand.future() }, { stagehand.controller() }
   local function pick(t) return t[r(#t)] end
   local function any_handle() return handles[r(#handles + 1)] end
   -- Every job waiting in a queue is filed under the group of its set of
   -- priority sources, and that group is one the orchestrator still knows.
   local function check_filed(where)
-    for _, job in pairs(orch.by_slot) do
-      local q = job[F.WAITQ]
-      if q then
-        local g = B.pool_group_of(q.p, job[F.CID])
-        local known = g == 0 or orch.members[g] or orch.fn_group[g] or orch.fixed_rank[g]
-        if g ~= priority.set_of(orch, job) or not known then
-          faults[#faults + 1] = where .. ": " .. job[F.LABEL] .. " is filed under group " .. g
+    for _, o in ipairs { orch, cache } do
+      for _, job in pairs(o.by_slot) do
+        local q = job[F.WAITQ]
+        if q then
+          local g = B.pool_group_of(q.p, job[F.CID])
+          local known = g == 0 or o.members[g] or o.fn_group[g] or o.fixed_rank[g]
+          if g ~= priority.set_of(o, job) or not known then
+            faults[#faults + 1] = where .. ": " .. job[F.LABEL] .. " is filed under group " .. g
+          end
         end
       end
     end
@@ -56,7 +60,7 @@ local function scene(seed)
   local function mischief()
     if depth > 2 then return end
     depth = depth + 1
-    local what = r(12)
+    local what = r(13)
     local ok, err = pcall(function()
       if what == 1 then
         local h = any_handle()
@@ -86,8 +90,10 @@ local function scene(seed)
         orch:set_visible(r(5) > 1)
       elseif what == 11 then
         orch:barrier("callback barrier", { "a" }):arrive("a")
-      else
+      elseif what == 12 then
         orch:budget("f", r(2) == 1 and { ops = r(3) } or { ms = r(5) })
+      else
+        handles[#handles + 1] = cache:run("cache load", work, { key = r(2) == 1 and ("c" .. r(2)) or nil })
       end
     end)
     note(ok, err)
@@ -100,15 +106,13 @@ local function scene(seed)
       return pick(RANKS)
     end
   end
-  orch = T.new {
-    clock = clock,
-    pools = { p = 2 },
-    stall_ms = 2000,
-    log = function(m)
-      if internal(m) and not m:find("a callback raised", 1, true) then faults[#faults + 1] = "logged: " .. m end
-      if r(5) == 1 then mischief() end
-    end,
-  }
+  local function log(m)
+    if internal(m) and not m:find("a callback raised", 1, true) then faults[#faults + 1] = "logged: " .. m end
+    if r(5) == 1 then mischief() end
+  end
+  orch = T.new { clock = clock, pools = { p = 2 }, stall_ms = 2000, log = log }
+  cache = T.new { clock = clock, pools = { p = 1 }, stall_ms = 2000, log = log }
+  cache:budget("f", { ops = 1 })
   orch.sweep_min, orch.sweep_at = 4, 4
   orch:budget("f", { ops = 2 })
   orch:watch(function() if r(3) == 1 then mischief() end end)
@@ -161,6 +165,7 @@ local function scene(seed)
         clock:advance(r(150) - 1)
       else
         orch:step()
+        cache:step()
       end
     end)
     note(ok, err)
@@ -169,15 +174,23 @@ local function scene(seed)
   -- Then no more game mischief: every loader must end on its own.
   depth = 100
   orch:set_visible(true)
-  local left = T.settle(orch, 600000)
-  return orch, handles, faults, left
+  cache:set_visible(true)
+  local passed = 0
+  while orch.nrunning + cache.nrunning > 0 and passed < 600000 do
+    clock:advance(100)
+    passed = passed + 100
+    orch:step()
+    cache:step()
+  end
+  return orch, cache, handles, faults
 end
 
 local function check(seed)
-  local ok, orch, handles, faults, left = pcall(scene, seed)
+  local ok, orch, cache, handles, faults = pcall(scene, seed)
   assert(ok, "seed " .. seed .. ": the scene raised: " .. tostring(orch))
   assert(#faults == 0, "seed " .. seed .. ": " .. table.concat(faults, "\n"))
-  seeded.assert_whole(seed, orch, handles, left)
+  seeded.assert_whole(seed, orch, handles, orch.nrunning)
+  seeded.assert_whole(seed, cache, {}, cache.nrunning)
 end
 
 describe("game code inside callbacks", function()
