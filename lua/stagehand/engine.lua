@@ -235,9 +235,11 @@ function E.end_job(job, st, v)
   -- resume is its cleanup. One parked mid-work is queued for it below.
   local suspended = job[CO] and job[W] and job[W] ~= QUEUED
   if job[W] ~= QUEUED then unpark(job) end
-  priority.forget_sets(o, job)
+  -- (Most jobs never enter the side tables below: each is asked only when
+  -- some job is in it, which saved about 100 instructions a pooled job.)
+  if o.nset_of > 0 then priority.forget_sets(o, job) end
   E.slots.release_all(o, job)
-  if o.idle[job] then
+  if o.nidle > 0 and o.idle[job] then
     o.idle[job] = nil
     o.nidle = o.nidle - 1
   end
@@ -284,9 +286,10 @@ function E.end_job(job, st, v)
   -- Callers this job made (run or when inside its work, without a signal of
   -- their own) leave with it unless it finished: nothing it asked for is
   -- kept alive, or kept at its priority, by a job that is gone.
-  local owned = o.owned[job]
+  local owned = o.nowners > 0 and o.owned[job]
   if owned then
     o.owned[job] = nil
+    o.nowners = o.nowners - 1
     if st ~= "done" then withdraw(owned, v) end
   end
   return true

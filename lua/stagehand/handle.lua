@@ -102,7 +102,8 @@ function Handle:_settled()
   local owner = rawget(self, "_own") -- (the job that made this caller: orchestrator.own)
   if owner then
     self._own = nil
-    list.set_remove(owner[ORCH].owned, owner, self)
+    local o = owner[ORCH]
+    if list.set_remove(o.owned, owner, self) and o.owned[owner] == nil then o.nowners = o.nowners - 1 end
   end
 end
 

@@ -82,6 +82,7 @@ function Orchestrator.new(opts)
     followed = {},
     owned = {}, -- job -> counted set {[Handle] = order} of the callers it made, still running (list.lua)
     nowned = 0,
+    nowners = 0, -- how many jobs have an o.owned set
     idle = {}, -- when_idle waiters (jobs with no work and no stall clock)
     idle_dirty = false,
     nidle = 0,
@@ -115,6 +116,7 @@ local function own(o, h, sig)
   if cur and cur[ORCH] == o and not cur[STATE] then
     local n = o.nowned + 1
     o.nowned = n
+    if o.owned[cur] == nil then o.nowners = o.nowners + 1 end
     list.set_add(o.owned, cur, h, n)
     h._own = cur
   end

@@ -143,6 +143,7 @@ function M.init_groups(o)
   o.sweep_min = 256 -- (chaos lowers it, to sweep often)
   o.sweep_at = o.sweep_min
   o.src_count, o.set_of = {}, {}
+  o.nset_of = 0 -- how many jobs have a set_of entry (end_job skips forget_sets at 0)
   o.set_plus, o.set_minus = {}, {} -- set -> source group -> the set with it added / taken out
   -- A grant round's reading of each source group (see slots.read_live):
   -- a function in several sets is called once per round.
@@ -379,6 +380,7 @@ local function counts(o, job)
   end
   o.src_count[job] = cnt
   o.set_of[job] = set
+  o.nset_of = o.nset_of + 1
   return cnt
 end
 
@@ -492,6 +494,7 @@ function M.forget_sets(o, job)
     if g ~= nil then
       drop_set(o, g)
       set_of[job] = nil
+      o.nset_of = o.nset_of - 1
     end
   end
 end

@@ -123,6 +123,12 @@ function T.leaks(orch)
   for t, what in pairs(left) do
     if next(orch[t]) ~= nil then out[#out + 1] = what .. " left behind" end
   end
+  -- The counts that let a job's end skip those tables must agree with them.
+  for count, t in pairs { nset_of = "set_of", nowners = "owned", nidle = "idle" } do
+    local n = 0
+    for _ in pairs(orch[t]) do n = n + 1 end
+    if orch[count] ~= n then out[#out + 1] = count .. " is " .. orch[count] .. " for " .. n .. " entries" end
+  end
   return out
 end
 
