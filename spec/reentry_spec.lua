@@ -86,6 +86,7 @@ local function scene(seed)
         orch:report()
         orch:dump()
         orch:pools()
+        collectgarbage() -- (weak tables cleared in the middle of stagehand's work)
       elseif what == 10 then
         orch:set_visible(r(5) > 1)
       elseif what == 11 then
@@ -105,6 +106,18 @@ local function scene(seed)
       if r(3) == 1 then mischief() end
       return pick(RANKS)
     end
+  end
+  -- Now and then a loader gets a closure of its own, which the collector
+  -- takes once it ends (its group id is then swept for reuse).
+  local function source()
+    if r(4) == 1 then
+      local rank = pick(RANKS)
+      return function()
+        if r(4) == 1 then mischief() end
+        return rank
+      end
+    end
+    return pick(sources)
   end
   local function log(m)
     if internal(m) and not m:find("a callback raised", 1, true) then faults[#faults + 1] = "logged: " .. m end
@@ -134,7 +147,7 @@ local function scene(seed)
         elseif what == 5 then
           job:sleep(r(300) - 1)
         elseif what == 6 then
-          local h = orch:run("child", work, { priority = pick(sources), signal = pick(ctls).signal })
+          local h = orch:run("child", work, { priority = source(), signal = pick(ctls).signal })
           handles[#handles + 1] = h
           h:on_end(function() if r(2) == 1 then mischief() end end)
           job:await(h)
@@ -153,7 +166,7 @@ local function scene(seed)
     local ok, err = pcall(function()
       if what <= 2 then
         local h = orch:run("loader", work, {
-          priority = pick(sources),
+          priority = source(),
           signal = r(3) == 1 and pick(ctls).signal or nil,
           key = r(5) == 1 and ("k" .. r(3)) or nil,
         })
