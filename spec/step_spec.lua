@@ -200,3 +200,47 @@ describe(".testing", function()
     assert.ended(h)
   end)
 end)
+
+describe("a callback that yields", function()
+  -- Lua 5.4 and LuaJIT let a yield cross pcall: a priority function that
+  -- yields while a step runs in a coroutine of the game's own suspends that
+  -- step. Nothing can resume it but the game, so the next step says why it
+  -- cannot run. (Lua 5.1 cannot yield there: the function counts as raising.)
+  it("is named by the next step, which would otherwise only say 'already running'", function()
+    local lines = {}
+    local orch = T.new { pools = { p = 1 }, log = function(m) lines[#lines + 1] = m end }
+    local yielding = false
+    local function priority()
+      if yielding then coroutine.yield("a frame") end
+      return "scene"
+    end
+    local hold = stagehand.future()
+    orch:run("holder", function(job)
+      local release = job:slot("p")
+      job:await(hold)
+      release()
+    end)
+    local h = orch:run("waiter", function(job)
+      job:slot("p")()
+      return "ok"
+    end, { priority = priority })
+    hold:resolve()
+    yielding = true
+    local game = coroutine.create(function() return orch:step() end)
+    assert.is_true((coroutine.resume(game)))
+    yielding = false
+    if coroutine.status(game) == "suspended" then
+      local ok, err = pcall(orch.step, orch)
+      assert.is_false(ok)
+      assert.matches("an earlier step was suspended before it ended", err, 1, true)
+      -- The game resumes its coroutine: that step carries on and ends.
+      assert.is_true((coroutine.resume(game)))
+      assert.equal("dead", coroutine.status(game))
+    else
+      assert.matches("a priority function raised: attempt to yield", lines[1], 1, true)
+    end
+    assert.equal(0, orch:step())
+    assert.same({ "done", "ok" }, { h:result() })
+    assert.no_leaks(orch)
+  end)
+end)

@@ -803,11 +803,25 @@ end
 --- One step. Whatever happens in it, the orchestrator leaves the step: an
 --- error raised inside is raised again once the step is over, so the next
 --- step runs as usual.
+local co_running = coroutine.running
+
 function E.step(o, budget_ms)
-  if o.stepping then error("orch:step is already running (step cannot be called from inside a job)", 3) end
+  if o.stepping then
+    if co_running() ~= o.step_thread then
+      -- The step is not on this thread's stack: it was suspended before it
+      -- ended, inside a coroutine of the game's own. Only a callback that
+      -- yielded does that (Lua 5.4 and LuaJIT let a yield cross pcall), and
+      -- nothing can step this orchestrator again until that coroutine runs.
+      error("orch:step is already running: an earlier step was suspended before it ended, in a coroutine"
+        .. " of the game's own (a priority function, watcher, on_end or on_abort handler or the log"
+        .. " function yielded; none may)", 3)
+    end
+    error("orch:step is already running (step cannot be called from inside a job)", 3)
+  end
   local now = read_clock(o)
   o.now = now
   o.stepping = true
+  o.step_thread = co_running()
   local ok, err = pcall(step_body, o, now, budget_ms and now + budget_ms)
   o.stepping = false
   E.report_unhandled(o)
