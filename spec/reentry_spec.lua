@@ -86,7 +86,10 @@ local function scene(seed)
         orch:report()
         orch:dump()
         orch:pools()
-        collectgarbage() -- (weak tables cleared in the middle of stagehand's work)
+        -- (weak tables cleared in the middle of stagehand's work; a full
+        -- collection only now and then: in a suite that has run long, each
+        -- walks everything it kept)
+        if r(8) == 1 then collectgarbage() else collectgarbage("step", 64) end
       elseif what == 10 then
         orch:set_visible(r(5) > 1)
       elseif what == 11 then

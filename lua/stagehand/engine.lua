@@ -176,7 +176,14 @@ end
 local function notify(o, job, started_at)
   local ws = o.watchers
   if ws[1] == nil then return end
-  local rec = E.record(job, started_at, started_at and read_clock(o))
+  local ended_at
+  if started_at then
+    -- (A job's end is told in the middle of ending it: a clock that breaks
+    -- here gives way to the last good reading rather than stop the end.)
+    ended_at = o.clock()
+    if type(ended_at) ~= "number" or ended_at - ended_at ~= 0 then ended_at = o.now end
+  end
+  local rec = E.record(job, started_at, ended_at)
   for i = 1, #ws do
     local fn = ws[i]
     if fn then logm.guard(o.log, "a watcher", fn, rec) end
@@ -800,11 +807,11 @@ local function step_body(o, now, deadline)
   end
 end
 
+local co_running = coroutine.running
+
 --- One step. Whatever happens in it, the orchestrator leaves the step: an
 --- error raised inside is raised again once the step is over, so the next
 --- step runs as usual.
-local co_running = coroutine.running
-
 function E.step(o, budget_ms)
   if o.stepping then
     if co_running() ~= o.step_thread then
