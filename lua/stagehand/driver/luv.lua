@@ -49,7 +49,8 @@ function M.new(clock)
       in_fire = false
       if not ok then
         logm.guard(nil, "the log function", orch.log, "[stagehand] a step raised: " .. tostring(err))
-        timer:start(math.max(1, math.ceil(orch.check_ms)), 0, fire)
+        -- (unless the step closed the driver: the next reschedule starts one)
+        if timer then timer:start(math.max(1, math.ceil(orch.check_ms)), 0, fire) end
       end
     end
   end
