@@ -89,6 +89,37 @@ describe("the luv driver", function()
     assert.matches(" exit=0%s*$", out)
   end)
 
+  it("logs a step that raised after a job closed the driver, and the process lives", function()
+    local script = os.tmpname()
+    local fh = assert(io.open(script, "wb"))
+    fh:write([[
+      local stagehand = require "stagehand"
+      local uv = require "luv"
+      local armed, lines = false, {}
+      local function clock()
+        if armed then
+          armed = false
+          return nil
+        end
+        uv.update_time()
+        return uv.now()
+      end
+      local orch = stagehand.new { driver = "luv", clock = clock, log = function(m) lines[#lines + 1] = m end }
+      local h = orch:run("closer", function(job)
+        job:sleep(0)
+        orch:close("level unloaded") -- (inside the step: the driver's timer closes)
+        armed = true -- (the drain's next reading, after this resume, is nil)
+      end)
+      uv.run("default")
+      io.write(h:state(), " ", tostring(lines[1]))
+    ]])
+    fh:close()
+    local out = io.popen(interpreter() .. " " .. script .. " 2>&1; echo \" exit=$?\""):read("*a")
+    os.remove(script)
+    assert.matches("^cancelled %[stagehand%] a step raised: stagehand: the clock returned nil", out)
+    assert.matches(" exit=0%s*$", out)
+  end)
+
   it("pumps the orchestrator from the loop by itself", function()
     orch = stagehand.new { driver = "luv" }
     local f = stagehand.future()
