@@ -171,6 +171,23 @@ describe("the fake clock", function()
   end)
 end)
 
+describe("the testing helpers", function()
+  it("name a missing orchestrator or bad options instead of failing inside", function()
+    local missing -- (a typo in a spec: a variable never set)
+    for _, case in ipairs {
+      { function() T.settle(missing, 10) end, "bad argument 'orch' to settle: expected an orchestrator, got nil" },
+      { function() T.leaks(missing) end, "bad argument 'orch' to leaks: expected an orchestrator, got nil" },
+      { function() assert.no_leaks(missing) end, "bad argument 'orch' to assert.no_leaks: expected an orchestrator" },
+      { function() assert.all_ended(missing) end, "bad argument 'orch' to assert.all_ended: expected an orchestrator" },
+      { function() T.new(5) end, "bad argument 'opts' to new: expected a table of stagehand.new's options, got 5" },
+    } do
+      local ok, err = pcall(case[1])
+      assert.is_false(ok)
+      assert.matches(case[2], tostring(err), 1, true)
+    end
+  end)
+end)
+
 describe("job:sleep(math.huge)", function()
   it("never wakes: the job's stall clock ends it", function()
     local orch = T.new { stall_ms = 1000, log = function() end }

@@ -13,6 +13,18 @@ local STATE, CO, HELD, WAITQ = F.STATE, F.CO, F.HELD, F.WAITQ
 
 local T = {}
 
+local Orchestrator = require "stagehand.orchestrator"
+
+-- A helper handed something other than an orchestrator (a nil from a typo,
+-- most often) says so, rather than fail inside. (level nil: no position,
+-- for the assertions, which luassert calls from inside itself.)
+local function check_orch(fn, orch, level)
+  if getmetatable(orch) ~= Orchestrator then
+    error("bad argument 'orch' to " .. fn .. ": expected an orchestrator, got " .. tostring(orch),
+      level and level + 1 or 0)
+  end
+end
+
 ---@class stagehand.FakeClock
 ---@field now number
 local Clock = {}
@@ -52,6 +64,9 @@ end
 --- `clock` among them is used instead of a new one.
 ---@return stagehand.Orchestrator orch, stagehand.FakeClock clock
 function T.new(opts)
+  if opts ~= nil and type(opts) ~= "table" then
+    error("bad argument 'opts' to new: expected a table of stagehand.new's options, got " .. tostring(opts), 2)
+  end
   local o = {}
   for k, v in pairs(opts or {}) do o[k] = v end
   o.driver = "manual"
@@ -62,6 +77,7 @@ end
 --- Advances the orchestrator's fake clock in steps of `step_ms` (100), pumping,
 --- until no job runs or `ms` passed. Returns the number of jobs still running.
 function T.settle(orch, ms, step_ms)
+  check_orch("settle", orch, 2)
   local clock = orch.fake_clock
   if not clock then error("bad argument 'orch' to settle: expected an orchestrator on a fake clock (T.new)", 2) end
   -- (finite: a settle that could never end would hang the spec)
@@ -86,6 +102,7 @@ end
 --- What an orchestrator still holds, for assert.no_leaks: an empty list when
 --- nothing is left behind.
 function T.leaks(orch)
+  check_orch("leaks", orch, 2)
   local out = {}
   if orch.nrunning ~= 0 then out[#out + 1] = orch.nrunning .. " job(s) running" end
   if orch.qn ~= 0 then out[#out + 1] = orch.qn .. " continuation(s) queued" end
@@ -147,6 +164,7 @@ if ok_say and ok_assert then
 
   local function all_ended(state, args)
     local orch = args[1]
+    check_orch("assert.all_ended", orch)
     local ok = orch.nrunning == 0
     -- luassert formats the arguments it is handed; give it the dump.
     args[1] = orch:dump()
@@ -160,6 +178,7 @@ if ok_say and ok_assert then
 
   local function no_leaks(state, args)
     local orch = args[1]
+    check_orch("assert.no_leaks", orch)
     local leaks = T.leaks(orch)
     args[1] = #leaks == 0 and "nothing" or table.concat(leaks, "; ") .. "\n" .. orch:dump()
     args.n = 1
