@@ -2,7 +2,7 @@
 -- the middle of a grant), watchers (told as a job starts and ends), on_end
 -- and on_abort handlers, the log function. Each of them may do anything the
 -- API allows: cancel, run, join, resize a pool, turn a budget from ops to
--- ms and back, settle a future, report, raise. Seeded scenes do exactly
+-- ms and back, settle a future, report, close an orchestrator, raise. Seeded scenes do exactly
 -- that at random; afterwards every loader has ended, nothing
 -- stagehand-internal was raised, every waiting job is filed where its
 -- priority says, and nothing is left behind. A second orchestrator (a
@@ -94,6 +94,8 @@ local function scene(seed)
         orch:set_visible(r(5) > 1)
       elseif what == 11 then
         orch:barrier("callback barrier", { "a" }):arrive("a")
+      elseif what == 12 and r(10) == 1 then
+        pick({ orch, cache }):close("closed from a callback")
       elseif what == 12 then
         orch:budget("f", r(2) == 1 and { ops = r(3) } or { ms = r(5) })
       else
