@@ -2,12 +2,12 @@
 -- the middle of a grant), watchers (told as a job starts and ends), on_end
 -- and on_abort handlers, the log function. Each of them may do anything the
 -- API allows: cancel, run, join, resize a pool, turn a budget from ops to
--- ms and back, settle a future, report, close an orchestrator, raise. Seeded scenes do exactly
--- that at random; afterwards every loader has ended, nothing
--- stagehand-internal was raised, every waiting job is filed where its
--- priority says, and nothing is left behind. A second orchestrator (a
--- shared cache) runs beside the first: jobs of each await Handles of the
--- other, and callbacks act on both.
+-- ms and back, settle a future, report, close an orchestrator, raise.
+-- Seeded scenes do exactly that at random; afterwards every loader has
+-- ended, nothing stagehand-internal was raised, every waiting job is filed
+-- where its priority says, and nothing is left behind. A second
+-- orchestrator (a shared cache) runs beside the first: jobs of each await
+-- Handles of the other, and callbacks act on both.
 -- CHAOS_SEEDS=n runs more (make chaos), CHAOS_SEED=s replays one.
 local stagehand = require "stagehand"
 local T = require "stagehand.testing"
