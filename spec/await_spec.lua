@@ -270,6 +270,41 @@ describe("cycles", function()
     local _, err = self_h:result()
     assert.is_true(stagehand.is_error(err.cause, "cycle"))
   end)
+
+  -- The search runs on a stack of its own: a recursive one overflowed
+  -- LuaJIT's Lua stack at about 8,000 links and failed the awaiting job
+  -- with "stack overflow". (The chain is built through pending `when`s,
+  -- which a search does not follow, so building it costs O(n).) Each
+  -- failure above quotes the one below it; unbounded, those messages made
+  -- the chain's end O(n^2), 19 s here.
+  it("are found down a chain of 10,000 awaits", function()
+    local orch = T.new { log = function() end, stall_ms = 1e9 }
+    local n = 10000
+    local first
+    for i = 1, n do
+      local h = orch:run("link " .. i, function(job)
+        if i < n then return job:await(orch:when("link" .. (i + 1))) end
+        return job:await(first) -- closes the cycle, n links long
+      end, { key = "link" .. i })
+      if i == 1 then first = h end
+    end
+    local st, e = orch:wait(first, 1000)
+    assert.equal("failed", st)
+    -- The last link raised the cycle; each link above it failed with it,
+    -- quoting the one below, within a bounded length.
+    local root = e
+    while stagehand.is_error(root.cause) do
+      assert.is_true(#root.message < 1000)
+      root = root.cause
+    end
+    assert.is_true(stagehand.is_error(root, "cycle"))
+    assert.equal(n, #root.jobs) -- every link, the awaiting one first
+    assert.equal("link " .. n, root.jobs[1])
+    assert.matches("(9989 more)", root.message, 1, true) -- (6 named first, 5 last)
+    assert.matches("cycle of waits", e.message, 1, true) -- (the end of the chain: its first cause)
+    assert.equal(0, T.settle(orch, 1000))
+    assert.no_leaks(orch)
+  end)
 end)
 
 describe("regressions", function()

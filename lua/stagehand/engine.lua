@@ -495,24 +495,54 @@ E.follows_in = follows_in
 -- never will, and a search that fails leaves path as it found it. (No
 -- closures here: LuaJIT cannot compile making one, and an await on a
 -- list of 10,000 Handles searches from each.)
+--
+-- Depth first with a stack of its own, not by recursion: a chain of awaits
+-- may be thousands deep (job i awaiting job i-1), past Lua's own stack. The
+-- stack is kept between calls (the search runs no game code, so none can
+-- start another in the middle): frame k is the job path[base + k] and what
+-- it follows, and how far along that the search has gone.
+local follows_stack, next_stack = {}, {}
+
 local function find_cycle(target, job, seen, path)
-  if job == target then return path end
-  if seen[job] or job[STATE] then return nil end
-  seen[job] = true
-  local w = job[W]
-  if not w or w == QUEUED or w == SLEEP or w == KEYWAIT or not job[CO] then return nil end
-  local f = follows_in(job[ORCH], w)
-  if f == nil then return nil end
-  path[#path + 1] = job
-  if is_job(f) then
-    if find_cycle(target, f, seen, path) then return path end
-  else
-    for i = 1, #f do
-      if find_cycle(target, f[i], seen, path) then return path end
+  local base = #path
+  local top = 0
+  while true do
+    if job == target then
+      for k = 1, top do follows_stack[k] = false end
+      return path
     end
+    if not (seen[job] or job[STATE]) then
+      seen[job] = true
+      local w = job[W]
+      if w and w ~= QUEUED and w ~= SLEEP and w ~= KEYWAIT and job[CO] then
+        local f = follows_in(job[ORCH], w)
+        if f ~= nil then
+          top = top + 1
+          path[base + top] = job
+          follows_stack[top], next_stack[top] = f, 1
+        end
+      end
+    end
+    -- The next job to explore: the next one the deepest frame follows,
+    -- dropping the frames that have none left.
+    job = nil
+    while top > 0 do
+      local f, i = follows_stack[top], next_stack[top]
+      if is_job(f) then
+        if i == 1 then job = f end
+      elseif i <= #f then
+        job = f[i]
+      end
+      if job ~= nil then
+        next_stack[top] = i + 1
+        break
+      end
+      follows_stack[top] = false
+      path[base + top] = nil
+      top = top - 1
+    end
+    if job == nil then return nil end
   end
-  path[#path] = nil
-  return nil
 end
 
 local function cycle_error(job, path)
@@ -520,13 +550,20 @@ local function cycle_error(job, path)
     return errors.new("cycle", job[LABEL], job[LABEL] .. " awaits its own Handle: a cycle of waits",
       { jobs = { job[LABEL] } })
   end
-  local names = { job[LABEL] }
-  for i = 1, #path do names[#names + 1] = path[i].label end
-  names[#names + 1] = job[LABEL]
-  local jobs = {}
-  for i = 1, #path do jobs[i] = path[i].label end
+  -- Every job of the cycle is in `jobs`; the message names at most a dozen
+  -- (a cycle may be thousands of links long).
+  local n = #path
+  local jobs = { job[LABEL] }
+  for i = 1, n do jobs[i + 1] = path[i].label end
+  local names
+  if n <= 10 then
+    names = table.concat(jobs, " -> ")
+  else
+    names = table.concat(jobs, " -> ", 1, 6) .. " -> ... (" .. (n - 10) .. " more) ... -> "
+      .. table.concat(jobs, " -> ", n - 3, n + 1)
+  end
   return errors.new("cycle", job[LABEL], "awaiting " .. path[1].label
-    .. " would close a cycle of waits: " .. table.concat(names, " -> "), { jobs = { job[LABEL], unpack(jobs) } })
+    .. " would close a cycle of waits: " .. names .. " -> " .. job[LABEL], { jobs = jobs })
 end
 
 -- Raises a cycle Error if waiting on what `x` follows would close a cycle;

@@ -22,6 +22,18 @@ local function one_line(v)
 end
 M.one_line = one_line
 
+-- The message of an Error quoted in another's: a failure down a chain of
+-- awaits quotes the one below it, so without a bound a chain of n links
+-- made messages of O(n) each (O(n^2) in all). A long one keeps its start
+-- (the nearest links) and its end (the first cause).
+local MAX_QUOTE = 600
+local function quoted(e)
+  local s = e.message
+  if #s <= MAX_QUOTE then return s end
+  return s:sub(1, 200) .. " ... " .. s:sub(-(MAX_QUOTE - 205))
+end
+M.quoted = quoted
+
 --- Formats a duration in ms as the log shows it: 20000 -> "20 s", 1500 -> "1.5 s".
 function M.seconds(ms)
   return string.format("%g s", ms / 1000)
@@ -35,9 +47,9 @@ function M.new(kind, label, message, fields)
 end
 
 function M.failed(label, cause, traceback)
-  local what = cause
-  if getmetatable(cause) == Error then what = cause.message end
-  return M.new("failed", label, label .. " failed: " .. one_line(what),
+  local what
+  if getmetatable(cause) == Error then what = quoted(cause) else what = one_line(cause) end
+  return M.new("failed", label, label .. " failed: " .. what,
     { cause = cause, traceback = traceback })
 end
 
@@ -48,9 +60,11 @@ end
 function M.cancelled(label, reason)
   local msg = label .. " was cancelled"
   if reason ~= nil then
-    local r = reason
-    if getmetatable(r) == Error then r = r.message end
-    msg = msg .. ": " .. one_line(r)
+    if getmetatable(reason) == Error then
+      msg = msg .. ": " .. quoted(reason)
+    else
+      msg = msg .. ": " .. one_line(reason)
+    end
   end
   return M.new("cancelled", label, msg, { reason = reason })
 end
