@@ -228,6 +228,24 @@ describe(":when_idle", function()
     assert.has_error(function() orch:when_idle({}) end)
   end)
 
+  -- The idle check walks what each job awaits on a stack of its own: a
+  -- recursive walk overflowed LuaJIT's Lua stack down a chain of 10,000
+  -- awaits, and every step raised "stack overflow" for good.
+  it("looks down a chain of 10,000 awaits that ends at when_idle", function()
+    local orch = T.new { log = function() end, stall_ms = 1e9 }
+    local n = 10000
+    for i = 1, n do -- (built through pending whens, so in O(n))
+      orch:run("link " .. i, function(job)
+        if i < n then return job:await(orch:when("link" .. (i + 1))) end
+        return job:await(orch:when_idle())
+      end, { key = "link" .. i })
+    end
+    local preloader = orch:when_idle()
+    assert.equal(0, orch:step())
+    assert.equal("done", preloader:state())
+    assert.no_leaks(orch)
+  end)
+
   it("ends at once, cancelled, on a signal that aborted already, and leaves no waiter", function()
     local orch = quiet()
     local ctl = stagehand.controller()

@@ -762,32 +762,70 @@ local function parked_on(job)
   return w
 end
 
-local function idle_blocked(o, job, memo)
-  local m = memo[job]
+-- Whether `start` is, directly or through what it awaits, waiting on
+-- when_idle: an idle waiter itself, or parked following jobs that all are.
+-- memo holds each job's answer (false while it is being worked out: a cycle
+-- of waits is not idle). Depth first on a stack of its own, like
+-- find_cycle: a chain of awaits thousands deep overflowed Lua's stack and
+-- made every step raise. Frame k is a job, what it follows, and which of
+-- those comes next; `got` is the answer for the job last finished.
+local idle_jobs, idle_follows, idle_next = {}, {}, {}
+
+local function idle_blocked(o, start, memo)
+  local m = memo[start]
   if m ~= nil then return m end
-  memo[job] = false
-  local r = false
-  if o.idle[job] then
-    r = true
-  else
-    local w = parked_on(job)
-    local f = w and follows_in(o, w)
-    if f == nil then
-      r = false
-    elseif is_job(f) then
-      r = idle_blocked(o, f, memo)
-    else
-      r = #f > 0
-      for i = 1, #f do
-        if not idle_blocked(o, f[i], memo) then
-          r = false
-          break
+  local top = 0
+  local job = start -- a job to work out, or nil
+  local got
+  while true do
+    if job ~= nil then
+      memo[job] = false
+      got = false
+      if o.idle[job] then
+        memo[job] = true
+        got = true
+      else
+        local w = parked_on(job)
+        local f = w and follows_in(o, w)
+        if f ~= nil and (is_job(f) or #f > 0) then
+          top = top + 1
+          idle_jobs[top], idle_follows[top], idle_next[top] = job, f, 1
+          got = nil -- (a frame to work on, no answer yet)
         end
       end
+      job = nil
     end
+    -- The top frame takes the answer for its last job: a job not waiting
+    -- on when_idle ends it false; else its next job, or true at the end.
+    while top > 0 and job == nil do
+      local finished
+      if got == false then
+        finished = false
+      else
+        local f, i = idle_follows[top], idle_next[top]
+        local nxt
+        if is_job(f) then
+          if i == 1 then nxt = f end
+        elseif i <= #f then
+          nxt = f[i]
+        end
+        if nxt == nil then
+          finished = true
+        else
+          idle_next[top] = i + 1
+          local known = memo[nxt]
+          if known == nil then job = nxt else got = known end
+        end
+      end
+      if finished ~= nil then
+        memo[idle_jobs[top]] = finished
+        idle_jobs[top], idle_follows[top] = false, false
+        top = top - 1
+        got = finished
+      end
+    end
+    if job == nil then return got end
   end
-  memo[job] = r
-  return r
 end
 
 -- A job surely not waiting on when_idle, told in O(1): it has no
