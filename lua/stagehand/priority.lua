@@ -61,7 +61,14 @@ end
 --- against.
 --- (The callers and awaiters are copied before any priority function runs:
 --- a function is game code, and may cancel a caller or start a waiter.)
-local function walk(job, cache)
+---
+--- `budget` (optional, {left = n}) bounds how many jobs it visits; past
+--- that it counts what it has seen. A job's end told to a watcher walks up
+--- the jobs awaiting it: unbounded, down a chain of 10,000 awaits that was
+--- O(n^2) in all, and its recursion overflowed LuaJIT's stack. (Jobs still
+--- running read their set instead, which is exact and O(distinct sources);
+--- specs check the sets against the unbounded walk.)
+local function walk(job, cache, budget)
   cache = cache or {}
   local r = cache[job]
   if r then return r end
@@ -83,7 +90,11 @@ local function walk(job, cache)
   end
   if best > 1 and waiters then
     for i = 1, #waiters do
-      local s = walk(waiters[i], cache)
+      if budget then
+        if budget.left <= 0 then break end
+        budget.left = budget.left - 1
+      end
+      local s = walk(waiters[i], cache, budget)
       if s < best then best = s end
       if best == 1 then break end
     end
@@ -92,7 +103,10 @@ local function walk(job, cache)
   cache[job] = best
   return best
 end
-M.walk_effective = walk
+M.walk_effective = function(job, cache) return walk(job, cache) end
+
+-- How many jobs an ended job's walk visits at most (see walk).
+local WALK_LIMIT = 64
 
 local set_rank_in
 
@@ -101,7 +115,7 @@ local set_rank_in
 --- functions costs three calls and no walk. `cache` (optional) is one
 --- decision's: each distinct function is called once in it.
 function M.effective(job, cache)
-  if job[STATE] then return walk(job, cache) end
+  if job[STATE] then return walk(job, cache, { left = WALK_LIMIT }) end
   return set_rank_in(job[ORCH], M.set_of(job[ORCH], job), cache or {})
 end
 
