@@ -10,6 +10,36 @@ local function interpreter()
   return _VERSION == "Lua 5.4" and "lua5.4" or "lua5.1"
 end
 
+-- Runs `source` in a process of its own (luv ends the whole process on an
+-- error a callback lets out, and a crash must not take busted with it):
+-- what it wrote, then " exit=<status>".
+local function run_alone(source)
+  local script = os.tmpname()
+  local fh = assert(io.open(script, "wb"))
+  fh:write(source)
+  fh:close()
+  local out = io.popen(interpreter() .. " " .. script .. " 2>&1; echo \" exit=$?\""):read("*a")
+  os.remove(script)
+  return out
+end
+
+-- The start of a script whose clock is luv's, but reads nil once after
+-- `armed = true`; the log's lines gather in `lines`.
+local ARMED_CLOCK = [[
+  local stagehand = require "stagehand"
+  local uv = require "luv"
+  local armed, lines = false, {}
+  local function clock()
+    if armed then
+      armed = false
+      return nil
+    end
+    uv.update_time()
+    return uv.now()
+  end
+  local function log(m) lines[#lines + 1] = m end
+]]
+
 describe("the luv driver", function()
   local orch
   after_each(function() if orch then orch:close() end end)
@@ -32,11 +62,9 @@ describe("the luv driver", function()
   end)
 
   it("survives a hot reload that forgets stagehand and luv (luv's loop stays open)", function()
-    -- In a process of its own: without the fix, the second orchestrator's
-    -- first timer wrote into the freed loop and the process died (SIGSEGV).
-    local script = os.tmpname()
-    local fh = assert(io.open(script, "wb"))
-    fh:write([[
+    -- Without the fix, the second orchestrator's first timer wrote into
+    -- the freed loop and the process died (SIGSEGV).
+    local out = run_alone([[
       local stagehand = require "stagehand"
       local orch = stagehand.new {} -- the luv driver, made before any timer
       assert(orch.driver.name == "luv")
@@ -51,30 +79,12 @@ describe("the luv driver", function()
       o:loop()
       io.write(tostring(select(2, h:result())))
     ]])
-    fh:close()
-    local out = io.popen(interpreter() .. " " .. script .. " 2>&1; echo \" exit=$?\""):read("*a")
-    os.remove(script)
     assert.equal("ran exit=0", (out:gsub("%s+$", "")))
   end)
 
   it("logs a step that raised and goes on pumping, rather than let luv end the process", function()
-    -- In a process of its own: luv exits on an error a callback lets out.
-    local script = os.tmpname()
-    local fh = assert(io.open(script, "wb"))
-    fh:write([[
-      local stagehand = require "stagehand"
-      local uv = require "luv"
-      local armed, lines = false, {}
-      local function clock() -- (nil once, when armed)
-        if armed then
-          armed = false
-          return nil
-        end
-        uv.update_time()
-        return uv.now()
-      end
-      local orch = stagehand.new { driver = "luv", clock = clock, check_ms = 1, -- (the retry, 1 ms on)
-        log = function(m) lines[#lines + 1] = m end }
+    local out = run_alone(ARMED_CLOCK .. [[
+      local orch = stagehand.new { driver = "luv", clock = clock, log = log, check_ms = 1 } -- (the retry, 1 ms on)
       local h = orch:run("pacer", function(job)
         for _ = 1, 5 do job:sleep(0) end
         return "ran"
@@ -83,29 +93,13 @@ describe("the luv driver", function()
       uv.run("default")
       io.write(tostring(select(2, h:result())), " ", tostring(#lines), " ", tostring(lines[1]))
     ]])
-    fh:close()
-    local out = io.popen(interpreter() .. " " .. script .. " 2>&1; echo \" exit=$?\""):read("*a")
-    os.remove(script)
     assert.matches("^ran 1 %[stagehand%] a step raised: stagehand: the clock returned nil", out)
     assert.matches(" exit=0%s*$", out)
   end)
 
   it("logs a step that raised after a job closed the driver, and the process lives", function()
-    local script = os.tmpname()
-    local fh = assert(io.open(script, "wb"))
-    fh:write([[
-      local stagehand = require "stagehand"
-      local uv = require "luv"
-      local armed, lines = false, {}
-      local function clock()
-        if armed then
-          armed = false
-          return nil
-        end
-        uv.update_time()
-        return uv.now()
-      end
-      local orch = stagehand.new { driver = "luv", clock = clock, log = function(m) lines[#lines + 1] = m end }
+    local out = run_alone(ARMED_CLOCK .. [[
+      local orch = stagehand.new { driver = "luv", clock = clock, log = log }
       local h = orch:run("closer", function(job)
         job:sleep(0)
         orch:close("level unloaded") -- (inside the step: the driver's timer closes)
@@ -114,9 +108,6 @@ describe("the luv driver", function()
       uv.run("default")
       io.write(h:state(), " ", tostring(lines[1]))
     ]])
-    fh:close()
-    local out = io.popen(interpreter() .. " " .. script .. " 2>&1; echo \" exit=$?\""):read("*a")
-    os.remove(script)
     assert.matches("^cancelled %[stagehand%] a step raised: stagehand: the clock returned nil", out)
     assert.matches(" exit=0%s*$", out)
   end)
