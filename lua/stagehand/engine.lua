@@ -116,11 +116,15 @@ local function bad_clock(now)
 end
 E.bad_clock = bad_clock
 
---- The orchestrator's clock, read and checked. (`now - now ~= 0` holds for
---- NaN and both infinities alike.)
+--- Whether v is a finite number: a time the core takes. (`v - v` is 0 for
+--- every finite number, NaN for NaN and both infinities.)
+local function finite(v) return type(v) == "number" and v - v == 0 end
+E.finite = finite
+
+--- The orchestrator's clock, read and checked.
 function E.now(o)
   local now = o.clock()
-  if type(now) ~= "number" or now - now ~= 0 then bad_clock(now) end
+  if not finite(now) then bad_clock(now) end
   return now
 end
 local read_clock = E.now
@@ -181,7 +185,7 @@ local function notify(o, job, started_at)
     -- (A job's end is told in the middle of ending it: a clock that breaks
     -- here gives way to the last good reading rather than stop the end.)
     ended_at = o.clock()
-    if type(ended_at) ~= "number" or ended_at - ended_at ~= 0 then ended_at = o.now end
+    if not finite(ended_at) then ended_at = o.now end
   end
   local rec = E.record(job, started_at, ended_at)
   for i = 1, #ws do
@@ -708,7 +712,7 @@ local function run_queue(o, deadline)
     end
     local before = now -- (the resume above ran from `now` on)
     now = clock()
-    if type(now) ~= "number" or now - now ~= 0 then bad_clock(now) end
+    if not finite(now) then bad_clock(now) end
     o.now = now
     if permit_of[job] then slots.ran(o, job, now - before) end
     if deadline and now >= deadline then break end

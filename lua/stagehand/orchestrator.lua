@@ -48,7 +48,7 @@ function Orchestrator.new(opts)
   if clock then
     -- Read once here, so a clock that cannot tell the time is named now.
     local ok, now = pcall(clock)
-    if not ok or type(now) ~= "number" or now - now ~= 0 then
+    if not ok or not E.finite(now) then
       error("bad option 'clock' to stagehand.new: expected a function returning a finite number of ms, got one "
         .. (ok and "returning " .. tostring(now) or "raising " .. tostring(now)), 2)
     end

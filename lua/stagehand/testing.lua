@@ -32,8 +32,7 @@ Clock.__index = Clock
 Clock.__call = function(c) return c.now end
 Clock.__now_field = true -- orchestrators may read c.now directly
 
--- A finite number (not NaN, not an infinity).
-local function finite(v) return type(v) == "number" and v - v == 0 end
+local finite = E.finite -- (not NaN, not an infinity)
 
 --- Moves the clock forward by `ms`.
 ---@param ms number
