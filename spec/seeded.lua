@@ -1,7 +1,8 @@
 -- What the seeded scene specs (chaos_spec, reentry_spec) share: numbers
 -- that are the same on every runtime, the check that a scene ended whole,
 -- and how many seeds to run. CHAOS_SEEDS=n runs n seeds (20 by default;
--- make chaos runs 500), CHAOS_SEED=s replays one.
+-- make chaos runs 500), CHAOS_SEED=s replays one, and CHAOS_FIRST=f starts
+-- the n seeds at f (new ground for a long run: seeds 1..n are the usual ones).
 local T = require "stagehand.testing"
 
 local M = {}
@@ -35,9 +36,11 @@ function M.seeds()
   local only = tonumber(os.getenv("CHAOS_SEED") or "")
   if only then return " (seed " .. only .. ")", { only } end
   local n = tonumber(os.getenv("CHAOS_SEEDS") or "") or 20
+  local first = tonumber(os.getenv("CHAOS_FIRST") or "") or 1
   local list = {}
-  for seed = 1, n do list[seed] = seed end
-  return " across " .. n .. " seeded scenes", list
+  for i = 1, n do list[i] = first + i - 1 end
+  local from = first == 1 and "" or " from seed " .. first
+  return " across " .. n .. " seeded scenes" .. from, list
 end
 
 return M

@@ -13,18 +13,23 @@ local function check_self(self, method)
 end
 
 --- "pending", "done" or "failed".
+---@return string
 function Future:state()
   check_self(self, "state")
   return self._st or "pending"
 end
 
 --- Settles the future with values; a second settle is ignored (returns false).
+---@param ... any the values its awaiters receive
+---@return boolean settled
 function Future:resolve(...)
   check_self(self, "resolve")
   return settle.settle(self, "done", settle.pack(...))
 end
 
 --- Fails the future with `err`; awaiting it raises `err` as given.
+---@param err any
+---@return boolean settled
 function Future:reject(err)
   check_self(self, "reject")
   return settle.settle(self, "failed", err)

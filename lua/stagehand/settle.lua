@@ -137,15 +137,15 @@ function Base:result()
   return st, self._v
 end
 
---- Calls fn(state, ...) once it ends (at once if it has); returns an unsubscribe.
----@param fn fun(state: string, ...)
----@return fun()
 local function callable(v)
   if type(v) == "function" then return true end
   local mt = getmetatable(v)
   return type(mt) == "table" and mt.__call ~= nil
 end
 
+--- Calls fn(state, ...) once it ends (at once if it has); returns an unsubscribe.
+---@param fn fun(state: string, ...)
+---@return fun()
 function Base:on_end(fn)
   if type(self) ~= "table" or not self.__settle then
     options.bad_self("h:on_end", "a Handle, Future or awaitable", self, 2)
