@@ -131,6 +131,129 @@ describe("hygiene", function()
     assert.no_leaks(orch)
   end)
 
+  describe("closed from inside a job", function()
+    -- A job parked mid-work, whose cleanup (a job:pcall handler) must run
+    -- when close cancels it, without anyone stepping the closed orchestrator.
+    local function sleeper(orch, cleaned)
+      return orch:run("sleeper", function(job)
+        local ok, err = job:pcall(job.sleep, job, 1e6)
+        cleaned[#cleaned + 1] = tostring(ok) .. ", " .. tostring(err.kind)
+      end)
+    end
+
+    it("of its own, in the job's first resume", function()
+      local orch = quiet()
+      local cleaned = {}
+      local h = sleeper(orch, cleaned)
+      local closer = orch:run("closer", function()
+        orch:close("level unloaded")
+        return "went on"
+      end)
+      assert.same({ "false, cancelled" }, cleaned)
+      assert.equal("cancelled", h:state())
+      assert.equal("cancelled", closer:state()) -- (closed while it ran: its work went on to its end)
+      assert.no_leaks(orch)
+    end)
+
+    it("of its own, in a run made inside that job", function()
+      local orch = quiet()
+      local cleaned = {}
+      sleeper(orch, cleaned)
+      local inner_cleaned
+      orch:run("outer", function()
+        orch:run("inner", function() orch:close("level unloaded") end)
+        inner_cleaned = #cleaned -- (still inside a job of its own: not yet)
+      end)
+      assert.equal(0, inner_cleaned)
+      assert.same({ "false, cancelled" }, cleaned)
+      assert.no_leaks(orch)
+    end)
+
+    it("of its own, in a step, cancelling what that cleanup started too", function()
+      local orch = quiet()
+      local cleaned = {}
+      orch:run("level", function(job)
+        local _, err = job:pcall(job.sleep, job, 1e6)
+        cleaned[#cleaned + 1] = "level: " .. err.kind
+        orch:run("save on exit", function(j)
+          local _, e = j:pcall(j.sleep, j, 1e6)
+          cleaned[#cleaned + 1] = "save on exit: " .. e.kind
+        end)
+      end)
+      local f = stagehand.future()
+      orch:run("closer", function(job)
+        job:await(f)
+        orch:close("level unloaded")
+      end)
+      f:resolve()
+      assert.equal(0, orch:step())
+      assert.same({ "level: cancelled", "save on exit: cancelled" }, cleaned)
+      assert.no_leaks(orch)
+    end)
+
+    it("of another orchestrator, in its first resume or in its step", function()
+      for _, in_step in ipairs { false, true } do
+        local orch, other = quiet(), quiet()
+        local cleaned = {}
+        sleeper(orch, cleaned)
+        local f = stagehand.future()
+        other:run("closer", function(job)
+          if in_step then job:await(f) end
+          orch:close("level unloaded")
+        end)
+        if in_step then
+          f:resolve()
+          other:step()
+        end
+        assert.same({ "false, cancelled" }, cleaned)
+        assert.no_leaks(orch)
+        assert.no_leaks(other)
+      end
+    end)
+
+    it("runs the cleanup of jobs that cleanup started while it closed", function()
+      local orch = quiet()
+      local cleaned = {}
+      orch:run("level", function(job)
+        local _, err = job:pcall(job.sleep, job, 1e6)
+        cleaned[#cleaned + 1] = "level: " .. err.kind
+        -- (a cleanup that starts work: close cancels it and runs its cleanup too)
+        orch:run("save on exit", function(j)
+          local _, e = j:pcall(j.sleep, j, 1e6)
+          cleaned[#cleaned + 1] = "save on exit: " .. e.kind
+        end)
+      end)
+      orch:close("quit")
+      assert.same({ "level: cancelled", "save on exit: cancelled" }, cleaned)
+      assert.no_leaks(orch)
+    end)
+
+    it("returns even when every cleanup starts another job", function()
+      local orch = quiet()
+      local started = 0
+      local function stubborn(job)
+        started = started + 1
+        job:pcall(job.sleep, job, 1e6)
+        orch:run("again", stubborn)
+      end
+      orch:run("again", stubborn)
+      orch:close("quit")
+      assert.is_true(started > 1 and started <= 102, "started " .. started)
+    end)
+
+    it("and keeps working for runs made after it", function()
+      local orch = quiet()
+      orch:run("closer", function() orch:close() end)
+      local h = orch:run("later", function(job)
+        job:sleep(10)
+        return "loaded"
+      end)
+      T.settle(orch, 100)
+      assert.same({ "done", "loaded" }, { h:result() })
+      assert.no_leaks(orch)
+    end)
+  end)
+
   if _VERSION == "Lua 5.4" then
     it("closes an orchestrator at the end of a <close> scope", function()
       local chunk = assert(load([[

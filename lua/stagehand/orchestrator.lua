@@ -75,6 +75,7 @@ function Orchestrator.new(opts)
     nrunning = 0, -- jobs running (orch:running(key) is the keyed question)
     next_id = 0,
     stepping = false,
+    closing = false, -- close's reason while its own step or job still runs (close)
     unhandled = {},
     watchers = {},
     bad_sources = setmetatable({}, { __mode = "k" }),
@@ -96,6 +97,7 @@ function Orchestrator.new(opts)
 end
 
 local check_run_opts = options.run_options
+local finish_close -- (close, below)
 
 -- Raises if a method was called on something else than an orchestrator
 -- (orch.step() for orch:step()). run and when, called in games' own loops,
@@ -212,6 +214,13 @@ function Orchestrator:run(label, work, opts)
     return h
   end
   E.resume(job, now, work)
+  if self.closing then
+    -- The work closed this orchestrator (close, above); unless this run
+    -- was itself made inside another of its jobs' first resume, nothing
+    -- of it is on the stack now.
+    local cur = E.current
+    if not self.stepping and not (cur and cur[ORCH] == self) then finish_close(self, self.closing) end
+  end
   if not self.stepping then self.driver.reschedule(self) end
   return h
 end
@@ -451,6 +460,10 @@ function Orchestrator:step(budget_ms)
     error("orch:step cannot be called inside a job (" .. E.current[LABEL] .. "); the driver runs it", 2)
   end
   local left = E.step(self, budget_ms)
+  if self.closing then
+    finish_close(self, self.closing) -- (closed inside this step)
+    left = self.nrunning
+  end
   return left
 end
 
@@ -530,6 +543,25 @@ local function cancel_all(o, reason)
   for i = 1, #list do E.cancel(list[i], reason) end
 end
 
+-- A job cancelled while parked mid-work is queued for one more resume, in
+-- which its wait raises its end and its cleanup runs. Nobody steps a
+-- closed orchestrator, so close gives those resumes a step of their own
+-- (E.step: orch:step refuses inside a job, and this may run inside a job
+-- of another orchestrator, whose resume this nests in like any callback).
+-- Cleanup may start jobs of its own: those are cancelled too, and their
+-- cleanup run, for as many rounds as it takes (a bounded number: cleanup
+-- that starts a new job every time would otherwise never let close end).
+local CLOSE_ROUNDS = 100
+function finish_close(o, reason)
+  o.closing = false
+  for _ = 1, CLOSE_ROUNDS do
+    E.step(o)
+    if o.nrunning == 0 and o.qn == 0 then break end
+    cancel_all(o, reason)
+  end
+  o.driver.close()
+end
+
 --- Cancels every running job, runs the cleanup of those parked mid-work,
 --- and stops the driver's timers.
 ---@param reason any
@@ -537,16 +569,16 @@ function Orchestrator:close(reason)
   check_self(self, "close")
   reason = reason or "orchestrator closed"
   cancel_all(self, reason)
-  -- A job cancelled while parked mid-work is queued for one more resume, in
-  -- which its wait raises its end and its cleanup runs. Nobody steps a
-  -- closed orchestrator, so that resume happens here (unless close was
-  -- called inside a step, whose own drain runs it): pcall handlers run,
-  -- and no coroutine is kept waiting for a step that never comes.
-  if not self.stepping and not E.current then
-    self:step()
-    cancel_all(self, reason) -- (anything that cleanup started)
+  local cur = E.current
+  if self.stepping or (cur and cur[ORCH] == self) then
+    -- Inside its own step, or inside one of its own jobs started by a run
+    -- outside any step: that step or run finishes the close once it is
+    -- over (orch:step, orch:run).
+    self.closing = reason
+    self.driver.close()
+  else
+    finish_close(self, reason)
   end
-  self.driver.close()
 end
 
 return Orchestrator
