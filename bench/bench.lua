@@ -425,8 +425,16 @@ do
       end
     end
     local function body() slot() release() end
-    for _ = 1, n + 4 do co_resume(co_create(body)) end -- (4 hold the slots)
-    for _ = 1, 4 do release() end
+    -- Four holders take the slots and keep them, so the n jobs queue up.
+    local function holder() slot() co_yield() release() end
+    local holders = {}
+    for i = 1, 4 do
+      holders[i] = co_create(holder)
+      co_resume(holders[i])
+    end
+    for _ = 1, n do co_resume(co_create(body)) end
+    assert(qt == n, "minimal pool: the jobs did not queue")
+    for i = 1, 4 do co_resume(holders[i]) end
     while rh <= rt do
       local co = ready[rh]
       ready[rh] = nil

@@ -1,0 +1,161 @@
+-- stagehand's cost per job counted, not timed: `make bench-count` (LuaJIT,
+-- under cachegrind). A clock on a small shared host swings by 2x from one
+-- minute to the next; cachegrind's count of instructions run, and of reads
+-- that missed its simulated last-level cache and went to memory, does not
+-- (what is left is LuaJIT choosing its traces a little differently in each
+-- process: about 1.5%, so each count is the median of three processes).
+--
+-- Each case runs at n jobs and at none, in processes of their own, and
+-- the difference over n is its cost per job: loading LuaJIT, stagehand and
+-- the case's setup falls out. Every figure is printed next to the same
+-- count for a bare coroutine parked and resumed, taken in this same run.
+--
+--   luajit bench/count.lua            runs every case under cachegrind
+--   luajit bench/count.lua CASE N     runs one case (what cachegrind runs)
+local stagehand = require "stagehand"
+local T = require "stagehand.testing"
+
+local co_create, co_resume, co_yield = coroutine.create, coroutine.resume, coroutine.yield
+
+local N = 100000
+local sources = {
+  function() return "scene" end,
+  function() return "background" end,
+  "visible",
+}
+
+-- Four holders take every slot of the pool until `hold` resolves, so the
+-- n jobs after them queue up (as in bench.lua, section 7).
+local function through_pool(n)
+  local o = T.new { pools = { dressing = 4 }, stall_ms = 1e12 }
+  local hold = stagehand.future()
+  for _ = 1, 4 do
+    o:run("holder", function(job)
+      local release = job:slot("dressing")
+      job:await(hold)
+      release()
+    end)
+  end
+  local function pooled(job)
+    local release = job:slot("dressing")
+    release()
+  end
+  for i = 1, n do o:run("dress", pooled, { priority = sources[i % 3 + 1] }) end
+  hold:resolve()
+  o:step()
+  assert(o.nrunning == 0, "pool jobs left running")
+end
+
+local cases = {
+  -- n coroutines parked at once, then run to their end: the floor.
+  bare = function(n)
+    local cos = {}
+    local function body() co_yield() return 1 end
+    for i = 1, n do
+      local co = co_create(body)
+      co_resume(co)
+      cos[i] = co
+    end
+    for i = 1, n do co_resume(cos[i]) end
+  end,
+  -- A pool with nothing else: a FIFO of waiting coroutines.
+  minimal = function(n)
+    local used, q, qh, qt = 0, {}, 1, 0
+    local function slot()
+      if used < 4 then used = used + 1 return end
+      qt = qt + 1
+      q[qt] = coroutine.running()
+      co_yield()
+    end
+    local ready, rh, rt = {}, 1, 0
+    local function release()
+      if qh <= qt then
+        rt = rt + 1
+        ready[rt] = q[qh]
+        q[qh] = nil
+        qh = qh + 1
+      else
+        used = used - 1
+      end
+    end
+    local function body() slot() release() end
+    -- Four holders take the slots and keep them, so the n jobs queue up.
+    local function holder() slot() co_yield() release() end
+    local holders = {}
+    for i = 1, 4 do
+      holders[i] = co_create(holder)
+      co_resume(holders[i])
+    end
+    for _ = 1, n do co_resume(co_create(body)) end
+    assert(n == 0 or qt == n, "minimal pool: the jobs did not queue")
+    for i = 1, 4 do co_resume(holders[i]) end
+    while rh <= rt do
+      local co = ready[rh]
+      ready[rh] = nil
+      rh = rh + 1
+      co_resume(co)
+    end
+    assert(qh > qt, "minimal pool left waiters")
+  end,
+  -- A trivial job: run to done, no wait.
+  trivial = function(n)
+    local o = T.new { stall_ms = 1e12 }
+    local work = function() return 1 end
+    for _ = 1, n do o:run("trivial", work) end
+  end,
+  -- The target of issue 4: 100,000 jobs through a pool of 4, three sources.
+  pool = through_pool,
+  -- The same jobs 1,000 at a time: what the size adds.
+  batches = function(n)
+    for _ = 1, n / 1000 do through_pool(1000) end
+  end,
+}
+local ORDER = { "bare", "minimal", "trivial", "pool", "batches" }
+
+local case, n = arg[1], tonumber(arg[2])
+if case then
+  assert(cases[case], "unknown case " .. tostring(case))
+  collectgarbage("stop") -- (as bench.lua's paused rounds: the collector's walks are not the scheduler's cost)
+  cases[case](n or N)
+  os.exit(0) -- (no lua_close: freeing 100,000 coroutines is not part of any case)
+end
+
+-- The driver: each case at N and at 0, three processes each.
+local interp = arg[-1] or "luajit"
+local me = arg[0]
+local function counted(name, jobs)
+  local cmd = string.format(
+    "valgrind --tool=cachegrind --cache-sim=yes --LL=33554432,16,64 --smc-check=all-non-file "
+      .. "--cachegrind-out-file=/dev/null %q %q %s %d 2>&1 >/dev/null",
+    interp, me, name, jobs)
+  local f = assert(io.popen(cmd))
+  local text = f:read("*a")
+  f:close()
+  local irefs = text:match("I%s+refs:%s+([%d,]+)")
+  local llrd = text:match("LLd misses:%s+[%d,]+%s+%(%s*([%d,]+) rd")
+  if not irefs or not llrd then error("cachegrind said:\n" .. text) end
+  return tonumber((irefs:gsub(",", ""))), tonumber((llrd:gsub(",", "")))
+end
+local function median3(xs)
+  table.sort(xs)
+  return xs[2]
+end
+local function per_job(name)
+  local is, ms = {}, {}
+  for r = 1, 3 do
+    local i1, m1 = counted(name, N)
+    local i0, m0 = counted(name, 0)
+    is[r], ms[r] = (i1 - i0) / N, (m1 - m0) / N
+  end
+  return median3(is), median3(ms)
+end
+
+print(string.format("stagehand %s on %s, backend %s: per job, %d jobs, collector paused (cachegrind, median of 3)",
+  stagehand.VERSION, jit and jit.version or _VERSION, stagehand.backend, N))
+print(string.format("%-34s %12s %8s %14s %8s", "case", "instructions", "x bare", "memory reads", "x bare"))
+local bare_i, bare_m
+for _, name in ipairs(ORDER) do
+  local i, m = per_job(name)
+  if name == "bare" then bare_i, bare_m = i, m end
+  print(string.format("%-34s %12.0f %7.2fx %14.2f %7.2fx", name, i, i / bare_i, m, bare_m > 0 and m / bare_m or 0))
+end
