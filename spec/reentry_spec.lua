@@ -7,7 +7,10 @@
 -- ended, nothing stagehand-internal was raised, every waiting job is filed
 -- where its priority says, and nothing is left behind. A second
 -- orchestrator (a shared cache) runs beside the first: jobs of each await
--- Handles of the other, and callbacks act on both.
+-- Handles of the other, and callbacks act on both. The jobs' own waits are
+-- every kind a loader makes: slots, permits, futures, Handles, sleeps,
+-- `all`, `abortable`, `when_idle` (of either orchestrator), `slice` and
+-- `job:call` answered from game code.
 -- CHAOS_SEEDS=n runs more (make chaos), CHAOS_SEED=s replays one.
 local stagehand = require "stagehand"
 local T = require "stagehand.testing"
@@ -136,7 +139,7 @@ local function scene(seed)
   orch:watch(function() if r(3) == 1 then mischief() end end)
   work = function(job)
     for _ = 1, r(4) do
-      local what = r(8)
+      local what = r(13)
       local ok, err = job:pcall(function()
         if what == 1 then
           local release = job:slot("p")
@@ -158,8 +161,24 @@ local function scene(seed)
           job:await(h)
         elseif what == 7 then
           pick(ctls).signal:on_abort(mischief)
-        else
+        elseif what == 8 then
           mischief()
+        elseif what == 9 then
+          job:await(stagehand.all { any_handle() or pick(futures), pick(futures) })
+        elseif what == 10 then
+          job:await(stagehand.abortable(pick(futures), pick(ctls).signal))
+        elseif what == 11 then
+          job:await(pick({ orch, cache }):when_idle(r(2) == 1 and pick(ctls).signal or nil))
+        elseif what == 12 then
+          job:slice()
+        else
+          -- (luv style: the callback comes from game code, here a future's end)
+          job:call(function(cb)
+            pick(futures):on_end(function()
+              if r(2) == 1 then mischief() end
+              cb(nil, "called back")
+            end)
+          end)
         end
       end)
       note(ok, err)
