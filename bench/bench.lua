@@ -3,6 +3,7 @@
 -- noisy. Each case is timed several times and the median kept.
 local stagehand = require "stagehand"
 local T = require "stagehand.testing"
+local cases = dofile((arg[0]:match("^(.*[/\\])") or "./") .. "cases.lua")
 
 local clock = os.clock
 local co_create, co_resume, co_yield = coroutine.create, coroutine.resume, coroutine.yield
@@ -49,17 +50,7 @@ local function time_pair(n, fn, base)
   return median(xs), median(ys), fastest
 end
 
--- Four holders take every slot of a 4-slot pool and keep them until `hold`
--- resolves, so the jobs run after them queue up.
-local function fill_pool(o, pool, hold)
-  for _ = 1, 4 do
-    o:run("holder", function(job)
-      local release = job:slot(pool)
-      job:await(hold)
-      release()
-    end)
-  end
-end
+local fill_pool = cases.fill_pool
 
 -- fn with the collector paused while it runs (time_pair collects between
 -- rounds): with 100,000 coroutines alive each GC cycle walks them all, and
@@ -365,18 +356,7 @@ do
   local function in_batches(n)
     for _ = 1, n / 1000 do through_pool(1000) end
   end
-  -- The floor under any scheduler here: n bare coroutines parked at once,
-  -- then run to their end.
-  local function bare(n)
-    local cos = {}
-    local function body() co_yield() return 1 end
-    for i = 1, n do
-      local co = co_create(body)
-      co_resume(co)
-      cos[i] = co
-    end
-    for i = 1, n do co_resume(cos[i]) end
-  end
+  local bare = cases.bare -- (the floor under any scheduler here)
   -- First the scheduler's own scaling, with the collector paused while the
   -- clock runs (it collects between rounds): the target. Then as a game
   -- sees it, collector running: with 100,000 coroutines alive, each GC
@@ -403,46 +383,9 @@ do
   local floor_ns
   pool_ns, floor_ns = time_pair(100000, paused(through_pool), paused(bare))
   report("  ... through the pool (GC paused)", pool_ns, "100,000 bare coroutines parked", floor_ns)
-  -- A pool with nothing else: a coroutine per job, a FIFO of waiters, no
-  -- priorities, stall clocks, Handles or results. What stagehand's promises
-  -- cost per job on top of this is the gap to any absolute target.
-  local function minimal(n)
-    local used, q, qh, qt, ready, rh, rt = 0, {}, 1, 0, {}, 1, 0
-    local function slot()
-      if used < 4 then used = used + 1 return end
-      qt = qt + 1
-      q[qt] = coroutine.running()
-      co_yield()
-    end
-    local function release()
-      if qh <= qt then
-        rt = rt + 1
-        ready[rt] = q[qh]
-        q[qh] = nil
-        qh = qh + 1
-      else
-        used = used - 1
-      end
-    end
-    local function body() slot() release() end
-    -- Four holders take the slots and keep them, so the n jobs queue up.
-    local function holder() slot() co_yield() release() end
-    local holders = {}
-    for i = 1, 4 do
-      holders[i] = co_create(holder)
-      co_resume(holders[i])
-    end
-    for _ = 1, n do co_resume(co_create(body)) end
-    assert(qt == n, "minimal pool: the jobs did not queue")
-    for i = 1, 4 do co_resume(holders[i]) end
-    while rh <= rt do
-      local co = ready[rh]
-      ready[rh] = nil
-      rh = rh + 1
-      co_resume(co)
-    end
-    assert(qh > qt, "minimal pool left waiters")
-  end
+  -- A pool with nothing else (cases.lua): what stagehand's promises cost
+  -- per job on top of it is the gap to any absolute target.
+  local minimal = cases.minimal
   local min_ns
   pool_ns, min_ns = time_pair(100000, paused(through_pool), paused(minimal))
   report("  ... through the pool (GC paused)", pool_ns, "a minimal pure-Lua FIFO pool", min_ns)

@@ -14,8 +14,7 @@
 --   luajit bench/count.lua CASE N     runs one case (what cachegrind runs)
 local stagehand = require "stagehand"
 local T = require "stagehand.testing"
-
-local co_create, co_resume, co_yield = coroutine.create, coroutine.resume, coroutine.yield
+local shared = dofile((arg[0]:match("^(.*[/\\])") or "./") .. "cases.lua")
 
 local N = 100000
 local sources = {
@@ -24,18 +23,11 @@ local sources = {
   "visible",
 }
 
--- Four holders take every slot of the pool until `hold` resolves, so the
--- n jobs after them queue up (as in bench.lua, section 7).
+-- n jobs queued behind four holders (as in bench.lua, section 7).
 local function through_pool(n)
   local o = T.new { pools = { dressing = 4 }, stall_ms = 1e12 }
   local hold = stagehand.future()
-  for _ = 1, 4 do
-    o:run("holder", function(job)
-      local release = job:slot("dressing")
-      job:await(hold)
-      release()
-    end)
-  end
+  shared.fill_pool(o, "dressing", hold)
   local function pooled(job)
     local release = job:slot("dressing")
     release()
@@ -48,55 +40,9 @@ end
 
 local cases = {
   -- n coroutines parked at once, then run to their end: the floor.
-  bare = function(n)
-    local cos = {}
-    local function body() co_yield() return 1 end
-    for i = 1, n do
-      local co = co_create(body)
-      co_resume(co)
-      cos[i] = co
-    end
-    for i = 1, n do co_resume(cos[i]) end
-  end,
+  bare = shared.bare,
   -- A pool with nothing else: a FIFO of waiting coroutines.
-  minimal = function(n)
-    local used, q, qh, qt = 0, {}, 1, 0
-    local function slot()
-      if used < 4 then used = used + 1 return end
-      qt = qt + 1
-      q[qt] = coroutine.running()
-      co_yield()
-    end
-    local ready, rh, rt = {}, 1, 0
-    local function release()
-      if qh <= qt then
-        rt = rt + 1
-        ready[rt] = q[qh]
-        q[qh] = nil
-        qh = qh + 1
-      else
-        used = used - 1
-      end
-    end
-    local function body() slot() release() end
-    -- Four holders take the slots and keep them, so the n jobs queue up.
-    local function holder() slot() co_yield() release() end
-    local holders = {}
-    for i = 1, 4 do
-      holders[i] = co_create(holder)
-      co_resume(holders[i])
-    end
-    for _ = 1, n do co_resume(co_create(body)) end
-    assert(n == 0 or qt == n, "minimal pool: the jobs did not queue")
-    for i = 1, 4 do co_resume(holders[i]) end
-    while rh <= rt do
-      local co = ready[rh]
-      ready[rh] = nil
-      rh = rh + 1
-      co_resume(co)
-    end
-    assert(qh > qt, "minimal pool left waiters")
-  end,
+  minimal = shared.minimal,
   -- A trivial job: run to done, no wait.
   trivial = function(n)
     local o = T.new { stall_ms = 1e12 }

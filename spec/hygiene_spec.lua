@@ -141,6 +141,19 @@ describe("hygiene", function()
       end)
     end
 
+    -- A level whose cleanup starts work of its own (a save on exit), parked
+    -- mid-work too: close cancels that as well and runs its cleanup.
+    local function level_with_save(orch, cleaned)
+      orch:run("level", function(job)
+        local _, err = job:pcall(job.sleep, job, 1e6)
+        cleaned[#cleaned + 1] = "level: " .. err.kind
+        orch:run("save on exit", function(j)
+          local _, e = j:pcall(j.sleep, j, 1e6)
+          cleaned[#cleaned + 1] = "save on exit: " .. e.kind
+        end)
+      end)
+    end
+
     it("of its own, in the job's first resume", function()
       local orch = quiet()
       local cleaned = {}
@@ -172,14 +185,7 @@ describe("hygiene", function()
     it("of its own, in a step, cancelling what that cleanup started too", function()
       local orch = quiet()
       local cleaned = {}
-      orch:run("level", function(job)
-        local _, err = job:pcall(job.sleep, job, 1e6)
-        cleaned[#cleaned + 1] = "level: " .. err.kind
-        orch:run("save on exit", function(j)
-          local _, e = j:pcall(j.sleep, j, 1e6)
-          cleaned[#cleaned + 1] = "save on exit: " .. e.kind
-        end)
-      end)
+      level_with_save(orch, cleaned)
       local f = stagehand.future()
       orch:run("closer", function(job)
         job:await(f)
@@ -214,15 +220,7 @@ describe("hygiene", function()
     it("runs the cleanup of jobs that cleanup started while it closed", function()
       local orch = quiet()
       local cleaned = {}
-      orch:run("level", function(job)
-        local _, err = job:pcall(job.sleep, job, 1e6)
-        cleaned[#cleaned + 1] = "level: " .. err.kind
-        -- (a cleanup that starts work: close cancels it and runs its cleanup too)
-        orch:run("save on exit", function(j)
-          local _, e = j:pcall(j.sleep, j, 1e6)
-          cleaned[#cleaned + 1] = "save on exit: " .. e.kind
-        end)
-      end)
+      level_with_save(orch, cleaned)
       orch:close("quit")
       assert.same({ "level: cancelled", "save on exit: cancelled" }, cleaned)
       assert.no_leaks(orch)

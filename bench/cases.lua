@@ -1,0 +1,72 @@
+-- What bench.lua (timed) and count.lua (counted) both run: the baselines
+-- stagehand's pool is measured against, and the holders that fill a pool.
+local co_create, co_resume, co_yield = coroutine.create, coroutine.resume, coroutine.yield
+
+local M = {}
+
+--- Four holders take every slot of a 4-slot pool and keep them until
+--- `hold` resolves, so the jobs run after them queue up.
+function M.fill_pool(o, pool, hold)
+  for _ = 1, 4 do
+    o:run("holder", function(job)
+      local release = job:slot(pool)
+      job:await(hold)
+      release()
+    end)
+  end
+end
+
+--- The floor under any scheduler here: n bare coroutines parked at once,
+--- then run to their end.
+function M.bare(n)
+  local cos = {}
+  local function body() co_yield() return 1 end
+  for i = 1, n do
+    local co = co_create(body)
+    co_resume(co)
+    cos[i] = co
+  end
+  for i = 1, n do co_resume(cos[i]) end
+end
+
+--- A pool with nothing else: a coroutine per job, a FIFO of waiters, no
+--- priorities, stall clocks, Handles or results. Four holders keep its
+--- slots while n jobs queue up, as in stagehand's own case.
+function M.minimal(n)
+  local used, q, qh, qt, ready, rh, rt = 0, {}, 1, 0, {}, 1, 0
+  local function slot()
+    if used < 4 then used = used + 1 return end
+    qt = qt + 1
+    q[qt] = coroutine.running()
+    co_yield()
+  end
+  local function release()
+    if qh <= qt then
+      rt = rt + 1
+      ready[rt] = q[qh]
+      q[qh] = nil
+      qh = qh + 1
+    else
+      used = used - 1
+    end
+  end
+  local function body() slot() release() end
+  local function holder() slot() co_yield() release() end
+  local holders = {}
+  for i = 1, 4 do
+    holders[i] = co_create(holder)
+    co_resume(holders[i])
+  end
+  for _ = 1, n do co_resume(co_create(body)) end
+  assert(qt == n, "minimal pool: the jobs did not queue")
+  for i = 1, 4 do co_resume(holders[i]) end
+  while rh <= rt do
+    local co = ready[rh]
+    ready[rh] = nil
+    rh = rh + 1
+    co_resume(co)
+  end
+  assert(qh > qt, "minimal pool left waiters")
+end
+
+return M
