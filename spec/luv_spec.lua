@@ -112,6 +112,21 @@ describe("the luv driver", function()
     assert.matches(" exit=0%s*$", out)
   end)
 
+  it("runs the cleanup of what close cancels from inside a job's first resume at once, and the loop ends", function()
+    orch = stagehand.new { driver = "luv" }
+    local cleaned = {}
+    orch:run("sleeper", function(job)
+      local _, err = job:pcall(job.sleep, job, 600000)
+      cleaned[#cleaned + 1] = err.kind
+    end)
+    local closer = orch:run("closer", function() orch:close("level unloaded") end)
+    -- (done when the closer's run returns, not left to a later pass)
+    assert.same({ "cancelled" }, cleaned)
+    assert.equal("cancelled", closer:state())
+    assert.equal(0, orch.qn)
+    uv.run("default") -- (returns: close left no timer behind)
+  end)
+
   it("pumps the orchestrator from the loop by itself", function()
     orch = stagehand.new { driver = "luv" }
     local f = stagehand.future()
