@@ -239,6 +239,61 @@ describe("hygiene", function()
       assert.is_true(started > 1 and started <= 102, "started " .. started)
     end)
 
+    it("leaves alone what the work that closed it starts afterwards", function()
+      for _, in_step in ipairs { false, true } do
+        local orch = quiet()
+        local cleaned = {}
+        level_with_save(orch, cleaned)
+        local f = stagehand.future()
+        local menu
+        orch:run("quit to menu", function(job)
+          if in_step then job:await(f) end
+          orch:close("back to the menu")
+          menu = orch:run("menu", function(j)
+            j:sleep(10)
+            return "menu loaded"
+          end)
+        end)
+        if in_step then
+          f:resolve()
+          orch:step()
+        end
+        assert.same({ "level: cancelled", "save on exit: cancelled" }, cleaned)
+        assert.equal("running", menu:state())
+        T.settle(orch, 100)
+        assert.same({ "done", "menu loaded" }, { menu:result() })
+        assert.no_leaks(orch)
+      end
+    end)
+
+    it("ends what an on_end handler starts as it cancels", function()
+      local orch = quiet()
+      local retry
+      local h = orch:run("download", function(job) job:sleep(1e6) end)
+      h:on_end(function(st)
+        if st ~= "done" then retry = orch:run("download again", function(job) job:sleep(1e6) end) end
+      end)
+      orch:close("quit")
+      assert.equal("cancelled", retry:state())
+      assert.no_leaks(orch)
+    end)
+
+    it("takes a second close from a cleanup it runs", function()
+      local orch = quiet()
+      local cleaned = 0
+      for i = 1, 2 do
+        orch:run("level " .. i, function(job)
+          job:pcall(job.sleep, job, 1e6)
+          cleaned = cleaned + 1
+          orch:close("again")
+        end)
+      end
+      orch:close("quit")
+      assert.equal(2, cleaned)
+      assert.equal(0, orch:step())
+      assert.no_leaks(orch)
+    end)
+
     it("and keeps working for runs made after it", function()
       local orch = quiet()
       orch:run("closer", function() orch:close() end)

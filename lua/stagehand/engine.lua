@@ -406,6 +406,13 @@ end
 function E.start(o, job, stall_ms, now)
   local slot = job[CID]
   o.by_slot[slot] = job
+  local doomed = o.closing_jobs
+  if doomed then
+    -- (close is under way: a job started inside the cleanup of one it
+    -- ended, or in reaction to ending it, is close's to end too)
+    local cur = E.current
+    if o.close_cancelling or (cur and doomed[cur]) then doomed[job] = true end
+  end
   job[STARTED] = now
   o.nrunning = o.nrunning + 1
   o.idle_dirty = true

@@ -76,6 +76,8 @@ function Orchestrator.new(opts)
     next_id = 0,
     stepping = false,
     closing = false, -- close's reason while its own step or job still runs (close)
+    closing_jobs = false, -- the jobs close ends, until it is done (close)
+    close_cancelling = false,
     unhandled = {},
     watchers = {},
     bad_sources = setmetatable({}, { __mode = "k" }),
@@ -536,11 +538,33 @@ end
 -- `local orch <close> = stagehand.new()` (Lua 5.4) closes it at scope end.
 Orchestrator.__close = function(o) o:close("orchestrator closed") end
 
-local function cancel_all(o, reason)
-  local list = {}
-  for _, job in pairs(o.by_slot) do list[#list + 1] = job end
-  table.sort(list, function(a, b) return a.id < b.id end)
+-- What close ends (o.closing_jobs, a set): every job running when it was
+-- called, and every job started inside their cleanup or in reaction to
+-- their cancellation (an on_end or abort handler, a watcher): E.start adds
+-- those. A job started otherwise after close, say by the work that called
+-- it, is not close's to end.
+local function by_id(a, b) return a.id < b.id end
+local function cancel(o, list, reason)
+  table.sort(list, by_id)
+  o.close_cancelling = true
   for i = 1, #list do E.cancel(list[i], reason) end
+  o.close_cancelling = false
+end
+
+local function cancel_running(o, reason)
+  local doomed = o.closing_jobs
+  if not doomed then
+    doomed = {}
+    o.closing_jobs = doomed
+  end
+  local list, cur = {}, E.current
+  for _, job in pairs(o.by_slot) do
+    -- (the job that called close is cancelled, but what its work goes on
+    -- to start is not close's)
+    if job ~= cur then doomed[job] = true end
+    list[#list + 1] = job
+  end
+  cancel(o, list, reason)
 end
 
 -- A job cancelled while parked mid-work is queued for one more resume, in
@@ -548,27 +572,38 @@ end
 -- closed orchestrator, so close gives those resumes a step of their own
 -- (E.step: orch:step refuses inside a job, and this may run inside a job
 -- of another orchestrator, whose resume this nests in like any callback).
--- Cleanup may start jobs of its own: those are cancelled too, and their
--- cleanup run, for as many rounds as it takes (a bounded number: cleanup
--- that starts a new job every time would otherwise never let close end).
+-- Jobs that cleanup starts are cancelled in turn and their cleanup run,
+-- for as many rounds as it takes (a bounded number: cleanup that starts a
+-- new job every time would otherwise never let close end).
 local CLOSE_ROUNDS = 100
 function finish_close(o, reason)
-  o.closing = false
+  local doomed = o.closing_jobs or {}
   for _ = 1, CLOSE_ROUNDS do
+    o.closing = false -- (a close called again in these rounds adds to doomed: it ends here too)
     E.step(o)
-    if o.nrunning == 0 and o.qn == 0 then break end
-    cancel_all(o, reason)
+    local running, cleaning = {}, false
+    for job in pairs(doomed) do
+      if not job[STATE] then
+        running[#running + 1] = job
+      elseif job[CO] then
+        cleaning = true -- (ended, its cleanup resume still to run)
+      end
+    end
+    if running[1] == nil and not cleaning then break end
+    cancel(o, running, reason)
   end
+  o.closing, o.closing_jobs = false, false
   o.driver.close()
 end
 
---- Cancels every running job, runs the cleanup of those parked mid-work,
---- and stops the driver's timers.
+--- Cancels every running job and runs the cleanup of those parked
+--- mid-work (jobs that cleanup starts are cancelled too), then stops the
+--- driver's timers. The orchestrator still takes new runs afterwards.
 ---@param reason any
 function Orchestrator:close(reason)
   check_self(self, "close")
   reason = reason or "orchestrator closed"
-  cancel_all(self, reason)
+  cancel_running(self, reason)
   local cur = E.current
   if self.stepping or (cur and cur[ORCH] == self) then
     -- Inside its own step, or inside one of its own jobs started by a run
