@@ -105,6 +105,7 @@ function T.leaks(orch)
   local out = {}
   if orch.nrunning ~= 0 then out[#out + 1] = orch.nrunning .. " job(s) running" end
   if orch.qn ~= 0 then out[#out + 1] = orch.qn .. " continuation(s) queued" end
+  if orch.closing or orch.closing_jobs then out[#out + 1] = "a close that never finished" end
   for name, q in pairs(orch.pool_q) do
     local in_use, waiting = tonumber(B.pool_in_use(q.p)), tonumber(B.pool_waiting(q.p))
     if in_use ~= 0 then out[#out + 1] = in_use .. " slot(s) of pool '" .. name .. "' in use" end
