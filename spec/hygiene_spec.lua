@@ -278,6 +278,25 @@ describe("hygiene", function()
       assert.no_leaks(orch)
     end)
 
+    it("of another orchestrator whose job is on the stack below it, in one step", function()
+      local reads = 0
+      local clock = T.clock()
+      local cache = T.new { log = function() end, clock = function()
+        reads = reads + 1
+        return clock.now
+      end }
+      local orch = quiet()
+      local h = cache:run("cache load", function()
+        -- (this job's work is on the stack while close runs: nothing to wait for)
+        orch:run("scene job", function() cache:close("cache dropped") end)
+        return "went on"
+      end)
+      assert.equal("cancelled", h:state())
+      assert.is_true(reads < 10, reads .. " clock readings")
+      assert.no_leaks(cache)
+      assert.no_leaks(orch)
+    end)
+
     it("takes a second close from a cleanup it runs", function()
       local orch = quiet()
       local cleaned = 0

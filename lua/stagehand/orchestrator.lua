@@ -585,8 +585,9 @@ function finish_close(o, reason)
     for job in pairs(doomed) do
       if not job[STATE] then
         running[#running + 1] = job
-      elseif job[CO] then
-        cleaning = true -- (ended, its cleanup resume still to run)
+      elseif job[CO] and job[W] == E.QUEUED then
+        cleaning = true -- (ended, its cleanup resume still to run; one whose
+        -- work is on the stack below this close goes on when close returns)
       end
     end
     if running[1] == nil and not cleaning then break end
