@@ -266,15 +266,19 @@ describe("hygiene", function()
       end
     end)
 
-    it("ends what an on_end handler starts as it cancels", function()
+    it("ends what an on_end handler starts as it cancels, even past a close that handler makes", function()
       local orch = quiet()
-      local retry
-      local h = orch:run("download", function(job) job:sleep(1e6) end)
-      h:on_end(function(st)
-        if st ~= "done" then retry = orch:run("download again", function(job) job:sleep(1e6) end) end
-      end)
+      local retries = {}
+      for i = 1, 2 do
+        local h = orch:run("download " .. i, function(job) job:sleep(1e6) end)
+        h:on_end(function(st)
+          if i == 1 then orch:close("again") end -- (a close inside close's own cancelling)
+          if st ~= "done" then retries[i] = orch:run("download again", function(job) job:sleep(1e6) end) end
+        end)
+      end
       orch:close("quit")
-      assert.equal("cancelled", retry:state())
+      assert.equal("cancelled", retries[1]:state())
+      assert.equal("cancelled", retries[2]:state())
       assert.no_leaks(orch)
     end)
 

@@ -78,6 +78,7 @@ function Orchestrator.new(opts)
     closing = false, -- close's reason while its own step or job still runs (close)
     closing_jobs = false, -- the jobs close ends, until it is done (close)
     close_cancelling = false,
+    close_depth = 0,
     unhandled = {},
     watchers = {},
     bad_sources = setmetatable({}, { __mode = "k" }),
@@ -221,7 +222,7 @@ function Orchestrator:run(label, work, opts)
     -- was itself made inside another of its jobs' first resume, nothing
     -- of it is on the stack now.
     local cur = E.current
-    if not self.stepping and not (cur and cur[ORCH] == self) then finish_close(self, self.closing) end
+    if not self.stepping and not (cur and cur[ORCH] == self) then finish_close(self) end
   end
   if not self.stepping then self.driver.reschedule(self) end
   return h
@@ -463,7 +464,7 @@ function Orchestrator:step(budget_ms)
   end
   local left = E.step(self, budget_ms)
   if self.closing then
-    finish_close(self, self.closing) -- (closed inside this step)
+    finish_close(self) -- (closed inside this step)
     left = self.nrunning
   end
   return left
@@ -546,9 +547,10 @@ Orchestrator.__close = function(o) o:close("orchestrator closed") end
 local function by_id(a, b) return a.id < b.id end
 local function cancel(o, list, reason)
   table.sort(list, by_id)
+  local was = o.close_cancelling -- (a close from a handler it runs nests here)
   o.close_cancelling = true
   for i = 1, #list do E.cancel(list[i], reason) end
-  o.close_cancelling = false
+  o.close_cancelling = was
 end
 
 local function cancel_running(o, reason)
@@ -576,7 +578,7 @@ end
 -- for as many rounds as it takes (a bounded number: cleanup that starts a
 -- new job every time would otherwise never let close end).
 local CLOSE_ROUNDS = 100
-function finish_close(o, reason)
+local function finish(o, reason)
   local doomed = o.closing_jobs or {}
   for _ = 1, CLOSE_ROUNDS do
     o.closing = false -- (a close called again in these rounds adds to doomed: it ends here too)
@@ -593,8 +595,38 @@ function finish_close(o, reason)
     if running[1] == nil and not cleaning then break end
     cancel(o, running, reason)
   end
-  o.closing, o.closing_jobs = false, false
+  o.closing = false
   o.driver.close()
+end
+
+-- Runs fn(o, reason) as a close under way (o.close_depth counts them: a
+-- close may be made inside another's handlers or cleanup). The set of jobs
+-- they end is let go once none is under way and none waits to finish.
+local function under_way(fn, o, reason)
+  o.close_depth = o.close_depth + 1
+  local ok, err = pcall(fn, o, reason)
+  o.close_depth = o.close_depth - 1
+  if o.close_depth == 0 and not o.closing then o.closing_jobs = false end
+  if not ok then error(err, 0) end
+end
+
+--- Finishes a close made inside the step or run now ending (orch:step, orch:run).
+function finish_close(o)
+  under_way(finish, o, o.closing)
+end
+
+local function close(o, reason)
+  cancel_running(o, reason)
+  local cur = E.current
+  if o.stepping or (cur and cur[ORCH] == o) then
+    -- Inside its own step, or inside one of its own jobs started by a run
+    -- outside any step: that step or run finishes the close once it is
+    -- over (orch:step, orch:run).
+    o.closing = reason
+    o.driver.close()
+  else
+    finish(o, reason)
+  end
 end
 
 --- Cancels every running job and runs the cleanup of those parked
@@ -604,17 +636,7 @@ end
 function Orchestrator:close(reason)
   check_self(self, "close")
   reason = reason or "orchestrator closed"
-  cancel_running(self, reason)
-  local cur = E.current
-  if self.stepping or (cur and cur[ORCH] == self) then
-    -- Inside its own step, or inside one of its own jobs started by a run
-    -- outside any step: that step or run finishes the close once it is
-    -- over (orch:step, orch:run).
-    self.closing = reason
-    self.driver.close()
-  else
-    finish_close(self, reason)
-  end
+  under_way(close, self, reason)
 end
 
 return Orchestrator
