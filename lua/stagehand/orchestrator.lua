@@ -606,7 +606,10 @@ local function under_way(fn, o, reason)
   o.close_depth = o.close_depth + 1
   local ok, err = pcall(fn, o, reason)
   o.close_depth = o.close_depth - 1
-  if o.close_depth == 0 and not o.closing then o.closing_jobs = false end
+  if o.close_depth == 0 then
+    o.close_cancelling = false -- (even after an error mid-cancel)
+    if not o.closing then o.closing_jobs = false end
+  end
   if not ok then error(err, 0) end
 end
 
