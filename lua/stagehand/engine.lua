@@ -854,7 +854,15 @@ local function surely_busy(o, job)
   return follows_in(o, w) == nil
 end
 
-local function by_id(a, b) return a.id < b.id end
+local by_id = F.by_id
+
+--- Every running job, in start order.
+function E.running_jobs(o)
+  local list = {}
+  for _, job in pairs(o.by_slot) do list[#list + 1] = job end
+  table.sort(list, by_id)
+  return list
+end
 
 --- Settles every when_idle waiter once each running job waits on one.
 function E.idle_check(o)

@@ -43,4 +43,8 @@ F.JobMT = JobMT
 local getmetatable = getmetatable
 function F.is_job(f) return getmetatable(f) == JobMT end
 
+--- Orders jobs by id, which is their start order (table.sort's less-than).
+local ID = F.ID
+function F.by_id(a, b) return a[ID] < b[ID] end
+
 return F

@@ -11,7 +11,7 @@
 --                     by key, each O(1) (a list linked through two maps)
 local list = require "stagehand.list"
 local F = require "stagehand.fields"
-local KEY, ID = F.KEY, F.ID
+local KEY = F.KEY
 
 local M = {}
 
@@ -59,7 +59,7 @@ function M.add_pending(o, p)
   list.set_add(o.pending, p[KEY], p)
 end
 
-local function by_id(a, b) return a[ID] < b[ID] end
+local by_id = F.by_id
 
 --- The placeholders waiting for `key`, oldest first; they stop waiting.
 function M.take_pending(o, key)

@@ -498,9 +498,7 @@ end
 ---@return table[]
 function Orchestrator:report()
   check_self(self, "report")
-  local jobs = {}
-  for _, job in pairs(self.by_slot) do jobs[#jobs + 1] = job end
-  table.sort(jobs, function(a, b) return a.id < b.id end)
+  local jobs = E.running_jobs(self)
   local cache = {} -- each priority function is read once per report
   for i = 1, #jobs do jobs[i] = E.record(jobs[i], nil, nil, cache) end
   return jobs
@@ -544,9 +542,7 @@ Orchestrator.__close = function(o) o:close("orchestrator closed") end
 -- their cancellation (an on_end or abort handler, a watcher): E.start adds
 -- those. A job started otherwise after close, say by the work that called
 -- it, is not close's to end.
-local function by_id(a, b) return a.id < b.id end
-local function cancel(o, list, reason)
-  table.sort(list, by_id)
+local function cancel(o, list, reason) -- (list in start order)
   local was = o.close_cancelling -- (a close from a handler it runs nests here)
   o.close_cancelling = true
   for i = 1, #list do E.cancel(list[i], reason) end
@@ -559,12 +555,11 @@ local function cancel_running(o, reason)
     doomed = {}
     o.closing_jobs = doomed
   end
-  local list, cur = {}, E.current
-  for _, job in pairs(o.by_slot) do
+  local list, cur = E.running_jobs(o), E.current
+  for i = 1, #list do
     -- (the job that called close is cancelled, but what its work goes on
     -- to start is not close's)
-    if job ~= cur then doomed[job] = true end
-    list[#list + 1] = job
+    if list[i] ~= cur then doomed[list[i]] = true end
   end
   cancel(o, list, reason)
 end
@@ -593,6 +588,7 @@ local function finish(o, reason)
       end
     end
     if running[1] == nil and not cleaning then break end
+    table.sort(running, F.by_id)
     cancel(o, running, reason)
   end
   o.closing = false
