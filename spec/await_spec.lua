@@ -307,6 +307,71 @@ describe("cycles", function()
   end)
 end)
 
+describe("a chain of awaits built one link at a time", function()
+  -- Each link awaits the one made before it, as an ordered pipeline of
+  -- loaders does. Nothing waits on a link as it awaits, so no search runs:
+  -- building 10,000 links took 12 s on LuaJIT (78 s for 8,000 on Lua 5.4)
+  -- while every await searched the whole chain below it for a cycle.
+  it("ends, and a cycle closed at its far end is still found", function()
+    local orch = T.new { log = function() end, stall_ms = 1e9 }
+    local n = 10000
+    local top_f = stagehand.future("the top link's Handle")
+    local bottom = orch:run("link 1", function(job)
+      local top = job:await(top_f)
+      return job:await(top) -- closes the cycle, n links long
+    end)
+    local prev = bottom
+    for i = 2, n do
+      local below = prev
+      prev = orch:run("link " .. i, function(job) return job:await(below) end)
+    end
+    assert.equal(n, #orch:report())
+    top_f:resolve(prev)
+    assert.equal(0, T.settle(orch, 1000))
+    local _, e = bottom:result()
+    assert.is_true(stagehand.is_error(e.cause, "cycle"))
+    assert.equal(n, #e.cause.jobs)
+    assert.equal("link 1", e.cause.jobs[1])
+    assert.equal("link " .. n, e.cause.jobs[2])
+    local st, top_err = prev:result()
+    assert.equal("failed", st) -- every link above heard the bottom fail
+    assert.is_true(stagehand.is_error(top_err, "failed"))
+    assert.no_leaks(orch)
+  end)
+
+  it("ends in order when its bottom link is done", function()
+    local orch = T.new { stall_ms = 1e9 }
+    local f = stagehand.future()
+    local prev = orch:run("link 1", function(job) return job:await(f) end)
+    for i = 2, 10000 do
+      local below = prev
+      prev = orch:run("link " .. i, function(job) return job:await(below) + 1 end)
+    end
+    f:resolve(1)
+    assert.equal(0, T.settle(orch, 1000))
+    assert.same({ "done", 10000 }, { prev:result() })
+    assert.no_leaks(orch)
+  end)
+
+  it("still raises when a link awaits a group holding its own Handle", function()
+    local orch = T.new { log = function() end }
+    local f = stagehand.future()
+    local other = orch:run("other", function(job) return job:await(f) end)
+    local me
+    me = orch:run("me", function(job)
+      job:sleep(1)
+      return job:await(stagehand.all { other, me })
+    end)
+    T.settle(orch, 10, 1)
+    local _, err = me:result()
+    assert.is_true(stagehand.is_error(err.cause, "cycle"))
+    assert.matches("awaits its own Handle", err.cause.message, 1, true)
+    f:resolve()
+    assert.equal(0, T.settle(orch, 10, 1))
+    assert.no_leaks(orch)
+  end)
+end)
+
 describe("regressions", function()
   -- A job woken by its future and cancelled before its resume lost that
   -- resume: its cleanup never ran and its follow registration leaked.
