@@ -543,6 +543,28 @@ do
   end
   big, small = time_pair(10000, paused(level), batches_of(level))
   report("10,000 loads sharing one signal (GC paused)", big, "100 x 100 loads", small, 2)
+  -- A controller per load (a tile withdrawn when it scrolls away): each
+  -- Handle subscribes to a signal of its own and leaves it at its end.
+  local function tile_loads(n)
+    local o = T.new { stall_ms = 1e12 }
+    local f = stagehand.future()
+    for _ = 1, n do
+      o:run("load", function(job) job:await(f) end, { signal = stagehand.controller().signal })
+    end
+    f:resolve()
+    o:step()
+    assert(o.nrunning == 0, "loads left running")
+  end
+  local function plain_loads(n)
+    local o = T.new { stall_ms = 1e12 }
+    local f = stagehand.future()
+    for _ = 1, n do o:run("load", function(job) job:await(f) end) end
+    f:resolve()
+    o:step()
+    assert(o.nrunning == 0, "loads left running")
+  end
+  big, small = time_pair(10000, paused(tile_loads), paused(plain_loads))
+  report("10,000 loads, a controller each (GC paused)", big, "10,000 loads, no signal", small)
   big, small = time_pair(10000, paused(army), batches_of(army))
   report("10,000 callers leaving one shared run (GC paused)", big, "100 x 100 callers", small, 2)
   -- Tiles waiting on a key nobody started yet, leaving one by one.

@@ -5,6 +5,7 @@ local priority = require "stagehand.priority"
 local list = require "stagehand.list"
 local F = require "stagehand.fields"
 local options = require "stagehand.options"
+local signal = require "stagehand.signal"
 
 local ORCH, STATE, OUT, ID, LABEL, KEY, H = F.ORCH, F.STATE, F.OUT, F.ID, F.LABEL, F.KEY, F.H
 local TOLD = F.TOLD
@@ -94,10 +95,10 @@ function Handle:_follows()
   return job
 end
 function Handle:_settled()
-  local unsub = rawget(self, "_unsig") -- (set by follow_signal, or absent)
-  if unsub then
+  local sub = rawget(self, "_unsig") -- (set by follow_signal, or absent)
+  if sub then
     self._unsig = nil
-    unsub()
+    signal.unwatch(sub)
   end
   local owner = rawget(self, "_own") -- (the job that made this caller: orchestrator.own)
   if owner then
@@ -109,10 +110,10 @@ end
 
 local M = { Handle = Handle, HandleMT = HandleMT }
 
--- Withdraws the caller when `sig` aborts, until the Handle ends. (Kept out of
--- M.new: a closure over a local there stops LuaJIT compiling it.)
+-- Withdraws the caller when `sig` aborts, until the Handle ends.
+local function cancel(h, reason) h:cancel(reason) end
 function M.follow_signal(h, sig)
-  h._unsig = sig:on_abort(function(reason) h:cancel(reason) end)
+  h._unsig = signal.watch(sig, cancel, h)
 end
 
 --- Binds a caller's Handle to its signal (if any): an already aborted one

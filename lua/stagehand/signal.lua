@@ -34,31 +34,45 @@ function Signal:on_abort(fn)
     logm.guard(self._log, "an on_abort handler", fn, self.reason)
     return function() end
   end
-  local ls = self._ls
+  local entry = M.watch(self, fn)
+  return function() M.unwatch(entry) end
+end
+
+-- The subscription under on_abort, for stagehand's own use: fn(arg, reason)
+-- runs when `sig` aborts (fn(reason) when arg is nil). No closure is made:
+-- LuaJIT cannot compile making one, and every caller with a signal of its
+-- own subscribes its Handle. Returns the entry that M.unwatch takes. `sig`
+-- must not have aborted yet.
+function M.watch(sig, fn, arg)
+  local ls = sig._ls
   if not ls then
     ls = {}
-    self._ls = ls
+    sig._ls = ls
   end
-  local entry = { fn }
+  local entry = { fn, arg, sig }
   ls[#ls + 1] = entry
-  return function()
-    -- Left in the list, marked: one signal shared by a level's 10,000 loads
-    -- sees each unsubscribe, and searching the list for each was quadratic.
-    -- Marked entries are dropped once they are half the list.
-    if entry[1] == nil then return end
-    entry[1] = nil
-    local live = self._ls
-    if not live then return end
-    local dead = (self._dead or 0) + 1
-    if dead * 2 > #live then
-      local kept = {}
-      for i = 1, #live do
-        if live[i][1] ~= nil then kept[#kept + 1] = live[i] end
-      end
-      self._ls, dead = kept, 0
+  return entry
+end
+
+-- Ends a subscription made by M.watch; a second call does nothing.
+function M.unwatch(entry)
+  -- Left in the list, marked: one signal shared by a level's 10,000 loads
+  -- sees each unsubscribe, and searching the list for each was quadratic.
+  -- Marked entries are dropped once they are half the list.
+  if entry[1] == nil then return end
+  entry[1] = nil
+  local sig = entry[3]
+  local live = sig._ls
+  if not live then return end
+  local dead = (sig._dead or 0) + 1
+  if dead * 2 > #live then
+    local kept = {}
+    for i = 1, #live do
+      if live[i][1] ~= nil then kept[#kept + 1] = live[i] end
     end
-    self._dead = dead
+    sig._ls, dead = kept, 0
   end
+  sig._dead = dead
 end
 
 --- Raises the abort reason if the signal has aborted.
@@ -75,8 +89,14 @@ function M.abort(sig, reason)
   sig._ls = nil
   if ls then
     for i = 1, #ls do
-      local fn = ls[i][1]
-      if fn ~= nil then logm.guard(sig._log, "an on_abort handler", fn, reason) end
+      local entry = ls[i]
+      local fn, arg = entry[1], entry[2]
+      if fn == nil then -- (unsubscribed)
+      elseif arg == nil then
+        logm.guard(sig._log, "an on_abort handler", fn, reason)
+      else
+        logm.guard(sig._log, "an on_abort handler", fn, arg, reason)
+      end
     end
   end
   return true
