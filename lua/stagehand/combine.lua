@@ -45,50 +45,76 @@ local function parts_of(list, name)
   return parts
 end
 
+-- Listens to each part with a table {on_part = fn, g = group, i = index}
+-- (settle.lua), until the group has settled. A part settled already
+-- reports at once.
+local function listen_parts(g, parts, fn)
+  for i = 1, #parts do
+    if g._st then return end
+    local p = parts[i]
+    local entry = { on_part = fn, g = g, i = i }
+    local st = p._st
+    if st then fn(entry, st, p._v) else settle.listen(p, entry) end
+  end
+end
+
+local function all_part(e, st, v)
+  local g = e.g
+  if st ~= "done" then
+    settle.settle(g, st, v)
+  elseif not g._st then
+    g.values[e.i] = v[1]
+    local left = g.left - 1
+    g.left = left
+    if left == 0 then settle.settle(g, "done", settle.pack(g.values)) end
+  end
+end
+
 --- An awaitable of a list of each one's first value, or the first failure.
 function M.all(list)
   local parts = parts_of(list, "all")
-  local g = setmetatable({ parts = parts, what = "all of " .. #parts }, Group)
-  local n, left, values = #parts, #parts, {}
-  if n == 0 then
-    settle.settle(g, "done", settle.pack(values))
+  local g = setmetatable({ parts = parts, what = "all of " .. #parts, values = {}, left = #parts }, Group)
+  if #parts == 0 then
+    settle.settle(g, "done", settle.pack(g.values))
     return g
   end
-  for i = 1, n do
-    parts[i]:on_end(function(st, ...)
-      if st == "done" then
-        values[i] = (...)
-        left = left - 1
-        if left == 0 then settle.settle(g, "done", settle.pack(values)) end
-      else
-        settle.settle(g, st, (...))
-      end
-    end)
-  end
+  listen_parts(g, parts, all_part)
   return g
+end
+
+local function settled_part(e, st, v)
+  local g = e.g
+  if st == "done" then
+    g.values[e.i] = { state = st, value = v[1] }
+  else
+    g.values[e.i] = { state = st, error = v }
+  end
+  local left = g.left - 1
+  g.left = left
+  if left == 0 then settle.settle(g, "done", settle.pack(g.values)) end
 end
 
 --- An awaitable of a list of {state =, value =, error =}; it never fails.
 function M.all_settled(list)
   local parts = parts_of(list, "all_settled")
-  local g = setmetatable({ parts = parts, what = "all settled of " .. #parts }, Group)
-  local n, left, out = #parts, #parts, {}
-  if n == 0 then
-    settle.settle(g, "done", settle.pack(out))
+  local g = setmetatable({ parts = parts, what = "all settled of " .. #parts, values = {}, left = #parts }, Group)
+  if #parts == 0 then
+    settle.settle(g, "done", settle.pack(g.values))
     return g
   end
-  for i = 1, n do
-    parts[i]:on_end(function(st, ...)
-      if st == "done" then
-        out[i] = { state = st, value = (...) }
-      else
-        out[i] = { state = st, error = (...) }
-      end
-      left = left - 1
-      if left == 0 then settle.settle(g, "done", settle.pack(out)) end
-    end)
-  end
+  listen_parts(g, parts, settled_part)
   return g
+end
+
+-- abortable: the part ended first (e is its listener), or the signal
+-- aborted first (e is the same table, watched by the signal).
+local function abortable_part(e, st, v)
+  signal.unwatch(e.sub)
+  settle.settle(e.g, st, v)
+end
+local function abortable_signal(e, reason)
+  settle.unlisten(e.part, e)
+  settle.settle(e.g, "cancelled", reason)
 end
 
 --- Ends with `awaitable`'s outcome, or fails with the signal's reason if it
@@ -103,16 +129,14 @@ function M.abortable(awaitable, sig)
   end
   part._seen = true
   local g = setmetatable({ parts = { part }, what = "abortable " .. part:_describe() }, Group)
-  local unsub = sig:on_abort(function(reason) settle.settle(g, "cancelled", reason) end)
-  if not g._st then
-    part:on_end(function(st, ...)
-      unsub()
-      if st == "done" then
-        settle.settle(g, "done", settle.pack(...))
-      else
-        settle.settle(g, st, (...))
-      end
-    end)
+  if sig.aborted then
+    settle.settle(g, "cancelled", sig.reason)
+  elseif part._st then
+    settle.settle(g, part._st, part._v)
+  else
+    local e = { on_part = abortable_part, g = g, part = part }
+    e.sub = signal.watch(sig, abortable_signal, e)
+    settle.listen(part, e)
   end
   return g
 end

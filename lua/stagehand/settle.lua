@@ -8,8 +8,11 @@
 -- _li mapping each to its place. One that stops waiting (cancelled,
 -- stalled) is marked false where it was, in O(1) however many others wait,
 -- and the list is compacted once half of it is marked; so all are told in
--- the order they came, with nothing to sort. A listener is a job or a
--- subscription table {on_end = fn}.
+-- the order they came, with nothing to sort. A listener is a job, a
+-- subscription table {on_end = fn}, or one of stagehand's own {on_part =
+-- fn, ...}: fn(entry, st, v) with v packed or the error, unguarded, and no
+-- closure made per listener (LuaJIT cannot compile making one; a group of
+-- 10,000 parts listens to each).
 local logm = require "stagehand.log"
 local options = require "stagehand.options"
 
@@ -75,7 +78,9 @@ end
 local function tell(o, entry, st, v)
   local fn = rawget(entry, "on_end")
   if fn == nil then
-    M.wake(entry, o)
+    fn = rawget(entry, "on_part")
+    if fn == nil then return M.wake(entry, o) end
+    return fn(entry, st, v)
   elseif st == "done" then
     logm.guard(o:_log(), o, fn, st, unpack(v, 1, v.n or 1))
   else
