@@ -594,5 +594,23 @@ do
   end
   big, small = time_pair(10000, paused(chain), batches_of(chain))
   report("a chain of 10,000 awaits, built and ended (GC paused)", big, "100 chains of 100", small, 2)
+  -- The same chain under four priority sources, each link cancelled from
+  -- the top: each cancel changes the ranks of a few links below it, not of
+  -- the whole chain.
+  local sources4 = { "visible", "scene", "background", function() return "scene" end }
+  local function chain_cancelled(n)
+    local o = T.new { stall_ms = 1e12 }
+    local f = stagehand.future()
+    local links = { o:run("link", function(job) return job:await(f) end) }
+    for i = 2, n do
+      local below = links[i - 1]
+      links[i] = o:run("link", function(job) return job:await(below) end, { priority = sources4[i % 4 + 1] })
+    end
+    for i = n, 1, -1 do links[i]:cancel("unloaded") end
+    o:step()
+    assert(o.nrunning == 0, "links left running")
+  end
+  big, small = time_pair(10000, paused(chain_cancelled), batches_of(chain_cancelled))
+  report("the same, 4 sources, cancelled from the top (GC paused)", big, "100 chains of 100", small, 2)
 end
 end

@@ -135,3 +135,100 @@ describe("priorities", function()
     f:resolve()
   end)
 end)
+
+describe("priority down a long chain of awaits", function()
+  -- A chain of loaders, each awaiting the one made before it; the first
+  -- waits for the only decode slot, behind three background jobs that
+  -- asked first. Passing a rank down the chain once recursed a call per
+  -- link: at 10,000 links it overflowed LuaJIT's Lua stack and failed the
+  -- portrait's await.
+  local function chain_behind_others(n)
+    local orch = quiet { pools = { decode = 1 }, stall_ms = 1e9 }
+    local hold = stagehand.future()
+    orch:run("holder", function(job)
+      local release = job:slot("decode")
+      job:await(hold)
+      release()
+    end)
+    local order = {}
+    for i = 1, 3 do
+      orch:run("other " .. i, function(job)
+        job:slot("decode")
+        order[#order + 1] = "other " .. i
+      end, { priority = "background" })
+    end
+    local first_job
+    local links = {}
+    links[1] = orch:run("link 1", function(job)
+      first_job = job
+      job:slot("decode")
+      order[#order + 1] = "link 1"
+    end, { priority = "background" })
+    for i = 2, n do
+      local below = links[i - 1]
+      links[i] = orch:run("link " .. i, function(job) return job:await(below) end, { priority = "background" })
+    end
+    return orch, hold, order, links, function() return first_job:priority() end
+  end
+
+  it("reaches the far end of a chain of 10,000: its first link gets the next slot", function()
+    local orch, hold, order, links, first_prio = chain_behind_others(10000)
+    assert.equal("background", first_prio())
+    local portrait = orch:run("Hero portrait", function(job) return job:await(links[#links]) end,
+      { priority = "visible" })
+    assert.equal("running", portrait:state())
+    assert.equal("visible", first_prio())
+    hold:resolve()
+    assert.equal(0, T.settle(orch, 1000))
+    assert.same({ "link 1", "other 1", "other 2", "other 3" }, order)
+    assert.equal("done", portrait:state())
+    assert.no_leaks(orch)
+  end)
+
+  it("leaves the chain when the portrait that brought it is cancelled", function()
+    local orch, hold, order, links, first_prio = chain_behind_others(10000)
+    local portrait = orch:run("Hero portrait", function(job) return job:await(links[#links]) end,
+      { priority = "visible" })
+    assert.equal("visible", first_prio())
+    portrait:cancel("closed the party screen")
+    orch:step()
+    assert.equal("background", first_prio())
+    hold:resolve()
+    assert.equal(0, T.settle(orch, 1000))
+    assert.same({ "other 1", "other 2", "other 3", "link 1" }, order)
+    assert.no_leaks(orch)
+  end)
+
+  -- Each link's last caller leaving once lent the chain below it the
+  -- default rank for a moment, passed all the way down and back: O(n) a
+  -- cancel, 3 s for 2,000 links and minutes for 10,000.
+  it("ends every link when each is cancelled from the top", function()
+    local orch, hold, order, links = chain_behind_others(10000)
+    for i = #links, 1, -1 do assert.is_true(links[i]:cancel("level unloaded")) end
+    hold:resolve()
+    assert.equal(0, T.settle(orch, 1000))
+    for i = 1, #links do assert.equal("cancelled", links[i]:state()) end
+    assert.same({ "other 1", "other 2", "other 3" }, order)
+    assert.no_leaks(orch)
+  end)
+
+  it("a last caller's cancel settles its Handle with the job's end and tells its listeners once", function()
+    local orch = quiet()
+    local f = stagehand.future()
+    local h = orch:run("tile", function(job) return job:await(f) end)
+    local heard = {}
+    h:on_end(function(st, err) heard[#heard + 1] = { st, err.reason } end)
+    local ended = {}
+    orch:watch(function(r) if r.ended_at then ended[#ended + 1] = r.state end end)
+    assert.is_true(h:cancel("scrolled away"))
+    assert.is_false(h:cancel("again"))
+    local st, err = h:result()
+    assert.equal("cancelled", st)
+    assert.is_true(stagehand.is_error(err, "cancelled"))
+    assert.equal("scrolled away", err.reason)
+    assert.same({ { "cancelled", "scrolled away" } }, heard)
+    assert.same({ "cancelled" }, ended)
+    orch:step()
+    assert.no_leaks(orch)
+  end)
+end)

@@ -76,6 +76,15 @@ function Handle:cancel(reason)
   if getmetatable(self) ~= HandleMT then bad_self("h:cancel", self) end
   if self._st then return false end
   local job = self[1]
+  if job[H] == self and rawget(job, H + 1) == nil then
+    -- Its last caller: the job ends first, and this Handle reads its end.
+    -- (Taking the caller's source out first left the job with none for a
+    -- moment, which counts as the default rank, and that was passed down
+    -- everything it awaits and back: cancelling each link of a chain of
+    -- 10,000 awaits from the top walked the whole chain twice.)
+    E.cancel(job, reason)
+    return true
+  end
   priority.remove_caller(job[ORCH], job, self)
   settle.settle(self, "cancelled", E.errors.cancelled(job[LABEL], reason))
   if job[H] == nil and not job[STATE] then E.cancel(job, reason) end

@@ -398,10 +398,41 @@ local function counts(o, job)
   return cnt
 end
 
-local pass
+local function has(list, v)
+  for i = 1, #list do
+    if list[i] == v then return true end
+  end
+  return false
+end
 
--- Counts d more (or fewer) of source group g reaching `job`.
-local function change(o, job, g, d)
+-- Changes waiting to be made, as (job, group, d) triples on a stack of
+-- their own, not by recursion: a change passes down a chain of awaits, and
+-- a chain may be thousands of jobs deep (a visible portrait awaiting the
+-- top of a chain of 10,000 loaders overflowed LuaJIT's Lua stack, and the
+-- portrait's await failed). The order the changes are made in does not
+-- matter: counts add up, and no game code runs in between.
+local cj, cg, cd, cn = {}, {}, {}, 0
+
+local function push(job, g, d)
+  cn = cn + 1
+  cj[cn], cg[cn], cd[cn] = job, g, d
+end
+
+-- An awaiter's set went from om to nm (member lists): so does its share of
+-- the counts of `job`, which it follows.
+local function pass(job, om, nm)
+  if job[STATE] then return end
+  for i = 1, #nm do
+    if not has(om, nm[i]) then push(job, nm[i], 1) end
+  end
+  for i = 1, #om do
+    if not has(nm, om[i]) then push(job, om[i], -1) end
+  end
+end
+
+-- Counts d more (or fewer) of source group g reaching `job`; what that
+-- changes for the jobs it follows is pushed, not made.
+local function change_one(o, job, g, d)
   local cnt = counts(o, job)
   local was = cnt[g]
   local n = (was or 0) + d
@@ -417,8 +448,9 @@ local function change(o, job, g, d)
   take_set(o, new)
   local f = o.followed[job]
   if f then
+    local om, nm = members(o, old), members(o, new)
     if is_job(f) then
-      pass(o, f, old, new)
+      pass(f, om, nm)
     else
       -- Once per job: a list may follow one job twice (stagehand.all of two
       -- Handles on one run), and it is one awaiter of that job (add).
@@ -427,7 +459,7 @@ local function change(o, job, g, d)
         local t = f[i]
         if not done[t] then
           done[t] = true
-          pass(o, t, old, new)
+          pass(t, om, nm)
         end
       end
     end
@@ -436,22 +468,16 @@ local function change(o, job, g, d)
   drop_set(o, old)
 end
 
-local function has(list, v)
-  for i = 1, #list do
-    if list[i] == v then return true end
-  end
-  return false
-end
-
--- An awaiter's set went from old to new: so do its share of job's counts.
-pass = function(o, job, old, new)
-  if job[STATE] then return end
-  local om, nm = members(o, old), members(o, new)
-  for i = 1, #nm do
-    if not has(om, nm[i]) then change(o, job, nm[i], 1) end
-  end
-  for i = 1, #om do
-    if not has(nm, om[i]) then change(o, job, om[i], -1) end
+-- Counts d more (or fewer) of source group g reaching `job`, and passes
+-- what changes down everything it awaits.
+local function change(o, job, g, d)
+  local base = cn
+  push(job, g, d)
+  while cn > base do
+    local j, jg, jd = cj[cn], cg[cn], cd[cn]
+    cj[cn] = false
+    cn = cn - 1
+    change_one(o, j, jg, jd)
   end
 end
 
