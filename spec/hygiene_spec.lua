@@ -345,3 +345,97 @@ describe("hygiene", function()
     end)
   end
 end)
+
+describe("an end that ends others in turn", function()
+  local function quiet() return T.new { log = function() end, stall_ms = 1e9 } end
+  -- Each loader runs the next inside itself, after a first wait, and
+  -- awaits it: 10,000 levels. Ending one ended the next inside its own end,
+  -- so cancelling the root overflowed the Lua stack partway down and left
+  -- thousands running for good (silently, when the chain went through
+  -- signals: the overflow came inside a guarded on_abort handler).
+  local function nested(orch, n, tie)
+    local f = stagehand.future()
+    local depth = 0
+    local function work(job)
+      job:sleep(0)
+      depth = depth + 1
+      if depth < n then
+        return job:await(orch:run("level " .. depth, work, tie and { signal = job.signal } or nil))
+      end
+      return job:await(f)
+    end
+    local root = orch:run("root", work)
+    T.settle(orch, 100000, 1)
+    assert.equal(n, depth)
+    return root
+  end
+
+  it("ends all 10,000 callers made inside one another", function()
+    local orch = quiet()
+    local ended = 0
+    orch:watch(function(r) if r.state == "cancelled" then ended = ended + 1 end end)
+    local root = nested(orch, 10000, false)
+    assert.equal(10000, #orch:report())
+    assert.is_true(root:cancel("quit to menu"))
+    assert.equal(10000, ended) -- all of it before cancel returned
+    assert.equal(0, T.settle(orch, 1000))
+    assert.no_leaks(orch)
+  end)
+
+  it("ends all 10,000 jobs that follow one another's signals", function()
+    local orch = quiet()
+    local root = nested(orch, 10000, true)
+    assert.equal(10000, #orch:report())
+    assert.is_true(root:cancel("quit to menu"))
+    assert.equal(0, #orch:report())
+    assert.equal(0, T.settle(orch, 1000))
+    assert.no_leaks(orch)
+  end)
+
+  it("aborts a job's signal, then withdraws the callers it made, once its own end is told", function()
+    local orch = quiet()
+    local order = {}
+    local f = stagehand.future()
+    local parent = orch:run("parent", function(job)
+      job.signal:on_abort(function() order[#order + 1] = "parent's signal" end)
+      local child = orch:run("child", function(j) return j:await(f) end)
+      child:on_end(function(st) order[#order + 1] = "child " .. st end)
+      return job:await(child)
+    end)
+    parent:on_end(function(st) order[#order + 1] = "parent " .. st end)
+    parent:cancel("closed")
+    assert.same({ "parent cancelled", "parent's signal", "child cancelled" }, order)
+    orch:step()
+    assert.no_leaks(orch)
+  end)
+
+  -- (Lua 5.1 cannot yield across the handler's pcall: there the handler
+  -- fails, is logged, and the rest goes on at once.)
+  it("still ends others when a handler of the game's own yields partway through", function()
+    local orch = quiet()
+    local f = stagehand.future()
+    local function parent_with_children(label, yielding)
+      local kids = {}
+      local h = orch:run(label, function(job)
+        if yielding then job.signal:on_abort(function() coroutine.yield() end) end
+        for i = 1, 3 do kids[i] = orch:run(label .. " child " .. i, function(j) return j:await(f) end) end
+        return job:await(stagehand.all(kids))
+      end)
+      return h, kids
+    end
+    local p, p_kids = parent_with_children("p", true)
+    local q, q_kids = parent_with_children("q", false)
+    local game = coroutine.create(function() p:cancel("gone") end)
+    assert.is_true(coroutine.resume(game))
+    -- The handler may have left game suspended with p's children not yet
+    -- withdrawn; the next end in the game's own thread finishes the work.
+    q:cancel("gone too")
+    for i = 1, 3 do
+      assert.equal("cancelled", p_kids[i]:state())
+      assert.equal("cancelled", q_kids[i]:state())
+    end
+    if coroutine.status(game) == "suspended" then assert.is_true(coroutine.resume(game)) end
+    orch:step()
+    assert.no_leaks(orch)
+  end)
+end)

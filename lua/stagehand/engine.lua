@@ -235,10 +235,60 @@ local function withdraw(owned, v)
   for i = 1, #hs do hs[i]:cancel(v) end
 end
 
+-- What ending a job ends in turn: the callers it made (withdraw) and those
+-- following its signal (signal.abort). These go on a stack of their own and
+-- run once the end that started them is over, not inside it: a loader that
+-- runs the next inside itself, 10,000 deep, ended each inside the end of
+-- the one above, overflowed the Lua stack partway down, and left the rest
+-- running for good (silently, when the overflow came inside a signal's
+-- handler). The outermost end runs them all before it returns, so a
+-- cancel still ends everything it reaches before it returns.
+local casc_fn, casc_a, casc_b, casc_n = {}, {}, {}, 0
+local draining = false
+
+local function cascade(fn, a, b)
+  local n = casc_n + 1
+  casc_n = n
+  casc_fn[n], casc_a[n], casc_b[n] = fn, a, b
+end
+
+local function run_cascades()
+  while casc_n > 0 do
+    local n = casc_n
+    local fn, a, b = casc_fn[n], casc_a[n], casc_b[n]
+    casc_fn[n], casc_a[n], casc_b[n] = false, false, false
+    casc_n = n - 1
+    fn(a, b)
+  end
+end
+
+-- (Protected so a fault in one leaves the rest for the next end to run,
+-- and the stack usable: nothing of the game's runs unprotected in them.)
+local co_running = coroutine.running
+local drain_thread
+local function drain_cascades()
+  draining = true
+  drain_thread = co_running()
+  local ok, err = pcall(run_cascades)
+  draining = false
+  if not ok then error(err, 0) end
+end
+
+local end_one
+
 --- Ends a running job: st "done" with v its packed values, or another state
 --- with v the Error. The job keeps both as job[STATE] and job[OUT], which its
 --- Handles read (handle.lua), so ending writes nothing into them.
 function E.end_job(job, st, v)
+  local ended = end_one(job, st, v)
+  -- (An end inside the drain leaves its cascades to the drain's loop,
+  -- unless that loop is in another coroutine: one a handler of the game's
+  -- own suspended by yielding, which may never run again.)
+  if casc_n > 0 and (not draining or co_running() ~= drain_thread) then drain_cascades() end
+  return ended
+end
+
+end_one = function(job, st, v)
   if job[STATE] then return false end
   local o = job[ORCH]
   local slot = job[CID]
@@ -271,10 +321,7 @@ function E.end_job(job, st, v)
       if st ~= "cancelled" then keys.remember(o, key, job) end
     end
   end
-  if st ~= "done" then
-    local sig = rawget(job, "signal")
-    if sig then signal.abort(sig, v) end
-  end
+  local sig = st ~= "done" and rawget(job, "signal")
   -- A job parked mid-work gets one more resume: the wait raises its end, so
   -- its cleanup runs (and no further wait can hold it).
   if suspended and job[CO] then
@@ -301,8 +348,11 @@ function E.end_job(job, st, v)
   if owned then
     o.owned[job] = nil
     o.nowners = o.nowners - 1
-    if st ~= "done" then withdraw(owned, v) end
+    if st ~= "done" then cascade(withdraw, owned, v) end
   end
+  -- (Pushed last, so it runs first: the signal aborts, then the callers
+  -- the job made are withdrawn.)
+  if sig then cascade(signal.abort, sig, v) end
   return true
 end
 
@@ -916,8 +966,6 @@ local function step_body(o, now, deadline)
     if o.qn > 0 and (not deadline or o.now < deadline) then drain(o, deadline) end
   end
 end
-
-local co_running = coroutine.running
 
 --- One step. Whatever happens in it, the orchestrator leaves the step: an
 --- error raised inside is raised again once the step is over, so the next
