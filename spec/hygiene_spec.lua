@@ -439,3 +439,64 @@ describe("an end that ends others in turn", function()
     assert.no_leaks(orch)
   end)
 end)
+
+describe("runs made inside one another's first run", function()
+  -- Each level runs the next before its own first wait, so each work
+  -- starts inside the coroutine of the one above. PUC Lua stops at about
+  -- 200 coroutines inside one another: a "C stack overflow" came partway
+  -- through making a job, and the orchestrator then counted -1 running.
+  local function nested(orch, n, started)
+    local f = stagehand.future()
+    local function work(job)
+      started[#started + 1] = job.label
+      if #started < n then return job:await(orch:run("level " .. #started, work)) end
+      return job:await(f)
+    end
+    return orch:run("root", work), f
+  end
+
+  it("start 32 deep at once and the rest from the run queue, 1,000 deep in all", function()
+    local orch = quiet()
+    local started = {}
+    local root, f = nested(orch, 1000, started)
+    assert.equal(32, #started) -- (E.MAX_NESTED_STARTS: outside a step, the rest wait for one)
+    assert.equal(33, #orch:report())
+    orch:step()
+    assert.equal(1000, #started)
+    assert.equal("level 999", started[1000])
+    f:resolve("the deepest")
+    assert.equal(0, T.settle(orch, 1000))
+    assert.same({ "done", "the deepest" }, { root:result() })
+    assert.no_leaks(orch)
+  end)
+
+  it("start them all within the step that runs the first", function()
+    local orch = quiet()
+    local go = stagehand.future()
+    local started = {}
+    local inner
+    orch:run("outer", function(job)
+      job:await(go)
+      inner = nested(orch, 100, started)
+    end)
+    go:resolve()
+    orch:step()
+    assert.equal(100, #started)
+    assert.equal("running", inner:state())
+    inner:cancel("done looking")
+    orch:step()
+    assert.no_leaks(orch)
+  end)
+
+  it("never start the work of one cancelled before its turn", function()
+    local orch = quiet()
+    local started = {}
+    local root = nested(orch, 40, started)
+    assert.equal(32, #started)
+    root:cancel("left the menu")
+    orch:step()
+    assert.equal(32, #started)
+    assert.equal(0, #orch:report())
+    assert.no_leaks(orch)
+  end)
+end)

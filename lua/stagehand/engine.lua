@@ -470,6 +470,17 @@ function E.start(o, job, stall_ms, now)
   if rc ~= 0 then error("stagehand: the core refused a stall clock (status " .. rc .. ")", 3) end
 end
 
+-- Starts run inside other jobs' first resumes, one inside another (E.start_depth):
+-- each is a coroutine resumed inside the one before, and PUC Lua stops
+-- at about 200 (a "C stack overflow" raised partway through making the
+-- job, which left the orchestrator counting -1 jobs); LuaJIT's own C stack
+-- ran out at about 150,000, and the process died. A run deeper than this
+-- starts its work from the run queue instead, in the same step (or the
+-- next, outside one). (A few levels more than any loader needs, and few
+-- enough that a level may also nest a job:pcall or two of its own.)
+E.MAX_NESTED_STARTS = 32
+E.start_depth = 0
+
 --- The coroutine a job's work runs in (placeholder jobs have none).
 function E.coroutine()
   return co_create(body)
@@ -477,6 +488,18 @@ end
 
 ---------------------------------------------------------------------------
 -- Waiting.
+
+--- A coroutine for a job whose work starts from the run queue (a start
+--- too deep: MAX_NESTED_STARTS). Its first resume is handed the job, as
+--- every later one is; a job that ended before then never runs its work.
+function E.queued_start(o, job, work)
+  job[CO] = co_create(function(j)
+    if j[STATE] then return DONE, pack() end
+    return body(work, j)
+  end)
+  job[W] = QUEUED
+  enqueue(o, job)
+end
 
 local function misplaced(job, what, level)
   if not is_job(job) then -- (the public methods ask first: this is for anything else)
