@@ -470,14 +470,15 @@ function E.start(o, job, stall_ms, now)
   if rc ~= 0 then error("stagehand: the core refused a stall clock (status " .. rc .. ")", 3) end
 end
 
--- Starts run inside other jobs' first resumes, one inside another (E.start_depth):
--- each is a coroutine resumed inside the one before, and PUC Lua stops
--- at about 200 (a "C stack overflow" raised partway through making the
--- job, which left the orchestrator counting -1 jobs); LuaJIT's own C stack
--- ran out at about 150,000, and the process died. A run deeper than this
--- starts its work from the run queue instead, in the same step (or the
--- next, outside one). (A few levels more than any loader needs, and few
--- enough that a level may also nest a job:pcall or two of its own.)
+-- Runs made inside other jobs' first resumes, one inside another (counted
+-- in E.start_depth by orch:run): each job's coroutine is resumed inside
+-- the one before, and PUC Lua stops at about 200 (a "C stack overflow"
+-- raised partway through making the job, which left the orchestrator
+-- counting -1 jobs); LuaJIT's own C stack ran out at about 150,000, and
+-- the process died. A run deeper than this starts its work from the run
+-- queue instead, in the same step (or the next, outside one). (A few
+-- levels more than any loader needs, and few enough that a level may also
+-- nest a job:pcall or two of its own.)
 E.MAX_NESTED_STARTS = 32
 E.start_depth = 0
 
@@ -485,9 +486,6 @@ E.start_depth = 0
 function E.coroutine()
   return co_create(body)
 end
-
----------------------------------------------------------------------------
--- Waiting.
 
 --- A coroutine for a job whose work starts from the run queue (a start
 --- too deep: MAX_NESTED_STARTS). Its first resume is handed the job, as
@@ -500,6 +498,9 @@ function E.queued_start(o, job, work)
   job[W] = QUEUED
   enqueue(o, job)
 end
+
+---------------------------------------------------------------------------
+-- Waiting.
 
 local function misplaced(job, what, level)
   if not is_job(job) then -- (the public methods ask first: this is for anything else)
