@@ -488,6 +488,22 @@ describe("runs made inside one another's first run", function()
     assert.no_leaks(orch)
   end)
 
+  it("report a start waiting in the run queue, and since when", function()
+    local orch, clock = T.new { log = function() end }
+    clock:advance(250)
+    local started = {}
+    nested(orch, 40, started)
+    local queued = orch:report()[33]
+    assert.equal("level 32", queued.label)
+    assert.equal("its turn to run", queued.waiting_on)
+    assert.equal(250, queued.waiting_since)
+    clock:advance(40)
+    assert.matches("#33 level 32 %[running, scene%] running for 40 ms; waiting on its turn to run for 40 ms",
+      orch:dump())
+    orch:step()
+    assert.equal(40, #started)
+  end)
+
   it("never start the work of one cancelled before its turn", function()
     local orch = quiet()
     local started = {}

@@ -155,7 +155,13 @@ local function scene(seed)
         elseif what == 5 then
           job:sleep(r(300) - 1)
         elseif what == 6 then
-          local h = orch:run("child", work, { priority = source(), signal = pick(ctls).signal })
+          -- (a child follows a controller's signal, its job's own, or
+          -- none: then it is the job's, withdrawn if the job ends first)
+          local tie = r(3)
+          local h = orch:run("child", work, {
+            priority = source(),
+            signal = tie == 1 and pick(ctls).signal or tie == 2 and job.signal or nil,
+          })
           handles[#handles + 1] = h
           h:on_end(function() if r(2) == 1 then mischief() end end)
           job:await(h)
@@ -213,7 +219,10 @@ local function scene(seed)
   orch:set_visible(true)
   cache:set_visible(true)
   local passed = 0
-  while orch.nrunning + cache.nrunning > 0 and passed < 600000 do
+  -- (Until nothing runs or waits to run: a job of one orchestrator that
+  -- ends in the other's step can end a child of the first, whose cleanup
+  -- then waits for the first's next step.)
+  while orch.nrunning + cache.nrunning + orch.qn + cache.qn > 0 and passed < 600000 do
     clock:advance(100)
     passed = passed + 100
     orch:step()
@@ -222,8 +231,14 @@ local function scene(seed)
   return orch, cache, handles, faults
 end
 
+local E = require "stagehand.engine"
+
 local function check(seed)
+  -- (starts inside first runs go through the run queue after 1-3 levels)
+  local max_nested = E.MAX_NESTED_STARTS
+  E.MAX_NESTED_STARTS = tonumber(os.getenv("MAXN") or "") or (1 + seed % 3)
   local ok, orch, cache, handles, faults = pcall(scene, seed)
+  E.MAX_NESTED_STARTS = max_nested
   assert(ok, "seed " .. seed .. ": the scene raised: " .. tostring(orch))
   assert(#faults == 0, "seed " .. seed .. ": " .. table.concat(faults, "\n"))
   seeded.assert_whole(seed, orch, handles, orch.nrunning)

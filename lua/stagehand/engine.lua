@@ -496,6 +496,7 @@ function E.queued_start(o, job, work)
     return body(work, j)
   end)
   job[W] = QUEUED
+  job[SINCE] = o.now -- (waiting for its turn: report and dump say since when)
   enqueue(o, job)
 end
 
