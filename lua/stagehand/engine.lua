@@ -235,14 +235,16 @@ local function withdraw(owned, v)
   for i = 1, #hs do hs[i]:cancel(v) end
 end
 
--- What ending a job ends in turn: the callers it made (withdraw) and those
--- following its signal (signal.abort). These go on a stack of their own and
--- run once the end that started them is over, not inside it: a loader that
--- runs the next inside itself, 10,000 deep, ended each inside the end of
--- the one above, overflowed the Lua stack partway down, and left the rest
--- running for good (silently, when the overflow came inside a signal's
--- handler). The outermost end runs them all before it returns, so a
--- cancel still ends everything it reaches before it returns.
+-- What ending a job ends in turn: those following its signal (signal.abort)
+-- and the callers it made (withdraw). These go on a stack of their own: a
+-- loader that runs the next inside itself, 10,000 deep, ended each inside
+-- the end of the one above, overflowed the Lua stack partway down, and left
+-- the rest running for good (silently, when the overflow came inside a
+-- signal's handler). The first end runs them as before (its signal aborts
+-- before its Handles are told, its callers are withdrawn last); an end
+-- that one of them reaches only pushes its own, and the first end's loop
+-- runs them after it. So a cancel still ends everything it reaches before
+-- it returns, and the stack of Lua calls stays a few ends deep.
 local casc_fn, casc_a, casc_b, casc_n = {}, {}, {}, 0
 local draining = false
 
@@ -321,7 +323,15 @@ end_one = function(job, st, v)
       if st ~= "cancelled" then keys.remember(o, key, job) end
     end
   end
-  local sig = st ~= "done" and rawget(job, "signal")
+  if st ~= "done" then
+    local sig = rawget(job, "signal")
+    if sig then
+      -- At once, unless this end is itself one that an end reached: then
+      -- it waits its turn on the stack (see cascade).
+      cascade(signal.abort, sig, v)
+      if not draining or co_running() ~= drain_thread then drain_cascades() end
+    end
+  end
   -- A job parked mid-work gets one more resume: the wait raises its end, so
   -- its cleanup runs (and no further wait can hold it).
   if suspended and job[CO] then
@@ -350,9 +360,6 @@ end_one = function(job, st, v)
     o.nowners = o.nowners - 1
     if st ~= "done" then cascade(withdraw, owned, v) end
   end
-  -- (Pushed last, so it runs first: the signal aborts, then the callers
-  -- the job made are withdrawn.)
-  if sig then cascade(signal.abort, sig, v) end
   return true
 end
 
