@@ -55,8 +55,41 @@ local cases = {
   batches = function(n)
     for _ = 1, n / 1000 do through_pool(1000) end
   end,
+  -- n jobs awaited through one stagehand.all by a loader.
+  all = function(n)
+    local o = T.new { stall_ms = 1e12 }
+    local f = stagehand.future()
+    local hs = {}
+    for i = 1, n do hs[i] = o:run("asset", function(job) return job:await(f) end) end
+    o:run("loader", function(job) return job:await(stagehand.all(hs)) end)
+    f:resolve(1)
+    o:step()
+    assert(o.nrunning == 0, "assets left running")
+  end,
+  -- n loads, each with a controller of its own (a tile withdrawn when it
+  -- scrolls away), that all finish.
+  controller = function(n)
+    local o = T.new { stall_ms = 1e12 }
+    local f = stagehand.future()
+    for _ = 1, n do
+      o:run("tile", function(job) return job:await(f) end, { signal = stagehand.controller().signal })
+    end
+    f:resolve(1)
+    o:step()
+    assert(o.nrunning == 0, "tiles left running")
+  end,
+  -- n waiting loads cancelled (their cleanup runs: the wait raises).
+  cancel = function(n)
+    local o = T.new { stall_ms = 1e12 }
+    local f = stagehand.future()
+    local hs = {}
+    for i = 1, n do hs[i] = o:run("tile", function(job) return job:await(f) end) end
+    for i = 1, n do hs[i]:cancel("scrolled away") end
+    o:step()
+    assert(o.nrunning == 0 and o.qn == 0, "tiles left running")
+  end,
 }
-local ORDER = { "bare", "minimal", "trivial", "pool", "batches" }
+local ORDER = { "bare", "minimal", "trivial", "pool", "batches", "all", "controller", "cancel" }
 
 local case, n = arg[1], tonumber(arg[2])
 if case then
@@ -86,18 +119,23 @@ local function median3(xs)
   table.sort(xs)
   return xs[2]
 end
+-- (The last three cost 2-5x a pooled job each: 20,000 of them keep the
+-- run short. Their memory reads are not comparable with the 100,000.)
+local SIZE = { all = 20000, controller = 20000, cancel = 20000 }
 local function per_job(name)
   local is, ms = {}, {}
+  local n = SIZE[name] or N
   for r = 1, 3 do
-    local i1, m1 = counted(name, N)
+    local i1, m1 = counted(name, n)
     local i0, m0 = counted(name, 0)
-    is[r], ms[r] = (i1 - i0) / N, (m1 - m0) / N
+    is[r], ms[r] = (i1 - i0) / n, (m1 - m0) / n
   end
   return median3(is), median3(ms)
 end
 
-print(string.format("stagehand %s on %s, backend %s: per job, %d jobs, collector paused (cachegrind, median of 3)",
-  stagehand.VERSION, jit and jit.version or _VERSION, stagehand.backend, N))
+print(string.format("stagehand %s on %s, backend %s: per job, %d jobs (all, controller, cancel: 20,000),"
+  .. " collector paused (cachegrind, median of 3)", stagehand.VERSION, jit and jit.version or _VERSION,
+  stagehand.backend, N))
 print(string.format("%-34s %12s %8s %14s %8s", "case", "instructions", "x bare", "memory reads", "x bare"))
 local bare_i, bare_m
 for _, name in ipairs(ORDER) do
