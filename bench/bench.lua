@@ -517,14 +517,18 @@ do
   -- Handle from it. And an army's callers leaving a shared run one by one.
   local f0 = stagehand.future()
   f0:resolve()
-  local function level(n)
+  -- n loads that all finish; opts_of() gives each its options.
+  local function loads(n, opts_of)
     local o = T.new { stall_ms = 1e12 }
-    local ctl = stagehand.controller()
     local f = stagehand.future()
-    for _ = 1, n do o:run("load", function(job) job:await(f) end, { signal = ctl.signal }) end
+    for _ = 1, n do o:run("load", function(job) job:await(f) end, opts_of()) end
     f:resolve()
     o:step()
     assert(o.nrunning == 0, "loads left running")
+  end
+  local function level(n)
+    local shared = { signal = stagehand.controller().signal }
+    loads(n, function() return shared end)
   end
   local function army(n)
     local o = T.new { stall_ms = 1e12 }
@@ -546,22 +550,10 @@ do
   -- A controller per load (a tile withdrawn when it scrolls away): each
   -- Handle subscribes to a signal of its own and leaves it at its end.
   local function tile_loads(n)
-    local o = T.new { stall_ms = 1e12 }
-    local f = stagehand.future()
-    for _ = 1, n do
-      o:run("load", function(job) job:await(f) end, { signal = stagehand.controller().signal })
-    end
-    f:resolve()
-    o:step()
-    assert(o.nrunning == 0, "loads left running")
+    loads(n, function() return { signal = stagehand.controller().signal } end)
   end
   local function plain_loads(n)
-    local o = T.new { stall_ms = 1e12 }
-    local f = stagehand.future()
-    for _ = 1, n do o:run("load", function(job) job:await(f) end) end
-    f:resolve()
-    o:step()
-    assert(o.nrunning == 0, "loads left running")
+    loads(n, function() return nil end)
   end
   big, small = time_pair(10000, paused(tile_loads), paused(plain_loads))
   report("10,000 loads, a controller each (GC paused)", big, "10,000 loads, no signal", small)

@@ -659,13 +659,6 @@ local function cycle_error(job, path)
     .. " would close a cycle of waits: " .. names .. " -> " .. job[LABEL], { jobs = jobs })
 end
 
-local function has_job(list, job)
-  for i = 1, #list do
-    if list[i] == job then return true end
-  end
-  return false
-end
-
 -- Raises a cycle Error if waiting on what `x` follows would close a cycle;
 -- returns the job or jobs x follows (the waiter's own clock then pauses,
 -- and its priority flows to them), or nil.
@@ -678,7 +671,7 @@ local function check_follows(job, x)
     -- something that follows it), so no chain of waits leads back to it:
     -- only a wait on itself would close a cycle. A chain of loaders each
     -- awaiting the one made before it builds in O(n) this way, not O(n^2).
-    if f == job or (not is_job(f) and has_job(f, job)) then error(cycle_error(job, {}), 0) end
+    if f == job or (not is_job(f) and list.has(f, job)) then error(cycle_error(job, {}), 0) end
     return f
   end
   local path

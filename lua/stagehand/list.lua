@@ -13,6 +13,14 @@ function M.remove_value(list, v, from)
   return false
 end
 
+--- Whether the array `list` holds `v`.
+function M.has(list, v)
+  for i = 1, #list do
+    if list[i] == v then return true end
+  end
+  return false
+end
+
 --- The table at map[key], made there if missing (a list or set per key).
 function M.at(map, key)
   local t = map[key]

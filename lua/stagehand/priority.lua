@@ -398,12 +398,7 @@ local function counts(o, job)
   return cnt
 end
 
-local function has(list, v)
-  for i = 1, #list do
-    if list[i] == v then return true end
-  end
-  return false
-end
+local has = list.has
 
 -- Changes waiting to be made, as (job, group, d) triples on a stack of
 -- their own, not by recursion: a change passes down a chain of awaits, and
