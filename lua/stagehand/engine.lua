@@ -269,10 +269,12 @@ end
 local co_running = coroutine.running
 local drain_thread
 local function drain_cascades()
-  draining = true
-  drain_thread = co_running()
+  -- (A drain in another coroutine may run while one is under way below:
+  -- that one is left as it was, to go on when control comes back to it.)
+  local was, was_thread = draining, drain_thread
+  draining, drain_thread = true, co_running()
   local ok, err = pcall(run_cascades)
-  draining = false
+  draining, drain_thread = was, was_thread
   if not ok then error(err, 0) end
 end
 
