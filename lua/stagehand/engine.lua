@@ -278,6 +278,14 @@ local function drain_cascades()
   if not ok then error(err, 0) end
 end
 
+-- Runs the stack now, unless a drain in this coroutine is under way: its
+-- loop runs what was pushed. (A drain in another coroutine is one that a
+-- handler of the game's own suspended by yielding, which may never run
+-- again.)
+local function drain_unless_draining()
+  if not draining or co_running() ~= drain_thread then drain_cascades() end
+end
+
 local end_one
 
 --- Ends a running job: st "done" with v its packed values, or another state
@@ -285,10 +293,7 @@ local end_one
 --- Handles read (handle.lua), so ending writes nothing into them.
 function E.end_job(job, st, v)
   local ended = end_one(job, st, v)
-  -- (An end inside the drain leaves its cascades to the drain's loop,
-  -- unless that loop is in another coroutine: one a handler of the game's
-  -- own suspended by yielding, which may never run again.)
-  if casc_n > 0 and (not draining or co_running() ~= drain_thread) then drain_cascades() end
+  if casc_n > 0 then drain_unless_draining() end
   return ended
 end
 
@@ -331,7 +336,7 @@ end_one = function(job, st, v)
       -- At once, unless this end is itself one that an end reached: then
       -- it waits its turn on the stack (see cascade).
       cascade(signal.abort, sig, v)
-      if not draining or co_running() ~= drain_thread then drain_cascades() end
+      drain_unless_draining()
     end
   end
   -- A job parked mid-work gets one more resume: the wait raises its end, so
