@@ -45,19 +45,6 @@ local function parts_of(list, name)
   return parts
 end
 
--- Listens to each part with a table {on_part = fn, g = group, i = index}
--- (settle.lua), until the group has settled. A part settled already
--- reports at once.
-local function listen_parts(g, parts, fn)
-  for i = 1, #parts do
-    if g._st then return end
-    local p = parts[i]
-    local entry = { on_part = fn, g = g, i = i }
-    local st = p._st
-    if st then fn(entry, st, p._v) else settle.listen(p, entry) end
-  end
-end
-
 local function all_part(e, st, v)
   local g = e.g
   if st ~= "done" then
@@ -68,18 +55,6 @@ local function all_part(e, st, v)
     g.left = left
     if left == 0 then settle.settle(g, "done", settle.pack(g.values)) end
   end
-end
-
---- An awaitable of a list of each one's first value, or the first failure.
-function M.all(list)
-  local parts = parts_of(list, "all")
-  local g = setmetatable({ parts = parts, what = "all of " .. #parts, values = {}, left = #parts }, Group)
-  if #parts == 0 then
-    settle.settle(g, "done", settle.pack(g.values))
-    return g
-  end
-  listen_parts(g, parts, all_part)
-  return g
 end
 
 local function settled_part(e, st, v)
@@ -94,16 +69,33 @@ local function settled_part(e, st, v)
   if left == 0 then settle.settle(g, "done", settle.pack(g.values)) end
 end
 
+-- A group over `parts` that gathers their ends in g.values: on_part(e, st,
+-- v) hears each part, through a listener {on_part =, g =, i =} (settle.lua)
+-- until the group has settled. A part settled already reports at once; no
+-- parts at all settle the group at once, done with an empty list.
+local function gather(parts, what, on_part)
+  local g = setmetatable({ parts = parts, what = what, values = {}, left = #parts }, Group)
+  if #parts == 0 then settle.settle(g, "done", settle.pack(g.values)) end
+  for i = 1, #parts do
+    if g._st then break end
+    local p = parts[i]
+    local entry = { on_part = on_part, g = g, i = i }
+    local st = p._st
+    if st then on_part(entry, st, p._v) else settle.listen(p, entry) end
+  end
+  return g
+end
+
+--- An awaitable of a list of each one's first value, or the first failure.
+function M.all(list)
+  local parts = parts_of(list, "all")
+  return gather(parts, "all of " .. #parts, all_part)
+end
+
 --- An awaitable of a list of {state =, value =, error =}; it never fails.
 function M.all_settled(list)
   local parts = parts_of(list, "all_settled")
-  local g = setmetatable({ parts = parts, what = "all settled of " .. #parts, values = {}, left = #parts }, Group)
-  if #parts == 0 then
-    settle.settle(g, "done", settle.pack(g.values))
-    return g
-  end
-  listen_parts(g, parts, settled_part)
-  return g
+  return gather(parts, "all settled of " .. #parts, settled_part)
 end
 
 -- abortable: the part ended first (e is its listener), or the signal
