@@ -517,15 +517,7 @@ do
   -- Handle from it. And an army's callers leaving a shared run one by one.
   local f0 = stagehand.future()
   f0:resolve()
-  -- n loads that all finish; opts_of() gives each its options.
-  local function loads(n, opts_of)
-    local o = T.new { stall_ms = 1e12 }
-    local f = stagehand.future()
-    for _ = 1, n do o:run("load", function(job) job:await(f) end, opts_of()) end
-    f:resolve()
-    o:step()
-    assert(o.nrunning == 0, "loads left running")
-  end
+  local loads = cases.loads
   local function level(n)
     local shared = { signal = stagehand.controller().signal }
     loads(n, function() return shared end)

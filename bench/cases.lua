@@ -1,8 +1,22 @@
 -- What bench.lua (timed) and count.lua (counted) both run: the baselines
--- stagehand's pool is measured against, and the holders that fill a pool.
+-- stagehand's pool is measured against, the holders that fill a pool, and
+-- loads that all wait on one future.
+local stagehand = require "stagehand"
+local T = require "stagehand.testing"
 local co_create, co_resume, co_yield = coroutine.create, coroutine.resume, coroutine.yield
 
 local M = {}
+
+--- n loads, each awaiting one future, that all finish; opts_of() gives
+--- each its run options.
+function M.loads(n, opts_of)
+  local o = T.new { stall_ms = 1e12 }
+  local f = stagehand.future()
+  for _ = 1, n do o:run("load", function(job) job:await(f) end, opts_of()) end
+  f:resolve()
+  o:step()
+  assert(o.nrunning == 0, "loads left running")
+end
 
 --- Four holders take every slot of a 4-slot pool and keep them until
 --- `hold` resolves, so the jobs run after them queue up.

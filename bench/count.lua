@@ -69,14 +69,7 @@ local cases = {
   -- n loads, each with a controller of its own (a tile withdrawn when it
   -- scrolls away), that all finish.
   controller = function(n)
-    local o = T.new { stall_ms = 1e12 }
-    local f = stagehand.future()
-    for _ = 1, n do
-      o:run("tile", function(job) return job:await(f) end, { signal = stagehand.controller().signal })
-    end
-    f:resolve(1)
-    o:step()
-    assert(o.nrunning == 0, "tiles left running")
+    shared.loads(n, function() return { signal = stagehand.controller().signal } end)
   end,
   -- n waiting loads cancelled (their cleanup runs: the wait raises).
   cancel = function(n)
