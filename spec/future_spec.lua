@@ -309,6 +309,136 @@ describe(".all", function()
   end)
 end)
 
+describe("groups nested deep", function()
+  -- The usual way to gather loads as they are made nests one group per load.
+  local function gather(orch, n, f)
+    local fs, acc = {}, stagehand.all {}
+    for i = 1, n do
+      fs[i] = f or stagehand.future()
+      local fi = fs[i]
+      acc = stagehand.all { acc, orch:run("load " .. i, function(job) return job:await(fi) end) }
+    end
+    return fs, acc
+  end
+
+  it("gathers 10,000 loads as they are made (acc = all {acc, load}) and hears every value", function()
+    local orch = T.new()
+    local fs, acc = gather(orch, 10000)
+    local got
+    local top = orch:run("level", function(job)
+      got = job:await(acc)
+      return "ready"
+    end)
+    -- The first load finishing last settles all 10,000 levels at once.
+    for i = 10000, 1, -1 do fs[i]:resolve(i) end
+    orch:step()
+    assert.same({ "done", "ready" }, { top:result() })
+    local cur, k = got, 10000
+    while k > 0 and cur[2] == k do
+      cur, k = cur[1], k - 1
+    end
+    assert.equal(0, k)
+    assert.same({}, cur)
+    assert.no_leaks(orch)
+  end)
+
+  it("fails every level when the first load is cancelled, and the loader awaiting it hears that", function()
+    local orch = T.new { log = function() end }
+    local f = stagehand.future()
+    local first = orch:run("first", function(job) return job:await(f) end)
+    local acc = first
+    for i = 2, 10000 do
+      acc = stagehand.all { acc, orch:run("load " .. i, function(job) return job:await(f) end) }
+    end
+    local top = orch:run("level", function(job) return job:await(acc) end)
+    first:cancel("scrolled away")
+    assert.equal("cancelled", acc:state())
+    orch:step()
+    local st, err = top:result()
+    assert.equal("failed", st)
+    assert.is_true(stagehand.is_error(err.cause, "cancelled"))
+    f:resolve()
+    orch:step()
+    assert.equal(0, orch.nrunning)
+    assert.no_leaks(orch)
+  end)
+
+  it("tells a group's listeners inside its part's telling, as for any listener", function()
+    local f = stagehand.future()
+    local heard = {}
+    local g1 = stagehand.all { f }
+    f:on_end(function() heard[#heard + 1] = "f" end)
+    local g2 = stagehand.all { g1 }
+    g1:on_end(function() heard[#heard + 1] = "g1" end)
+    g2:on_end(function() heard[#heard + 1] = "g2" end)
+    f:resolve()
+    assert.same({ "g2", "g1", "f" }, heard)
+  end)
+
+  it("has told every level by the time the settle returns, however deep", function()
+    for _, make in ipairs {
+      function(g) return stagehand.all { g } end,
+      function(g) return stagehand.all_settled { g } end,
+      function(g) return stagehand.abortable(g, stagehand.controller().signal) end,
+    } do
+      local f = stagehand.future()
+      local g, heard = f, 0
+      for _ = 1, 5000 do
+        g = make(g)
+        g:on_end(function() heard = heard + 1 end)
+      end
+      f:resolve(1)
+      assert.equal(5000, heard)
+      assert.equal("done", g:state())
+    end
+  end)
+
+  it("finds a cycle through a group nested 10,000 deep", function()
+    local orch = T.new { log = function() end }
+    local me
+    me = orch:run("loader", function(job)
+      job:sleep(1)
+      local g = me
+      for _ = 1, 10000 do g = stagehand.all { g } end
+      return job:await(g)
+    end)
+    T.settle(orch, 10, 1)
+    local st, err = me:result()
+    assert.equal("failed", st)
+    assert.is_true(stagehand.is_error(err.cause, "cycle"))
+    assert.no_leaks(orch)
+  end)
+
+  it("holds up no other settle when a handler yields in the middle of one", function()
+    -- (A handler must not yield; one that does, where the runtime lets it
+    -- yield through a pcall, leaves its levels of telling suspended.)
+    local yields = select(2, coroutine.resume(coroutine.create(function() return pcall(coroutine.yield, 1) end))) == 1
+    local orch = T.new { log = function() end }
+    local h = orch:run("yields", function()
+      local f = stagehand.future()
+      local g = f
+      for _ = 1, 40 do g = stagehand.all { g } end
+      g:on_end(function() if yields then coroutine.yield() end end)
+      f:resolve()
+      return "went on"
+    end)
+    if yields then
+      assert.equal("failed", h:state())
+    else
+      assert.equal("done", h:state())
+    end
+    local f = stagehand.future()
+    local g, heard = f, 0
+    for _ = 1, 100 do
+      g = stagehand.all { g }
+      g:on_end(function() heard = heard + 1 end)
+    end
+    f:resolve()
+    assert.equal(100, heard)
+    assert.no_leaks(orch)
+  end)
+end)
+
 describe(".all_settled", function()
   it("lists every outcome and never fails", function()
     local orch = T.new()

@@ -10,23 +10,106 @@ local Group = settle.extend({})
 function Group:state() return self._st or "pending" end
 function Group:_describe() return self.what end
 -- While each part still running follows a job, so does the group: a job
--- awaiting it then stalls only if one of those jobs does.
+-- awaiting it then stalls only if one of those jobs does. The jobs are
+-- listed depth first, in part order. (With a stack of its own, not by
+-- recursion: groups nest as deep as a game builds them, and the usual
+-- way to gather as loads are made, acc = stagehand.all({acc, load}),
+-- nests one level per load.)
+local gs, is = {}, {}
 function Group:_follows()
   if self._st then return nil end
-  local list = {}
-  for i = 1, #self.parts do
-    local p = self.parts[i]
-    if not p._st then
-      local f = p:_follows()
-      if f == nil then return nil end
-      if is_job(f) then
-        list[#list + 1] = f
+  local list, n = {}, 0
+  local top = 1
+  gs[1], is[1] = self, 1
+  while top > 0 do
+    local parts, i = gs[top].parts, is[top]
+    local p = parts[i]
+    if p == nil then
+      gs[top] = false
+      top = top - 1
+    else
+      is[top] = i + 1
+      if p._st then
+        -- (ended: follows nothing, and holds nothing up)
+      elseif getmetatable(p) == Group then
+        top = top + 1
+        gs[top], is[top] = p, 1
       else
-        for j = 1, #f do list[#list + 1] = f[j] end
+        local f = p:_follows()
+        if f == nil then
+          for k = 1, top do gs[k] = false end
+          return nil
+        end
+        if is_job(f) then
+          n = n + 1
+          list[n] = f
+        else
+          for j = 1, #f do list[n + j] = f[j] end
+          n = n + #f
+        end
       end
     end
   end
   return list
+end
+
+-- A group settling tells its listeners, and one of them may be the group
+-- above it, which settles in turn: nested groups settle one inside
+-- another. Past DEPTH levels in one coroutine, a group settles at once (its
+-- state and values readable) but its listeners are told from a stack of
+-- its own, run by the deepest level before it returns. So the Lua stack
+-- stays a few dozen levels deep however deep the groups nest (10,000
+-- levels overflowed it on LuaJIT, and ended the step with an error), the
+-- order of telling is as before up to DEPTH levels, and a settle still
+-- tells everything it reaches before it returns.
+local DEPTH = 32
+local depth, depth_thread = 0, nil
+local pend_g, pend_st, pend_v, pend_n = {}, {}, {}, 0
+local co_running, pcall = coroutine.running, pcall
+
+local function run_pending()
+  while pend_n > 0 do
+    local k = pend_n
+    local g, st, v = pend_g[k], pend_st[k], pend_v[k]
+    pend_g[k], pend_st[k], pend_v[k] = false, false, false
+    pend_n = k - 1
+    settle.fire(g, st, v)
+  end
+end
+
+local function settle_nested(g, st, v)
+  settle.settle(g, st, v)
+  if depth == DEPTH then run_pending() end
+end
+
+local function settle_group(g, st, v)
+  if g._st then return end
+  local me = co_running()
+  if me == depth_thread and depth >= DEPTH then
+    g._st, g._v = st, v
+    local k = pend_n + 1
+    pend_n = k
+    pend_g[k], pend_st[k], pend_v[k] = g, st, v
+    return
+  end
+  -- A coroutine of its own counts from zero: levels under way in another
+  -- (one a game's handler suspended by yielding, say) are not on this stack.
+  local was, was_thread = depth, depth_thread
+  if me ~= depth_thread then depth = 0 end
+  depth_thread = me
+  depth = depth + 1
+  if depth > 1 then
+    settle_nested(g, st, v)
+  else
+    -- (The outermost level is protected, so a fault leaves the count
+    -- right, and what was pushed for the next settle to tell.)
+    local ok, err = pcall(settle_nested, g, st, v)
+    if ok and pend_n > 0 then ok, err = pcall(run_pending) end
+    depth, depth_thread = was, was_thread
+    if not ok then error(err, 0) end
+    return
+  end
+  depth, depth_thread = was, was_thread
 end
 
 local function parts_of(list, name)
@@ -48,12 +131,12 @@ end
 local function all_part(e, st, v)
   local g = e.g
   if st ~= "done" then
-    settle.settle(g, st, v)
+    settle_group(g, st, v)
   elseif not g._st then
     g.values[e.i] = v[1]
     local left = g.left - 1
     g.left = left
-    if left == 0 then settle.settle(g, "done", settle.pack(g.values)) end
+    if left == 0 then settle_group(g, "done", settle.pack(g.values)) end
   end
 end
 
@@ -66,7 +149,7 @@ local function settled_part(e, st, v)
   end
   local left = g.left - 1
   g.left = left
-  if left == 0 then settle.settle(g, "done", settle.pack(g.values)) end
+  if left == 0 then settle_group(g, "done", settle.pack(g.values)) end
 end
 
 -- A group over `parts` that gathers their ends in g.values: on_part(e, st,
@@ -102,11 +185,11 @@ end
 -- aborted first (e is the same table, watched by the signal).
 local function abortable_part(e, st, v)
   signal.unwatch(e.sub)
-  settle.settle(e.g, st, v)
+  settle_group(e.g, st, v)
 end
 local function abortable_signal(e, reason)
   settle.unlisten(e.part, e)
-  settle.settle(e.g, "cancelled", reason)
+  settle_group(e.g, "cancelled", reason)
 end
 
 --- Ends with `awaitable`'s outcome, or fails with the signal's reason if it
