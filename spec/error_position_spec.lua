@@ -30,6 +30,8 @@ describe("error positions", function()
     local cases = {
       { "new", function() stagehand.new { foo = 1 } end },
       { "new pools", function() stagehand.new { pools = { a = -1 } } end },
+      { "testing new", function() T.new { pools = { a = -1 } } end },
+      { "testing new option", function() T.new { zz = 1 } end },
       { "run label", function() orch:run(nil, function() end) end },
       { "run opts", function() orch:run("x", function() end, { zz = 1 }) end },
       { "run priority", function() orch:run("x", function() end, { priority = "zz" }) end },

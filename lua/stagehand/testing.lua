@@ -70,7 +70,13 @@ function T.new(opts)
   for k, v in pairs(opts or {}) do o[k] = v end
   o.driver = "manual"
   o.clock = o.clock or T.clock(0)
-  return stagehand.new(o), o.clock
+  -- (Bad options raise at the line that called T.new, not at this one.)
+  local ok, orch = pcall(stagehand.new, o)
+  if not ok then
+    if type(orch) ~= "string" then error(orch, 0) end
+    error((orch:gsub("^[^\n]-testing%.lua:%d+: ", "", 1)), 2)
+  end
+  return orch, o.clock
 end
 
 --- Advances the orchestrator's fake clock in steps of `step_ms` (100), pumping,
