@@ -437,6 +437,36 @@ describe("groups nested deep", function()
     assert.equal(100, heard)
     assert.no_leaks(orch)
   end)
+
+  it("holds up no settle when a coroutine that yielded in the middle of one is resumed later", function()
+    local yields = select(2, coroutine.resume(coroutine.create(function() return pcall(coroutine.yield, 1) end))) == 1
+    local inner = stagehand.future()
+    local g_inner = stagehand.all { inner }
+    g_inner:on_end(function() if yields then coroutine.yield() end end)
+    local co = coroutine.create(function() inner:resolve() end)
+    -- A settle 40 levels deep whose 32nd level starts that coroutine,
+    -- which yields inside a settle of its own.
+    local outer = stagehand.future()
+    local g, heard = outer, 0
+    for level = 1, 40 do
+      g = stagehand.all { g }
+      if level == 32 then g:on_end(function() coroutine.resume(co) end) end
+      g:on_end(function() heard = heard + 1 end)
+    end
+    outer:resolve()
+    assert.equal(40, heard)
+    assert.equal(yields and "suspended" or "dead", coroutine.status(co))
+    coroutine.resume(co) -- (its settle goes on and returns, long after)
+    assert.equal("dead", coroutine.status(co))
+    local f = stagehand.future()
+    g, heard = f, 0
+    for _ = 1, 5 do
+      g = stagehand.all { g }
+      g:on_end(function() heard = heard + 1 end)
+    end
+    f:resolve()
+    assert.equal(5, heard)
+  end)
 end)
 
 describe(".all_settled", function()

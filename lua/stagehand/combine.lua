@@ -57,13 +57,20 @@ end
 -- above it, which settles in turn: nested groups settle one inside
 -- another. Past DEPTH levels in one coroutine, a group settles at once (its
 -- state and values readable) but its listeners are told from a stack of
--- its own, run by the deepest level before it returns. So the Lua stack
+-- its own, run by the level at DEPTH before it returns. So the Lua stack
 -- stays a few dozen levels deep however deep the groups nest (10,000
 -- levels overflowed it on LuaJIT, and ended the step with an error), the
 -- order of telling is as before up to DEPTH levels, and a settle still
 -- tells everything it reaches before it returns.
+--
+-- Levels are counted per coroutine: one a game's handler suspended by
+-- yielding (none may) keeps its count to itself, and its levels hold up
+-- no settle elsewhere. The outermost level of each is protected, so a
+-- fault leaves its count at zero, and what was pushed for the next settle
+-- to tell.
 local DEPTH = 32
-local depth, depth_thread = 0, nil
+local MAIN = {} -- (the main coroutine, which Lua 5.1 and LuaJIT do not name)
+local depth_of = setmetatable({}, { __mode = "k" })
 local pend_g, pend_st, pend_v, pend_n = {}, {}, {}, 0
 local co_running, pcall = coroutine.running, pcall
 
@@ -77,39 +84,28 @@ local function run_pending()
   end
 end
 
-local function settle_nested(g, st, v)
-  settle.settle(g, st, v)
-  if depth == DEPTH then run_pending() end
-end
-
 local function settle_group(g, st, v)
   if g._st then return end
-  local me = co_running()
-  if me == depth_thread and depth >= DEPTH then
+  local me = co_running() or MAIN
+  local d = depth_of[me] or 0
+  if d >= DEPTH then
     g._st, g._v = st, v
     local k = pend_n + 1
     pend_n = k
     pend_g[k], pend_st[k], pend_v[k] = g, st, v
     return
   end
-  -- A coroutine of its own counts from zero: levels under way in another
-  -- (one a game's handler suspended by yielding, say) are not on this stack.
-  local was, was_thread = depth, depth_thread
-  if me ~= depth_thread then depth = 0 end
-  depth_thread = me
-  depth = depth + 1
-  if depth > 1 then
-    settle_nested(g, st, v)
-  else
-    -- (The outermost level is protected, so a fault leaves the count
-    -- right, and what was pushed for the next settle to tell.)
-    local ok, err = pcall(settle_nested, g, st, v)
-    if ok and pend_n > 0 then ok, err = pcall(run_pending) end
-    depth, depth_thread = was, was_thread
-    if not ok then error(err, 0) end
+  depth_of[me] = d + 1
+  if d > 0 then
+    settle.settle(g, st, v)
+    if d + 1 == DEPTH then run_pending() end
+    depth_of[me] = d
     return
   end
-  depth, depth_thread = was, was_thread
+  local ok, err = pcall(settle.settle, g, st, v)
+  if ok and pend_n > 0 then ok, err = pcall(run_pending) end
+  depth_of[me] = nil
+  if not ok then error(err, 0) end
 end
 
 local function parts_of(list, name)
