@@ -172,7 +172,19 @@ local function scene(seed)
         elseif what == 8 then
           mischief()
         elseif what == 9 then
-          job:await(stagehand.all { any_handle() or pick(futures), pick(futures) })
+          if r(2) == 1 then
+            job:await(stagehand.all { any_handle() or pick(futures), pick(futures) })
+          else
+            -- Groups of groups, a few deep, heard by game code on the way up.
+            local g = any_handle() or pick(futures)
+            for _ = 1, r(4) do
+              local k = r(3)
+              g = k == 1 and stagehand.all { g, pick(futures) } or k == 2 and stagehand.all_settled { g }
+                or stagehand.abortable(g, pick(ctls).signal)
+              g:on_end(function() if r(3) == 1 then mischief() end end)
+            end
+            job:await(g)
+          end
         elseif what == 10 then
           job:await(stagehand.abortable(pick(futures), pick(ctls).signal))
         elseif what == 11 then
@@ -234,13 +246,16 @@ local function scene(seed)
 end
 
 local E = require "stagehand.engine"
+local combine = require "stagehand.combine"
 
 local function check(seed)
-  -- (starts inside first runs go through the run queue after 1-3 levels)
-  local max_nested = E.MAX_NESTED_STARTS
+  -- (starts inside first runs go through the run queue after 1-3 levels,
+  -- and nested group settles through their stack after 1-2)
+  local max_nested, max_settles = E.MAX_NESTED_STARTS, combine.MAX_NESTED_SETTLES
   E.MAX_NESTED_STARTS = tonumber(os.getenv("MAXN") or "") or (1 + seed % 3)
+  combine.MAX_NESTED_SETTLES = 1 + seed % 2
   local ok, orch, cache, handles, faults = pcall(scene, seed)
-  E.MAX_NESTED_STARTS = max_nested
+  E.MAX_NESTED_STARTS, combine.MAX_NESTED_SETTLES = max_nested, max_settles
   assert(ok, "seed " .. seed .. ": the scene raised: " .. tostring(orch))
   assert(#faults == 0, "seed " .. seed .. ": " .. table.concat(faults, "\n"))
   seeded.assert_whole(seed, orch, handles, orch.nrunning)

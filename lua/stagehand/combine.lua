@@ -55,12 +55,13 @@ end
 
 -- A group settling tells its listeners, and one of them may be the group
 -- above it, which settles in turn: nested groups settle one inside
--- another. Past DEPTH levels in one coroutine, a group settles at once (its
--- state and values readable) but its listeners are told from a stack of
--- its own, run by the level at DEPTH before it returns. So the Lua stack
+-- another. Past M.MAX_NESTED_SETTLES levels in one coroutine, a group
+-- settles at once (its state and values readable) but its listeners are
+-- told from a stack of its own, run by the deepest level before it
+-- returns. So the Lua stack
 -- stays a few dozen levels deep however deep the groups nest (10,000
 -- levels overflowed it on LuaJIT, and ended the step with an error), the
--- order of telling is as before up to DEPTH levels, and a settle still
+-- order of telling is as before up to that many levels, and a settle still
 -- tells everything it reaches before it returns.
 --
 -- Levels are counted per coroutine: one a game's handler suspended by
@@ -68,7 +69,7 @@ end
 -- no settle elsewhere. The outermost level of each is protected, so a
 -- fault leaves its count at zero, and what was pushed for the next settle
 -- to tell.
-local DEPTH = 32
+M.MAX_NESTED_SETTLES = 32 -- (the callback scenes lower it to 1-2, so their groups push)
 local MAIN = {} -- (the main coroutine, which Lua 5.1 and LuaJIT do not name)
 local depth_of = setmetatable({}, { __mode = "k" })
 local pend_g, pend_st, pend_v, pend_n = {}, {}, {}, 0
@@ -88,7 +89,8 @@ local function settle_group(g, st, v)
   if g._st then return end
   local me = co_running() or MAIN
   local d = depth_of[me] or 0
-  if d >= DEPTH then
+  local limit = M.MAX_NESTED_SETTLES
+  if d >= limit then
     g._st, g._v = st, v
     local k = pend_n + 1
     pend_n = k
@@ -98,7 +100,7 @@ local function settle_group(g, st, v)
   depth_of[me] = d + 1
   if d > 0 then
     settle.settle(g, st, v)
-    if d + 1 == DEPTH then run_pending() end
+    if d + 1 == limit then run_pending() end
     depth_of[me] = d
     return
   end
