@@ -6,7 +6,14 @@ local is_job = require("stagehand.fields").is_job
 
 local M = {}
 
+---@class stagehand.Group
+---@field what string what it gathers ("all of 3", "abortable ...")
 local Group = settle.extend({})
+
+--- "pending", "done", or the state of the part that ended it otherwise
+--- ("failed", "cancelled", "stalled"). Also `g:result()` and `g:on_end(fn)`,
+--- as on a Future.
+---@return string
 function Group:state() return self._st or "pending" end
 function Group:_describe() return self.what end
 -- While each part still running follows a job, so does the group: a job

@@ -31,13 +31,13 @@ M.future = future.new
 M.controller = signal.controller
 
 --- Ends with the awaitable's outcome, or fails with the signal's reason if it aborts first.
----@type fun(awaitable: any, signal: stagehand.Signal): table
+---@type fun(awaitable: any, signal: stagehand.Signal): stagehand.Group
 M.abortable = combine.abortable
 --- An awaitable of a list of each one's first value, or the first failure.
----@type fun(list: any[]): table
+---@type fun(list: any[]): stagehand.Group
 M.all = combine.all
 --- An awaitable of a list of {state =, value =, error =}; it never fails.
----@type fun(list: any[]): table
+---@type fun(list: any[]): stagehand.Group
 M.all_settled = combine.all_settled
 --- True when e is a stagehand.Error (of kind, when given).
 ---@type fun(e: any, kind: string?): boolean
