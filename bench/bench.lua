@@ -522,11 +522,14 @@ do
     local shared = { signal = stagehand.controller().signal }
     loads(n, function() return shared end)
   end
-  local function army(n)
+  -- (opts_of(i): soldier i's run options; the key "mesh" by default)
+  local function army(n, opts_of)
     local o = T.new { stall_ms = 1e12 }
     local f = stagehand.future()
     local hs = {}
-    for i = 1, n do hs[i] = o:run("mesh", function(job) job:await(f) end, { key = "mesh" }) end
+    for i = 1, n do
+      hs[i] = o:run("mesh", function(job) job:await(f) end, opts_of and opts_of(i) or { key = "mesh" })
+    end
     for i = 1, n do hs[i]:cancel("fell") end
     o:step()
     assert(o.nrunning == 0, "the shared run outlived its callers")
@@ -554,19 +557,11 @@ do
   -- The same army, each soldier passing a priority closure of its own: the
   -- shared run's set of sources is its own past 16 and changes in place (a
   -- set named by its sorted members made this O(n^2): 18 s at 10,000).
-  local function army_ranked(n)
-    local o = T.new { stall_ms = 1e12 }
-    local f = stagehand.future()
-    local hs = {}
-    for i = 1, n do
-      local near = i % 7 == 0
-      hs[i] = o:run("mesh", function(job) job:await(f) end,
-        { key = "mesh", priority = function() return near and "scene" or "background" end })
-    end
-    for i = 1, n do hs[i]:cancel("fell") end
-    o:step()
-    assert(o.nrunning == 0, "the shared run outlived its callers")
+  local function ranked(i)
+    local near = i % 7 == 0
+    return { key = "mesh", priority = function() return near and "scene" or "background" end }
   end
+  local function army_ranked(n) army(n, ranked) end
   big, small = time_pair(10000, paused(army_ranked), batches_of(army_ranked))
   report("  ... a priority closure each (GC paused)", big, "100 x 100 callers", small, 2)
   -- Loads gathered as they are made, acc = all {acc, load}: one group

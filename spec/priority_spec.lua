@@ -7,6 +7,18 @@ local function quiet(opts)
   return T.new(opts)
 end
 
+-- An orchestrator whose only decode slot is held until `hold` resolves.
+local function decode_slot_held()
+  local orch = quiet { pools = { decode = 1 }, stall_ms = 1e9 }
+  local hold = stagehand.future()
+  orch:run("holder", function(job)
+    local release = job:slot("decode")
+    job:await(hold)
+    release()
+  end)
+  return orch, hold
+end
+
 -- A job that reports its effective priority each time it is asked, until released.
 local function observed(orch, label, opts)
   local f = stagehand.future()
@@ -143,13 +155,7 @@ describe("priority down a long chain of awaits", function()
   -- link: at 10,000 links it overflowed LuaJIT's Lua stack and failed the
   -- portrait's await.
   local function chain_behind_others(n)
-    local orch = quiet { pools = { decode = 1 }, stall_ms = 1e9 }
-    local hold = stagehand.future()
-    orch:run("holder", function(job)
-      local release = job:slot("decode")
-      job:await(hold)
-      release()
-    end)
+    local orch, hold = decode_slot_held()
     local order = {}
     for i = 1, 3 do
       orch:run("other " .. i, function(job)
@@ -241,13 +247,7 @@ describe("priority from thousands of callers, a closure each", function()
   -- members and changes in place; named by its sorted members, each join
   -- and each leave cost the set's size: 18 s for this army on LuaJIT.
   local function army(through_skeleton)
-    local orch = quiet { pools = { decode = 1 }, stall_ms = 1e9 }
-    local hold = stagehand.future()
-    orch:run("holder", function(job)
-      local release = job:slot("decode")
-      job:await(hold)
-      release()
-    end)
+    local orch, hold = decode_slot_held()
     local order = {}
     orch:run("rival", function(job)
       job:slot("decode")

@@ -481,25 +481,22 @@ end
 -- nm, or (om nil) by source group g joining (d 1) or leaving (d -1). Once
 -- per job followed: a list may follow one job twice (stagehand.all of two
 -- Handles on one run), and it is one awaiter of that job (add).
-local function pass_to(f, om, nm, g, d)
-  if is_job(f) then
-    if not om then
-      if not f[STATE] then push(f, g, d) end
-    else
-      pass(f, om, nm)
-    end
-    return
+local function pass_one(t, om, nm, g, d)
+  if om then
+    pass(t, om, nm)
+  elseif not t[STATE] then
+    push(t, g, d)
   end
+end
+
+local function pass_to(f, om, nm, g, d)
+  if is_job(f) then return pass_one(f, om, nm, g, d) end
   local done = {}
   for i = 1, #f do
     local t = f[i]
     if not done[t] then
       done[t] = true
-      if not om then
-        if not t[STATE] then push(t, g, d) end
-      else
-        pass(t, om, nm)
-      end
+      pass_one(t, om, nm, g, d)
     end
   end
 end
