@@ -555,8 +555,8 @@ do
   big, small = time_pair(10000, paused(army), batches_of(army))
   report("10,000 callers leaving one shared run (GC paused)", big, "100 x 100 callers", small, 2)
   -- The same army, each soldier passing a priority closure of its own: the
-  -- shared run's set of sources is its own past 16 and changes in place (a
-  -- set named by its sorted members made this O(n^2): 18 s at 10,000).
+  -- shared run's set of sources, past 16, changes in place (a set named by
+  -- its sorted members made this O(n^2): 18 s at 10,000).
   local function ranked(i)
     local near = i % 7 == 0
     return { key = "mesh", priority = function() return near and "scene" or "background" end }
@@ -564,6 +564,38 @@ do
   local function army_ranked(n) army(n, ranked) end
   big, small = time_pair(10000, paused(army_ranked), batches_of(army_ranked))
   report("  ... a priority closure each (GC paused)", big, "100 x 100 callers", small, 2)
+  -- Assets behind a 2-slot pool, awaited by 20 panels with priority
+  -- closures of their own: every asset has the same 21 sources, and they
+  -- share one set, so a grant reads 21 sources however many assets wait
+  -- (one set per asset made each grant read them all: 36x slower at 1,000).
+  local function panels(n)
+    local o = T.new { pools = { decode = 2 }, stall_ms = 1e12 }
+    local hold = stagehand.future()
+    for _ = 1, 2 do
+      o:run("holder", function(job)
+        local release = job:slot("decode")
+        job:await(hold)
+        release()
+      end)
+    end
+    local assets = {}
+    for i = 1, n do
+      assets[i] = o:run("asset", function(job) job:slot("decode")() end, { priority = "background" })
+    end
+    for k = 1, 20 do
+      local near = k % 5 == 0
+      o:run("panel", function(job) job:await(stagehand.all(assets)) end,
+        { priority = function() return near and "visible" or "background" end })
+    end
+    hold:resolve()
+    o:step()
+    o:step()
+    assert(o.nrunning == 0, "panels left waiting")
+  end
+  big, small = time_pair(1000, paused(panels), paused(function(n)
+    for _ = 1, n / 100 do panels(100) end
+  end))
+  report("1,000 assets awaited by 20 panels, a closure each", big, "10 x 100 assets", small, 2)
   -- Loads gathered as they are made, acc = all {acc, load}: one group
   -- nested in the next, settled by the first load finishing last.
   local function gathered(n)

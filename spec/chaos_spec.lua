@@ -52,8 +52,8 @@ local function scene(seed)
   -- Group ids of collected closures are swept for reuse after every few
   -- new ones, not every 256 (the collector runs every 16 turns below).
   orch.sweep_min, orch.sweep_at = 4, 4
-  -- Sets of more than 1-3 sources are a job's own (16 outside specs), so
-  -- they are made, changed in place and let go of in every scene.
+  -- Sets of more than 1-3 sources are big (16 outside specs): named by a
+  -- hash, shared, copied, changed in place and let go of in every scene.
   orch.big_set = 1 + seed % 3
   orch:budget("finalize", { ops = 3 })
   orch:budget("upload", { ms = 6 })

@@ -243,9 +243,10 @@ describe("priority from thousands of callers, a closure each", function()
   -- An army's mesh, one keyed run joined by 10,000 soldiers, each passing a
   -- closure over its own rank. The run waits for the only decode slot
   -- (directly, or through the skeleton job it awaits) behind a rival of
-  -- rank scene that asked first. Its set of sources is its own past 16
-  -- members and changes in place; named by its sorted members, each join
-  -- and each leave cost the set's size: 18 s for this army on LuaJIT.
+  -- rank scene that asked first. Its set of sources, past 16 members, is
+  -- named by a hash and changes in place; named by its sorted members,
+  -- each join and each leave cost the set's size: 18 s for this army on
+  -- LuaJIT.
   local function army(through_skeleton)
     local orch, hold = decode_slot_held()
     local order = {}
@@ -306,6 +307,37 @@ describe("priority from thousands of callers, a closure each", function()
       assert.no_leaks(orch)
     end)
   end
+
+  it("keeps 1,000 assets awaited by 20 panels, each with a closure of its own, in one shared set", function()
+    local orch, hold = decode_slot_held()
+    local assets, first = {}, nil
+    for i = 1, 1000 do
+      assets[i] = orch:run("asset", function(job)
+        first = first or job
+        job:slot("decode")
+      end, { priority = "background" })
+    end
+    local rank, panels = {}, {}
+    for k = 1, 20 do
+      rank[k] = "background"
+      panels[k] = orch:run("panel " .. k, function(job) return job:await(stagehand.all(assets)) end,
+        { priority = function() return rank[k] end })
+    end
+    -- One set of 21 sources (the assets' own rank and the 20 panels'),
+    -- named by its hash, not one per asset: a grant reads it once.
+    assert.equal(1, orch.nsets)
+    assert.equal("background", first:priority())
+    rank[13] = "visible"
+    assert.equal("visible", first:priority())
+    panels[13]:cancel("closed")
+    assert.equal("background", first:priority())
+    assert.equal(1, orch.nsets)
+    hold:resolve()
+    assert.equal(0, T.settle(orch, 1000))
+    assert.equal("done", panels[1]:state())
+    assert.equal(0, orch.nsets)
+    assert.no_leaks(orch)
+  end)
 
   it("loses a soldier's rank when it leaves, and the grant goes to the rival", function()
     local orch, hold, order, rank, hs, prio = army(false)

@@ -135,7 +135,7 @@ local function scene(seed)
   cache = T.new { clock = clock, pools = { p = 1 }, stall_ms = 2000, log = log }
   cache:budget("f", { ops = 1 })
   orch.sweep_min, orch.sweep_at = 4, 4
-  -- Sets of more than 1-3 sources are a job's own (16 outside specs).
+  -- Sets of more than 1-3 sources are big (16 outside specs): see chaos.
   orch.big_set = 1 + seed % 3
   orch:budget("f", { ops = 2 })
   orch:watch(function() if r(3) == 1 then mischief() end end)

@@ -159,10 +159,11 @@ function M.init_groups(o)
   o.src_count, o.set_of = {}, {}
   o.nset_of = 0 -- how many jobs have a set_of entry (end_job skips forget_sets at 0)
   o.set_plus, o.set_minus = {}, {} -- set -> source group -> the set with it added / taken out
-  -- Sets of more than big_set sources are each one job's own (see below):
-  -- o.private[g] maps each member of such a set to its index in members[g].
-  o.big_set = 16 -- (chaos lowers it, so private sets come and go in every scene)
-  o.private = {}
+  -- Sets of more than big_set sources (see below): set_pos[g] maps each
+  -- member to its index in members[g], set_hash[g] is the set's hash, and
+  -- big_by_hash[hash] a big set with that hash, to share.
+  o.big_set = 16 -- (chaos lowers it, so big sets come and go in every scene)
+  o.set_pos, o.set_hash, o.big_by_hash = {}, {}, {}
   -- A grant round's reading of each source group (see slots.read_live):
   -- a function in several sets is called once per round.
   -- (Keyed by the function, weakly: fresh closures come and go.)
@@ -333,8 +334,11 @@ local function drop_set(o, g)
   o.set_users[g] = nil
   o.members[g], o.fixed_rank[g] = nil, nil
   o.nsets = o.nsets - 1
-  if o.private[g] then
-    o.private[g] = nil -- (no remembered change leads to or from a private set)
+  local h = o.set_hash[g]
+  if h then
+    -- (a big set: no remembered change leads to or from one)
+    if o.big_by_hash[h] == g then o.big_by_hash[h] = nil end
+    o.set_hash[g], o.set_pos[g] = nil, nil
   else
     o.set_group[o.set_key[g]] = nil
     o.set_key[g] = nil
@@ -344,41 +348,91 @@ local function drop_set(o, g)
   free[#free + 1] = g
 end
 
--- A set of more than o.big_set sources is its job's own, not shared: a
--- set is named by its sorted members, so changing one costs its size, and
--- a keyed load joined by 10,000 soldiers, each with a priority closure of
--- its own, took O(n^2) to gather them and again to see them leave (18 s
--- on LuaJIT, 54 s on Lua 5.4). A private set changes in place, in O(1):
--- its group stays the same (a grant reads its members anew each round),
--- and the one source that joined or left is passed on to what the job
--- follows. The job lets go of it when it ends, or when its last source
--- leaves.
-local function new_private(o, ms, g)
-  local s = new_group(o)
-  local ids, pos = {}, {}
-  for i = 1, #ms do
-    ids[i] = ms[i]
-    pos[ms[i]] = i
-  end
-  local n = #ids + 1
-  ids[n], pos[g] = g, n
-  o.members[s], o.private[s] = ids, pos
-  o.set_users[s] = 0
-  o.nsets = o.nsets + 1
-  return s
+-- Big sets. A small set is named by its sorted members, and each change
+-- is remembered, so 10,000 assets gaining the same sources share one set
+-- and each gains it in O(1). Past o.big_set members that costs too much:
+-- a keyed mesh joined by 10,000 soldiers, each passing a priority closure
+-- of its own, made a new set the size of the army at every join and every
+-- leave (18 s on LuaJIT, 54 s on Lua 5.4). A big set is named by a hash
+-- of its members instead, kept as they change (the sum of a key per
+-- member): a job whose change makes a big set that exists takes it
+-- (checked member by member, in O(size)), so assets awaited by 20 panels
+-- with closures of their own still share one set; otherwise a job that
+-- alone has its set changes it in place, in O(1), and one that shares it
+-- takes a copy. Either way only the source that joined or left is passed
+-- on to what the job awaits.
+local HASH_MOD = 1125899906842597 -- (a prime below 2^50: sums stay exact in a double)
+local function key_of(g) return (g * 2654435761 + 40503) % HASH_MOD end
+
+local function hash_of(o, set, ms)
+  local h = o.set_hash[set]
+  if h then return h end
+  h = 0
+  for i = 1, #ms do h = (h + key_of(ms[i])) % HASH_MOD end
+  return h
 end
 
-local function change_private(o, s, g, added)
-  local ms, pos = o.members[s], o.private[s]
-  if added then
-    local n = #ms + 1
-    ms[n], pos[g] = g, n
-  else
-    local i, n = pos[g], #ms
-    local last = ms[n]
-    ms[i], pos[last] = last, i
-    ms[n], pos[g] = nil, nil
+-- Whether big set s is the set ms (old's members) with g added or taken out.
+local has = list.has
+local function same_after(o, s, old, ms, g, added)
+  local sm = o.members[s]
+  if #sm ~= #ms + (added and 1 or -1) then return false end
+  local pos = o.set_pos[old]
+  for i = 1, #sm do
+    local m = sm[i]
+    if m == g then
+      if not added then return false end
+    elseif not (pos and pos[m] or not pos and has(ms, m)) then
+      return false
+    end
   end
+  return true
+end
+
+-- The big set after g joins or leaves `old` (members ms), for a job that
+-- has old as its set: an existing one, old itself changed in place, or a
+-- new one.
+local function next_big(o, old, ms, g, added)
+  local k = key_of(g)
+  local h = hash_of(o, old, ms)
+  local nh = added and (h + k) % HASH_MOD or (h - k) % HASH_MOD
+  local by_hash = o.big_by_hash
+  local s = by_hash[nh]
+  if s and s ~= old and same_after(o, s, old, ms, g, added) then return s end
+  local pos = o.set_pos[old]
+  if pos and o.set_users[old] == 1 then
+    if by_hash[h] == old then by_hash[h] = nil end
+    if added then
+      local n = #ms + 1
+      ms[n], pos[g] = g, n
+    else
+      local i, n = pos[g], #ms
+      local last = ms[n]
+      ms[i], pos[last] = last, i
+      ms[n], pos[g] = nil, nil
+    end
+    o.set_hash[old] = nh
+    if by_hash[nh] == nil then by_hash[nh] = old end
+    return old
+  end
+  s = new_group(o)
+  local ids, at, n = {}, {}, 0
+  for i = 1, #ms do
+    local m = ms[i]
+    if m ~= g then
+      n = n + 1
+      ids[n], at[m] = m, n
+    end
+  end
+  if added then
+    n = n + 1
+    ids[n], at[g] = g, n
+  end
+  o.members[s], o.set_pos[s], o.set_hash[s] = ids, at, nh
+  o.set_users[s] = 0
+  o.nsets = o.nsets + 1
+  if by_hash[nh] == nil then by_hash[nh] = s end
+  return s
 end
 
 -- The set after source group g joins (added) or leaves the set `old`,
@@ -388,21 +442,19 @@ end
 -- own group 0).
 local function next_set(o, old, g, added, from_none)
   if from_none then return g end -- (only a source can join an empty set)
-  local ms = members(o, old)
-  if added and #ms >= o.big_set then return new_private(o, ms, g) end
-  if o.private[old] then
-    -- (its last source leaving: change_one changes the others in place)
-    return 0
+  -- (A big set changes: nothing is remembered for it, see next_big.)
+  local row
+  if not o.set_hash[old] then
+    local memo = added and o.set_plus or o.set_minus
+    row = memo[old]
+    if not row then
+      row = {}
+      memo[old] = row
+    end
+    local new = row[g]
+    if new then return new end
   end
-  local memo = added and o.set_plus or o.set_minus
-  local row = memo[old]
-  if not row then
-    row = {}
-    memo[old] = row
-  end
-  local new = row[g]
-  if new then return new end
-  local ids = {}
+  local ms, ids = members(o, old), {}
   for i = 1, #ms do
     if ms[i] ~= g then ids[#ids + 1] = ms[i] end
   end
@@ -410,6 +462,7 @@ local function next_set(o, old, g, added, from_none)
     ids[#ids + 1] = g
     sort(ids)
   end
+  local new
   if ids[1] == nil then
     new = 0
   elseif ids[2] == nil then
@@ -417,7 +470,7 @@ local function next_set(o, old, g, added, from_none)
   else
     new = group_of_set(o, ids)
   end
-  row[g] = new
+  if row then row[g] = new end
   return new
 end
 
@@ -449,8 +502,6 @@ local function counts(o, job)
   o.nset_of = o.nset_of + 1
   return cnt
 end
-
-local has = list.has
 
 -- Changes waiting to be made, as (job, group, d) triples on a stack of
 -- their own, not by recursion: a change passes down a chain of awaits, and
@@ -512,14 +563,22 @@ local function change_one(o, job, g, d)
   if (was == nil) == (n == nil) then return end
   local old = o.set_of[job]
   local f = o.followed[job]
-  if o.private[old] and (n ~= nil or #o.members[old] > 1) then
-    change_private(o, old, g, n ~= nil)
-    if f then pass_to(f, nil, nil, g, n ~= nil and 1 or -1) end
+  local added = n ~= nil
+  -- (set 0 with no count for group 0 is no source at all)
+  local from_none = old == 0 and added and (g == 0 and was or cnt[0]) == nil
+  local ms = o.members[old] -- (nil for one source: no list made for it here)
+  if not from_none and (ms and #ms or 1) + (added and 1 or -1) > o.big_set then
+    local new = next_big(o, old, ms or { old }, g, added)
+    if new ~= old then
+      o.set_of[job] = new
+      take_set(o, new)
+      M.moved(o, job, new)
+    end
+    if f then pass_to(f, nil, nil, g, added and 1 or -1) end
+    if new ~= old then drop_set(o, old) end
     return
   end
-  -- (set 0 with no count for group 0 is no source at all)
-  local from_none = old == 0 and n ~= nil and (g == 0 and was or cnt[0]) == nil
-  local new = next_set(o, old, g, n ~= nil, from_none)
+  local new = next_set(o, old, g, added, from_none)
   if old == new then return end
   o.set_of[job] = new
   take_set(o, new)
