@@ -339,6 +339,27 @@ describe("priority from thousands of callers, a closure each", function()
     assert.no_leaks(orch)
   end)
 
+  it("names a big set that shrinks back to a small one as that small set", function()
+    local orch = quiet { stall_ms = 1e9 }
+    orch.big_set = 3 -- (16 by default)
+    local fns = {}
+    for i = 1, 5 do fns[i] = function() return "background" end end
+    local f = stagehand.future()
+    local a = {}
+    for _, i in ipairs { 5, 4, 3, 2 } do
+      a[i] = orch:run("a", function(job) job:await(f) end, { key = "a", priority = fns[i] })
+    end
+    a[5]:cancel("left") -- four sources (big) down to three (small)
+    for _, i in ipairs { 2, 3, 4 } do
+      orch:run("b", function(job) job:await(f) end, { key = "b", priority = fns[i] })
+    end
+    assert.equal(1, orch.nsets) -- both runs have the set {2, 3, 4}
+    f:resolve()
+    orch:step()
+    assert.equal(0, orch.nsets)
+    assert.no_leaks(orch)
+  end)
+
   it("loses a soldier's rank when it leaves, and the grant goes to the rival", function()
     local orch, hold, order, rank, hs, prio = army(false)
     rank[1] = "visible"

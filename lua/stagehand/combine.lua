@@ -65,11 +65,11 @@ end
 -- another. Past M.MAX_NESTED_SETTLES levels in one coroutine, a group
 -- settles at once (its state and values readable) but its listeners are
 -- told from a stack of its own, run by the deepest level before it
--- returns. So the Lua stack
--- stays a few dozen levels deep however deep the groups nest (10,000
--- levels overflowed it on LuaJIT, and ended the step with an error), the
--- order of telling is as before up to that many levels, and a settle still
--- tells everything it reaches before it returns.
+-- returns. So the Lua stack stays a few dozen levels deep however deep the
+-- groups nest (from 4,000 levels on, LuaJIT's overflowed, and the step
+-- ended with an error), the order of telling is as before up to that many
+-- levels, and a settle still tells everything it reaches before it
+-- returns.
 --
 -- Levels are counted per coroutine: one a game's handler suspended by
 -- yielding (none may) keeps its count to itself, and its levels hold up

@@ -458,10 +458,10 @@ local function next_set(o, old, g, added, from_none)
   for i = 1, #ms do
     if ms[i] ~= g then ids[#ids + 1] = ms[i] end
   end
-  if added then
-    ids[#ids + 1] = g
-    sort(ids)
-  end
+  if added then ids[#ids + 1] = g end
+  -- (Sorted, as every small set's name is: a big set shrinking to a small
+  -- one lists its members in no order.)
+  if added or o.set_hash[old] then sort(ids) end
   local new
   if ids[1] == nil then
     new = 0
