@@ -601,8 +601,7 @@ local function change_one(o, job, g, d)
   drop_set(o, old)
 end
 
--- Counts d more (or fewer) of source group g reaching `job`, and passes
--- what changes down everything it awaits.
+-- Makes the changes pushed above `base`, and those they push in turn.
 local function pass_on(o, base)
   while cn > base do
     local j, jg, jd = cj[cn], cg[cn], cd[cn]
@@ -612,8 +611,9 @@ local function pass_on(o, base)
   end
 end
 
--- (Loops only when the change is passed on, or for a set of several
--- sources: see counts.)
+-- Counts d more (or fewer) of source group g reaching `job`, and passes
+-- what changes down everything it awaits. (Loops only when a change is
+-- passed on, as add_set only for a set of several sources: see counts.)
 local function change(o, job, g, d)
   local base = cn
   change_one(o, job, g, d)
