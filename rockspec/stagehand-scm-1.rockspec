@@ -37,6 +37,7 @@ build = {
     ["stagehand.barrier"] = "lua/stagehand/barrier.lua",
     ["stagehand.keys"] = "lua/stagehand/keys.lua",
     ["stagehand.list"] = "lua/stagehand/list.lua",
+    ["stagehand.nest"] = "lua/stagehand/nest.lua",
     ["stagehand.priority"] = "lua/stagehand/priority.lua",
     ["stagehand.slots"] = "lua/stagehand/slots.lua",
     ["stagehand.log"] = "lua/stagehand/log.lua",

@@ -442,6 +442,38 @@ describe("an end that ends others in turn", function()
     orch:step()
     assert.no_leaks(orch)
   end)
+
+  it("goes on after a coroutine that yielded in the middle of an end is resumed later", function()
+    local yields = select(2, coroutine.resume(coroutine.create(function() return pcall(coroutine.yield, 1) end))) == 1
+    local orch = quiet()
+    local f = stagehand.future()
+    local function started(label)
+      local job
+      local h = orch:run(label, function(j)
+        job = j
+        return j:await(f)
+      end)
+      return h, job
+    end
+    -- y's end, made in coroutine `game`, stops in a handler that yields.
+    local y, yjob = started("y")
+    yjob.signal:on_abort(function() if yields then coroutine.yield() end end)
+    local game = coroutine.create(function() y:cancel("gone") end)
+    -- x's end, in the main coroutine, starts `game` from its own handler.
+    local x, xjob = started("x")
+    xjob.signal:on_abort(function() coroutine.resume(game) end)
+    x:cancel("gone")
+    assert.equal(yields and "suspended" or "dead", coroutine.status(game))
+    coroutine.resume(game) -- (its end goes on and returns, long after)
+    assert.equal("dead", coroutine.status(game))
+    -- An end in the main coroutine still reaches what follows it.
+    local z, zjob = started("z")
+    local w = orch:run("w", function(j) return j:await(f) end, { signal = zjob.signal })
+    z:cancel("gone")
+    assert.equal("cancelled", w:state())
+    orch:step()
+    assert.no_leaks(orch)
+  end)
 end)
 
 describe("runs made inside one another's first run", function()

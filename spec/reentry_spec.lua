@@ -251,11 +251,11 @@ local combine = require "stagehand.combine"
 local function check(seed)
   -- (starts inside first runs go through the run queue after 1-3 levels,
   -- and nested group settles through their stack after 1-2)
-  local max_nested, max_settles = E.MAX_NESTED_STARTS, combine.MAX_NESTED_SETTLES
+  local max_nested, max_settles = E.MAX_NESTED_STARTS, combine.settles.limit
   E.MAX_NESTED_STARTS = tonumber(os.getenv("MAXN") or "") or (1 + seed % 3)
-  combine.MAX_NESTED_SETTLES = 1 + seed % 2
+  combine.settles.limit = 1 + seed % 2
   local ok, orch, cache, handles, faults = pcall(scene, seed)
-  E.MAX_NESTED_STARTS, combine.MAX_NESTED_SETTLES = max_nested, max_settles
+  E.MAX_NESTED_STARTS, combine.settles.limit = max_nested, max_settles
   assert(ok, "seed " .. seed .. ": the scene raised: " .. tostring(orch))
   assert(#faults == 0, "seed " .. seed .. ": " .. table.concat(faults, "\n"))
   seeded.assert_whole(seed, orch, handles, orch.nrunning)

@@ -3,6 +3,7 @@ local settle = require "stagehand.settle"
 local signal = require "stagehand.signal"
 local jobm = require "stagehand.job"
 local is_job = require("stagehand.fields").is_job
+local nest = require "stagehand.nest"
 
 local M = {}
 
@@ -62,59 +63,18 @@ end
 
 -- A group settling tells its listeners, and one of them may be the group
 -- above it, which settles in turn: nested groups settle one inside
--- another. Past M.MAX_NESTED_SETTLES levels in one coroutine, a group
--- settles at once (its state and values readable) but its listeners are
--- told from a stack of its own, run by the deepest level before it
--- returns. So the Lua stack stays a few dozen levels deep however deep the
--- groups nest (from 4,000 levels on, LuaJIT's overflowed, and the step
--- ended with an error), the order of telling is as before up to that many
--- levels, and a settle still tells everything it reaches before it
--- returns.
---
--- Levels are counted per coroutine: one a game's handler suspended by
--- yielding (none may) keeps its count to itself, and its levels hold up
--- no settle elsewhere. The outermost level of each is protected, so a
--- fault leaves its count at zero, and what was pushed for the next settle
--- to tell.
-M.MAX_NESTED_SETTLES = 32 -- (the callback scenes lower it to 1-2, so their groups push)
-local MAIN = {} -- (the main coroutine, which Lua 5.1 and LuaJIT do not name)
-local depth_of = setmetatable({}, { __mode = "k" })
-local pend_g, pend_st, pend_v, pend_n = {}, {}, {}, 0
-local co_running, pcall = coroutine.running, pcall
-
-local function run_pending()
-  while pend_n > 0 do
-    local k = pend_n
-    local g, st, v = pend_g[k], pend_st[k], pend_v[k]
-    pend_g[k], pend_st[k], pend_v[k] = false, false, false
-    pend_n = k - 1
-    settle.fire(g, st, v)
-  end
-end
+-- another. Their telling goes through a Nest (nest.lua) 32 levels deep: a
+-- group settles at once (its state and values readable), and its
+-- listeners are told at once up to 32 levels down, the order of telling
+-- as for any listener; below that, just after, before the settle that
+-- reached them returns. (From 4,000 levels on, plain recursion overflowed
+-- LuaJIT's stack, and the step ended with an error.)
+M.settles = nest.new(32) -- (the callback scenes lower its limit to 1-2, so their groups push)
 
 local function settle_group(g, st, v)
   if g._st then return end
-  local me = co_running() or MAIN
-  local d = depth_of[me] or 0
-  local limit = M.MAX_NESTED_SETTLES
-  if d >= limit then
-    g._st, g._v = st, v
-    local k = pend_n + 1
-    pend_n = k
-    pend_g[k], pend_st[k], pend_v[k] = g, st, v
-    return
-  end
-  depth_of[me] = d + 1
-  if d > 0 then
-    settle.settle(g, st, v)
-    if d + 1 == limit then run_pending() end
-    depth_of[me] = d
-    return
-  end
-  local ok, err = pcall(settle.settle, g, st, v)
-  if ok and pend_n > 0 then ok, err = pcall(run_pending) end
-  depth_of[me] = nil
-  if not ok then error(err, 0) end
+  g._st, g._v = st, v
+  M.settles:call(settle.fire, g, st, v)
 end
 
 local function parts_of(list, name)

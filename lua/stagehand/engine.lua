@@ -16,6 +16,7 @@ local priority = require "stagehand.priority"
 local keys = require "stagehand.keys"
 local list = require "stagehand.list"
 local F = require "stagehand.fields"
+local nest = require "stagehand.nest"
 
 local ORCH, CID, CO, W, STATE, OUT, ID, LABEL, KEY, H =
   F.ORCH, F.CID, F.CO, F.W, F.STATE, F.OUT, F.ID, F.LABEL, F.KEY, F.H
@@ -236,68 +237,22 @@ local function withdraw(owned, v)
 end
 
 -- What ending a job ends in turn: those following its signal (signal.abort)
--- and the callers it made (withdraw). These go on a stack of their own: a
--- loader that runs the next inside itself, 10,000 deep, ended each inside
--- the end of the one above, overflowed the Lua stack partway down, and left
--- the rest running for good (silently, when the overflow came inside a
--- signal's handler). The first end runs them as before (its signal aborts
--- before its Handles are told, its callers are withdrawn last); an end
--- that one of them reaches only pushes its own, and the first end's loop
--- runs them after it. So a cancel still ends everything it reaches before
--- it returns, and the stack of Lua calls stays a few ends deep.
-local casc_fn, casc_a, casc_b, casc_n = {}, {}, {}, 0
-local draining = false
-
-local function cascade(fn, a, b)
-  local n = casc_n + 1
-  casc_n = n
-  casc_fn[n], casc_a[n], casc_b[n] = fn, a, b
-end
-
-local function run_cascades()
-  while casc_n > 0 do
-    local n = casc_n
-    local fn, a, b = casc_fn[n], casc_a[n], casc_b[n]
-    casc_fn[n], casc_a[n], casc_b[n] = false, false, false
-    casc_n = n - 1
-    fn(a, b)
-  end
-end
-
--- (Protected so a fault in one leaves the rest for the next end to run,
--- and the stack usable: nothing of the game's runs unprotected in them.)
-local co_running = coroutine.running
-local drain_thread
-local function drain_cascades()
-  -- (A drain in another coroutine may run while one is under way below:
-  -- that one is left as it was, to go on when control comes back to it.)
-  local was, was_thread = draining, drain_thread
-  draining, drain_thread = true, co_running()
-  local ok, err = pcall(run_cascades)
-  draining, drain_thread = was, was_thread
-  if not ok then error(err, 0) end
-end
-
--- Runs the stack now, unless a drain in this coroutine is under way: its
--- loop runs what was pushed. (A drain in another coroutine is one that a
--- handler of the game's own suspended by yielding, which may never run
--- again.)
-local function drain_unless_draining()
-  if not draining or co_running() ~= drain_thread then drain_cascades() end
-end
-
-local end_one
+-- and the callers it made (withdraw). A loader that runs the next inside
+-- itself, 10,000 deep, ended each inside the end of the one above,
+-- overflowed the Lua stack partway down, and left the rest running for
+-- good (silently, when the overflow came inside a signal's handler). So
+-- these go through a Nest one level deep (nest.lua): the first end runs
+-- them as before (its signal aborts before its Handles are told, its
+-- callers are withdrawn last); an end that one of them reaches only pushes
+-- its own, and the first end runs them after it. A cancel still ends
+-- everything it reaches before it returns, and the stack of Lua calls
+-- stays a few ends deep.
+local ends = nest.new(1)
 
 --- Ends a running job: st "done" with v its packed values, or another state
 --- with v the Error. The job keeps both as job[STATE] and job[OUT], which its
 --- Handles read (handle.lua), so ending writes nothing into them.
 function E.end_job(job, st, v)
-  local ended = end_one(job, st, v)
-  if casc_n > 0 then drain_unless_draining() end
-  return ended
-end
-
-end_one = function(job, st, v)
   if job[STATE] then return false end
   local o = job[ORCH]
   local slot = job[CID]
@@ -332,12 +287,9 @@ end_one = function(job, st, v)
   end
   if st ~= "done" then
     local sig = rawget(job, "signal")
-    if sig then
-      -- At once, unless this end is itself one that an end reached: then
-      -- it waits its turn on the stack (see cascade).
-      cascade(signal.abort, sig, v)
-      drain_unless_draining()
-    end
+    -- (At once, unless this end is itself one that an end reached: then
+    -- it waits its turn; see `ends`.)
+    if sig then ends:call(signal.abort, sig, v) end
   end
   -- A job parked mid-work gets one more resume: the wait raises its end, so
   -- its cleanup runs (and no further wait can hold it).
@@ -365,7 +317,7 @@ end_one = function(job, st, v)
   if owned then
     o.owned[job] = nil
     o.nowners = o.nowners - 1
-    if st ~= "done" then cascade(withdraw, owned, v) end
+    if st ~= "done" then ends:call(withdraw, owned, v) end
   end
   return true
 end
@@ -998,6 +950,8 @@ local function step_body(o, now, deadline)
     if o.qn > 0 and (not deadline or o.now < deadline) then drain(o, deadline) end
   end
 end
+
+local co_running = coroutine.running
 
 --- One step. Whatever happens in it, the orchestrator leaves the step: an
 --- error raised inside is raised again once the step is over, so the next
