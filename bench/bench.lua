@@ -571,13 +571,7 @@ do
   local function panels(n)
     local o = T.new { pools = { decode = 2 }, stall_ms = 1e12 }
     local hold = stagehand.future()
-    for _ = 1, 2 do
-      o:run("holder", function(job)
-        local release = job:slot("decode")
-        job:await(hold)
-        release()
-      end)
-    end
+    fill_pool(o, "decode", hold, 2)
     local assets = {}
     for i = 1, n do
       assets[i] = o:run("asset", function(job) job:slot("decode")() end, { priority = "background" })

@@ -18,10 +18,11 @@ function M.loads(n, opts_of)
   assert(o.nrunning == 0, "loads left running")
 end
 
---- Four holders take every slot of a 4-slot pool and keep them until
---- `hold` resolves, so the jobs run after them queue up.
-function M.fill_pool(o, pool, hold)
-  for _ = 1, 4 do
+--- Four holders (or n) take every slot of a 4-slot pool (or an n-slot
+--- one) and keep them until `hold` resolves, so the jobs run after them
+--- queue up.
+function M.fill_pool(o, pool, hold, n)
+  for _ = 1, n or 4 do
     o:run("holder", function(job)
       local release = job:slot(pool)
       job:await(hold)
