@@ -14,6 +14,7 @@
 
 #define CLOCK_MT "stagehand.clock"
 #define TIMERS_MT "stagehand.timers"
+#define IDS_MT "stagehand.ids"
 #define POOL_MT "stagehand.pool"
 #define BARRIER_MT "stagehand.barrier"
 
@@ -28,6 +29,7 @@ static void *check_obj(lua_State *L, int arg, const char *mt) {
 }
 #define CLOCK(L) ((sh_clock *)check_obj(L, 1, CLOCK_MT))
 #define TIMERS(L) ((sh_timers *)check_obj(L, 1, TIMERS_MT))
+#define IDS(L) ((sh_ids *)check_obj(L, 1, IDS_MT))
 #define POOL(L) ((sh_pool *)check_obj(L, 1, POOL_MT))
 #define BARRIER(L) ((sh_barrier *)check_obj(L, 1, BARRIER_MT))
 
@@ -108,6 +110,21 @@ static int l_clock_stall_ms(lua_State *L) {
 }
 static int l_clock_count(lua_State *L) { return ret_int(L, sh_clock_count(CLOCK(L))); }
 static int l_clock_check(lua_State *L) { return ret_int(L, sh_clock_check(CLOCK(L))); }
+
+static int l_ids_new(lua_State *L) { return new_obj(L, sh_ids_new(), IDS_MT); }
+static int l_ids_gc(lua_State *L) {
+  box *b = (box *)luaL_checkudata(L, 1, IDS_MT);
+  sh_ids_free((sh_ids *)b->p);
+  b->p = NULL;
+  return 0;
+}
+static int l_ids_take(lua_State *L) { return ret_int(L, sh_ids_take(IDS(L))); }
+static int l_ids_give(lua_State *L) {
+  sh_ids *s = IDS(L);
+  return ret_int(L, sh_ids_give(s, check_id(L, 2)));
+}
+static int l_ids_count(lua_State *L) { return ret_int(L, sh_ids_count(IDS(L))); }
+static int l_ids_check(lua_State *L) { return ret_int(L, sh_ids_check(IDS(L))); }
 
 static int l_timers_new(lua_State *L) { return new_obj(L, sh_timers_new(), TIMERS_MT); }
 static int l_timers_gc(lua_State *L) {
@@ -316,6 +333,12 @@ static const luaL_Reg funcs[] = {
     {"timers_pop", l_timers_pop},
     {"timers_count", l_timers_count},
     {"timers_check", l_timers_check},
+    {"ids_new", l_ids_new},
+    {"ids_free", l_ids_gc},
+    {"ids_take", l_ids_take},
+    {"ids_give", l_ids_give},
+    {"ids_count", l_ids_count},
+    {"ids_check", l_ids_check},
     {"now_ms", l_now_ms},
     {"cores", l_cores},
     {"sleep_ms", l_sleep_ms},
@@ -351,6 +374,7 @@ SH_EXPORT int luaopen_stagehand__core(lua_State *L) {
   new_mt(L, TIMERS_MT, l_timers_gc);
   new_mt(L, POOL_MT, l_pool_gc);
   new_mt(L, BARRIER_MT, l_barrier_gc);
+  new_mt(L, IDS_MT, l_ids_gc);
   lua_newtable(L);
   set_funcs(L, funcs);
   lua_pushinteger(L, SH_MAX_ID);

@@ -34,6 +34,7 @@ typedef struct sh_clock sh_clock;
 typedef struct sh_timers sh_timers;
 typedef struct sh_pool sh_pool;
 typedef struct sh_barrier sh_barrier;
+typedef struct sh_ids sh_ids;
 
 sh_clock *sh_clock_new(void);
 void sh_clock_free(sh_clock *c);
@@ -94,6 +95,13 @@ int sh_barrier_arrive(sh_barrier *b, int32_t index);
 int32_t sh_barrier_arrived(const sh_barrier *b);
 int32_t sh_barrier_size(const sh_barrier *b);
 int32_t sh_barrier_next_missing(const sh_barrier *b, int32_t after);
+
+sh_ids *sh_ids_new(void);
+void sh_ids_free(sh_ids *s);
+int32_t sh_ids_take(sh_ids *s);
+int sh_ids_give(sh_ids *s, int32_t id);
+int32_t sh_ids_count(const sh_ids *s);
+int sh_ids_check(const sh_ids *s);
 
 double sh_now_ms(void);
 int sh_cores(void);
@@ -156,6 +164,17 @@ int sh_pin_library(void);
  * size indices; arrive returns 1 for a first arrival, 0 for a repeat,
  * SH_EINVAL for an index out of range; next_missing walks the indices not
  * yet arrived (-1 at the end).
+ *
+ * Ids (sh_ids_*)
+ *
+ * Hands out ids from 0 up, always the lowest one free: take returns it (or
+ * SH_ESTATE once all SH_MAX_ID are taken), give hands one back (SH_EINVAL
+ * for an id never taken, SH_ESTATE for one given back already). Both cost
+ * a word per level of a four-level bitmap, however many ids are out. Ids
+ * kept low and in order are what keep the other structures' arrays, indexed
+ * by id, read in order: a stack of freed ids handed a later wave of jobs
+ * its ids in the order the last wave ended, and every array indexed by them
+ * was then read out of order.
  *
  * sh_pin_library keeps the shared object holding the core loaded until the
  * process exits (RTLD_NODELETE). LuaJIT's FFI backend calls it: at

@@ -51,7 +51,7 @@ build = {
     ["stagehand._core"] = {
       sources = {
         "csrc/sh_heap.c", "csrc/sh_clock.c", "csrc/sh_timer.c", "csrc/sh_pool.c", "csrc/sh_barrier.c",
-        "csrc/sh_sys.c", "csrc/lstagehand.c",
+        "csrc/sh_ids.c", "csrc/sh_sys.c", "csrc/lstagehand.c",
       },
       incdirs = { "csrc" },
       libraries = { "m", "dl" },

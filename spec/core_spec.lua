@@ -58,6 +58,47 @@ describe("the native core", function()
     assert.equal(0, B.pool_check(p))
   end)
 
+  it("hands out the lowest free id, and refuses ids not out", function()
+    local s = B.ids_new()
+    assert.equal(EINVAL, B.ids_give(s, 0)) -- never taken
+    for i = 0, 99 do assert.equal(i, B.ids_take(s)) end
+    for _, id in ipairs { 70, 5, 64, 63, 99 } do assert.equal(0, B.ids_give(s, id)) end
+    assert.equal(ESTATE, B.ids_give(s, 64)) -- given back twice
+    assert.equal(EINVAL, B.ids_give(s, 100))
+    assert.equal(EINVAL, B.ids_give(s, -1))
+    assert.equal(EINVAL, B.ids_give(s, 2 ^ 24))
+    assert.equal(95, B.ids_count(s))
+    for _, id in ipairs { 5, 63, 64, 70, 99, 100 } do assert.equal(id, B.ids_take(s)) end
+    assert.equal(0, B.ids_check(s))
+  end)
+
+  it("gives a later wave of jobs the lowest ids, in the order they start", function()
+    -- (Ids kept low and in order keep the core's arrays read in order: see
+    -- engine.alloc_slot.) The first wave ends in an order of its own.
+    local T = require "stagehand.testing"
+    local F = require "stagehand.fields"
+    local o = T.new()
+    local fs, cid = {}, {}
+    for i = 1, 10 do
+      fs[i] = require("stagehand").future()
+      cid[i] = o:run("first " .. i, function(job) job:await(fs[i]) end)[1][F.CID]
+    end
+    assert.same({ 0, 1, 2, 3, 4, 5, 6, 7, 8, 9 }, cid)
+    for _, i in ipairs { 7, 2, 9, 4, 1 } do fs[i]:resolve() end
+    o:step()
+    local ids = {}
+    for i = 1, 5 do
+      local h = o:run("second " .. i, function(job) job:sleep(10) end)
+      ids[i] = h[1][F.CID]
+    end
+    -- (A stack of freed ids gave 0, 3, 8, 1, 6: the reverse of the ends.)
+    assert.same({ 0, 1, 3, 6, 8 }, ids)
+    for i = 1, 10 do fs[i]:resolve() end
+    T.settle(o, 100)
+    assert.all_ended(o)
+    assert.no_leaks(o)
+  end)
+
   it("survives many clocks being made and collected", function()
     for _ = 1, 200 do
       local c = B.clock_new()

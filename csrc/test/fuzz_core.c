@@ -17,11 +17,14 @@ int sh_fuzz_one(const uint8_t *d, size_t n) {
   sh_timers *t = sh_timers_new();
   sh_pool *p = sh_pool_new();
   sh_barrier *b = sh_barrier_new(8);
+  sh_ids *ids = sh_ids_new();
+  unsigned char taken[256] = {0}; /* (at most 170 operations in 512 bytes) */
+  int32_t high = 0;
   double now = 0;
   int waiting[IDS] = {0}, ranks[GROUPS] = {0};
   int group_of[IDS] = {0};
   size_t i = 0;
-  if (!c || !t || !p || !b) fail("out of memory", 0);
+  if (!c || !t || !p || !b || !ids) fail("out of memory", 0);
   sh_pool_set_capacity(p, 2);
   sh_pool_fix_rank(p, 0, ranks[0]); /* group 0's rank is fixed: told, never read back */
   while (i + 2 < n) {
@@ -111,12 +114,29 @@ int sh_fuzz_one(const uint8_t *d, size_t n) {
       }
       break;
     }
-    default: {
-      int r = sh_barrier_arrive(b, (int32_t)(v % 10) - 1);
-      if (r == SH_EINVAL && v % 10 >= 1 && v % 10 <= 8) fail("barrier refused a good index", at);
-      if (sh_barrier_arrived(b) > 8) fail("barrier counted past its size", at);
+    default:
+      if (op & 0x10) { /* ids: take the lowest free, or give one back */
+        if (v & 1) {
+          int32_t want = 0;
+          while (want < high && taken[want]) want++;
+          if (want >= 256) break;
+          if (sh_ids_take(ids) != want) fail("ids_take did not give the lowest free id", at);
+          taken[want] = 1;
+          if (want == high) high++;
+        } else {
+          int32_t k = (int32_t)(a % (high + 2)) - (v & 2 ? 1 : 0);
+          int rc = sh_ids_give(ids, k);
+          if (rc != (k < 0 || k >= high ? SH_EINVAL : taken[k] ? SH_OK : SH_ESTATE))
+            fail("ids_give disagreed with the model", at);
+          if (rc == SH_OK) taken[k] = 0;
+        }
+        if (sh_ids_check(ids) != SH_OK) fail("ids invariant", at);
+      } else {
+        int r = sh_barrier_arrive(b, (int32_t)(v % 10) - 1);
+        if (r == SH_EINVAL && v % 10 >= 1 && v % 10 <= 8) fail("barrier refused a good index", at);
+        if (sh_barrier_arrived(b) > 8) fail("barrier counted past its size", at);
+      }
       break;
-    }
     }
     if (sh_clock_check(c) != SH_OK) fail("clock invariant", at);
     if (sh_timers_check(t) != SH_OK) fail("timer heap invariant", at);
@@ -126,6 +146,7 @@ int sh_fuzz_one(const uint8_t *d, size_t n) {
   sh_timers_free(t);
   sh_pool_free(p);
   sh_barrier_free(b);
+  sh_ids_free(ids);
   return 0;
 }
 

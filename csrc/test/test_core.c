@@ -530,6 +530,100 @@ static void sys_reports_time_and_cores(void) {
 }
 
 /* Every input the fuzzer kept (csrc/test/corpus) replays here on every run. */
+static void ids_hand_out_the_lowest_free(void) {
+  sh_ids *s = sh_ids_new();
+  int32_t i;
+  CHECK(s != NULL);
+  for (i = 0; i < 200; i++) CHECK(sh_ids_take(s) == i);
+  /* Given back out of order (as a wave of jobs ends): handed out again
+   * lowest first, then past the highest ever taken. */
+  CHECK(sh_ids_give(s, 150) == SH_OK);
+  CHECK(sh_ids_give(s, 3) == SH_OK);
+  CHECK(sh_ids_give(s, 64) == SH_OK);
+  CHECK(sh_ids_give(s, 63) == SH_OK);
+  CHECK(sh_ids_count(s) == 196);
+  CHECK(sh_ids_check(s) == SH_OK);
+  CHECK(sh_ids_take(s) == 3);
+  CHECK(sh_ids_take(s) == 63);
+  CHECK(sh_ids_take(s) == 64);
+  CHECK(sh_ids_take(s) == 150);
+  CHECK(sh_ids_take(s) == 200);
+  CHECK(sh_ids_count(s) == 201);
+  CHECK(sh_ids_check(s) == SH_OK);
+  sh_ids_free(s);
+}
+
+static void ids_refuse_bad_input(void) {
+  sh_ids *s = sh_ids_new();
+  CHECK(sh_ids_give(s, 0) == SH_EINVAL); /* never taken */
+  CHECK(sh_ids_take(s) == 0);
+  CHECK(sh_ids_give(s, 1) == SH_EINVAL);
+  CHECK(sh_ids_give(s, -1) == SH_EINVAL);
+  CHECK(sh_ids_give(s, SH_MAX_ID) == SH_EINVAL);
+  CHECK(sh_ids_give(s, 0) == SH_OK);
+  CHECK(sh_ids_give(s, 0) == SH_ESTATE); /* given back twice */
+  CHECK(sh_ids_count(s) == 0);
+  CHECK(sh_ids_check(s) == SH_OK);
+  CHECK(sh_ids_take(NULL) == SH_EINVAL);
+  CHECK(sh_ids_give(NULL, 0) == SH_EINVAL);
+  CHECK(sh_ids_count(NULL) == 0);
+  CHECK(sh_ids_check(NULL) == SH_EINVAL);
+  sh_ids_free(NULL);
+  sh_ids_free(s);
+}
+
+/* Every id up to SH_MAX_ID, then none: the last level's words all fill. */
+static void ids_run_out_at_the_limit(void) {
+  sh_ids *s = sh_ids_new();
+  int32_t i, ok = 1;
+  for (i = 0; i < SH_MAX_ID && ok; i++) ok = sh_ids_take(s) == i;
+  CHECK(ok);
+  CHECK(sh_ids_take(s) == SH_ESTATE);
+  CHECK(sh_ids_give(s, SH_MAX_ID - 1) == SH_OK);
+  CHECK(sh_ids_give(s, 4097 * 64 + 5) == SH_OK);
+  CHECK(sh_ids_take(s) == 4097 * 64 + 5);
+  CHECK(sh_ids_take(s) == SH_MAX_ID - 1);
+  CHECK(sh_ids_take(s) == SH_ESTATE);
+  CHECK(sh_ids_count(s) == SH_MAX_ID);
+  CHECK(sh_ids_check(s) == SH_OK);
+  sh_ids_free(s);
+}
+
+static void ids_random_sequences_match_a_model(void) {
+  enum { MAXN = 20000 };
+  static unsigned char taken[MAXN];
+  int round, ok = 1;
+  for (round = 0; round < 10 && ok; round++) {
+    sh_ids *s = sh_ids_new();
+    int32_t high = 0, count = 0, step;
+    int32_t span = round < 5 ? 300 : MAXN; /* small: words fill and empty often */
+    memset(taken, 0, sizeof taken);
+    for (step = 0; step < 40000 && ok; step++) {
+      if (rnd(2) == 0 && count < span) {
+        int32_t want = 0;
+        while (want < high && taken[want]) want++;
+        ok &= sh_ids_take(s) == want;
+        taken[want] = 1;
+        if (want == high) high++;
+        count++;
+      } else {
+        int32_t id = (int32_t)rnd((uint32_t)high + 2);
+        int rc = sh_ids_give(s, id);
+        ok &= rc == (id >= high ? SH_EINVAL : taken[id] ? SH_OK : SH_ESTATE);
+        if (rc == SH_OK) {
+          taken[id] = 0;
+          count--;
+        }
+      }
+      ok &= sh_ids_count(s) == count;
+      if (step % 97 == 0) ok &= sh_ids_check(s) == SH_OK;
+    }
+    ok &= sh_ids_check(s) == SH_OK;
+    sh_ids_free(s);
+  }
+  CHECK(ok);
+}
+
 static void fuzz_corpus_replays(void) {
   DIR *dir = opendir(CORPUS_DIR);
   struct dirent *e;
@@ -574,6 +668,10 @@ int main(void) {
   pool_grantable_counts_free_slots_and_waiters();
   pool_random_sequences_keep_invariants();
   barrier_counts_each_index_once();
+  ids_hand_out_the_lowest_free();
+  ids_refuse_bad_input();
+  ids_run_out_at_the_limit();
+  ids_random_sequences_match_a_model();
   fuzz_corpus_replays();
   sys_reports_time_and_cores();
   printf("c: %d passed, %d failed\n", passed, failed);

@@ -133,23 +133,26 @@ local read_clock = E.now
 ---------------------------------------------------------------------------
 -- Slots: small integers naming a running job in the C core.
 
+-- A new job takes the lowest id free, from the core: ids then stay as few
+-- and as ordered as the jobs running, and so do the reads of every array
+-- the core and by_slot keep by id. (A Lua stack of freed ids handed a
+-- later wave of jobs the ids of the last wave in reverse order of ending:
+-- 100,000 pooled jobs through an orchestrator kept from an earlier wave
+-- cost 1.2-1.7x what they cost through a new one.)
+local ids_take, ids_give = B.ids_take, B.ids_give
+
 function E.alloc_slot(o)
-  local n = o.nfree
-  if n > 0 then
-    o.nfree = n - 1
-    return o.free[n]
+  local s = ids_take(o.ids)
+  if s < 0 then
+    if s == -3 then error("stagehand: too many jobs running at once", 3) end
+    error("stagehand: out of memory", 3)
   end
-  local s = o.nslot
-  if s >= B.MAX_ID then error("stagehand: too many jobs running at once", 3) end
-  o.nslot = s + 1
   return s
 end
 
 local function free_slot(o, slot)
   o.by_slot[slot] = nil
-  local n = o.nfree + 1
-  o.free[n] = slot
-  o.nfree = n
+  ids_give(o.ids, slot)
 end
 
 ---------------------------------------------------------------------------

@@ -10,6 +10,7 @@ typedef struct sh_clock sh_clock;
 typedef struct sh_timers sh_timers;
 typedef struct sh_pool sh_pool;
 typedef struct sh_barrier sh_barrier;
+typedef struct sh_ids sh_ids;
 
 sh_clock *sh_clock_new(void);
 void sh_clock_free(sh_clock *c);
@@ -71,6 +72,13 @@ int32_t sh_barrier_arrived(const sh_barrier *b);
 int32_t sh_barrier_size(const sh_barrier *b);
 int32_t sh_barrier_next_missing(const sh_barrier *b, int32_t after);
 
+sh_ids *sh_ids_new(void);
+void sh_ids_free(sh_ids *s);
+int32_t sh_ids_take(sh_ids *s);
+int sh_ids_give(sh_ids *s, int32_t id);
+int32_t sh_ids_count(const sh_ids *s);
+int sh_ids_check(const sh_ids *s);
+
 double sh_now_ms(void);
 int sh_cores(void);
 void sh_sleep_ms(double ms);
@@ -120,6 +128,13 @@ function M.barrier_new(size)
 end
 function M.barrier_free(b) C.sh_barrier_free(ffi.gc(b, nil)) end
 
+function M.ids_new()
+  local s = C.sh_ids_new()
+  if s == nil then error("stagehand: out of memory", 2) end
+  return ffi.gc(s, C.sh_ids_free)
+end
+function M.ids_free(s) C.sh_ids_free(ffi.gc(s, nil)) end
+
 for _, name in ipairs {
   "clock_start", "clock_progress", "clock_pause", "clock_resume", "clock_stop",
   "clock_set_visible", "clock_visible", "clock_visible_time", "clock_next_due",
@@ -130,6 +145,7 @@ for _, name in ipairs {
   "pool_release", "pool_reset_use", "pool_enqueue", "pool_remove", "pool_move", "pool_group_of", "pool_is_waiting",
   "pool_next_group", "pool_set_rank", "pool_fix_rank", "pool_forget_group", "pool_next_live", "pool_grantable", "pool_best", "pool_rank_of", "pool_arrival", "pool_grant", "pool_check",
   "barrier_arrive", "barrier_arrived", "barrier_size", "barrier_next_missing",
+  "ids_take", "ids_give", "ids_count", "ids_check",
   "now_ms", "cores", "sleep_ms",
 } do
   M[name] = C["sh_" .. name]

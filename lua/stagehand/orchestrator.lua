@@ -69,9 +69,7 @@ function Orchestrator.new(opts)
     cc = B.clock_new(),
     tm = B.timers_new(),
     by_slot = {},
-    free = {},
-    nfree = 0,
-    nslot = 0,
+    ids = B.ids_new(), -- the jobs' core ids: the lowest free first (engine.alloc_slot)
     nrunning = 0, -- jobs running (orch:running(key) is the keyed question)
     next_id = 0,
     stepping = false,
