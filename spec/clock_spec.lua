@@ -203,6 +203,7 @@ describe("the testing helpers, on a scene not yet over", function()
     assert.matches("1 job(s) running", found, 1, true)
     assert.matches("1 stall clock(s) running", found, 1, true)
     assert.matches("1 sleep timer(s) set", found, 1, true)
+    assert.matches("1 core id(s) still taken", found, 1, true)
   end)
 
   it("name a slot in use, a pool waiter, a permit waiter and a keyed run", function()

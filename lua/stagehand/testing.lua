@@ -136,6 +136,9 @@ function T.leaks(orch)
   n = tonumber(B.timers_count(orch.tm))
   if n ~= 0 then out[#out + 1] = n .. " sleep timer(s) set" end
   if next(orch.by_slot) ~= nil then out[#out + 1] = "job slots still in use" end
+  n = tonumber(B.ids_count(orch.ids))
+  if n ~= 0 then out[#out + 1] = n .. " core id(s) still taken" end
+  if B.ids_check(orch.ids) ~= 0 then out[#out + 1] = "the core's ids are inconsistent" end
   local left = {
     keyed = "keyed run(s) still registered", pending = "when waiter(s) still pending",
     awaiters = "awaiter registrations", followed = "follow registrations",
