@@ -173,8 +173,8 @@ int sh_pin_library(void);
  * a word per level of a four-level bitmap, however many ids are out. Ids
  * kept low and in order are what keep the other structures' arrays, indexed
  * by id, read in order: a stack of freed ids handed a later wave of jobs
- * its ids in the order the last wave ended, and every array indexed by them
- * was then read out of order.
+ * its ids in the reverse of the order the last wave ended in, and every
+ * array indexed by them was then read out of order.
  *
  * sh_pin_library keeps the shared object holding the core loaded until the
  * process exits (RTLD_NODELETE). LuaJIT's FFI backend calls it: at
