@@ -125,6 +125,53 @@ describe("slot pools", function()
       assert.no_leaks(orch)
     end)
 
+    it("grants the slots freed by one pass of the run queue together, reading each source once", function()
+      -- Four holders release in one pass: one round of grants reads each
+      -- waiter's closure once and grants four; those four release in the
+      -- next pass, and a second round reads the four left. A round per
+      -- release read every waiter still queued at every release: 36 calls.
+      local orch = quiet { pools = { portraits = 4 } }
+      local order, calls = {}, 0
+      local hold = stagehand.future()
+      for i = 1, 4 do dresser(orch, order, "portraits", "holder " .. i, hold) end
+      local on_screen = { [3] = true, [6] = true }
+      for i = 1, 8 do
+        dresser(orch, order, "portraits", "portrait " .. i, nil, { priority = function()
+          calls = calls + 1
+          return on_screen[i] and "visible" or "background"
+        end })
+      end
+      hold:resolve()
+      orch:step()
+      assert.equal(8 + 4, calls)
+      assert.same({ "holder 1", "holder 2", "holder 3", "holder 4",
+        "portrait 3", "portrait 6", "portrait 1", "portrait 2",
+        "portrait 4", "portrait 5", "portrait 7", "portrait 8" }, order)
+      assert.no_leaks(orch)
+    end)
+
+    it("reads a priority function again after game code ran, before the next round", function()
+      -- Each round reads the sources as they are by then: what a holder's
+      -- continuation changed before it released counts at the grant.
+      local orch = quiet { pools = { p = 1 } }
+      local order = {}
+      local near = false
+      local hold = stagehand.future()
+      orch:run("holder", function(job)
+        local release = job:slot("p")
+        order[#order + 1] = "holder"
+        job:await(hold)
+        near = true -- the camera turned to the far tree before letting go
+        release()
+      end)
+      dresser(orch, order, "p", "bush", nil, { priority = "scene" })
+      dresser(orch, order, "p", "tree", nil, { priority = function() return near and "visible" or "background" end })
+      hold:resolve()
+      orch:step()
+      assert.same({ "holder", "tree", "bush" }, order)
+      assert.no_leaks(orch)
+    end)
+
     it("grants in every pool that freed a slot in the same turn", function()
       local orch = quiet { pools = { decode = 1, upload = 1 } }
       local order = {}
