@@ -140,11 +140,12 @@ local read_clock = E.now
 -- 100,000 pooled jobs through an orchestrator kept from an earlier wave
 -- cost 1.2-1.3x what they cost through a new one, 0.85-0.95x now.)
 local ids_take, ids_give = B.ids_take, B.ids_give
+local ALL_TAKEN = -3 -- (SH_ESTATE: every one of the core's 2^24 ids is out)
 
 function E.alloc_slot(o)
   local s = ids_take(o.ids)
   if s < 0 then
-    if s == -3 then error("stagehand: too many jobs running at once", 3) end
+    if s == ALL_TAKEN then error("stagehand: too many jobs running at once", 3) end
     error("stagehand: out of memory", 3)
   end
   return s
