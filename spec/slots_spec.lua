@@ -150,6 +150,37 @@ describe("slot pools", function()
       assert.no_leaks(orch)
     end)
 
+    it("grants between passes while a sliced job keeps the run queue busy", function()
+      -- A bake that slices its work is queued again at every slice, so the
+      -- run queue never runs dry while it bakes; the pool still turns over
+      -- once every continuation queued before the last round has run.
+      local orch, clock = quiet { pools = { p = 1 } }
+      local baked, got = 0, {}
+      orch:run("bake", function(job)
+        for _ = 1, 40 do
+          clock:advance(3) -- three ms of baking; a slice is 8
+          baked = baked + 1
+          job:slice()
+        end
+      end)
+      for i = 1, 5 do
+        orch:run("load " .. i, function(job)
+          local release = job:slot("p")
+          got[#got + 1] = baked -- how far the bake was when this load got the slot
+          clock:advance(9) -- a decode as long as a slice
+          job:slice()
+          release()
+        end)
+      end
+      orch:step()
+      -- Each load got the slot a few bake slices after the one before: not
+      -- all of them after the bake ended, as when grants waited for the
+      -- queue to run dry.
+      assert.same({ 3, 9, 15, 21, 27 }, got)
+      assert.equal(40, baked)
+      assert.no_leaks(orch)
+    end)
+
     it("reads a priority function again after game code ran, before the next round", function()
       -- Each round reads the sources as they are by then: what a holder's
       -- continuation changed before it released counts at the grant.
