@@ -321,6 +321,23 @@ describe("groups nested deep", function()
     return fs, acc
   end
 
+  -- Whether this runtime lets a coroutine yield through a pcall (Lua 5.1
+  -- does not).
+  local yields = select(2, coroutine.resume(coroutine.create(function() return pcall(coroutine.yield, 1) end))) == 1
+
+  -- How many of n groups nested over a fresh future, each with a listener,
+  -- hear it settle before its resolve returns.
+  local function levels_told(n)
+    local f = stagehand.future()
+    local g, heard = f, 0
+    for _ = 1, n do
+      g = stagehand.all { g }
+      g:on_end(function() heard = heard + 1 end)
+    end
+    f:resolve()
+    return heard
+  end
+
   -- (5,000 levels: the old recursion overflowed LuaJIT's stack from 4,000)
   it("gathers 5,000 loads as they are made (acc = all {acc, load}) and hears every value", function()
     local orch = T.new()
@@ -413,7 +430,6 @@ describe("groups nested deep", function()
   it("holds up no other settle when a handler yields in the middle of one", function()
     -- (A handler must not yield; one that does, where the runtime lets it
     -- yield through a pcall, leaves its levels of telling suspended.)
-    local yields = select(2, coroutine.resume(coroutine.create(function() return pcall(coroutine.yield, 1) end))) == 1
     local orch = T.new { log = function() end }
     local h = orch:run("yields", function()
       local f = stagehand.future()
@@ -428,19 +444,11 @@ describe("groups nested deep", function()
     else
       assert.equal("done", h:state())
     end
-    local f = stagehand.future()
-    local g, heard = f, 0
-    for _ = 1, 100 do
-      g = stagehand.all { g }
-      g:on_end(function() heard = heard + 1 end)
-    end
-    f:resolve()
-    assert.equal(100, heard)
+    assert.equal(100, levels_told(100))
     assert.no_leaks(orch)
   end)
 
   it("holds up no settle when a coroutine that yielded in the middle of one is resumed later", function()
-    local yields = select(2, coroutine.resume(coroutine.create(function() return pcall(coroutine.yield, 1) end))) == 1
     local inner = stagehand.future()
     local g_inner = stagehand.all { inner }
     g_inner:on_end(function() if yields then coroutine.yield() end end)
@@ -459,14 +467,7 @@ describe("groups nested deep", function()
     assert.equal(yields and "suspended" or "dead", coroutine.status(co))
     coroutine.resume(co) -- (its settle goes on and returns, long after)
     assert.equal("dead", coroutine.status(co))
-    local f = stagehand.future()
-    g, heard = f, 0
-    for _ = 1, 5 do
-      g = stagehand.all { g }
-      g:on_end(function() heard = heard + 1 end)
-    end
-    f:resolve()
-    assert.equal(5, heard)
+    assert.equal(5, levels_told(5))
   end)
 end)
 
