@@ -377,7 +377,5 @@ SH_EXPORT int luaopen_stagehand__core(lua_State *L) {
   new_mt(L, IDS_MT, l_ids_gc);
   lua_newtable(L);
   set_funcs(L, funcs);
-  lua_pushinteger(L, SH_MAX_ID);
-  lua_setfield(L, -2, "MAX_ID");
   return 1;
 }

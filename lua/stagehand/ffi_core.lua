@@ -98,7 +98,7 @@ local C = ffi.load(path)
 -- Keep the library loaded past lua_close: ffi.gc finalizers call into it.
 C.sh_pin_library()
 
-local M = { name = "ffi", CDEF = CDEF, MAX_ID = 2 ^ 24 }
+local M = { name = "ffi", CDEF = CDEF }
 
 function M.clock_new()
   local c = C.sh_clock_new()
