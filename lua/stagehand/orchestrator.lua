@@ -147,8 +147,8 @@ local function new_job(o, label, key)
   local id = o.next_id + 1
   o.next_id = id
   return setmetatable({
-    o, E.alloc_slot(o), no, no, no, no, id, label, key or no,
-    no, no, no, no, no, no,
+    o, E.alloc_slot(o), no, no, no, no, no, no, key or no,
+    id, label, no, no, no, no,
   }, JobMT)
 end
 
@@ -505,7 +505,7 @@ function Orchestrator:report()
   check_self(self, "report")
   local jobs = E.running_jobs(self)
   local cache = {} -- each priority function is read once per report
-  for i = 1, #jobs do jobs[i] = E.record(jobs[i], nil, nil, cache) end
+  for i = 1, #jobs do jobs[i] = E.record(jobs[i], nil, cache) end
   return jobs
 end
 

@@ -224,34 +224,36 @@ function M.slot(job, name)
     B.clock_progress(o.cc, job[CID], o.now)
     return hold(o, job, q)
   end
-  return M.wait(o, job, q)
+  return M.wait(job, q)
 end
 
 --- job:permit(name): waits for one unit of a per-step budget.
 function M.permit(job, name)
   if not is_job(job) then options.bad_self("job:permit", "a job (the one its work receives)", job, 2) end
   local o, q = queue_of(job, "permit", name)
-  M.wait(o, job, q)
+  M.wait(job, q)
 end
 
-function M.wait(o, job, q)
-  local slot = job[CID]
-  local g = set_of(o, job)
-  local rc = B.pool_enqueue(q.p, slot, g)
-  if rc ~= 0 then core_refused("queue", job, rc) end
-  local fixed = o.fixed_rank[g]
-  if fixed then B.pool_fix_rank(q.p, g, fixed) end
-  B.clock_join(o.cc, slot, q.clock_group)
-  job[WAITQ] = q
-  dirty(o, q)
-  if not o.stepping then o.driver.reschedule(o) end
+function M.wait(job, q)
+  do -- (its locals end here, so the yield below sits just above job and q: see body in engine.lua)
+    local o, slot = job[ORCH], job[CID]
+    local g = set_of(o, job)
+    local rc = B.pool_enqueue(q.p, slot, g)
+    if rc ~= 0 then core_refused("queue", job, rc) end
+    local fixed = o.fixed_rank[g]
+    if fixed then B.pool_fix_rank(q.p, g, fixed) end
+    B.clock_join(o.cc, slot, q.clock_group)
+    job[WAITQ] = q
+    dirty(o, q)
+    if not o.stepping then o.driver.reschedule(o) end
+    job[W] = q
+    o.idle_dirty = true
+    job[SINCE] = o.now
+  end
   -- Parked here, not in a helper: on LuaJIT the yield is a trace exit that
   -- rebuilds every frame down to it from a snapshot, so each frame between
   -- the job's work and this yield cost every pooled job hundreds of
   -- instructions. A grant queues the job again (grant_one).
-  job[W] = q
-  o.idle_dirty = true
-  job[SINCE] = o.now
   if co_yield(PARK) ~= job then E.misplaced(job, q.kind == "pool" and "slot" or "permit", 2) end
   if job[STATE] then E.raise_ended(job) end
   -- Granted; the grant counted as the job's progress (grant_one).
