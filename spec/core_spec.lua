@@ -111,9 +111,24 @@ describe("the native core", function()
 
   if B.name == "c" then
     it("raises a clear error for a wrong object type", function()
-      assert.has_error(function() B.clock_start({}, 0, 1, 0) end)
-      assert.has_error(function() B.clock_start(B.timers_new(), 0, 1, 0) end)
+      local function says(pattern, fn, ...)
+        local ok, err = pcall(fn, ...)
+        assert.is_false(ok)
+        assert.matches(pattern, err, 1, true)
+      end
+      says("stagehand.clock expected, got table", B.clock_start, {}, 0, 1, 0)
+      says("stagehand.clock expected, got stagehand.timers", B.clock_start, B.timers_new(), 0, 1, 0)
+      says("stagehand.pool expected, got stagehand.clock", B.pool_best, B.clock_new())
+      says("stagehand.ids expected, got stagehand.barrier", B.ids_take, B.barrier_new(2))
+      says("stagehand.barrier expected, got stagehand.ids", B.barrier_arrive, B.ids_new(), 0)
+      says("stagehand.timers expected, got nil", B.timers_pop, nil, 0)
+      -- another library's userdata, with a metatable of its own
+      says("stagehand.pool expected, got", B.pool_release, io.stdout)
+      local p = B.pool_new()
+      B.pool_free(p)
+      says("object already freed", B.pool_release, p)
       assert.has_error(function() B.clock_start(B.clock_new(), "x", 1, 0) end)
+      assert.equal(0, B.pool_check(B.pool_new())) -- (and every kind still works)
     end)
 
     it("maps fractional ids to a refusal, not a cast", function()
