@@ -65,17 +65,19 @@ describe(":watch", function()
     assert.same({ "a:running", "b:running", "b:failed", "a:done" }, seen)
   end)
 
-  it("gives end records their error and end time", function()
+  it("gives end records their error, start and end time", function()
     local orch, clock = T.new { log = function() end }
     local last
     orch:watch(function(rec) last = rec end)
+    clock:advance(5)
     orch:run("x", function(job)
       job:sleep(40)
       error("boom", 0)
     end)
     T.settle(orch, 100, 10)
     assert.equal("failed", last.state)
-    assert.equal(40, last.ended_at)
+    assert.equal(5, last.started_at)
+    assert.equal(45, last.ended_at)
     assert.matches("boom", last.error)
   end)
 
