@@ -59,6 +59,31 @@ describe(":run", function()
     assert.same({ "done", "a field of the game's own" }, { h:result() })
   end)
 
+  it("reads opts and keeps nothing of it: one table may serve many runs", function()
+    local lines, log = logger()
+    local orch = T.new { check_ms = 10, log = log }
+    local opts = { priority = "background", stall_ms = 500 }
+    local f = stagehand.future()
+    local function work(job)
+      job:await(f)
+      return job:priority()
+    end
+    local a = orch:run("a", work, opts)
+    opts.priority, opts.stall_ms = "visible", 50
+    local b = orch:run("b", work, opts)
+    opts.priority, opts.stall_ms, opts.key = nil, nil, "changed"
+    assert.equal(2, orch:step()) -- (both still wait: neither took a key)
+    assert.is_falsy(orch:running("changed"))
+    T.settle(orch, 100, 10) -- b stalls at 50; a's clock is 500
+    assert.equal("stalled", b:state())
+    assert.equal("running", a:state())
+    assert.same({ "[stagehand] b made no progress for 0.05 s." }, lines)
+    f:resolve()
+    T.settle(orch, 10)
+    assert.same({ "done", "background" }, { a:result() })
+    assert.no_leaks(orch)
+  end)
+
   it("gives each job a new id", function()
     local orch = T.new()
     local a = orch:run("a", function() end)
