@@ -7,7 +7,7 @@ CC ?= cc
 WARN := -Wall -Wextra -Wshadow -Wconversion -Wstrict-prototypes -Wmissing-prototypes
 CFLAGS_CORE := -std=c99 -O2 -g -fPIC $(WARN)
 CORE_SRC := csrc/sh_heap.c csrc/sh_clock.c csrc/sh_timer.c csrc/sh_pool.c csrc/sh_barrier.c csrc/sh_ids.c csrc/sh_sys.c
-CORE_HDR := csrc/stagehand.h csrc/sh_heap.h
+CORE_HDR := csrc/stagehand.h csrc/sh_heap.h csrc/sh_grow.h
 MODULE_SRC := csrc/lstagehand.c
 
 INC_luajit := /usr/include/luajit-2.1

@@ -1,9 +1,9 @@
+#include "sh_grow.h"
 #include "sh_heap.h"
 #include "stagehand.h"
 
 #include <math.h>
 #include <stdlib.h>
-#include <string.h>
 
 enum { FREE = 0, RUNNING = 1, PAUSED = 2 };
 
@@ -75,9 +75,8 @@ int sh_clock_start(sh_clock *c, int32_t id, double stall_ms, double now) {
   rc = sh__heap_reserve(&c->heap, id);
   if (rc != SH_OK) return rc;
   if (c->heap.pos_cap > c->cap) {
-    entry *grown = realloc(c->entries, c->heap.pos_cap * sizeof *grown);
+    entry *grown = sh__grow_zeroed(c->entries, c->cap, c->heap.pos_cap, sizeof *grown);
     if (!grown) return SH_ENOMEM;
-    memset(grown + c->cap, 0, (c->heap.pos_cap - c->cap) * sizeof *grown);
     c->entries = grown;
     c->cap = c->heap.pos_cap;
   }

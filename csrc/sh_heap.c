@@ -1,3 +1,4 @@
+#include "sh_grow.h"
 #include "sh_heap.h"
 #include "stagehand.h"
 
@@ -21,9 +22,8 @@ int sh__heap_reserve(sh__heap *h, int32_t id) {
   if (need > h->pos_cap) {
     cap = h->pos_cap ? h->pos_cap : 64;
     while (cap < need) cap *= 2;
-    pos = realloc(h->pos, cap * sizeof *pos);
+    pos = sh__grow_zeroed(h->pos, h->pos_cap, cap, sizeof *pos);
     if (!pos) return SH_ENOMEM;
-    memset(pos + h->pos_cap, 0, (cap - h->pos_cap) * sizeof *pos);
     h->pos = pos;
     h->pos_cap = cap;
   }

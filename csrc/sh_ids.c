@@ -1,7 +1,7 @@
+#include "sh_grow.h"
 #include "stagehand.h"
 
 #include <stdlib.h>
-#include <string.h>
 
 /* Free ids below `high` are set bits in bits[0]; each bit of level k + 1
  * says whether a word of level k has any bit set. SH_MAX_ID is 2^24, so
@@ -49,17 +49,15 @@ static int grow(sh_ids *s, int32_t id) {
     uint64_t *w;
     n = s->words0 ? s->words0 : 4;
     while (n < need0) n *= 2;
-    w = realloc(s->bits0, n * sizeof *w);
+    w = sh__grow_zeroed(s->bits0, s->words0, n, sizeof *w);
     if (!w) return SH_ENOMEM;
-    memset(w + s->words0, 0, (n - s->words0) * sizeof *w);
     s->bits0 = w;
     s->words0 = n;
   }
   need1 = (s->words0 + 63) / 64;
   if (need1 > s->words1) {
-    uint64_t *w = realloc(s->bits1, need1 * sizeof *w);
+    uint64_t *w = sh__grow_zeroed(s->bits1, s->words1, need1, sizeof *w);
     if (!w) return SH_ENOMEM;
-    memset(w + s->words1, 0, (need1 - s->words1) * sizeof *w);
     s->bits1 = w;
     s->words1 = need1;
   }

@@ -1,7 +1,7 @@
+#include "sh_grow.h"
 #include "stagehand.h"
 
 #include <stdlib.h>
-#include <string.h>
 
 /* Waiters are linked into their group's queue through the waiter table
  * (indexed by id); groups with waiters are linked into an active list so
@@ -83,13 +83,12 @@ int sh_pool_reset_use(sh_pool *p) {
 }
 
 static int grow_waiters(sh_pool *p, int32_t id) {
-  size_t n = p->nwaiters ? p->nwaiters : 64, i;
+  size_t n = p->nwaiters ? p->nwaiters : 64;
   waiter *w;
   if ((size_t)id < p->nwaiters) return SH_OK;
   while (n <= (size_t)id) n *= 2;
-  w = realloc(p->waiters, n * sizeof *w);
+  w = sh__grow_zeroed(p->waiters, p->nwaiters, n, sizeof *w);
   if (!w) return SH_ENOMEM;
-  for (i = p->nwaiters; i < n; i++) memset(&w[i], 0, sizeof w[i]);
   p->waiters = w;
   p->nwaiters = n;
   return SH_OK;
