@@ -104,6 +104,20 @@ describe(".controller", function()
     assert.equal("x", got)
   end)
 
+  it("names a handler that cannot be called, and keeps the ones it has", function()
+    local ctl = stagehand.controller()
+    local heard = {}
+    ctl.signal:on_abort(function(r) heard[#heard + 1] = r end)
+    for _, bad in ipairs { 5, "abort", {}, setmetatable({}, { __index = { __call = print } }) } do
+      assert.has_error(function() ctl.signal:on_abort(bad) end,
+        "bad argument 'fn' to on_abort: expected a function, got " .. type(bad))
+    end
+    local called = setmetatable({}, { __call = function(_, r) heard[#heard + 1] = "table " .. r end })
+    ctl.signal:on_abort(called) -- (a callable table is a handler)
+    ctl:abort("closed")
+    assert.same({ "closed", "table closed" }, heard)
+  end)
+
   it("unsubscribes handlers", function()
     local ctl = stagehand.controller()
     local called = false

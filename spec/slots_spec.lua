@@ -516,6 +516,25 @@ describe("slot pools", function()
       assert.equal(0, orch:pools().p.in_use)
     end)
 
+    it("raises for a second slot of a pool held among several, and frees every one", function()
+      local orch = quiet { pools = { cpu = 2, gpu = 1, disk = 1 } }
+      local got
+      local h = orch:run("bake", function(job)
+        job:slot("cpu")
+        job:slot("gpu")
+        local ok, err = job:pcall(job.slot, job, "cpu")
+        got = err
+        job:slot("disk") -- a pool it does not hold is still granted
+        return ok
+      end)
+      assert.matches("already holds a slot of pool 'cpu'", tostring(got), 1, true)
+      assert.same({ "done", false }, { h:result() })
+      for name, cap in pairs { cpu = 2, gpu = 1, disk = 1 } do
+        assert.same({ capacity = cap, in_use = 0, waiting = 0 }, orch:pools()[name])
+      end
+      assert.no_leaks(orch)
+    end)
+
     it("raises a clear error for a slot wait made in a coroutine that is not the job's", function()
       local orch = quiet { pools = { p = 1 } }
       local hold = stagehand.future()

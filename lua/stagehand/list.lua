@@ -21,16 +21,6 @@ function M.has(list, v)
   return false
 end
 
---- The table at map[key], made there if missing (a list or set per key).
-function M.at(map, key)
-  local t = map[key]
-  if not t then
-    t = {}
-    map[key] = t
-  end
-  return t
-end
-
 -- Counted sets: map[key] is {[member] = value, n = how many}, dropped from
 -- map when its last member leaves. The count is how a set knows it emptied:
 -- next() right after removing a key crashed the compiled code of the LuaJIT
