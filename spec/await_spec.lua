@@ -259,6 +259,27 @@ describe("cycles", function()
     assert.equal("failed", c:state())
   end)
 
+  it("are found through a stagehand.all that also holds a future", function()
+    local orch = T.new { log = function() end }
+    local f, download = stagehand.future(), stagehand.future()
+    local a, b
+    a = orch:run("A", function(job)
+      job:await(f)
+      return job:await(stagehand.all { download, b })
+    end)
+    b = orch:run("B", function(job) return job:await(a) end)
+    f:resolve()
+    orch:step()
+    -- (before, the open download hid B from the search: A and B waited on
+    -- each other until A's own clock stalled it)
+    local _, err = a:result()
+    assert.is_true(stagehand.is_error(err.cause, "cycle"))
+    assert.matches("A %-> B %-> A", err.cause.message)
+    orch:step()
+    assert.equal("failed", b:state())
+    assert.no_leaks(orch)
+  end)
+
   it("are raised when a job awaits its own Handle", function()
     local orch = T.new { log = function() end }
     local self_h

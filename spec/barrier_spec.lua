@@ -188,6 +188,40 @@ describe(":when_idle", function()
     assert.no_leaks(orch)
   end)
 
+  it("sees a job awaiting a loader whose wait mixes a download with an idle preloader as busy", function()
+    local orch = quiet()
+    local download = stagehand.future("atlas download")
+    local log = {}
+    local warm = orch:run("warm shader cache", function(job)
+      job:await(orch:when_idle())
+      log[#log + 1] = "shaders warmed"
+    end)
+    local loader = orch:run("scene loader", function(job)
+      job:await(stagehand.all { download, warm })
+      log[#log + 1] = "scene loaded"
+    end)
+    local menu = orch:run("menu", function(job)
+      job:await(loader)
+      log[#log + 1] = "menu shown"
+    end)
+    local music = orch:when_idle()
+    -- Every job waits, none surely busy: the check walks menu -> loader,
+    -- whose wait still holds the download.
+    T.settle(orch, 1000, 10)
+    assert.same({}, log)
+    assert.equal("running", music:state())
+    download:resolve()
+    -- (the driver is asked to step at once: the idle check looks again)
+    assert.equal(0, orch:next_wake())
+    T.settle(orch, 100, 10)
+    -- The download done, the loader waits only on the idle preloader:
+    -- the world is idle, and the preloaders run first.
+    assert.same({ "shaders warmed", "scene loaded", "menu shown" }, log)
+    assert.equal("done", music:state())
+    assert.equal("done", menu:state())
+    assert.no_leaks(orch)
+  end)
+
   it("never blocks two preloaders on each other", function()
     local orch = quiet()
     local ran = {}

@@ -150,6 +150,74 @@ describe("stall clocks", function()
     assert.equal(0, orch:step())
   end)
 
+  it("count each download a loader awaits through stagehand.all as its progress", function()
+    local orch = new { stall_ms = 20000 }
+    local downloads = {}
+    for i = 1, 100 do downloads[i] = stagehand.future("download " .. i) end
+    local loader = orch:run("loader", function(job) return #job:await(stagehand.all(downloads)) end)
+    -- one a second for 100 s: far past its 20 s, and never 20 s without one
+    for i = 1, 100 do
+      T.settle(orch, 1000, 500)
+      downloads[i]:resolve(i)
+    end
+    orch:step()
+    assert.same({ "done", 100 }, { loader:result() })
+    -- nested, and through all_settled: each part that settles counts
+    local late = { stagehand.future(), stagehand.future(), stagehand.future() }
+    local nested = orch:run("nested", function(job)
+      return job:await(stagehand.all_settled { stagehand.all { late[1], late[2] }, late[3] })
+    end)
+    for i = 1, 3 do
+      T.settle(orch, 15000, 500)
+      late[i]:resolve(i)
+    end
+    orch:step()
+    assert.equal("done", nested:state())
+    -- and one that stops arriving stalls it 20 s after the last
+    local more = { stagehand.future(), stagehand.future() }
+    local stuck = orch:run("stuck", function(job) return job:await(stagehand.all(more)) end)
+    T.settle(orch, 15000, 500)
+    more[1]:resolve()
+    T.settle(orch, 19000, 500)
+    assert.equal("running", stuck:state())
+    T.settle(orch, 2000, 500)
+    assert.equal("stalled", stuck:state())
+    assert.no_leaks(orch)
+  end)
+
+  it("follow only the job once the future beside it in a stagehand.all settles", function()
+    local orch, _, lines = new { stall_ms = 20000 }
+    local atlas = stagehand.future("atlas download")
+    local cloth = orch:run("cloth", function(job)
+      for _ = 1, 60 do
+        job:sleep(1000)
+        job:progress()
+      end
+      return "woven"
+    end)
+    local loader = orch:run("loader", function(job) return job:await(stagehand.all { atlas, cloth }) end)
+    T.settle(orch, 15000, 500)
+    atlas:resolve("atlas")
+    -- Waiting only on cloth, which keeps making progress: the loader's own
+    -- clock no longer runs (it ran while the download was open).
+    T.settle(orch, 50000, 500)
+    assert.same({ "done", { "atlas", "woven" } }, { loader:result() })
+    assert.same({}, lines)
+    -- and if that job stalls, the wait raises its stall
+    local gate = stagehand.future()
+    local stuck = orch:run("stuck", function(job) job:await(gate) end, { stall_ms = 30000 })
+    local other = stagehand.future()
+    local waiter = orch:run("waiter", function(job) return job:await(stagehand.all { other, stuck }) end)
+    T.settle(orch, 1000, 500)
+    other:resolve()
+    T.settle(orch, 30000, 500)
+    local st, err = waiter:result()
+    assert.equal("failed", st)
+    assert.is_true(stagehand.is_error(err.cause, "stalled"))
+    assert.equal("stuck", err.cause.label)
+    assert.no_leaks(orch)
+  end)
+
   it("abort the job's signal with the stalled Error and run its cleanup", function()
     local orch = new()
     local seen, cleanup

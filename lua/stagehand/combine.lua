@@ -23,9 +23,17 @@ function Group:_describe() return self.what end
 -- recursion: groups nest as deep as a game builds them, and the usual
 -- way to gather as loads are made, acc = stagehand.all({acc, load}),
 -- nests one level per load.)
+--
+-- With `loose`, the jobs among the parts still running, whatever else is
+-- open beside them (a Future, a job:call), and whether there is nothing
+-- else (true) or there is (false); nil when no part follows a job. A job
+-- awaiting the group awaits those jobs: its rank reaches them, and a wait
+-- that closes a cycle through them raises. Its own clock runs while the
+-- rest is open.
 local gs, is = {}, {}
-function Group:_follows()
+function Group:_follows(loose)
   if self._st then return nil end
+  local whole = true
   local list, n = {}, 0
   local top = 1
   gs[1], is[1] = self, 1
@@ -45,10 +53,12 @@ function Group:_follows()
       else
         local f = p:_follows()
         if f == nil then
-          for k = 1, top do gs[k] = false end
-          return nil
-        end
-        if is_job(f) then
+          if not loose then
+            for k = 1, top do gs[k] = false end
+            return nil
+          end
+          whole = false
+        elseif is_job(f) then
           n = n + 1
           list[n] = f
         else
@@ -58,7 +68,8 @@ function Group:_follows()
       end
     end
   end
-  return list
+  if n == 0 and not whole then return nil end
+  return list, whole
 end
 
 -- A group settling tells its listeners, and one of them may be the group
@@ -93,6 +104,68 @@ local function parts_of(list, name)
   return parts
 end
 
+-- Whether a part follows no job of its own (a Future, a job:call box, any
+-- awaitable but a Handle or a group): while one is open, a job awaiting
+-- the group keeps its own stall clock running.
+local function is_loose(p)
+  return getmetatable(p) ~= Group and not p.__handle
+end
+
+-- Part i of g settled and g did not: each job awaiting g, directly or
+-- through groups above it, hears it (settle.changed: progress, and a world
+-- that may have turned idle). `freed` says g's last loose part settled,
+-- and so did those of every group on the way up: the job may now await
+-- only jobs. (No loop in the usual case, one job awaiting the group: a
+-- loop here, run once per part, made LuaJIT give up the traces around
+-- it, "loop unroll limit". No stack kept between calls either: telling a
+-- job may reschedule its driver, which reads the game's clock.)
+local function tell_one(e, h, freed, up)
+  if is_job(e) then
+    settle.changed(e, h, freed)
+    return up
+  end
+  local pg = rawget(e, "g")
+  if pg and not pg._st and rawget(e, "on_part") then
+    up = up or {}
+    up[#up + 1] = pg
+    up[#up + 1] = freed and pg.loose == 0
+  end
+  return up
+end
+
+local function tell_listeners(h, freed, up)
+  local w1 = rawget(h, "_w1")
+  if w1 then up = tell_one(w1, h, freed, up) end
+  local ls = rawget(h, "_ls")
+  if ls then
+    for k = 1, #ls do
+      local e = ls[k]
+      if e then up = tell_one(e, h, freed, up) end
+    end
+  end
+  return up
+end
+
+local function part_settled(g, i)
+  local loose = g.loose
+  if loose == nil then return end -- (still being gathered: nobody listens yet)
+  local at = g.loose_at
+  if at and at[i] then
+    loose = loose - 1
+    g.loose = loose
+  end
+  local up = tell_listeners(g, loose == 0, nil)
+  if up then
+    local n = #up
+    while n > 0 do
+      local pg, freed = up[n - 1], up[n]
+      up[n], up[n - 1] = nil, nil
+      up = tell_listeners(pg, freed, up)
+      n = #up
+    end
+  end
+end
+
 local function all_part(e, st, v)
   local g = e.g
   if st ~= "done" then
@@ -101,7 +174,11 @@ local function all_part(e, st, v)
     g.values[e.i] = v[1]
     local left = g.left - 1
     g.left = left
-    if left == 0 then settle_group(g, "done", settle.pack(g.values)) end
+    if left == 0 then
+      settle_group(g, "done", settle.pack(g.values))
+    else
+      part_settled(g, e.i)
+    end
   end
 end
 
@@ -114,7 +191,11 @@ local function settled_part(e, st, v)
   end
   local left = g.left - 1
   g.left = left
-  if left == 0 then settle_group(g, "done", settle.pack(g.values)) end
+  if left == 0 then
+    settle_group(g, "done", settle.pack(g.values))
+  else
+    part_settled(g, e.i)
+  end
 end
 
 -- A group over `parts` that gathers their ends in g.values: on_part(e, st,
@@ -124,13 +205,26 @@ end
 local function gather(parts, what, on_part)
   local g = setmetatable({ parts = parts, what = what, values = {}, left = #parts }, Group)
   if #parts == 0 then settle.settle(g, "done", settle.pack(g.values)) end
+  -- (which parts are loose is kept: a gather of Handles only, the usual
+  -- gather of loads, then asks nothing more of each part that settles)
+  local loose, at = 0, nil
   for i = 1, #parts do
     if g._st then break end
     local p = parts[i]
     local entry = { on_part = on_part, g = g, i = i }
     local st = p._st
-    if st then on_part(entry, st, p._v) else settle.listen(p, entry) end
+    if st then
+      on_part(entry, st, p._v)
+    else
+      settle.listen(p, entry)
+      if is_loose(p) then
+        loose = loose + 1
+        at = at or {}
+        at[i] = true
+      end
+    end
   end
+  if not g._st then g.loose, g.loose_at = loose, at end
   return g
 end
 
@@ -168,7 +262,9 @@ function M.abortable(awaitable, sig)
     error("bad argument 'signal' to abortable: expected a Signal, got " .. type(sig), 2)
   end
   part._seen = true
-  local g = setmetatable({ parts = { part }, what = "abortable " .. part:_describe() }, Group)
+  -- (loose 0: a loose part settling settles it, so only a group below can
+  -- settle a part without settling it)
+  local g = setmetatable({ parts = { part }, what = "abortable " .. part:_describe(), loose = 0 }, Group)
   if sig.aborted then
     settle.settle(g, "cancelled", sig.reason)
   elseif part._st then

@@ -538,17 +538,34 @@ end
 -- never stepped, so the waiter keeps its own stall clock running, and
 -- priorities, cycles and idleness stay within each orchestrator (the core's
 -- priority groups and stall clocks are each orchestrator's own).
-local function follows_in(o, x)
-  local f = x:_follows()
+--
+-- With `loose`, the jobs of `o` it waits on among whatever else (a group
+-- holding a Future beside them, or jobs of another orchestrator), and
+-- whether there is nothing else: a job awaiting it awaits those jobs (its
+-- rank reaches them, a cycle through them raises), and its own clock
+-- pauses only when there is nothing else.
+local function follows_in(o, x, loose)
+  local f, whole = x:_follows(loose)
   if f == nil then return nil end
   if is_job(f) then
     if f[ORCH] ~= o then return nil end
-    return f
+    return f, true
   end
   for i = 1, #f do
-    if f[i][ORCH] ~= o then return nil end
+    if f[i][ORCH] ~= o then
+      if not loose then return nil end
+      local own, n = {}, 0
+      for j = 1, #f do
+        if f[j][ORCH] == o then
+          n = n + 1
+          own[n] = f[j]
+        end
+      end
+      if n == 0 then return nil end
+      return own, false
+    end
   end
-  return f
+  return f, whole ~= false
 end
 E.follows_in = follows_in
 
@@ -578,7 +595,7 @@ local function find_cycle(target, job, seen, path)
       seen[job] = true
       local w = job[W]
       if w and w ~= QUEUED and w ~= SLEEP and w ~= KEYWAIT and job[CO] then
-        local f = follows_in(job[ORCH], w)
+        local f = follows_in(job[ORCH], w, true)
         if f ~= nil then
           top = top + 1
           path[base + top] = job
@@ -630,11 +647,11 @@ local function cycle_error(job, path)
 end
 
 -- Raises a cycle Error if waiting on what `x` follows would close a cycle;
--- returns the job or jobs x follows (the waiter's own clock then pauses,
--- and its priority flows to them), or nil.
+-- returns the job or jobs x follows (its priority flows to them), or nil,
+-- and whether that is all it waits on (the waiter's own clock then pauses).
 local function check_follows(job, x)
   local o = job[ORCH]
-  local f = follows_in(o, x)
+  local f, whole = follows_in(o, x, true)
   if f == nil then return nil end
   if o.awaiters[job] == nil then
     -- Nothing waits on `job` (priority.lua files every job parked on
@@ -642,7 +659,7 @@ local function check_follows(job, x)
     -- only a wait on itself would close a cycle. A chain of loaders each
     -- awaiting the one made before it builds in O(n) this way, not O(n^2).
     if f == job or (not is_job(f) and list.has(f, job)) then error(cycle_error(job, {}), 0) end
-    return f
+    return f, whole
   end
   local path
   if is_job(f) then
@@ -655,8 +672,14 @@ local function check_follows(job, x)
     end
   end
   if path then error(cycle_error(job, path), 0) end
-  return f
+  return f, whole
 end
+
+-- Jobs parked on a group whose own clock runs (something beside jobs is
+-- open in it): true, or PAUSED once the group came to await only jobs
+-- (settle.changed). Weak: a job that ends while parked leaves its entry.
+local open_wait = setmetatable({}, { __mode = "k" })
+local PAUSED = "paused"
 
 --- Waits inside `job` for the settle-able `x`; returns its values or raises.
 function E.await(job, x)
@@ -670,23 +693,27 @@ function E.await(job, x)
   -- Parking here, not in a helper, with only job, x and follows live at
   -- the yield: a parked job's stack, down to the yield, is read back when
   -- it wakes (see body).
-  local follows = check_follows(job, x)
+  local follows, whole = check_follows(job, x)
   do
     local o = job[ORCH]
     settle.listen(x, job)
     job[W] = x
     o.idle_dirty = true
     job[SINCE] = o.now
-    if follows then
+    if whole then
       B.clock_pause(o.cc, job[CID])
-      priority.follow(o, job, follows)
+    elseif rawget(x, "parts") then
+      open_wait[job] = true -- (a group: each part that settles is progress)
     end
+    if follows then priority.follow(o, job, follows) end
   end
   if co_yield(PARK) ~= job then misplaced(job, "await", 2) end
   local o = job[ORCH]
   if follows then priority.unfollow(o, job) end
+  local open = rawget(x, "parts") and open_wait[job]
+  if open then open_wait[job] = nil end
   if job[STATE] then raise_ended(job) end
-  if follows then
+  if (follows and not open) or open == PAUSED then
     B.clock_resume(o.cc, job[CID], E.current_at)
   else
     B.clock_progress(o.cc, job[CID], E.current_at)
@@ -731,6 +758,26 @@ settle.wake = function(job, from)
   if job[W] ~= from then return end
   job[W] = QUEUED
   enqueue(job[ORCH], job)
+end
+
+-- Called when a part of the group `g` that `job` is parked on settled and
+-- g did not (combine.lua). A wait of the job's that ended: progress, while
+-- its own clock runs. With `freed`, nothing but jobs may be left open in
+-- g: if so, its clock pauses as for an await on jobs. And the world may
+-- have turned idle (a loader whose download came in, waiting now only on
+-- a preloader that waits on when_idle): the idle check looks again.
+settle.changed = function(job, g, freed)
+  if job[W] ~= g or job[STATE] then return end
+  local o = job[ORCH]
+  o.idle_dirty = true
+  if open_wait[job] == true then
+    B.clock_progress(o.cc, job[CID], o.now)
+    if freed and follows_in(o, g) ~= nil then
+      B.clock_pause(o.cc, job[CID])
+      open_wait[job] = PAUSED
+    end
+  end
+  if o.nidle > 0 and not o.stepping then o.driver.reschedule(o) end
 end
 
 ---------------------------------------------------------------------------
@@ -1015,6 +1062,8 @@ end
 
 function E.next_wake(o)
   if o.qn > 0 or o.grantable or o.budget_due or E.slots.budget_waiting(o) then return 0 end
+  -- (a when_idle waiter, and something changed since the last idle check)
+  if o.idle_dirty and o.nidle > 0 then return 0 end
   if o.nrunning == 0 then return nil end
   local now = read_clock(o)
   local best
