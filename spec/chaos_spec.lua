@@ -122,7 +122,16 @@ local function scene(seed)
           if arg % 4 == 0 then
             job:await(stagehand.all { h, h }) -- one job followed twice
           else
-            job:await(stagehand.all { stagehand.future("a"), h })
+            -- a download beside a job, settled by the scene's faults (or
+            -- not): until then the waiter's own clock runs
+            local f = stagehand.future("a")
+            futures[#futures + 1] = f
+            if arg % 4 == 1 then
+              job:await(stagehand.all { f, h })
+            else
+              local other = handles[(arg * 7) % #handles + 1]
+              job:await(stagehand.all_settled { stagehand.all { f, h }, other })
+            end
           end
         elseif op == 14 then
           job:permit("upload")
