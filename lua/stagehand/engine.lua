@@ -693,8 +693,10 @@ function E.await(job, x)
   -- Parking here, not in a helper, with only job, x and follows live at
   -- the yield: a parked job's stack, down to the yield, is read back when
   -- it wakes (see body).
-  local follows, whole = check_follows(job, x)
+  local follows
   do
+    local whole
+    follows, whole = check_follows(job, x)
     local o = job[ORCH]
     settle.listen(x, job)
     job[W] = x
