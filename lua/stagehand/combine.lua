@@ -2,7 +2,8 @@
 local settle = require "stagehand.settle"
 local signal = require "stagehand.signal"
 local jobm = require "stagehand.job"
-local is_job = require("stagehand.fields").is_job
+local F = require "stagehand.fields"
+local is_job, STATE = F.is_job, F.STATE
 local nest = require "stagehand.nest"
 
 local M = {}
@@ -119,9 +120,12 @@ end
 -- loop here, run once per part, made LuaJIT give up the traces around
 -- it, "loop unroll limit". No stack kept between calls either: telling a
 -- job may reschedule its driver, which reads the game's clock.)
-local function tell_one(e, h, freed, up)
+-- `left` says the part was a Handle withdrawn while its job runs on (an
+-- all_settled hears that as the part's end): the jobs awaiting the group
+-- no longer await that job, and their rank leaves it.
+local function tell_one(e, h, freed, left, up)
   if is_job(e) then
-    settle.changed(e, h, freed)
+    settle.changed(e, h, freed, left)
     return up
   end
   local pg = rawget(e, "g")
@@ -133,14 +137,14 @@ local function tell_one(e, h, freed, up)
   return up
 end
 
-local function tell_listeners(h, freed, up)
+local function tell_listeners(h, freed, left, up)
   local w1 = rawget(h, "_w1")
-  if w1 then up = tell_one(w1, h, freed, up) end
+  if w1 then up = tell_one(w1, h, freed, left, up) end
   local ls = rawget(h, "_ls")
   if ls then
     for k = 1, #ls do
       local e = ls[k]
-      if e then up = tell_one(e, h, freed, up) end
+      if e then up = tell_one(e, h, freed, left, up) end
     end
   end
   return up
@@ -150,17 +154,21 @@ local function part_settled(g, i)
   local loose = g.loose
   if loose == nil then return end -- (still being gathered: nobody listens yet)
   local at = g.loose_at
+  local left = false
   if at and at[i] then
     loose = loose - 1
     g.loose = loose
+  else
+    local job = rawget(g.parts[i], 1) -- (a Handle's job; a group has none)
+    left = job ~= nil and not job[STATE]
   end
-  local up = tell_listeners(g, loose == 0, nil)
+  local up = tell_listeners(g, loose == 0, left, nil)
   if up then
     local n = #up
     while n > 0 do
       local pg, freed = up[n - 1], up[n]
       up[n], up[n - 1] = nil, nil
-      up = tell_listeners(pg, freed, up)
+      up = tell_listeners(pg, freed, left, up)
       n = #up
     end
   end

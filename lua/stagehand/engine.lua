@@ -765,13 +765,20 @@ end
 -- Called when a part of the group `g` that `job` is parked on settled and
 -- g did not (combine.lua). A wait of the job's that ended: progress, while
 -- its own clock runs. With `freed`, nothing but jobs may be left open in
--- g: if so, its clock pauses as for an await on jobs. And the world may
+-- g: if so, its clock pauses as for an await on jobs. With `left`, a
+-- Handle in g was withdrawn while its job runs on: the jobs the waiter
+-- awaits are listed again, so its rank leaves that one. And the world may
 -- have turned idle (a loader whose download came in, waiting now only on
 -- a preloader that waits on when_idle): the idle check looks again.
-settle.changed = function(job, g, freed)
+settle.changed = function(job, g, freed, left)
   if job[W] ~= g or job[STATE] then return end
   local o = job[ORCH]
   o.idle_dirty = true
+  if left and o.followed[job] then
+    priority.unfollow(o, job)
+    local f = follows_in(o, g, true)
+    if f then priority.follow(o, job, f) end
+  end
   if open_wait[job] == true then
     B.clock_progress(o.cc, job[CID], o.now)
     if freed and follows_in(o, g) ~= nil then
