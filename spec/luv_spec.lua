@@ -61,6 +61,33 @@ describe("the luv driver", function()
     assert.equal(5, done)
   end)
 
+  it("settles when_idle once a loader's download arrives, on the next pass, not at a stall check", function()
+    orch = stagehand.new { driver = "luv", stall_ms = 600000, check_ms = 300000 }
+    local download = stagehand.future("atlas")
+    local order = {}
+    local warm = orch:run("warm the shader cache", function(job)
+      job:await(orch:when_idle())
+      order[#order + 1] = "warm"
+    end)
+    orch:run("scene loader", function(job)
+      job:await(stagehand.all { download, warm })
+      order[#order + 1] = "loader"
+    end)
+    local arrive = uv.new_timer()
+    arrive:start(0, 0, function()
+      arrive:close()
+      download:resolve() -- (outside any step: only the part settles)
+    end)
+    -- (a guard: without the fix the loop waited for the stall check, 5 min
+    -- on; this ends the jobs after 5 s so the spec fails instead)
+    local guard = uv.new_timer()
+    guard:start(5000, 0, function() orch:close("guard") end)
+    orch:loop()
+    guard:close()
+    uv.run("nowait")
+    assert.same({ "warm", "loader" }, order)
+  end)
+
   it("survives a hot reload that forgets stagehand and luv (luv's loop stays open)", function()
     -- Without the fix, the second orchestrator's first timer wrote into
     -- the freed loop and the process died (SIGSEGV).
