@@ -120,9 +120,11 @@ end
 -- loop here, run once per part, made LuaJIT give up the traces around
 -- it, "loop unroll limit". No stack kept between calls either: telling a
 -- job may reschedule its driver, which reads the game's clock.)
--- `left` says the part was a Handle withdrawn while its job runs on (an
--- all_settled hears that as the part's end): the jobs awaiting the group
--- no longer await that job, and their rank leaves it.
+-- `left` says the part ended while jobs it listed may run on: a Handle
+-- withdrawn from its job, or a group that failed (an all whose Future
+-- rejected, beside jobs still loading). Only an all_settled waits on after
+-- that: the jobs awaiting it no longer await those, and their rank leaves
+-- them (and no loop of awaits is left behind for a later await to close).
 local function tell_one(e, h, freed, left, up)
   if is_job(e) then
     settle.changed(e, h, freed, left)
@@ -150,7 +152,7 @@ local function tell_listeners(h, freed, left, up)
   return up
 end
 
-local function part_settled(g, i)
+local function part_settled(g, i, st)
   local loose = g.loose
   if loose == nil then return end -- (still being gathered: nobody listens yet)
   local at = g.loose_at
@@ -159,8 +161,13 @@ local function part_settled(g, i)
     loose = loose - 1
     g.loose = loose
   else
-    local job = rawget(g.parts[i], 1) -- (a Handle's job; a group has none)
-    left = job ~= nil and not job[STATE]
+    local p = g.parts[i]
+    if getmetatable(p) == Group then
+      left = st ~= "done" -- (done: every part done, every job in it ended)
+    else
+      local job = rawget(p, 1) -- (a Handle's job)
+      left = job ~= nil and not job[STATE]
+    end
   end
   local up = tell_listeners(g, loose == 0, left, nil)
   if up then
@@ -185,7 +192,7 @@ local function all_part(e, st, v)
     if left == 0 then
       settle_group(g, "done", settle.pack(g.values))
     else
-      part_settled(g, e.i)
+      part_settled(g, e.i, st)
     end
   end
 end
@@ -202,7 +209,7 @@ local function settled_part(e, st, v)
   if left == 0 then
     settle_group(g, "done", settle.pack(g.values))
   else
-    part_settled(g, e.i)
+    part_settled(g, e.i, st)
   end
 end
 

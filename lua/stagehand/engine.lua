@@ -756,10 +756,17 @@ function E.yield_turn(job)
 end
 
 -- Called by a settle-able when it settles with `job` among its listeners.
+-- A job woken from an await on jobs stops awaiting them now, not at its
+-- resume: jobs that run before it in this step may come to await it, and
+-- its rank still flowing to what it awaited then closed a loop in the
+-- priority counts (the chaos scenes found it: a set's member list changed
+-- under the walk that was passing a change along it).
 settle.wake = function(job, from)
   if job[W] ~= from then return end
   job[W] = QUEUED
-  enqueue(job[ORCH], job)
+  local o = job[ORCH]
+  if o.followed[job] then priority.unfollow(o, job) end
+  enqueue(o, job)
 end
 
 -- Called when a part of the group `g` that `job` is parked on settled and
