@@ -185,6 +185,70 @@ describe("stall clocks", function()
     assert.no_leaks(orch)
   end)
 
+  it("count a part settling deep inside nested groups as progress", function()
+    local orch = new { stall_ms = 20000 }
+    -- the usual way to gather as loads are made: one level per load
+    local fs, acc = {}, nil
+    for i = 1, 40 do
+      fs[i] = stagehand.future("download " .. i)
+      acc = acc and stagehand.all { acc, fs[i] } or stagehand.all { fs[i] }
+    end
+    local loader = orch:run("loader", function(job) return job:await(acc) end)
+    for i = 1, 40 do -- the deepest first: each one a second, 40 s in all
+      T.settle(orch, 1000, 500)
+      fs[i]:resolve(i)
+    end
+    orch:step()
+    assert.equal("done", loader:state())
+    -- and the clock still runs out once they stop coming: a part that
+    -- settles below the group awaited is found when the clock runs out,
+    -- and counts from then, so the stall comes within twice the stall
+    -- time of the last one
+    local more = { stagehand.future(), stagehand.future() }
+    local stuck = orch:run("stuck", function(job)
+      return job:await(stagehand.all { stagehand.all { more[1], more[2] }, stagehand.future() })
+    end)
+    T.settle(orch, 10000, 500)
+    more[1]:resolve()
+    T.settle(orch, 19000, 500)
+    assert.equal("running", stuck:state())
+    T.settle(orch, 22000, 500)
+    assert.equal("stalled", stuck:state())
+    assert.no_leaks(orch)
+  end)
+
+  it("follow only jobs once the futures nested beside them settle, through all_settled and abortable", function()
+    local orch, _, lines = new { stall_ms = 20000 }
+    local function weaver(name)
+      return orch:run(name, function(job)
+        for _ = 1, 60 do
+          job:sleep(1000)
+          job:progress()
+        end
+        return name
+      end)
+    end
+    local cloth, dye = weaver("cloth"), weaver("dye")
+    local f1, f2 = stagehand.future(), stagehand.future()
+    local ctl = stagehand.controller()
+    local a = orch:run("a", function(job)
+      return job:await(stagehand.all_settled { stagehand.all { f1, cloth }, dye })
+    end)
+    local b = orch:run("b", function(job)
+      return job:await(stagehand.abortable(stagehand.all { f2, cloth }, ctl.signal))
+    end)
+    T.settle(orch, 10000, 500)
+    f1:resolve()
+    f2:resolve()
+    -- Only jobs left below each: their own clocks pause, and 50 s more
+    -- of the weavers' progress stalls neither.
+    T.settle(orch, 55000, 500)
+    assert.equal("done", a:state())
+    assert.equal("done", b:state())
+    assert.same({}, lines)
+    assert.no_leaks(orch)
+  end)
+
   it("follow only the job once the future beside it in a stagehand.all settles", function()
     local orch, _, lines = new { stall_ms = 20000 }
     local atlas = stagehand.future("atlas download")

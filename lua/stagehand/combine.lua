@@ -112,73 +112,128 @@ local function is_loose(p)
   return getmetatable(p) ~= Group and not p.__handle
 end
 
--- Part i of g settled and g did not: each job awaiting g, directly or
--- through groups above it, hears it (settle.changed: progress, and a world
--- that may have turned idle). `freed` says g's last loose part settled,
--- and so did those of every group on the way up: the job may now await
--- only jobs. (No loop in the usual case, one job awaiting the group: a
--- loop here, run once per part, made LuaJIT give up the traces around
--- it, "loop unroll limit". No stack kept between calls either: telling a
--- job may reschedule its driver, which reads the game's clock.)
--- `left` says the part ended while jobs it listed may run on: a Handle
--- withdrawn from its job, or a group that failed (an all whose Future
--- rejected, beside jobs still loading). Only an all_settled waits on after
--- that: the jobs awaiting it no longer await those, and their rank leaves
--- them (and no loop of awaits is left behind for a later await to close).
-local function tell_one(e, h, freed, left, up)
-  if is_job(e) then
-    settle.changed(e, h, freed, left)
-    return up
-  end
-  local pg = rawget(e, "g")
-  if pg and not pg._st and rawget(e, "on_part") then
-    up = up or {}
-    up[#up + 1] = pg
-    up[#up + 1] = freed and pg.loose == 0
-  end
-  return up
+-- What holds a group open: its loose parts still running, and its groups
+-- that were open when it was made. g.open counts them; g.open_at[i] marks
+-- part i while it counts. A job awaiting a group that is no longer open
+-- awaits only jobs (if they are its orchestrator's): its own clock pauses.
+-- Each group stops being open once, and tells the groups it is a part of
+-- then, so the counting costs O(1) a part, however deep groups nest.
+local function uncount(g, i)
+  local at = g.open_at
+  if not (at and at[i]) then return false end
+  at[i] = nil
+  local n = g.open - 1
+  g.open = n
+  return n == 0
 end
 
-local function tell_listeners(h, freed, left, up)
+-- The jobs parked on h hear that a part of it settled (settle.changed:
+-- progress while their own clock runs, a pause once `freed`, their awaits
+-- listed again if `left`, and the idle check marked due). (No loop in the
+-- usual case, one job awaiting: a loop run once per part made LuaJIT give
+-- up the traces around it, "loop unroll limit".)
+local function tell_jobs(h, freed, left)
   local w1 = rawget(h, "_w1")
-  if w1 then up = tell_one(w1, h, freed, left, up) end
+  if w1 and is_job(w1) then settle.changed(w1, h, freed, left) end
   local ls = rawget(h, "_ls")
   if ls then
     for k = 1, #ls do
       local e = ls[k]
-      if e then up = tell_one(e, h, freed, left, up) end
+      if e and is_job(e) then settle.changed(e, h, freed, left) end
+    end
+  end
+end
+
+-- The groups h is a part of, pushed on `up` as (group, place, freed).
+local function push_parent(up, e, freed)
+  local pg = rawget(e, "g")
+  if pg and not pg._st and rawget(e, "on_part") then
+    up = up or {}
+    local n = #up
+    up[n + 1], up[n + 2], up[n + 3] = pg, rawget(e, "i") or 1, freed
+  end
+  return up
+end
+local function push_parents(up, h, freed)
+  local w1 = rawget(h, "_w1")
+  if w1 and not is_job(w1) then up = push_parent(up, w1, freed) end
+  local ls = rawget(h, "_ls")
+  if ls then
+    for k = 1, #ls do
+      local e = ls[k]
+      if e and not is_job(e) then up = push_parent(up, e, freed) end
     end
   end
   return up
 end
 
+-- Part i of g settled (in state st) and g did not. Its stamp (g.seq) is
+-- how a job awaiting a group above hears of it: a part settled anywhere
+-- below is progress, looked for only when its clock runs out (the stall
+-- check), not by walking up at every settle. The jobs parked on g hear it
+-- at once. Walked up, only when g stops being open (once per group), or
+-- when `left`: the part ended while jobs it listed run on (a Handle
+-- withdrawn from its job, or a group that failed: an all whose Future
+-- rejected beside jobs still loading). An all_settled waits on after
+-- that, and every job awaiting it from above no longer awaits those jobs:
+-- their rank leaves them, and no loop of awaits is left for a later await
+-- to close. (No stack kept between calls: telling a job may reschedule its
+-- driver, which reads the game's clock.)
 local function part_settled(g, i, st)
-  local loose = g.loose
-  if loose == nil then return end -- (still being gathered: nobody listens yet)
-  local at = g.loose_at
-  local left = false
-  if at and at[i] then
-    loose = loose - 1
-    g.loose = loose
+  if g.open == nil then return end -- (still being gathered: nobody listens yet)
+  local stamp = settle.seq + 1
+  settle.seq = stamp
+  g.seq = stamp
+  local p = g.parts[i]
+  local left
+  if getmetatable(p) == Group then
+    left = st ~= "done" -- (done: every part done, every job in it ended)
   else
-    local p = g.parts[i]
-    if getmetatable(p) == Group then
-      left = st ~= "done" -- (done: every part done, every job in it ended)
-    else
-      local job = rawget(p, 1) -- (a Handle's job)
-      left = job ~= nil and not job[STATE]
-    end
+    local job = rawget(p, 1) -- (a Handle's job)
+    left = job ~= nil and is_job(job) and not job[STATE]
   end
-  local up = tell_listeners(g, loose == 0, left, nil)
-  if up then
+  local freed = uncount(g, i)
+  tell_jobs(g, freed, left)
+  if not (freed or left) then return end
+  local up = push_parents(nil, g, freed)
+  while up do
     local n = #up
-    while n > 0 do
-      local pg, freed = up[n - 1], up[n]
-      up[n], up[n - 1] = nil, nil
-      up = tell_listeners(pg, freed, left, up)
-      n = #up
+    if n == 0 then break end
+    local pg, pi, child_freed = up[n - 2], up[n - 1], up[n]
+    up[n], up[n - 1], up[n - 2] = nil, nil, nil
+    local pfreed = child_freed and uncount(pg, pi)
+    if pfreed or left then
+      tell_jobs(pg, pfreed, left)
+      up = push_parents(up, pg, pfreed)
     end
   end
+end
+
+-- Whether a part settled anywhere in g (below the jobs' own telling) after
+-- stamp `since`: the stall check asks before it stalls a job awaiting g.
+local ss = {}
+function Group:_settled_since(since)
+  local top, found = 1, false
+  ss[1] = self
+  while top > 0 do
+    local g = ss[top]
+    ss[top] = false
+    top = top - 1
+    if (g.seq or 0) > since then
+      found = true
+      break
+    end
+    local parts = g.parts
+    for k = 1, #parts do
+      local p = parts[k]
+      if not p._st and getmetatable(p) == Group then
+        top = top + 1
+        ss[top] = p
+      end
+    end
+  end
+  for k = 1, top do ss[k] = false end
+  return found
 end
 
 local function all_part(e, st, v)
@@ -220,9 +275,9 @@ end
 local function gather(parts, what, on_part)
   local g = setmetatable({ parts = parts, what = what, values = {}, left = #parts }, Group)
   if #parts == 0 then settle.settle(g, "done", settle.pack(g.values)) end
-  -- (which parts are loose is kept: a gather of Handles only, the usual
-  -- gather of loads, then asks nothing more of each part that settles)
-  local loose, at = 0, nil
+  -- (what holds it open is counted here: a gather of Handles only, the
+  -- usual gather of loads, then asks nothing more of a part that settles)
+  local open, at = 0, nil
   for i = 1, #parts do
     if g._st then break end
     local p = parts[i]
@@ -232,14 +287,14 @@ local function gather(parts, what, on_part)
       on_part(entry, st, p._v)
     else
       settle.listen(p, entry)
-      if is_loose(p) then
-        loose = loose + 1
+      if is_loose(p) or (getmetatable(p) == Group and p.open > 0) then
+        open = open + 1
         at = at or {}
         at[i] = true
       end
     end
   end
-  if not g._st then g.loose, g.loose_at = loose, at end
+  if not g._st then g.open, g.open_at = open, at end
   return g
 end
 
@@ -277,15 +332,17 @@ function M.abortable(awaitable, sig)
     error("bad argument 'signal' to abortable: expected a Signal, got " .. type(sig), 2)
   end
   part._seen = true
-  -- (loose 0: a loose part settling settles it, so only a group below can
-  -- settle a part without settling it)
-  local g = setmetatable({ parts = { part }, what = "abortable " .. part:_describe(), loose = 0 }, Group)
+  -- (open while its part is: a loose part settles it, an open group below
+  -- may stop being open first)
+  local open = (is_loose(part) or (getmetatable(part) == Group and (part.open or 0) > 0)) and 1 or 0
+  local g = setmetatable({ parts = { part }, what = "abortable " .. part:_describe(), open = open,
+    open_at = open == 1 and { true } or nil }, Group)
   if sig.aborted then
     settle.settle(g, "cancelled", sig.reason)
   elseif part._st then
     settle.settle(g, part._st, part._v)
   else
-    local e = { on_part = abortable_part, g = g, part = part }
+    local e = { on_part = abortable_part, g = g, i = 1, part = part }
     e.sub = signal.watch(sig, abortable_signal, e)
     settle.listen(part, e)
   end

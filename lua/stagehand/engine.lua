@@ -676,8 +676,9 @@ local function check_follows(job, x)
 end
 
 -- Jobs parked on a group whose own clock runs (something beside jobs is
--- open in it): true, or PAUSED once the group came to await only jobs
--- (settle.changed). Weak: a job that ends while parked leaves its entry.
+-- open in it): the stamp (settle.seq) of the last part it heard of, or
+-- PAUSED once the group came to await only jobs (settle.changed). Weak: a
+-- job that ends while parked leaves its entry.
 local open_wait = setmetatable({}, { __mode = "k" })
 local PAUSED = "paused"
 
@@ -705,7 +706,7 @@ function E.await(job, x)
     if whole then
       B.clock_pause(o.cc, job[CID])
     elseif rawget(x, "parts") then
-      open_wait[job] = true -- (a group: each part that settles is progress)
+      open_wait[job] = settle.seq -- (a group: each part that settles is progress)
     end
     if follows then priority.follow(o, job, follows) end
   end
@@ -786,8 +787,10 @@ settle.changed = function(job, g, freed, left)
     local f = follows_in(o, g, true)
     if f then priority.follow(o, job, f) end
   end
-  if open_wait[job] == true then
+  local ow = open_wait[job]
+  if ow and ow ~= PAUSED then
     B.clock_progress(o.cc, job[CID], o.now)
+    open_wait[job] = settle.seq
     if freed and follows_in(o, g) ~= nil then
       B.clock_pause(o.cc, job[CID])
       open_wait[job] = PAUSED
@@ -817,7 +820,15 @@ function E.check_stalls(o, now)
   local slot = clock_pop_stalled(cc, now)
   while slot >= 0 do
     local job = by_slot[slot]
-    if job then
+    local ow = job and open_wait[job]
+    local w = ow and ow ~= PAUSED and job[W]
+    if w and w._settled_since and w:_settled_since(ow) then
+      -- A part settled deep in the group it awaits since it last heard:
+      -- progress (taken now), not a stall.
+      open_wait[job] = settle.seq
+      local rc = B.clock_start(cc, slot, B.clock_stall_ms(cc, slot), now)
+      if rc ~= 0 then error("stagehand: the core refused a stall clock (status " .. rc .. ")", 0) end
+    elseif job then
       local err = errors.stalled(job[LABEL], B.clock_stall_ms(cc, slot))
       if job.barrier then err.missing = job.barrier:missing() end
       logm.guard(nil, "the log function", o.log, "[stagehand] " .. err.message)

@@ -22,9 +22,11 @@ local M = {}
 
 -- Set by the engine: wake(job, from) queues a parked job's continuation.
 M.wake = function() end
--- Set by the engine: changed(job, group, freed), a part of the group `job`
--- is parked on settled and the group did not (combine.lua).
+-- Set by the engine: changed(job, group, freed, left), a part of the group
+-- `job` is parked on settled and the group did not (combine.lua).
 M.changed = function() end
+-- Stamps the partial settles of groups, in order (combine.lua).
+M.seq = 0
 
 -- _w1 once its listener left: later listeners still come after it.
 local VACANT = setmetatable({}, { __name = "stagehand.VACANT" })
