@@ -193,8 +193,15 @@ local function part_settled(g, i, st)
     left = job ~= nil and is_job(job) and not job[STATE]
   end
   local freed = uncount(g, i)
+  if not (freed or left) then
+    -- (a group no longer open, the usual gather of loads: its waiters'
+    -- clocks are paused, and the end of the part's job marked the idle
+    -- check due; one whose clock runs, following another orchestrator's
+    -- jobs, finds the stamp when its clock runs out)
+    if g.open == 0 then return end
+    return tell_jobs(g, false, false)
+  end
   tell_jobs(g, freed, left)
-  if not (freed or left) then return end
   local up = push_parents(nil, g, freed)
   while up do
     local n = #up
