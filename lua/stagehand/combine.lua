@@ -294,7 +294,7 @@ local function gather(parts, what, on_part)
       on_part(entry, st, p._v)
     else
       settle.listen(p, entry)
-      if is_loose(p) or (getmetatable(p) == Group and p.open > 0) then
+      if is_loose(p) or (getmetatable(p) == Group and (p.open or 0) > 0) then
         open = open + 1
         at = at or {}
         at[i] = true

@@ -774,8 +774,9 @@ end
 -- g did not (combine.lua). A wait of the job's that ended: progress, while
 -- its own clock runs. With `freed`, nothing but jobs may be left open in
 -- g: if so, its clock pauses as for an await on jobs. With `left`, a
--- Handle in g was withdrawn while its job runs on: the jobs the waiter
--- awaits are listed again, so its rank leaves that one. And the world may
+-- part ended while jobs it listed run on (a Handle withdrawn from its job,
+-- a group that failed, in an all_settled): the jobs the waiter awaits are
+-- listed again, so its rank leaves those. And the world may
 -- have turned idle (a loader whose download came in, waiting now only on
 -- a preloader that waits on when_idle): the idle check looks again.
 settle.changed = function(job, g, freed, left)
