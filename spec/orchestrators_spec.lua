@@ -84,6 +84,41 @@ describe("several orchestrators", function()
     assert.no_leaks(b)
   end)
 
+  it("lift only its own orchestrator's jobs from a group holding both, and keep its clock running", function()
+    local a, b, clock = two({ stall_ms = 1000 }, { stall_ms = 100000 })
+    local gate = stagehand.future()
+    local local_job, foreign_job
+    local mine = a:run("tiles", function(job)
+      local_job = job
+      for _ = 1, 30 do
+        job:sleep(100)
+        job:progress()
+      end
+    end, { priority = "background" })
+    local theirs = b:run("atlas", function(job)
+      foreign_job = job
+      job:await(gate)
+    end, { priority = "background" })
+    local h = a:run("portrait", function(job)
+      return job:await(stagehand.all { mine, theirs })
+    end, { priority = "visible" })
+    assert.equal("visible", local_job:priority())
+    assert.equal("background", foreign_job:priority())
+    -- The other orchestrator's job holds the group open: the portrait's own
+    -- clock runs (tiles progressing does not keep it), and it stalls.
+    for _ = 1, 20 do
+      clock:advance(100)
+      a:step()
+      b:step()
+    end
+    assert.equal("stalled", h:state())
+    assert.equal("background", local_job:priority())
+    gate:resolve()
+    settle_both(a, b, clock, 5000)
+    assert.no_leaks(a)
+    assert.no_leaks(b)
+  end)
+
   it("end two jobs that each await the other orchestrator's when_idle, rather than hang", function()
     local a, b, clock = two({ stall_ms = 1000 }, { stall_ms = 1000 })
     local ha = a:run("preload a", function(job) job:await(b:when_idle()) end)
