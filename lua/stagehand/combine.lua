@@ -105,11 +105,14 @@ local function parts_of(list, name)
   return parts
 end
 
--- Whether a part follows no job of its own (a Future, a job:call box, any
--- awaitable but a Handle or a group): while one is open, a job awaiting
--- the group keeps its own stall clock running.
-local function is_loose(p)
-  return getmetatable(p) ~= Group and not p.__handle
+-- Whether a part still running holds the group made over it open: it is
+-- loose, following no job of its own (a Future, a job:call box, any
+-- awaitable but a Handle or a group), or it is a group itself open (see
+-- below). While one does, a job awaiting the group keeps its own stall
+-- clock running.
+local function holds_open(p)
+  if getmetatable(p) == Group then return (p.open or 0) > 0 end
+  return not p.__handle
 end
 
 -- What holds a group open: its loose parts still running, and its groups
@@ -127,26 +130,19 @@ local function uncount(g, i)
   return n == 0
 end
 
--- The jobs parked on h hear that a part of it settled (settle.changed:
--- progress while their own clock runs, a pause once `freed`, their awaits
--- listed again if `left`, and the idle check marked due). (No loop in the
--- usual case, one job awaiting: a loop run once per part made LuaJIT give
--- up the traces around it, "loop unroll limit".)
-local function tell_jobs(h, freed, left)
-  local w1 = rawget(h, "_w1")
-  if w1 and is_job(w1) then settle.changed(w1, h, freed, left) end
-  local ls = rawget(h, "_ls")
-  if ls then
-    for k = 1, #ls do
-      local e = ls[k]
-      if e and is_job(e) then settle.changed(e, h, freed, left) end
-    end
+-- The listeners of h hear that a part of it settled. A job parked on h
+-- hears settle.changed (progress while its own clock runs, a pause once
+-- `freed`, its awaits listed again if `left`, and the idle check marked
+-- due). With `climb`, each group h is a part of is pushed on `up` as
+-- (group, place, freed), to be told in turn. (No loop in the usual case,
+-- one job awaiting: a loop run once per part made LuaJIT give up the
+-- traces around it, "loop unroll limit".)
+local function tell_one(e, h, freed, left, up, climb)
+  if is_job(e) then
+    settle.changed(e, h, freed, left)
+    return up
   end
-end
-
--- The groups h is a part of, pushed on `up` as (group, place, freed).
-local function push_parent(up, e, freed)
-  local pg = rawget(e, "g")
+  local pg = climb and rawget(e, "g")
   if pg and not pg._st and rawget(e, "on_part") then
     up = up or {}
     local n = #up
@@ -154,14 +150,14 @@ local function push_parent(up, e, freed)
   end
   return up
 end
-local function push_parents(up, h, freed)
+local function tell(h, freed, left, up, climb)
   local w1 = rawget(h, "_w1")
-  if w1 and not is_job(w1) then up = push_parent(up, w1, freed) end
+  if w1 then up = tell_one(w1, h, freed, left, up, climb) end
   local ls = rawget(h, "_ls")
   if ls then
     for k = 1, #ls do
       local e = ls[k]
-      if e and not is_job(e) then up = push_parent(up, e, freed) end
+      if e then up = tell_one(e, h, freed, left, up, climb) end
     end
   end
   return up
@@ -199,20 +195,17 @@ local function part_settled(g, i, st)
     -- check due; one whose clock runs, following another orchestrator's
     -- jobs, finds the stamp when its clock runs out)
     if g.open == 0 then return end
-    return tell_jobs(g, false, false)
+    tell(g, false, false, nil, false)
+    return
   end
-  tell_jobs(g, freed, left)
-  local up = push_parents(nil, g, freed)
+  local up = tell(g, freed, left, nil, true)
   while up do
     local n = #up
     if n == 0 then break end
     local pg, pi, child_freed = up[n - 2], up[n - 1], up[n]
     up[n], up[n - 1], up[n - 2] = nil, nil, nil
     local pfreed = child_freed and uncount(pg, pi)
-    if pfreed or left then
-      tell_jobs(pg, pfreed, left)
-      up = push_parents(up, pg, pfreed)
-    end
+    if pfreed or left then up = tell(pg, pfreed, left, up, true) end
   end
 end
 
@@ -294,7 +287,7 @@ local function gather(parts, what, on_part)
       on_part(entry, st, p._v)
     else
       settle.listen(p, entry)
-      if is_loose(p) or (getmetatable(p) == Group and (p.open or 0) > 0) then
+      if holds_open(p) then
         open = open + 1
         at = at or {}
         at[i] = true
@@ -341,7 +334,7 @@ function M.abortable(awaitable, sig)
   part._seen = true
   -- (open while its part is: a loose part settles it, an open group below
   -- may stop being open first)
-  local open = (is_loose(part) or (getmetatable(part) == Group and (part.open or 0) > 0)) and 1 or 0
+  local open = holds_open(part) and 1 or 0
   local g = setmetatable({ parts = { part }, what = "abortable " .. part:_describe(), open = open,
     open_at = open == 1 and { true } or nil }, Group)
   if sig.aborted then
