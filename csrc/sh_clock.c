@@ -24,6 +24,7 @@ struct sh_clock {
   int visible;
   double vis_acc;   /* visible ms before vis_since */
   double vis_since; /* caller time when visibility last turned on */
+  double vis_high;  /* the latest visible time recorded anywhere */
 };
 
 #ifdef SH_DEBUG_CHECKS
@@ -38,6 +39,7 @@ sh_clock *sh_clock_new(void) {
   if (!c) return NULL;
   sh__heap_init(&c->heap);
   c->visible = 1;
+  c->vis_high = -HUGE_VAL;
   return c;
 }
 
@@ -51,9 +53,19 @@ void sh_clock_free(sh_clock *c) {
 
 static int valid_time(double t) { return !isnan(t) && !isinf(t); }
 
+/* Visible time never runs back, even when the caller's clock does: a time
+ * earlier than one already recorded reads as that one. Every time an entry
+ * or group records then only grows, so a deadline is never brought forward
+ * past its filed key (the heap's lazy invariant, sh_clock_check). */
 static double vnow(const sh_clock *c, double now) {
-  if (!c->visible || now < c->vis_since) return c->vis_acc;
-  return c->vis_acc + (now - c->vis_since);
+  double t = c->visible ? c->vis_acc + (now - c->vis_since) : c->vis_acc;
+  return t > c->vis_high ? t : c->vis_high;
+}
+
+/* vnow, for a call that records the time it reads. */
+static double vrecord(sh_clock *c, double now) {
+  c->vis_high = vnow(c, now);
+  return c->vis_high;
 }
 
 /* The later of an entry's own progress and its group's last activity. */
@@ -84,7 +96,7 @@ int sh_clock_start(sh_clock *c, int32_t id, double stall_ms, double now) {
   if (e->state != FREE) return SH_ESTATE;
   e->state = RUNNING;
   e->stall = stall_ms;
-  e->last = vnow(c, now);
+  e->last = vrecord(c, now);
   e->group = -1;
   c->count++;
   if (sh__heap_contains(&c->heap, id)) {
@@ -107,7 +119,7 @@ int sh_clock_progress(sh_clock *c, int32_t id, double now) {
   if (!c || !valid_time(now)) return SH_EINVAL;
   e = get(c, id);
   if (!e) return SH_EINVAL;
-  e->last = vnow(c, now); /* no reordering: the heap finds out lazily */
+  e->last = vrecord(c, now); /* no reordering: the heap finds out lazily */
   return SH_OK;
 }
 
@@ -127,7 +139,7 @@ int sh_clock_resume(sh_clock *c, int32_t id, double now) {
   e = get(c, id);
   if (!e) return SH_EINVAL;
   e->state = RUNNING;
-  e->last = vnow(c, now);
+  e->last = vrecord(c, now);
   if (!sh__heap_contains(&c->heap, id)) rc = sh__heap_insert(&c->heap, id, e->last + e->stall);
   CHECKED(c);
   return rc;
@@ -153,7 +165,7 @@ int sh_clock_set_visible(sh_clock *c, int visible, double now) {
   if (visible) {
     c->vis_since = now;
   } else {
-    c->vis_acc = vnow(c, now);
+    c->vis_acc = vrecord(c, now);
   }
   c->visible = visible;
   return SH_OK;
@@ -237,7 +249,7 @@ int sh_clock_join(sh_clock *c, int32_t id, int32_t group) {
 int sh_clock_touch(sh_clock *c, int32_t group, double now) {
   if (!c || group < 0 || !valid_time(now)) return SH_EINVAL;
   if ((size_t)group >= c->ngroups) return SH_OK; /* nobody ever joined it */
-  c->groups[group] = vnow(c, now);
+  c->groups[group] = vrecord(c, now);
   return SH_OK;
 }
 
@@ -251,6 +263,7 @@ int sh_clock_check(const sh_clock *c) {
     int in_heap = sh__heap_contains(&c->heap, (int32_t)i);
     if (e->state == RUNNING && !in_heap) return SH_ESTATE;
     if (e->state != FREE) n++;
+    if (e->state != FREE && e->last > c->vis_high) return SH_ESTATE;
     /* A filed deadline is never later than the true one: that is what makes
      * the lazy re-filing safe. */
     if (in_heap && e->state == RUNNING &&

@@ -115,6 +115,10 @@ int sh_pin_library(void);
  * Each started id has a stall time and the visible time of its last
  * progress; it stalls once visible time passes last + stall. Visible time
  * is the caller's clock with every hidden stretch (set_visible(0)) cut out.
+ * It never runs back: a time earlier than one a call already recorded
+ * (start, progress, resume, touch, hiding) reads as that one, so a caller's
+ * clock that runs back stands still until it passes it again, and never
+ * brings a deadline forward.
  *
  * progress is O(1): it writes the new time and leaves the heap alone. The
  * heap keeps each id under the deadline it had when it was last filed, which

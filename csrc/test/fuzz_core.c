@@ -39,7 +39,7 @@ int sh_fuzz_one(const uint8_t *d, size_t n) {
     case 3: sh_clock_resume(c, id, now); break;
     case 4: sh_clock_stop(c, id); break;
     case 5: sh_clock_set_visible(c, v & 1, now); break;
-    case 6: now += v; break;
+    case 6: now += v & 0x80 ? -(double)(v & 0x7f) : v; break; /* (a caller's clock may run back) */
     case 7: {
       int32_t s;
       double prev = -1;

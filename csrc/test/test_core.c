@@ -91,11 +91,11 @@ static void clock_paused_never_stalls_and_resume_is_progress(void) {
   CHECK(sh_clock_pop_stalled(c, 599) == -1);
   CHECK(sh_clock_pop_stalled(c, 600) == 0);
   /* pause then resume before the check reaches it */
-  sh_clock_start(c, 1, 100, 0);
+  sh_clock_start(c, 1, 100, 600);
   sh_clock_pause(c, 1);
-  sh_clock_resume(c, 1, 50);
-  CHECK(sh_clock_pop_stalled(c, 149) == -1);
-  CHECK(sh_clock_pop_stalled(c, 150) == 1);
+  sh_clock_resume(c, 1, 650);
+  CHECK(sh_clock_pop_stalled(c, 749) == -1);
+  CHECK(sh_clock_pop_stalled(c, 750) == 1);
   sh_clock_free(c);
 }
 
@@ -155,20 +155,26 @@ static void clock_random_sequences_keep_invariants(void) {
     sh_clock *c = sh_clock_new();
     double now = 0;
     int visible = 1, ok = 1, step;
-    double vis = 0;
+    /* The model of visible time: what was visible before `since`, the time
+     * visibility last turned on, and the latest time recorded. From round
+     * 10 on the caller's clock also runs back, which must never bring
+     * visible time, or any deadline, back with it. */
+    double acc = 0, since = 0, high = -HUGE_VAL, vis;
     memset(state, 0, sizeof state);
     for (step = 0; step < STEPS && ok; step++) {
       int32_t id = (int32_t)rnd(IDS);
       uint32_t op = rnd(10);
       double dt = rnd(4) == 0 ? (double)rnd(200) : 0;
+      if (round >= 10 && rnd(8) == 0) dt = -(double)rnd(400);
       now += dt;
-      if (visible) vis += dt;
+      vis = visible ? acc + (now - since) : acc;
+      if (vis < high) vis = high;
       switch (op) {
       case 0:
       case 1:
         if (state[id] == 0) {
           stall[id] = 1 + rnd(500);
-          last[id] = vis;
+          last[id] = high = vis;
           state[id] = 1;
           ok &= sh_clock_start(c, id, stall[id], now) == SH_OK;
         } else {
@@ -178,7 +184,7 @@ static void clock_random_sequences_keep_invariants(void) {
       case 2:
       case 3:
         ok &= sh_clock_progress(c, id, now) == (state[id] ? SH_OK : SH_EINVAL);
-        if (state[id]) last[id] = vis;
+        if (state[id]) last[id] = high = vis;
         break;
       case 4:
         ok &= sh_clock_pause(c, id) == (state[id] ? SH_OK : SH_EINVAL);
@@ -186,7 +192,7 @@ static void clock_random_sequences_keep_invariants(void) {
         break;
       case 5:
         ok &= sh_clock_resume(c, id, now) == (state[id] ? SH_OK : SH_EINVAL);
-        if (state[id]) state[id] = 1, last[id] = vis;
+        if (state[id]) state[id] = 1, last[id] = high = vis;
         break;
       case 6:
         ok &= sh_clock_stop(c, id) == (state[id] ? SH_OK : SH_EINVAL);
@@ -195,14 +201,20 @@ static void clock_random_sequences_keep_invariants(void) {
       case 7:
         visible = !visible;
         sh_clock_set_visible(c, visible, now);
+        if (visible) {
+          since = now;
+        } else {
+          acc = high = vis;
+        }
         break;
       default: {
         /* Every id the model says is overdue must come out, in deadline order. */
         int32_t got;
-        double prev = -1;
+        double prev = -HUGE_VAL; /* (deadlines fall below 0 once the clock runs back) */
         while ((got = sh_clock_pop_stalled(c, now)) >= 0) {
           double due = last[got] + stall[got];
           ok &= state[got] == 1 && due <= vis && due >= prev;
+
           prev = due;
           state[got] = 0;
         }
@@ -218,6 +230,36 @@ static void clock_random_sequences_keep_invariants(void) {
     CHECK(ok);
     sh_clock_free(c);
   }
+}
+
+/* A caller's clock that runs back (a wall clock set back, a game's own
+ * clock reset) counts as no time passing: progress reported "earlier" keeps
+ * the deadline it had, and so does a group touched earlier. */
+static void clock_running_back_never_brings_a_deadline_forward(void) {
+  sh_clock *c = sh_clock_new();
+  CHECK(sh_clock_start(c, 1, 1000, 10000) == SH_OK);
+  CHECK(sh_clock_progress(c, 1, 0) == SH_OK); /* the clock went back by 10 s */
+  CHECK(sh_clock_check(c) == SH_OK);
+  CHECK(sh_clock_visible_time(c, 0) == 10000);
+  CHECK(sh_clock_pop_stalled(c, 10999) == -1);
+  CHECK(sh_clock_pop_stalled(c, 11000) == 1);
+  CHECK(sh_clock_start(c, 2, 1000, 20000) == SH_OK);
+  CHECK(sh_clock_join(c, 2, 0) == SH_OK);
+  CHECK(sh_clock_touch(c, 0, 20500) == SH_OK);
+  CHECK(sh_clock_touch(c, 0, 5) == SH_OK);
+  CHECK(sh_clock_resume(c, 2, 7) == SH_OK);
+  CHECK(sh_clock_check(c) == SH_OK);
+  CHECK(sh_clock_pop_stalled(c, 21499) == -1);
+  CHECK(sh_clock_pop_stalled(c, 21500) == 2);
+  /* A clock that starts below zero is no clock running back. */
+  {
+    sh_clock *n = sh_clock_new();
+    CHECK(sh_clock_start(n, 0, 100, -5000) == SH_OK);
+    CHECK(sh_clock_pop_stalled(n, -4901) == -1);
+    CHECK(sh_clock_pop_stalled(n, -4900) == 0);
+    sh_clock_free(n);
+  }
+  sh_clock_free(c);
 }
 
 static void timers_pop_in_due_then_added_order(void) {
@@ -659,6 +701,7 @@ int main(void) {
   clock_stopped_ids_restart_on_their_new_deadline();
   clock_refuses_bad_input();
   clock_random_sequences_keep_invariants();
+  clock_running_back_never_brings_a_deadline_forward();
   timers_pop_in_due_then_added_order();
   timers_random_sequences_keep_invariants();
   clock_groups_count_pool_activity_as_progress();
