@@ -81,6 +81,32 @@ describe(":watch", function()
     assert.matches("boom", last.error)
   end)
 
+  it("hears a job's end when the clock breaks as it ends, at the last good time", function()
+    local clock = T.clock(0)
+    local broken = false
+    local orch = T.new { clock = function()
+      if broken then error("clock broke", 0) end
+      return clock()
+    end, log = function() end }
+    local recs = {}
+    orch:watch(function(rec) recs[#recs + 1] = rec end)
+    local f = stagehand.future()
+    local h = orch:run("x", function(job)
+      job:await(f)
+      broken = true
+      return 1
+    end)
+    clock:advance(30)
+    f:resolve()
+    pcall(orch.step, orch)
+    assert.same({ "done", 1 }, { h:result() })
+    assert.equal(2, #recs)
+    assert.equal("done", recs[2].state)
+    assert.equal(30, recs[2].ended_at)
+    broken = false
+    assert.no_leaks(orch)
+  end)
+
   it("contains a watcher that raises", function()
     local lines = {}
     local orch = T.new { log = function(m) lines[#lines + 1] = m end }

@@ -296,6 +296,47 @@ describe("stall clocks", function()
     assert.equal(seen, cleanup)
   end)
 
+  it("run from the start on a clock that starts below zero", function()
+    local orch = new { clock = T.clock(-100000) }
+    local h = orch:run("x", function(job) job:await(stagehand.future()) end, { stall_ms = 1000 })
+    T.settle(orch, 900)
+    assert.equal("running", h:state())
+    T.settle(orch, 1200)
+    assert.equal("stalled", h:state())
+  end)
+
+  it("count a clock that runs back as no time passing, and go on from there", function()
+    -- A game's clock set back 10 s (reset, or a wall clock corrected):
+    -- stall clocks and sleeps neither wait those 10 s again nor jump.
+    local clock = T.clock(10000)
+    local orch = new { clock = clock, check_ms = 100 }
+    local stuck = orch:run("stuck", function(job) job:await(stagehand.future()) end, { stall_ms = 1000 })
+    local woke
+    local pacer = orch:run("pacer", function(job)
+      job:sleep(500)
+      woke = true
+      job:progress()
+      job:await(stagehand.future())
+    end, { stall_ms = 1000 })
+    local started = orch:report()
+    clock.now = 0
+    T.settle(orch, 400)
+    assert.is_nil(woke)
+    T.settle(orch, 100)
+    assert.is_true(woke)
+    T.settle(orch, 400)
+    assert.equal("running", stuck:state())
+    T.settle(orch, 100)
+    assert.equal("stalled", stuck:state())
+    -- the pacer's progress, 500 ms in, counts from there
+    T.settle(orch, 400)
+    assert.equal("running", pacer:state())
+    T.settle(orch, 100)
+    assert.equal("stalled", pacer:state())
+    assert.equal(10000, started[1].started_at)
+    assert.no_leaks(orch)
+  end)
+
   it("report stalls of one check in the order they came due", function()
     local orch, clock, lines = new { check_ms = 10000 }
     orch:run("late", function(job) job:await(stagehand.future()) end, { stall_ms = 3000 })

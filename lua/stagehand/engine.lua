@@ -122,13 +122,38 @@ E.bad_clock = bad_clock
 local function finite(v) return type(v) == "number" and v - v == 0 end
 E.finite = finite
 
+-- The orchestrator's time never runs back. A clock that does (a wall
+-- clock set back, a game resetting its own) counts as no time passing, and
+-- the orchestrator's time goes on from where it was: o.clock_shift is what
+-- the clock has lost so far, o.clock_high the latest time read. (Without
+-- this a clock set back an hour held every sleep and stall clock for that
+-- hour, and progress reported "earlier" than a job's last brought its
+-- deadline forward under the one the core had filed.)
+local function shifted(o, now)
+  now = now + o.clock_shift
+  local high = o.clock_high
+  if now < high then
+    o.clock_shift = o.clock_shift + (high - now)
+    return high
+  end
+  o.clock_high = now
+  return now
+end
+
 --- The orchestrator's clock, read and checked.
 function E.now(o)
   local now = o.clock()
   if not finite(now) then bad_clock(now) end
-  return now
+  return shifted(o, now)
 end
 local read_clock = E.now
+
+--- The clock without raising: the last good reading if it breaks.
+function E.now_or_last(o)
+  local ok, now = pcall(o.clock)
+  if ok and finite(now) then return shifted(o, now) end
+  return o.clock_high
+end
 
 ---------------------------------------------------------------------------
 -- Slots: small integers naming a running job in the C core.
@@ -189,8 +214,7 @@ local function notify(o, job, ending)
   if ending then
     -- (A job's end is told in the middle of ending it: a clock that breaks
     -- here gives way to the last good reading rather than stop the end.)
-    ended_at = o.clock()
-    if not finite(ended_at) then ended_at = o.now end
+    ended_at = E.now_or_last(o)
   end
   local rec = E.record(job, ended_at)
   for i = 1, #ws do

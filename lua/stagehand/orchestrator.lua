@@ -88,11 +88,14 @@ function Orchestrator.new(opts)
     idle = {}, -- when_idle waiters (jobs with no work and no stall clock)
     idle_dirty = false,
     nidle = 0,
+    clock_high = 0, -- the latest time read, and what a clock that ran back lost (engine.now)
+    clock_shift = 0,
   }, Orchestrator)
   E.init_queue(o)
   keys.init(o)
   slots.init(o, v.pools)
   o.now = o.clock()
+  o.clock_high = o.now
   o.next_check = o.now + o.check_ms
   return o
 end
