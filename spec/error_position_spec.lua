@@ -125,6 +125,17 @@ describe("error positions", function()
       assert.matches("bad self to " .. c[1] .. ": ", tostring(err), 1, true)
       assert.matches("call it with a colon", tostring(err), 1, true)
     end
+    -- The right arguments on the wrong object (before, run read the clock
+    -- of whatever it was given: "attempt to call field 'clock'").
+    local wrong = {
+      { "orch:run", function() orch.run(h, "Loading", function() end) end },
+      { "orch:run", function() orch.run({ stall_ms = 5 }, "Loading", function() end, { key = "k" }) end },
+      { "orch:when", function() orch.when(h, "key") end },
+    }
+    for _, c in ipairs(wrong) do
+      local err = raises_here(c[2], debug.getinfo(c[2], "S").linedefined, c[1])
+      assert.matches("bad self to " .. c[1] .. ": expected an orchestrator", tostring(err), 1, true)
+    end
     local seen = {}
     local asks = orch:run("asks", function(job)
       local jcases = {

@@ -161,14 +161,9 @@ end
 ---@param opts table?
 ---@return stagehand.Handle
 function Orchestrator:run(label, work, opts)
-  if type(label) ~= "string" or label == "" then
-    check_self(self, "run")
-    options.fail("run", "label", "a non-empty string", label)
-  end
-  if type(work) ~= "function" then
-    check_self(self, "run")
-    options.fail("run", "work", "a function", work)
-  end
+  check_self(self, "run")
+  if type(label) ~= "string" or label == "" then options.fail("run", "label", "a non-empty string", label) end
+  if type(work) ~= "function" then options.fail("run", "work", "a function", work) end
   local prio, sig, stall_ms, key
   if opts ~= nil then
     check_run_opts(self, opts, "run", signal.is_signal, true)
@@ -245,10 +240,8 @@ end
 ---@param opts table?
 ---@return stagehand.Handle
 function Orchestrator:when(key, label, opts)
-  if type(key) ~= "string" or key == "" then
-    check_self(self, "when")
-    options.fail("when", "key", "a non-empty string", key)
-  end
+  check_self(self, "when")
+  if type(key) ~= "string" or key == "" then options.fail("when", "key", "a non-empty string", key) end
   if label == nil then label = "when " .. key end
   if type(label) ~= "string" or label == "" then options.fail("when", "label", "a non-empty string", label) end
   local prio, sig, stall_ms
