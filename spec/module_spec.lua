@@ -76,6 +76,11 @@ describe(".new", function()
     { { ranks = { "now", "later" }, default_priority = "scene" }, "default_priority" },
     { { pools = { dressing = -1 } }, "pools" },
     { { pools = { dressing = 1.5 } }, "pools" },
+    -- (past the core's counts: these once made a pool of capacity 0, which
+    -- held every job that asked until it stalled)
+    { { pools = { dressing = 2 ^ 31 } }, "pools" },
+    { { pools = { dressing = 2 ^ 24 } }, "pools" },
+    { { pools = { dressing = math.huge } }, "pools" },
     { { pools = 4 }, "pools" },
     { { log = "stderr" }, "log" },
   }
@@ -87,6 +92,13 @@ describe(".new", function()
       assert.matches("stagehand.new", err, 1, true)
     end)
   end
+
+  it("takes a pool as large as the core counts", function()
+    local orch = T.new { pools = { dressing = 2 ^ 24 - 1 } }
+    assert.equal(2 ^ 24 - 1, orch:pools().dressing.capacity)
+    local h = orch:run("x", function(job) job:slot("dressing")() return 1 end)
+    assert.same({ "done", 1 }, { h:result() })
+  end)
 
   it("points the error at the caller's line", function()
     local ok, err = pcall(function() stagehand.new { stall_ms = -5 } end)

@@ -601,7 +601,10 @@ describe("slot pools", function()
 
     it("names bad arguments and keeps working", function()
       local orch = quiet()
-      assert.has_error(function() orch:pool("p", -1) end, "bad argument 'capacity' to pool: expected a whole number >= 0, got -1")
+      assert.has_error(function() orch:pool("p", -1) end,
+        "bad argument 'capacity' to pool: expected a whole number from 0 to 16777215, got -1")
+      assert.has_error(function() orch:pool("p", 2147483648) end,
+        "bad argument 'capacity' to pool: expected a whole number from 0 to 16777215, got 2147483648")
       assert.has_error(function() orch:pool("p", 1.5) end)
       assert.has_error(function() orch:pool("", 1) end)
       assert.has_error(function() orch:pool(nil, 1) end)
@@ -752,6 +755,8 @@ describe("budgets", function()
     local orch = quiet()
     assert.has_error(function() orch:budget("b", { frames = 2 }) end)
     assert.has_error(function() orch:budget("b", { ops = 0 }) end)
+    assert.has_error(function() orch:budget("b", { ops = 1099511627776 }) end,
+      "bad argument 'spec.ops' to budget: expected a whole number from 1 to 16777215, got 1099511627776")
     assert.has_error(function() orch:budget("b", { ops = 1, ms = 2 }) end)
     assert.has_error(function() orch:budget("b", { ms = -1 }) end)
     assert.has_error(function() orch:budget("b", 5) end)

@@ -29,6 +29,16 @@ end
 
 local function positive(v) return type(v) == "number" and v > 0 and v < math.huge end
 
+-- The largest slot pool capacity and per-step ops budget: the core counts
+-- in 32-bit integers, and no more jobs than its 2^24 ids can run at once,
+-- so this many is as good as unbounded.
+M.MAX_COUNT = 16777215 -- (2^24 - 1, written out: an integer on Lua 5.4)
+
+--- Whether v is a whole number from lo to MAX_COUNT.
+function M.count_from(v, lo)
+  return type(v) == "number" and v >= lo and v <= M.MAX_COUNT and v % 1 == 0
+end
+
 local FIELDS = {
   driver = true, clock = true, stall_ms = true, check_ms = true, remember = true,
   slice_ms = true, ranks = true, default_priority = true, pools = true, log = true,
@@ -86,8 +96,8 @@ function M.new_options(opts, has_luv)
   if type(pools) ~= "table" then bad("pools", "a table {name = capacity}", pools) end
   for name, cap in pairs(pools) do
     if type(name) ~= "string" or name == "" then bad("pools", "pool names that are non-empty strings", name) end
-    if type(cap) ~= "number" or cap < 0 or cap % 1 ~= 0 or cap == math.huge then
-      bad("pools", "a capacity >= 0 (whole number) for pool '" .. name .. "'", cap)
+    if not M.count_from(cap, 0) then
+      bad("pools", "a capacity for pool '" .. name .. "' (a whole number from 0 to " .. M.MAX_COUNT .. ")", cap)
     end
   end
   o.pools = pools

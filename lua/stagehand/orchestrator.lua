@@ -291,12 +291,6 @@ local function standing_job(o, label, prio, sig, stall_ms, setup)
   return job, h
 end
 
-local function check_capacity(fn, capacity)
-  if type(capacity) ~= "number" or capacity < 0 or capacity % 1 ~= 0 or capacity >= 2 ^ 24 then
-    options.fail(fn, "capacity", "a whole number >= 0", capacity, 3)
-  end
-end
-
 --- Creates or resizes a slot pool (capacity 0 holds everyone; shrinking
 --- never takes back slots already held).
 ---@param name string
@@ -304,7 +298,9 @@ end
 function Orchestrator:pool(name, capacity)
   check_self(self, "pool")
   if type(name) ~= "string" or name == "" then options.fail("pool", "name", "a non-empty string", name) end
-  check_capacity("pool", capacity)
+  if not options.count_from(capacity, 0) then
+    options.fail("pool", "capacity", "a whole number from 0 to " .. options.MAX_COUNT, capacity)
+  end
   slots.pool(self, name, capacity)
   if not self.stepping then self.driver.reschedule(self) end
 end
@@ -329,8 +325,8 @@ function Orchestrator:budget(name, spec)
   end
   local ops, ms = spec.ops, spec.ms
   if (ops == nil) == (ms == nil) then options.fail("budget", "spec", "exactly one of ops or ms", spec) end
-  if ops ~= nil and (type(ops) ~= "number" or ops < 1 or ops % 1 ~= 0 or ops >= 2 ^ 24) then
-    options.fail("budget", "spec.ops", "a whole number >= 1", ops)
+  if ops ~= nil and not options.count_from(ops, 1) then
+    options.fail("budget", "spec.ops", "a whole number from 1 to " .. options.MAX_COUNT, ops)
   end
   if ms ~= nil and (type(ms) ~= "number" or not (ms > 0) or ms == math.huge) then
     options.fail("budget", "spec.ms", "a number > 0", ms)
