@@ -119,6 +119,35 @@ describe(":run", function()
     assert.is_nil(err.cause)
   end)
 
+  it("ends whatever the game's error values do when shown: a __tostring that raises", function()
+    -- An error class with a broken __tostring, raised by work, given as a
+    -- cancel reason and as a rejection. Before, showing it raised out of
+    -- orch:run half way through failing the job, which then never ended.
+    local broken = setmetatable({}, { __tostring = function() error("no name yet") end })
+    local lines, log = logger()
+    local orch = T.new { log = log }
+    local failed = orch:run("fetch", function() error(broken) end)
+    local st, err = failed:result()
+    assert.equal("failed", st)
+    assert.equal(broken, err.cause)
+    assert.equal("fetch failed: (a table whose __tostring raised)", err.message)
+    local f = stagehand.future("upload")
+    local rejected = orch:run("upload", function(job) return job:await(f) end)
+    local cancelled = orch:run("decode", function(job) job:await(stagehand.future()) end)
+    cancelled:cancel(broken)
+    f:reject(broken)
+    orch:step()
+    assert.equal("decode was cancelled: (a table whose __tostring raised)", tostring(select(2, cancelled:result())))
+    assert.equal("failed", rejected:state())
+    assert.equal(broken, select(2, rejected:result()).cause)
+    -- a priority function answering it is logged, and counts as the default
+    local asks = orch:run("asks", function(job) return job:priority() end, { priority = function() return broken end })
+    assert.same({ "done", "scene" }, { asks:result() })
+    assert.matches("a priority function returned (a table whose __tostring raised), not a rank", table.concat(lines, "\n"), 1, true)
+    assert.all_ended(orch)
+    assert.no_leaks(orch)
+  end)
+
   it("never nests a continuation inside another job's resume", function()
     local orch = T.new()
     local f = stagehand.future()

@@ -370,7 +370,7 @@ function E.report_unhandled(o)
     if not seen then
       local err = job[OUT]
       local msg = "[stagehand] " .. job[LABEL] .. " failed and nobody waited on it: "
-        .. tostring(err.cause)
+        .. errors.show(err.cause)
       if err.traceback then msg = msg .. "\n" .. err.traceback end
       logm.guard(nil, "the log function", o.log, msg)
     end
@@ -422,7 +422,7 @@ local function after_resume(job, co, prev, prev_at, ok, a, done)
   if not ok then
     job[CO] = false
     if job[STATE] then return end
-    E.fail(job, a, traceback(co, tostring(a)))
+    E.fail(job, a, traceback(co, errors.show(a)))
     return
   end
   do

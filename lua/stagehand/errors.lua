@@ -16,10 +16,22 @@ M.Error = Error
 
 local KINDS = { failed = true, stalled = true, cancelled = true, cycle = true }
 
+--- tostring of a value the game handed in (what work raised, an abort
+--- reason, what a priority function returned) that cannot raise: a
+--- __tostring that raises, or returns something other than a string, is
+--- described instead. A message is made in the middle of ending a job,
+--- where a raise would leave it half ended.
+local function show(v)
+  local ok, s = pcall(tostring, v)
+  if ok and type(s) == "string" then return s end
+  return "(a " .. type(v) .. " whose __tostring " .. (ok and "returned a " .. type(s) or "raised") .. ")"
+end
+M.show = show
+
 -- (find and sub, not gsub: LuaJIT compiles those two, and every cancel
 -- and failure makes a message.)
 local function one_line(v)
-  local s = tostring(v)
+  local s = show(v)
   local nl = s:find("\n", 1, true)
   if nl then return s:sub(1, nl - 1) end
   return s

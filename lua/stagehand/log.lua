@@ -6,9 +6,10 @@ function M.stderr(message)
   io.stderr:write(tostring(message), "\n")
 end
 
+local show = require("stagehand.errors").show
 local traceback = debug.traceback
 local function handler(e)
-  return traceback(tostring(e), 2)
+  return traceback(show(e), 2)
 end
 
 -- Lua 5.1's xpcall passes no arguments to the function it calls.

@@ -9,9 +9,10 @@ local function callable(v)
 end
 M.callable = callable
 
+local show = require("stagehand.errors").show
 local function describe(v)
   if type(v) == "string" then return string.format("%q", v) end
-  return tostring(v)
+  return show(v)
 end
 
 function M.fail(fn, arg, expected, got, level)

@@ -17,6 +17,7 @@
 -- of priority sources that reach it, so a slot or budget queue can file a
 -- waiting job under that set and a grant never walks callers or awaiters.
 local logm = require "stagehand.log"
+local errors = require "stagehand.errors"
 local list = require "stagehand.list"
 local F = require "stagehand.fields"
 local ORCH, H, STATE = F.ORCH, F.H, F.STATE
@@ -48,7 +49,8 @@ end
 function M.bad_source(o, src, ok, r)
   if not o.bad_sources[src] then
     o.bad_sources[src] = true
-    local why = ok and ("returned " .. tostring(r) .. ", not a rank") or ("raised: " .. tostring(r))
+    local show = errors.show
+    local why = ok and ("returned " .. show(r) .. ", not a rank") or ("raised: " .. show(r))
     logm.guard(nil, "the log function", o.log,
       "[stagehand] a priority function " .. why .. "; counting it as '" .. o.ranks[o.default_rank] .. "'")
   end
