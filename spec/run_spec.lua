@@ -144,6 +144,13 @@ describe(":run", function()
     local asks = orch:run("asks", function(job) return job:priority() end, { priority = function() return broken end })
     assert.same({ "done", "scene" }, { asks:result() })
     assert.matches("a priority function returned (a table whose __tostring raised), not a rank", table.concat(lines, "\n"), 1, true)
+    -- one whose __tostring answers a number (LuaJIT and 5.1 hand the
+    -- number on as tostring's result; 5.4 turns it into a string)
+    local odd = setmetatable({}, { __tostring = function() return 42 end })
+    local _, oerr = orch:run("parse", function() error(odd) end):result()
+    assert.equal(odd, oerr.cause)
+    local said = oerr.message == "parse failed: 42" and "42" or oerr.message
+    assert.is_true(said == "42" or said == "parse failed: (a table whose __tostring returned a number)", said)
     assert.all_ended(orch)
     assert.no_leaks(orch)
   end)
