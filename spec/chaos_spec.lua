@@ -36,6 +36,14 @@ local function check_sets(orch, seed, t)
     end
     if not ok then error("seed " .. seed .. ", turn " .. t .. ", " .. job[F.LABEL] .. ": " .. why) end
   end
+  -- and the core's own structures hold together in the middle of it all
+  local function core(what, rc)
+    if rc ~= 0 then error("seed " .. seed .. ", turn " .. t .. ": the core's " .. what .. " broke (" .. rc .. ")") end
+  end
+  core("stall clocks", B.clock_check(orch.cc))
+  core("sleep timers", B.timers_check(orch.tm))
+  for name, q in pairs(orch.pool_q) do core("pool " .. name, B.pool_check(q.p)) end
+  for name, q in pairs(orch.budget_q) do core("budget " .. name, B.pool_check(q.p)) end
 end
 
 local rng = seeded.rng
@@ -161,7 +169,8 @@ local function scene(seed)
   end
 
   -- Time passes with faults: futures settle or not, callers leave, the
-  -- window hides and comes back, the battle scrolls away and back.
+  -- window hides and comes back, the battle scrolls away and back, the
+  -- clock is set back.
   for t = 1, 400 do
     local ev = r(20)
     if ev == 1 and #futures > 0 then
@@ -179,6 +188,10 @@ local function scene(seed)
       on_screen = not on_screen
     elseif ev == 7 then
       orch:pool("dressing", r(4) - 1)
+    elseif ev == 8 then
+      -- the game's clock is set back (no time passes for stagehand); no
+      -- number is drawn, so every scene is the one it was before this
+      clock.now = clock.now - 1000 * (t % 30)
     end
     clock:advance(r(200))
     orch:step(r(3) == 1 and 5 or nil)
