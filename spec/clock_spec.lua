@@ -225,6 +225,25 @@ describe("the testing helpers, on a scene not yet over", function()
     assert.matches("keyed run(s) still registered", found, 1, true)
   end)
 
+  it("name a core structure that fails its own check", function()
+    -- (The core cannot be broken from Lua, which is the point: the checks
+    -- are answered "inconsistent" for this one call instead.)
+    local B = require "stagehand.backend"
+    local saved = {}
+    for _, name in ipairs { "clock_check", "timers_check", "pool_check", "ids_check" } do
+      saved[name], B[name] = B[name], function() return -3 end
+    end
+    local ok, found = pcall(leaks_of, function() end)
+    for name, fn in pairs(saved) do B[name] = fn end
+    assert.is_true(ok, found)
+    assert.matches("the core's ids are inconsistent", found, 1, true)
+    assert.matches("the core's stall clocks are inconsistent", found, 1, true)
+    assert.matches("the core's sleep timers are inconsistent", found, 1, true)
+    assert.matches("the core's pool 'p' is inconsistent", found, 1, true)
+    assert.matches("the core's queue of budget 'b' is inconsistent", found, 1, true)
+    assert.equal("", leaks_of(function() end))
+  end)
+
   it("name a pending when and a queued continuation", function()
     local found = leaks_of(function(orch)
       orch:when("never started")

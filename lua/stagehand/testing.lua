@@ -139,6 +139,14 @@ function T.leaks(orch)
   n = tonumber(B.ids_count(orch.ids))
   if n ~= 0 then out[#out + 1] = n .. " core id(s) still taken" end
   if B.ids_check(orch.ids) ~= 0 then out[#out + 1] = "the core's ids are inconsistent" end
+  if B.clock_check(orch.cc) ~= 0 then out[#out + 1] = "the core's stall clocks are inconsistent" end
+  if B.timers_check(orch.tm) ~= 0 then out[#out + 1] = "the core's sleep timers are inconsistent" end
+  for name, q in pairs(orch.pool_q) do
+    if B.pool_check(q.p) ~= 0 then out[#out + 1] = "the core's pool '" .. name .. "' is inconsistent" end
+  end
+  for name, q in pairs(orch.budget_q) do
+    if B.pool_check(q.p) ~= 0 then out[#out + 1] = "the core's queue of budget '" .. name .. "' is inconsistent" end
+  end
   local left = {
     keyed = "keyed run(s) still registered", pending = "when waiter(s) still pending",
     awaiters = "awaiter registrations", followed = "follow registrations",
