@@ -208,6 +208,22 @@ describe("the luv driver", function()
     assert.is_nil(orch:next_wake())
   end)
 
+  it("takes a stall time or a wait past what a luv timer holds", function()
+    -- (Lua 5.4's luv refuses a timer of 1e300 ms: "number has no integer
+    -- representation", raised from orch:run itself.)
+    orch = stagehand.new { driver = "luv" }
+    local f = stagehand.future()
+    local h = orch:run("archive", function(job) return job:await(f) end, { stall_ms = 1e300 })
+    assert.is_true(orch:next_wake() > 2 ^ 63)
+    assert.same({ nil, "timeout" }, { orch:wait(h, 0) })
+    local t = uv.new_timer()
+    t:start(0, 0, function()
+      t:close()
+      f:resolve("read")
+    end)
+    assert.same({ "done", "read" }, { orch:wait(h, 1e300) })
+  end)
+
   it("serves orch:wait", function()
     orch = stagehand.new { driver = "luv" }
     local h = orch:run("stat", function(job) return (job:call(uv.fs_stat, ".")).type end)

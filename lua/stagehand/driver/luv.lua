@@ -27,6 +27,16 @@ local function loop_clock()
   return uv.now()
 end
 
+-- A luv timer takes a whole number of ms that fits a 64-bit integer (Lua
+-- 5.4's luv raises "number has no integer representation" past it). A
+-- wait longer than about 24 days (2^31 - 1 ms, as JavaScript's timers cap
+-- it) is cut to that: the step it wakes finds nothing due, and sets the
+-- timer again.
+local MAX_DELAY = 2147483647
+local function delay(ms, least)
+  return math.min(MAX_DELAY, math.max(least, math.ceil(ms)))
+end
+
 function M.new(clock)
   local d = { name = "luv", clock = clock or loop_clock }
   local timer -- made on first need
@@ -50,7 +60,7 @@ function M.new(clock)
       if not ok then
         logm.guard(nil, "the log function", orch.log, "[stagehand] a step raised: " .. tostring(err))
         -- (unless the step closed the driver: the next reschedule starts one)
-        if timer then timer:start(math.max(1, math.ceil(orch.check_ms)), 0, fire) end
+        if timer then timer:start(delay(orch.check_ms, 1), 0, fire) end
       end
     end
   end
@@ -73,13 +83,13 @@ function M.new(clock)
     if due and at and due <= at then return end
     due = at
     if not timer then timer = uv.new_timer() end
-    timer:start(math.max(0, math.ceil(nw)), 0, fire)
+    timer:start(delay(nw, 0), 0, fire)
   end
 
   -- Runs the loop until something happens or `ms` passes.
   function d.pass(_, ms)
     local t = uv.new_timer()
-    t:start(math.max(0, math.ceil(ms)), 0, function() end)
+    t:start(delay(ms, 0), 0, function() end)
     uv.run("once")
     t:close()
     uv.run("nowait")
