@@ -320,7 +320,11 @@ describe("stall clocks", function()
     end, { stall_ms = 1000 })
     local started = orch:report()
     clock.now = 0
+    -- times reported go on from the orchestrator's, not the clock's
+    local late = orch:run("late", function(job) job:sleep(1) end)
+    assert.equal(10000, orch:report()[3].started_at)
     T.settle(orch, 400)
+    assert.equal("done", late:state())
     assert.is_nil(woke)
     T.settle(orch, 100)
     assert.is_true(woke)
