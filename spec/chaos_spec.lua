@@ -37,13 +37,8 @@ local function check_sets(orch, seed, t)
     if not ok then error("seed " .. seed .. ", turn " .. t .. ", " .. job[F.LABEL] .. ": " .. why) end
   end
   -- and the core's own structures hold together in the middle of it all
-  local function core(what, rc)
-    if rc ~= 0 then error("seed " .. seed .. ", turn " .. t .. ": the core's " .. what .. " broke (" .. rc .. ")") end
-  end
-  core("stall clocks", B.clock_check(orch.cc))
-  core("sleep timers", B.timers_check(orch.tm))
-  for name, q in pairs(orch.pool_q) do core("pool " .. name, B.pool_check(q.p)) end
-  for name, q in pairs(orch.budget_q) do core("budget " .. name, B.pool_check(q.p)) end
+  local faults = T.core_faults(orch)
+  if faults[1] then error("seed " .. seed .. ", turn " .. t .. ": " .. table.concat(faults, "; ")) end
 end
 
 local rng = seeded.rng

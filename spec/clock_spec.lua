@@ -177,6 +177,7 @@ describe("the testing helpers", function()
     for _, case in ipairs {
       { function() T.settle(missing, 10) end, "bad argument 'orch' to settle: expected an orchestrator, got nil" },
       { function() T.leaks(missing) end, "bad argument 'orch' to leaks: expected an orchestrator, got nil" },
+      { function() T.core_faults(missing) end, "bad argument 'orch' to core_faults: expected an orchestrator, got nil" },
       { function() assert.no_leaks(missing) end, "bad argument 'orch' to assert.no_leaks: expected an orchestrator" },
       { function() assert.all_ended(missing) end, "bad argument 'orch' to assert.all_ended: expected an orchestrator" },
       { function() T.new(5) end, "bad argument 'opts' to new: expected a table of stagehand.new's options, got 5" },
@@ -234,7 +235,9 @@ describe("the testing helpers, on a scene not yet over", function()
       saved[name], B[name] = B[name], function() return -3 end
     end
     local ok, found = pcall(leaks_of, function() end)
+    local direct = #T.core_faults((T.new { pools = { p = 1 } }))
     for name, fn in pairs(saved) do B[name] = fn end
+    assert.equal(3 + 1, direct) -- (ids, clocks, timers, and its one pool)
     assert.is_true(ok, found)
     assert.matches("the core's ids are inconsistent", found, 1, true)
     assert.matches("the core's stall clocks are inconsistent", found, 1, true)
@@ -242,6 +245,7 @@ describe("the testing helpers, on a scene not yet over", function()
     assert.matches("the core's pool 'p' is inconsistent", found, 1, true)
     assert.matches("the core's queue of budget 'b' is inconsistent", found, 1, true)
     assert.equal("", leaks_of(function() end))
+    assert.same({}, T.core_faults((T.new())))
   end)
 
   it("name a pending when and a queued continuation", function()

@@ -104,6 +104,28 @@ function T.settle(orch, ms, step_ms)
   return left
 end
 
+--- The core's structures (ids, stall clocks, sleep timers, pools and
+--- budgets' queues) that fail their own consistency check, named in a
+--- list (`out`, when given, is appended to): empty when all hold. Any time
+--- is a good time to ask, a scene half run included.
+---@param orch stagehand.Orchestrator
+---@param out string[]?
+---@return string[]
+function T.core_faults(orch, out)
+  check_orch("core_faults", orch, 2)
+  out = out or {}
+  if B.ids_check(orch.ids) ~= 0 then out[#out + 1] = "the core's ids are inconsistent" end
+  if B.clock_check(orch.cc) ~= 0 then out[#out + 1] = "the core's stall clocks are inconsistent" end
+  if B.timers_check(orch.tm) ~= 0 then out[#out + 1] = "the core's sleep timers are inconsistent" end
+  for name, q in pairs(orch.pool_q) do
+    if B.pool_check(q.p) ~= 0 then out[#out + 1] = "the core's pool '" .. name .. "' is inconsistent" end
+  end
+  for name, q in pairs(orch.budget_q) do
+    if B.pool_check(q.p) ~= 0 then out[#out + 1] = "the core's queue of budget '" .. name .. "' is inconsistent" end
+  end
+  return out
+end
+
 --- What an orchestrator still holds, for assert.no_leaks: an empty list when
 --- nothing is left behind.
 function T.leaks(orch)
@@ -138,15 +160,7 @@ function T.leaks(orch)
   if next(orch.by_slot) ~= nil then out[#out + 1] = "job slots still in use" end
   n = tonumber(B.ids_count(orch.ids))
   if n ~= 0 then out[#out + 1] = n .. " core id(s) still taken" end
-  if B.ids_check(orch.ids) ~= 0 then out[#out + 1] = "the core's ids are inconsistent" end
-  if B.clock_check(orch.cc) ~= 0 then out[#out + 1] = "the core's stall clocks are inconsistent" end
-  if B.timers_check(orch.tm) ~= 0 then out[#out + 1] = "the core's sleep timers are inconsistent" end
-  for name, q in pairs(orch.pool_q) do
-    if B.pool_check(q.p) ~= 0 then out[#out + 1] = "the core's pool '" .. name .. "' is inconsistent" end
-  end
-  for name, q in pairs(orch.budget_q) do
-    if B.pool_check(q.p) ~= 0 then out[#out + 1] = "the core's queue of budget '" .. name .. "' is inconsistent" end
-  end
+  T.core_faults(orch, out)
   local left = {
     keyed = "keyed run(s) still registered", pending = "when waiter(s) still pending",
     awaiters = "awaiter registrations", followed = "follow registrations",
