@@ -17,6 +17,37 @@ function M.rng(seed)
   end
 end
 
+-- One value of an end, the same text on every runtime: numbers in full
+-- (Lua 5.4 would print 4.0 for a float), no addresses, one line.
+local function shown(v)
+  local t = type(v)
+  if t == "number" then return string.format("%.17g", v) end
+  if t == "table" and v.kind then
+    return "Error(" .. v.kind .. ": " .. shown(v.message) .. " missing " .. shown(v.missing) .. ")"
+  end
+  if t == "table" and #v > 0 then
+    local parts = {}
+    for i = 1, #v do parts[i] = shown(v[i]) end
+    return "{" .. table.concat(parts, ", ") .. "}"
+  end
+  if t == "string" then return "'" .. v:gsub("\n", "\\n"):gsub("0x%x+", "0x?") .. "'" end
+  if t == "function" or t == "userdata" or t == "thread" or t == "table" then return "a " .. t end
+  return tostring(v)
+end
+
+--- How each of a scene's Handles ended, a line each ("chaos 12 #3
+--- 'failed' Error(...)"): the same text on every runtime.
+function M.ends(scene, seed, handles)
+  local lines = {}
+  for i, h in ipairs(handles) do
+    local r = { n = select("#", h:result()), h:result() }
+    local parts = { scene, seed, "#" .. i }
+    for j = 1, r.n do parts[#parts + 1] = shown(r[j]) end
+    lines[i] = table.concat(parts, " ")
+  end
+  return lines
+end
+
 --- After a scene: nothing runs, every Handle ended, the report is empty and
 --- nothing is left behind. Each failure names the seed.
 function M.assert_whole(seed, orch, handles, left)

@@ -21,7 +21,7 @@ local errors = require "stagehand.errors"
 local list = require "stagehand.list"
 local F = require "stagehand.fields"
 local ORCH, H, STATE = F.ORCH, F.H, F.STATE
-local is_job = F.is_job
+local is_job, by_id = F.is_job, F.by_id
 
 local pairs, rawget, sort, concat = pairs, rawget, table.sort, table.concat
 
@@ -84,7 +84,7 @@ local function walk(job, cache, budget)
     sources[n] = rawget(job[i], 2) -- raw: a Handle's __index is a function
   end
   local aw = o.awaiters[job]
-  local waiters = aw and list.members(aw)
+  local waiters = aw and list.members(aw, by_id) -- (in start order: see counts_of_many)
   for i = 1, n do
     local s = M.source_rank(o, sources[i], cache)
     if s < best then best = s end
@@ -489,11 +489,13 @@ local function counts_of_many(o, job, set)
   end
   local aw = o.awaiters[job]
   if aw then
-    for a in pairs(aw) do
-      if a ~= "n" then -- (a counted set: list.lua)
-        local ms = members(o, M.set_of(o, a))
-        for i = 1, #ms do cnt[ms[i]] = (cnt[ms[i]] or 0) + 1 end
-      end
+    -- In start order, not pairs' (which follows addresses): set_of may
+    -- make a group, and ids given in a different order would read the
+    -- priority functions in a different order on another run.
+    local ws = list.members(aw, by_id)
+    for j = 1, #ws do
+      local ms = members(o, M.set_of(o, ws[j]))
+      for i = 1, #ms do cnt[ms[i]] = (cnt[ms[i]] or 0) + 1 end
     end
   end
   return cnt
@@ -727,7 +729,7 @@ function M.move_awaiters(o, from, to)
   if not set then return end
   o.awaiters[from] = nil
   counts(o, to)
-  local moved = list.members(set)
+  local moved = list.members(set, by_id) -- (start order: see counts_of_many)
   for i = 1, #moved do
     local w = moved[i]
     local fresh = list.set_add(o.awaiters, to, w) -- (w may follow both: it counts once)
