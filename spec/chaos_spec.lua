@@ -210,6 +210,7 @@ local function check(seed)
   E.MAX_NESTED_STARTS = max_nested
   assert(ok, "seed " .. seed .. ": the scene raised: " .. tostring(orch))
   seeded.assert_whole(seed, orch, handles, left)
+  seeded.record_ends("chaos", seed, handles)
 end
 
 describe("chaos", function()

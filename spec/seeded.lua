@@ -48,6 +48,18 @@ function M.ends(scene, seed, handles)
   return lines
 end
 
+--- Appends a scene's ends (above) to the file STAGEHAND_ENDS names, if it
+--- names one. A seed's scene is the same on every runtime (rng above), so
+--- its ends must be too: scripts/test.sh compares the files its busted
+--- runs wrote on LuaJIT (both backends), Lua 5.4 and 5.1.
+function M.record_ends(scene, seed, handles)
+  local path = os.getenv("STAGEHAND_ENDS")
+  if path == nil or path == "" then return end
+  local f = assert(io.open(path, "a"))
+  f:write(table.concat(M.ends(scene, seed, handles), "\n"), "\n")
+  f:close()
+end
+
 --- After a scene: nothing runs, every Handle ended, the report is empty and
 --- nothing is left behind. Each failure names the seed.
 function M.assert_whole(seed, orch, handles, left)
