@@ -227,7 +227,7 @@ E.notify = notify
 function E.describe_wait(job)
   local w = job[W]
   local o = job[ORCH]
-  if w == SLEEP then return "a sleep until " .. tostring(job[SLEEP_UNTIL]) end
+  if w == SLEEP then return "a sleep until " .. errors.ms(job[SLEEP_UNTIL]) end
   if w == QUEUED then return "its turn to run" end
   if w == KEYWAIT then return "a run of key " .. job[KEY] .. " to start" end
   if w == E.IDLE then return "every other job to be waiting (when_idle)" end

@@ -50,6 +50,15 @@ local function quoted(e)
 end
 M.quoted = quoted
 
+--- A time or duration in ms as dump and report show it, the same text on
+--- every runtime: whole numbers in full (1234567, not %g's 1.23457e+06,
+--- nor Lua 5.4's 1234567.0), others to a tenth of a ms.
+function M.ms(v)
+  if v ~= v or v == math.huge or v == -math.huge then return tostring(v) end
+  local s = string.format("%.1f", v)
+  return (s:gsub("%.0$", ""))
+end
+
 --- Formats a duration in ms as the log shows it: 20000 -> "20 s", 1500 -> "1.5 s".
 function M.seconds(ms)
   return string.format("%g s", ms / 1000)

@@ -11,6 +11,7 @@ local slots = require "stagehand.slots"
 local barrier = require "stagehand.barrier"
 local priority = require "stagehand.priority"
 local list = require "stagehand.list"
+local errors = require "stagehand.errors"
 
 local JobMT = jobm.JobMT
 local F = require "stagehand.fields"
@@ -520,11 +521,11 @@ function Orchestrator:dump()
   local lines = { string.format("stagehand: %d job(s) running%s", self.nrunning,
     B.clock_visible(self.cc) == 0 and " (hidden: stall clocks paused)" or "") }
   for _, r in ipairs(self:report()) do
-    local s = string.format("  #%d %s [%s, %s] running for %g ms", r.id, r.label, r.state, r.priority,
-      now - r.started_at)
+    local s = string.format("  #%d %s [%s, %s] running for %s ms", r.id, r.label, r.state, r.priority,
+      errors.ms(now - r.started_at))
     if r.key then s = s .. " key " .. r.key end
     if r.waiting_on then
-      s = s .. string.format("; waiting on %s for %g ms", r.waiting_on, now - r.waiting_since)
+      s = s .. string.format("; waiting on %s for %s ms", r.waiting_on, errors.ms(now - r.waiting_since))
     end
     lines[#lines + 1] = s
   end
