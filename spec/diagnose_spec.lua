@@ -246,6 +246,8 @@ describe(":dump", function()
     assert.matches("running for 1234567.5 ms", orch:dump(), 1, true)
     clock:advance(765432.46)
     assert.matches("running for 2000000 ms", orch:dump(), 1, true)
+    orch:run("Waiting for the sequel", function(job) job:sleep(1e300) end)
+    assert.matches("a sleep until 1e+300 for 0 ms", orch:dump(), 1, true)
   end)
 
   it("says when stall clocks are paused", function()

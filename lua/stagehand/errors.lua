@@ -52,9 +52,10 @@ M.quoted = quoted
 
 --- A time or duration in ms as dump and report show it, the same text on
 --- every runtime: whole numbers in full (1234567, not %g's 1.23457e+06,
---- nor Lua 5.4's 1234567.0), others to a tenth of a ms.
+--- nor Lua 5.4's 1234567.0), others to a tenth of a ms; past 10^15 (a
+--- sleep of 1e300 ms) in %g's short form.
 function M.ms(v)
-  if v ~= v or v == math.huge or v == -math.huge then return tostring(v) end
+  if v ~= v or v >= 1e15 or v <= -1e15 then return string.format("%g", v) end
   local s = string.format("%.1f", v)
   return (s:gsub("%.0$", ""))
 end
