@@ -589,6 +589,22 @@ describe("slot pools", function()
       assert.same({ "j1", "j2", "j3", "j4" }, order)
     end)
 
+    it("makes the pools option's pools in name order: jobs granted in one step run in the same order every run", function()
+      -- (pairs' order over the names changes from process to process on
+      -- Lua 5.4, and a step that frees slots of several pools grants pool
+      -- by pool; so this spec also holds in each process it runs in)
+      local names = { "upload", "mix", "decode", "bake", "zip", "cloth", "audio", "fx" }
+      local pools = {}
+      for _, p in ipairs(names) do pools[p] = 1 end
+      local orch = quiet { pools = pools }
+      local order, hold = {}, stagehand.future()
+      for _, p in ipairs(names) do dresser(orch, {}, p, "holder of " .. p, hold) end
+      for _, p in ipairs(names) do dresser(orch, order, p, p) end
+      hold:resolve()
+      orch:step()
+      assert.same({ "audio", "bake", "cloth", "decode", "fx", "mix", "upload", "zip" }, order)
+    end)
+
     it("holds everyone at capacity 0", function()
       local orch = quiet { pools = { closed = 0 } }
       local h = orch:run("x", function(job) job:slot("closed") end, { stall_ms = 1e9 })

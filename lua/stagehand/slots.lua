@@ -74,7 +74,14 @@ function M.init(o, pools)
   o.permit_of = {} -- job -> the ms budget whose permit it holds this step
   o.grantable = false
   o.budget_due = false
-  for name, cap in pairs(pools) do M.pool(o, name, cap) end
+  -- Made in name order: a step that frees slots of several pools grants
+  -- pool by pool in the order they were made, and pairs' order over names
+  -- changes from run to run on Lua 5.4 (its string hashes are seeded at
+  -- random), which made the order granted jobs ran in change with it.
+  local names = {}
+  for name in pairs(pools) do names[#names + 1] = name end
+  table.sort(names)
+  for i = 1, #names do M.pool(o, names[i], pools[names[i]]) end
 end
 
 -- The queue of that name, made (and listed in creation order) if new.
