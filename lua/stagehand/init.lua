@@ -17,17 +17,15 @@ M.Error = errors.Error
 function M.cores() return tonumber(B.cores()) end
 
 --- Makes an orchestrator (see SPEC.md, Module, for the options).
----@param options table?
----@return stagehand.Orchestrator
+---@type fun(options: table?): stagehand.Orchestrator
 M.new = Orchestrator.new
 
 --- A Future: f:resolve(...), f:reject(err), f:state(); awaitable.
----@param label string?
----@return stagehand.Future
+---@type fun(label: string?): stagehand.Future
 M.future = future.new
 
 --- A controller: ctl.signal, ctl:abort(reason).
----@return stagehand.Controller
+---@type fun(): stagehand.Controller
 M.controller = signal.controller
 
 --- Ends with the awaitable's outcome, or fails with the signal's reason if it aborts first.

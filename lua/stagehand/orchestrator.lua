@@ -335,9 +335,10 @@ function Orchestrator:budget(name, spec)
   slots.budget(self, name, ops, ms)
 end
 
---- A barrier over `keys`: b:arrive(key), b:arrived(), b:missing(), b.settled.
+--- A barrier over `keys_list` (the keys, each a string; one listed twice is
+--- one key): b:arrive(key), b:arrived(), b:missing(), b.settled.
 ---@param label string
----@param keys string[]
+---@param keys_list string[]
 ---@param opts table?
 ---@return stagehand.Barrier
 function Orchestrator:barrier(label, keys_list, opts)
