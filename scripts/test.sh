@@ -76,11 +76,10 @@ world_streams_on() ( # $1: runtime (a subshell: its environment stays here)
   echo "nearest chunks first, two a frame; chunk 6 dropped, chunk 11 failed; 4 sounds preloaded while idle"
 )
 
-# The chaos scenes write how each of their Handles ended to $ends/<run>
-# (spec/seeded.lua, record_ends). A seed's scene is the same on every
-# runtime, so its ends must be the same too: a difference is behaviour that
-# hangs on the runtime or the backend. (The callback scenes are compared
-# within a runtime only: see reentry_spec's layout spec.)
+# The chaos and callback scenes write how each of their Handles ended to
+# $ends/<run> (spec/seeded.lua, record_ends). A seed's scene is the same on
+# every runtime, so its ends must be the same too: a difference is behaviour
+# that hangs on the runtime or the backend.
 same_ends() {
   set -- "$ends"/*
   [ "$#" -ge 2 ] || { echo "only $# run(s) recorded their ends"; return 1; }
@@ -93,7 +92,7 @@ same_ends() {
       return 1
     fi
   done
-  echo "$(wc -l <"$out") Handles of $(cut -d' ' -f1,2 "$out" | sort -u | wc -l) chaos scenes ended alike in $# runs"
+  echo "$(wc -l <"$out") Handles of $(cut -d' ' -f1,2 "$out" | sort -u | wc -l) chaos and callback scenes ended alike in $# runs"
 }
 
 count "C core tests" ./build/test_core
@@ -106,7 +105,7 @@ for rt in "$@"; do
       env STAGEHAND_ENDS="$ends/luajit-c" STAGEHAND_BACKEND=c luajit /usr/bin/busted -o utfTerminal spec
   fi
 done
-check "the chaos scenes end alike on every runtime and backend" same_ends
+check "the chaos and callback scenes end alike on every runtime and backend" same_ends
 sanitized() {
   make -s sanitize >"$out" 2>&1 || { cat "$out"; return 1; }
   grep -aE "passed|successes" "$out" | sed 's/^/  /'

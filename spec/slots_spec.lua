@@ -428,6 +428,32 @@ describe("slot pools", function()
       assert.no_leaks(orch)
     end)
 
+    it("reads a set's priority functions in the order they first came, not by reused ids", function()
+      local orch, order, hold = behind_holder()
+      -- a set of two fixed ranks takes the next id, then a function the one after
+      local a = dresser(orch, order, "p", "tmp", nil, { key = "tmp", priority = "background" })
+      local b = dresser(orch, order, "p", "tmp", nil, { key = "tmp", priority = "visible" })
+      local set_id = next(orch.members)
+      local calls = {}
+      local first = function() calls[#calls + 1] = "first" return "scene" end
+      local second = function() calls[#calls + 1] = "second" return "scene" end
+      dresser(orch, order, "p", "cape", nil, { key = "cape", priority = first })
+      assert.is_true(orch.group_of[first] > set_id)
+      -- the set ends, and the function that comes next takes its lower id
+      a:cancel("closed")
+      b:cancel("closed")
+      orch:run("cape", function() end, { key = "cape", priority = second })
+      assert.equal(set_id, orch.group_of[second])
+      -- a grant reads the cape's set of both: first, then second (as it
+      -- would had no id been free), whatever their ids
+      calls = {}
+      hold:resolve()
+      orch:step()
+      assert.same({ "holder", "cape" }, order)
+      assert.same({ "first", "second" }, calls)
+      assert.no_leaks(orch)
+    end)
+
     it("hands its release to anything that calls a function back", function()
       local orch = quiet { pools = { p = 1 } }
       local f = stagehand.future()
