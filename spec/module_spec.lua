@@ -93,6 +93,37 @@ describe(".new", function()
     end)
   end
 
+  -- With several mistakes in one table, the error names the first in
+  -- sorted order: pairs' order follows string hashes, which Lua 5.4 seeds
+  -- at random, so the message once changed from one run to the next.
+  it("names the first of several mistakes in sorted order", function()
+    local function says(pattern, fn, ...)
+      local ok, err = pcall(fn, ...)
+      assert.is_false(ok)
+      assert.matches(pattern, err, 1, true)
+    end
+    local orch = T.new()
+    local work = function() end
+    for _, typos in ipairs {
+      { "alpha", "omega", "zeta" }, { "delta", "sigma", "tau" }, { "kappa", "mu", "rho" },
+      { "eta", "nu", "xi" }, { "beta", "gamma", "psi" }, { "chi", "phi", "upsilon" },
+    } do
+      local opts = { priority = "scene", stall_ms = 50 }
+      for _, k in ipairs(typos) do opts[k] = true end
+      says("'opts." .. typos[1] .. "' to run", orch.run, orch, "x", work, opts)
+      says("'opts." .. typos[1] .. "' to when", orch.when, orch, "k", nil, opts)
+      opts.priority = nil
+      says("option '" .. typos[1] .. "' to stagehand.new", stagehand.new, opts)
+      local pools = {}
+      for i, k in ipairs(typos) do pools[k] = -i end
+      says("for pool '" .. typos[1] .. "'", stagehand.new, { pools = pools })
+    end
+    says("(no other keys), got \"a\"", stagehand.new, { ranks = { "x", "y", b = 1, a = 2, c = 3 } })
+    -- a key of another type: booleans sort before numbers and strings
+    says("'opts.true' to run", orch.run, orch, "x", work, { [true] = 1, [5] = 2, zz = 3 })
+    assert.equal(0, orch.nrunning) -- (nothing was started)
+  end)
+
   it("takes a pool as large as the core counts", function()
     local orch = T.new { pools = { dressing = 2 ^ 24 - 1 } }
     assert.equal(2 ^ 24 - 1, orch:pools().dressing.capacity)

@@ -40,6 +40,36 @@ function M.count_from(v, lo)
   return type(v) == "number" and v >= lo and v <= M.MAX_COUNT and v % 1 == 0
 end
 
+-- Keys of a caller's table in a fixed order, whatever their types: strings
+-- and numbers by value, others by type, then by what tostring shows.
+local function key_before(a, b)
+  local ta, tb = type(a), type(b)
+  if ta ~= tb then return ta < tb end
+  if ta == "string" or ta == "number" then return a < b end
+  return tostring(a) < tostring(b)
+end
+
+--- The keys of t in key_before's order (for messages and checks that must
+--- not follow pairs' order: Lua 5.4 seeds its string hashes at random, so
+--- that order changes from process to process).
+function M.sorted_keys(t)
+  local ks = {}
+  for k in pairs(t) do ks[#ks + 1] = k end
+  table.sort(ks, key_before)
+  return ks
+end
+
+-- The unknown field an error names, when a caller's table has any: the
+-- first in sorted order, so a table with two typos names the same one on
+-- every run.
+local function first_unknown(t, fields, allow_key)
+  local ks = M.sorted_keys(t)
+  for i = 1, #ks do
+    local k = ks[i]
+    if not fields[k] or (k == "key" and not allow_key) then return k end
+  end
+end
+
 local FIELDS = {
   driver = true, clock = true, stall_ms = true, check_ms = true, remember = true,
   slice_ms = true, ranks = true, default_priority = true, pools = true, log = true,
@@ -54,9 +84,8 @@ function M.new_options(opts, has_luv)
   if type(opts) ~= "table" then
     error("bad argument 'options' to stagehand.new: expected a table, got " .. type(opts), 3)
   end
-  for k in pairs(opts) do
-    if not FIELDS[k] then bad(tostring(k), "a known option (unknown field)", k) end
-  end
+  local unknown = first_unknown(opts, FIELDS)
+  if unknown ~= nil then bad(tostring(unknown), "a known option (unknown field)", unknown) end
   local o = {}
   local driver = opts.driver
   if driver == nil then driver = has_luv() and "luv" or "manual" end
@@ -85,7 +114,9 @@ function M.new_options(opts, has_luv)
     if rank_of[r] then bad("ranks", "distinct names", r) end
     rank_of[r] = i
   end
-  for k in pairs(ranks) do
+  local ks = M.sorted_keys(ranks)
+  for i = 1, #ks do
+    local k = ks[i]
     if type(k) ~= "number" or k % 1 ~= 0 or k < 1 or k > #ranks then bad("ranks", "a list (no other keys)", k) end
   end
   o.ranks, o.rank_of = { (unpack or table.unpack)(ranks) }, rank_of
@@ -95,7 +126,10 @@ function M.new_options(opts, has_luv)
   o.default_rank = rank_of[dp]
   local pools = opts.pools or {}
   if type(pools) ~= "table" then bad("pools", "a table {name = capacity}", pools) end
-  for name, cap in pairs(pools) do
+  local names = M.sorted_keys(pools)
+  for i = 1, #names do
+    local name = names[i]
+    local cap = pools[name]
     if type(name) ~= "string" or name == "" then bad("pools", "pool names that are non-empty strings", name) end
     if not M.count_from(cap, 0) then
       bad("pools", "a capacity for pool '" .. name .. "' (a whole number from 0 to " .. M.MAX_COUNT .. ")", cap)
@@ -111,12 +145,16 @@ local RUN_FIELDS = { key = true, signal = true, stall_ms = true, priority = true
 
 --- Validates run's (or when's, with allow_key false) opts against the
 --- orchestrator `o`.
+-- Raises for the unknown field of a run's opts that sorts first.
+local function unknown_run_field(opts, fn, allow_key, lv)
+  local k = first_unknown(opts, RUN_FIELDS, allow_key)
+  M.fail(fn, "opts." .. tostring(k), "a known option (unknown field)", k, lv + 1)
+end
+
 -- Checks one field name of a run's opts; nil is the end of the fields.
-local function known(k, fn, allow_key, lv)
+local function known(opts, k, fn, allow_key, lv)
   if k == nil then return false end
-  if not RUN_FIELDS[k] or (k == "key" and not allow_key) then
-    M.fail(fn, "opts." .. tostring(k), "a known option (unknown field)", k, lv + 1)
-  end
+  if not RUN_FIELDS[k] or (k == "key" and not allow_key) then unknown_run_field(opts, fn, allow_key, lv + 1) end
   return true
 end
 
@@ -130,15 +168,15 @@ function M.run_options(o, opts, fn, is_signal, allow_key, depth)
   -- a loop: run is called in games' own hot loops, and LuaJIT aborts a trace
   -- that meets an inner loop it has not compiled yet.
   local k = next(opts)
-  if known(k, fn, allow_key, lv) then
+  if known(opts, k, fn, allow_key, lv) then
     k = next(opts, k)
-    if known(k, fn, allow_key, lv) then
+    if known(opts, k, fn, allow_key, lv) then
       k = next(opts, k)
-      if known(k, fn, allow_key, lv) then
+      if known(opts, k, fn, allow_key, lv) then
         k = next(opts, k)
-        if known(k, fn, allow_key, lv) then
+        if known(opts, k, fn, allow_key, lv) then
           k = next(opts, k)
-          if k ~= nil then M.fail(fn, "opts." .. tostring(k), "a known option (unknown field)", k, lv) end
+          if k ~= nil then unknown_run_field(opts, fn, allow_key, lv) end
         end
       end
     end
