@@ -119,6 +119,9 @@ describe(".new", function()
       says("for pool '" .. typos[1] .. "'", stagehand.new, { pools = pools })
     end
     says("(no other keys), got \"a\"", stagehand.new, { ranks = { "x", "y", b = 1, a = 2, c = 3 } })
+    says("'spec.frames' to budget", orch.budget, orch, "b", { zz = 1, frames = 2, ops = 1, sprites = 3 })
+    says("(no other fields), got \"x\"", orch.barrier, orch, "b", { "a", z = 1, x = 2, y = 3 })
+    says("(no other fields), got 2.5", orch.barrier, orch, "b", { "a", z = 1, [2.5] = 4 }) -- (numbers first)
     -- a key of another type: booleans sort before numbers and strings
     says("'opts.true' to run", orch.run, orch, "x", work, { [true] = 1, [5] = 2, zz = 3 })
     assert.equal(0, orch.nrunning) -- (nothing was started)

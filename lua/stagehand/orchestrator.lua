@@ -321,7 +321,9 @@ function Orchestrator:budget(name, spec)
   check_self(self, "budget")
   if type(name) ~= "string" or name == "" then options.fail("budget", "name", "a non-empty string", name) end
   if type(spec) ~= "table" then options.fail("budget", "spec", "{ops = n} or {ms = m}", spec) end
-  for k in pairs(spec) do
+  local ks = options.sorted_keys(spec) -- (the first unknown kind in sorted order: the same one on every run)
+  for i = 1, #ks do
+    local k = ks[i]
     if k ~= "ops" and k ~= "ms" then options.fail("budget", "spec." .. tostring(k), "ops or ms (unknown budget kind)", k) end
   end
   local ops, ms = spec.ops, spec.ms
