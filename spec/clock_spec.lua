@@ -226,6 +226,21 @@ describe("the testing helpers, on a scene not yet over", function()
     assert.matches("keyed run(s) still registered", found, 1, true)
   end)
 
+  it("list what they find in the same order on every run: by name", function()
+    local names = { "zeta", "alpha", "mu", "beta", "omega", "kappa", "delta", "sigma" }
+    local pools = {}
+    for _, name in ipairs(names) do pools[name] = 0 end
+    local orch = T.new { pools = pools, log = function() end }
+    for _, name in ipairs(names) do orch:run("wants " .. name, function(job) job:slot(name) end) end
+    local waiting = {}
+    for _, line in ipairs(T.leaks(orch)) do
+      local pool = line:match("^1 waiter%(s%) in pool '(%a+)'$")
+      if pool then waiting[#waiting + 1] = pool end
+    end
+    table.sort(names)
+    assert.same(names, waiting)
+  end)
+
   it("name a core structure that fails its own check", function()
     -- (The core cannot be broken from Lua, which is the point: the checks
     -- are answered "inconsistent" for this one call instead.)

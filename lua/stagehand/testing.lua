@@ -10,6 +10,9 @@ local E = require "stagehand.engine"
 local B = require "stagehand.backend"
 local F = require "stagehand.fields"
 local STATE, CO, HELD, WAITQ = F.STATE, F.CO, F.HELD, F.WAITQ
+-- (T.leaks and T.core_faults list what they find in the same order on every
+-- run and runtime: by pool, budget and key name, not in pairs' order)
+local sorted_keys = require("stagehand.options").sorted_keys
 
 local T = {}
 
@@ -117,11 +120,13 @@ function T.core_faults(orch, out)
   if B.ids_check(orch.ids) ~= 0 then out[#out + 1] = "the core's ids are inconsistent" end
   if B.clock_check(orch.cc) ~= 0 then out[#out + 1] = "the core's stall clocks are inconsistent" end
   if B.timers_check(orch.tm) ~= 0 then out[#out + 1] = "the core's sleep timers are inconsistent" end
-  for name, q in pairs(orch.pool_q) do
-    if B.pool_check(q.p) ~= 0 then out[#out + 1] = "the core's pool '" .. name .. "' is inconsistent" end
+  for _, name in ipairs(sorted_keys(orch.pool_q)) do
+    if B.pool_check(orch.pool_q[name].p) ~= 0 then out[#out + 1] = "the core's pool '" .. name .. "' is inconsistent" end
   end
-  for name, q in pairs(orch.budget_q) do
-    if B.pool_check(q.p) ~= 0 then out[#out + 1] = "the core's queue of budget '" .. name .. "' is inconsistent" end
+  for _, name in ipairs(sorted_keys(orch.budget_q)) do
+    if B.pool_check(orch.budget_q[name].p) ~= 0 then
+      out[#out + 1] = "the core's queue of budget '" .. name .. "' is inconsistent"
+    end
   end
   return out
 end
@@ -134,17 +139,19 @@ function T.leaks(orch)
   if orch.nrunning ~= 0 then out[#out + 1] = orch.nrunning .. " job(s) running" end
   if orch.qn ~= 0 then out[#out + 1] = orch.qn .. " continuation(s) queued" end
   if orch.closing or orch.closing_jobs then out[#out + 1] = "a close that never finished" end
-  for name, q in pairs(orch.pool_q) do
+  for _, name in ipairs(sorted_keys(orch.pool_q)) do
+    local q = orch.pool_q[name]
     local in_use, waiting = tonumber(B.pool_in_use(q.p)), tonumber(B.pool_waiting(q.p))
     if in_use ~= 0 then out[#out + 1] = in_use .. " slot(s) of pool '" .. name .. "' in use" end
     if waiting ~= 0 then out[#out + 1] = waiting .. " waiter(s) in pool '" .. name .. "'" end
   end
-  for name, q in pairs(orch.budget_q) do
-    local waiting = tonumber(B.pool_waiting(q.p))
+  for _, name in ipairs(sorted_keys(orch.budget_q)) do
+    local waiting = tonumber(B.pool_waiting(orch.budget_q[name].p))
     if waiting ~= 0 then out[#out + 1] = waiting .. " waiter(s) for budget '" .. name .. "'" end
   end
   -- Ended jobs it keeps (remembered outcomes) must have let their coroutine go.
-  for key, job in pairs(orch.mem) do
+  for _, key in ipairs(sorted_keys(orch.mem)) do
+    local job = orch.mem[key]
     if job[CO] then out[#out + 1] = "the remembered outcome of " .. key .. " holds a live coroutine" end
     if job[HELD] then out[#out + 1] = "the remembered outcome of " .. key .. " still holds a slot" end
     if job[WAITQ] then out[#out + 1] = "the remembered outcome of " .. key .. " still waits in a queue" end
@@ -168,11 +175,13 @@ function T.leaks(orch)
     src_count = "priority source counts", set_of = "priority source sets",
     set_users = "sets of priority sources still counted as in use",
   }
-  for t, what in pairs(left) do
-    if next(orch[t]) ~= nil then out[#out + 1] = what .. " left behind" end
+  for _, t in ipairs(sorted_keys(left)) do
+    if next(orch[t]) ~= nil then out[#out + 1] = left[t] .. " left behind" end
   end
   -- The counts that let a job's end skip those tables must agree with them.
-  for count, t in pairs { nset_of = "set_of", nowners = "owned", nidle = "idle" } do
+  local counted = { nset_of = "set_of", nowners = "owned", nidle = "idle" }
+  for _, count in ipairs(sorted_keys(counted)) do
+    local t = counted[count]
     local n = 0
     for _ in pairs(orch[t]) do n = n + 1 end
     if orch[count] ~= n then out[#out + 1] = count .. " is " .. orch[count] .. " for " .. n .. " entries" end
