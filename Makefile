@@ -77,13 +77,18 @@ env:
 	@sh scripts/env.sh $(LUA)
 
 # Many more seeded chaos scenes than make test runs (CHAOS_SEEDS=n to change):
-# loading scenes, and game code doing anything from inside callbacks.
+# loading scenes, and game code doing anything from inside callbacks. Each
+# runtime's ends are then compared, as make test compares its 41 scenes'.
 CHAOS_SEEDS ?= 500
 chaos: build
+	@rm -rf build/chaos-ends && mkdir -p build/chaos-ends
 	@for rt in $(RUNTIMES); do \
 	  echo "== chaos on $$rt ($(CHAOS_SEEDS) seeds)"; \
-	  eval "$$(sh scripts/env.sh $$rt)"; CHAOS_SEEDS=$(CHAOS_SEEDS) $$rt /usr/bin/busted -o utfTerminal spec/chaos_spec.lua spec/reentry_spec.lua || exit 1; \
+	  eval "$$(sh scripts/env.sh $$rt)"; CHAOS_SEEDS=$(CHAOS_SEEDS) STAGEHAND_ENDS=$(CURDIR)/build/chaos-ends/$$rt \
+	    $$rt /usr/bin/busted -o utfTerminal spec/chaos_spec.lua spec/reentry_spec.lua || exit 1; \
 	done
+	@echo "== the scenes end alike on every runtime"
+	@sh scripts/same_ends.sh build/chaos-ends
 
 # AddressSanitizer + UndefinedBehaviorSanitizer: the core's C tests, then the
 # busted suite against a sanitized build of the module on Lua 5.4, and on

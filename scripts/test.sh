@@ -77,23 +77,7 @@ world_streams_on() ( # $1: runtime (a subshell: its environment stays here)
 )
 
 # The chaos and callback scenes write how each of their Handles ended to
-# $ends/<run> (spec/seeded.lua, record_ends). A seed's scene is the same on
-# every runtime, so its ends must be the same too: a difference is behaviour
-# that hangs on the runtime or the backend.
-same_ends() {
-  set -- "$ends"/*
-  [ "$#" -ge 2 ] || { echo "only $# run(s) recorded their ends"; return 1; }
-  sort "$1" >"$out"
-  [ -s "$out" ] || { echo "no ends recorded in $1"; return 1; }
-  for other in "$@"; do
-    if ! sort "$other" | cmp -s "$out" -; then
-      echo "${1##*/} and ${other##*/} differ:"
-      sort "$other" | diff "$out" - | head -20
-      return 1
-    fi
-  done
-  echo "$(wc -l <"$out") Handles of $(cut -d' ' -f1,2 "$out" | sort -u | wc -l) chaos and callback scenes ended alike in $# runs"
-}
+# $ends/<run>; scripts/same_ends.sh compares the runs.
 
 count "C core tests" ./build/test_core
 for rt in "$@"; do
@@ -105,7 +89,7 @@ for rt in "$@"; do
       env STAGEHAND_ENDS="$ends/luajit-c" STAGEHAND_BACKEND=c luajit /usr/bin/busted -o utfTerminal spec
   fi
 done
-check "the chaos and callback scenes end alike on every runtime and backend" same_ends
+check "the chaos and callback scenes end alike on every runtime and backend" sh scripts/same_ends.sh "$ends"
 sanitized() {
   make -s sanitize >"$out" 2>&1 || { cat "$out"; return 1; }
   grep -aE "passed|successes" "$out" | sed 's/^/  /'
