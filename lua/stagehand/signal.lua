@@ -108,6 +108,7 @@ local Controller = {}
 Controller.__index = Controller
 
 --- Aborts the controller's signal. `reason` defaults to a `cancelled` Error.
+---@param reason any?
 function Controller:abort(reason)
   if getmetatable(self) ~= Controller then options.bad_self("ctl:abort", "a controller", self, 2) end
   if reason == nil then reason = errors.new("cancelled", "signal", "the signal was aborted") end

@@ -64,6 +64,7 @@ end
 
 --- A manual orchestrator on a fake clock. `opts` are stagehand.new's; a
 --- `clock` among them is used instead of a new one.
+---@param opts table?
 ---@return stagehand.Orchestrator orch, stagehand.FakeClock clock
 function T.new(opts)
   if opts ~= nil and type(opts) ~= "table" then
@@ -84,6 +85,10 @@ end
 
 --- Advances the orchestrator's fake clock in steps of `step_ms` (100), pumping,
 --- until no job runs or `ms` passed. Returns the number of jobs still running.
+---@param orch stagehand.Orchestrator
+---@param ms number
+---@param step_ms number?
+---@return integer running
 function T.settle(orch, ms, step_ms)
   check_orch("settle", orch, 2)
   local clock = orch.fake_clock
@@ -133,6 +138,8 @@ end
 
 --- What an orchestrator still holds, for assert.no_leaks: an empty list when
 --- nothing is left behind.
+---@param orch stagehand.Orchestrator
+---@return string[]
 function T.leaks(orch)
   check_orch("leaks", orch, 2)
   local out = {}
