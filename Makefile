@@ -85,7 +85,7 @@ chaos: build
 	@for rt in $(RUNTIMES); do \
 	  echo "== chaos on $$rt ($(CHAOS_SEEDS) seeds)"; \
 	  eval "$$(sh scripts/env.sh $$rt)"; CHAOS_SEEDS=$(CHAOS_SEEDS) STAGEHAND_ENDS=$(CURDIR)/build/chaos-ends/$$rt \
-	    $$rt /usr/bin/busted -o utfTerminal spec/chaos_spec.lua spec/reentry_spec.lua || exit 1; \
+	    $$rt /usr/bin/busted -o utfTerminal spec/chaos_spec.lua spec/reentry_spec.lua spec/grant_model_spec.lua || exit 1; \
 	done
 	@echo "== the scenes end alike on every runtime"
 	@sh scripts/same_ends.sh build/chaos-ends

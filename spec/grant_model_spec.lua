@@ -1,0 +1,190 @@
+-- Who gets a slot, checked against a model that knows nothing of
+-- stagehand's insides. Seeded scenes queue keyed jobs in a pool that starts
+-- closed; between steps the game changes what its priority functions
+-- answer, callers join runs (by run and by when) and leave them, jobs
+-- start awaiting the queued ones (and each other, in chains) and are
+-- cancelled, the pool grows and holders release their slots. After every
+-- step each grant it made must be the model's pick among the jobs then
+-- waiting: the best effective rank (the best of its live callers' and of
+-- every job awaiting it, transitively), then the one that asked first.
+-- CHAOS_SEEDS=n runs more, CHAOS_SEED=s replays one (spec/seeded.lua).
+local stagehand = require "stagehand"
+local T = require "stagehand.testing"
+local seeded = require "spec.seeded"
+
+local NAMES = { "visible", "scene", "background" }
+local RANK = { visible = 1, scene = 2, background = 3 }
+
+local function scene(seed)
+  local r = seeded.rng(seed)
+  local orch = T.new { pools = { p = 0 }, stall_ms = 1e12, log = function() end }
+  -- Three priority functions whose answers the game changes between steps.
+  local level = { "scene", "background", "visible" }
+  local fns = {}
+  for k = 1, 3 do
+    fns[k] = function() return level[k] end
+  end
+  -- A caller's priority, as run takes it and as the model reads it.
+  local function random_source()
+    local x = r(7)
+    if x <= 3 then return NAMES[x], NAMES[x] end
+    if x <= 6 then return fns[x - 3], x - 3 end
+    return nil, nil -- none: the default, scene
+  end
+  local function rank_of(src)
+    if src == nil then return RANK.scene end
+    if type(src) == "number" then return RANK[level[src]] end
+    return RANK[src]
+  end
+
+  -- The model. A record per job: its callers {h, src}, the jobs awaiting
+  -- it, and for a queued job its place in line.
+  local queued, parents = {}, {}
+  local grants = {} -- the queued jobs' records in the order their slots came
+  local function eff(rec)
+    local best = 4
+    for _, c in ipairs(rec.callers) do
+      if c.h:state() == "running" and rank_of(c.src) < best then best = rank_of(c.src) end
+    end
+    for _, p in ipairs(rec.awaiters) do
+      if p.callers[1].h:state() == "running" then
+        local e = eff(p)
+        if e < best then best = e end
+      end
+    end
+    return best
+  end
+  local function pick()
+    local best, be
+    for _, rec in ipairs(queued) do
+      if rec.waiting then
+        local e = eff(rec)
+        if best == nil or e < be then best, be = rec, e end -- (queued is in arrival order)
+      end
+    end
+    return best, be
+  end
+  local function describe(rec)
+    return rec and (rec.label .. " (rank " .. eff(rec) .. ", arrival " .. rec.arrival .. ")") or "nobody"
+  end
+
+  local n = 20 + r(30)
+  for i = 1, n do
+    local src, key = random_source()
+    local rec = { label = "asset " .. i, key = "asset " .. i, arrival = i, waiting = true, awaiters = {} }
+    rec.gate = stagehand.future()
+    local h = orch:run(rec.label, function(job)
+      local release = job:slot("p")
+      grants[#grants + 1] = rec
+      job:await(rec.gate)
+      release()
+    end, { key = rec.key, priority = src })
+    rec.callers = { { h = h, src = key } }
+    queued[i] = rec
+  end
+
+  local capacity = 0
+  local function live(list, pred)
+    local out = {}
+    for _, x in ipairs(list) do
+      if pred(x) then out[#out + 1] = x end
+    end
+    return out
+  end
+  local function running(x) return x.callers[1].h:state() == "running" end
+  local ops = {
+    function() -- the game's priority functions answer otherwise
+      level[r(3)] = NAMES[r(3)]
+    end,
+    function() -- a caller joins a run, by run or by when
+      local rec = queued[r(n)]
+      if not running(rec) then return end
+      local src, key = random_source()
+      local h
+      if r(2) == 1 then
+        h = orch:run(rec.label, function() error("a joined run's work never runs") end, { key = rec.key, priority = src })
+      else
+        h = orch:when(rec.key, nil, { priority = src })
+      end
+      rec.callers[#rec.callers + 1] = { h = h, src = key }
+    end,
+    function() -- a caller that joined leaves (the first stays: parents await its Handle)
+      local rec, extra = queued[r(n)], {}
+      for i = 2, #rec.callers do
+        if rec.callers[i].h:state() == "running" then extra[#extra + 1] = rec.callers[i] end
+      end
+      if extra[1] then extra[r(#extra)].h:cancel("scrolled away") end
+    end,
+    function() -- a job starts awaiting a queued job, or a job that awaits one
+      local targets = live(queued, function(rec) return rec.waiting end)
+      local chained = live(parents, running)
+      local pool_of = (chained[1] and r(3) == 1) and chained or targets
+      if not pool_of[1] then return end
+      local target = pool_of[r(#pool_of)]
+      local src, key = random_source()
+      local awaited = target.callers[1].h
+      local p = { label = "panel " .. (#parents + 1), awaiters = {} }
+      local h = orch:run(p.label, function(job) job:await(awaited) end, { priority = src })
+      p.callers = { { h = h, src = key } }
+      parents[#parents + 1] = p
+      target.awaiters[#target.awaiters + 1] = p
+    end,
+    function() -- a job awaiting one is cancelled: what it brought leaves with it
+      local chained = live(parents, running)
+      if chained[1] then chained[r(#chained)].callers[1].h:cancel("closed") end
+    end,
+    function() -- the pool grows
+      if capacity < 6 then
+        capacity = capacity + 1
+        orch:pool("p", capacity)
+      end
+    end,
+    function() -- a holder lets its slot go
+      local holding = live(queued, function(rec) return not rec.waiting and rec.gate:state() == "pending" end)
+      if holding[1] then holding[r(#holding)].gate:resolve() end
+    end,
+  }
+
+  local turns = 0
+  local function step_and_check(t)
+    local before = #grants
+    orch:step()
+    -- (levels, callers and awaiters change only between steps: the ranks
+    -- the model reads now are the ones the step's grants read)
+    for i = before + 1, #grants do
+      local got, want = grants[i], pick()
+      if got ~= want then
+        error(("seed %d, turn %d: the slot went to %s, not %s"):format(seed, t, describe(got), describe(want)))
+      end
+      got.waiting = false
+    end
+  end
+  for t = 1, 60 do
+    for _ = 1, r(4) do ops[r(#ops)]() end
+    step_and_check(t)
+    turns = t
+  end
+  -- Then everyone through: the pool opens wide, holders release as they go.
+  if capacity == 0 then orch:pool("p", 1) end
+  local guard = 0
+  while orch.nrunning > 0 and guard < 1000 do
+    guard = guard + 1
+    for _, rec in ipairs(queued) do
+      if not rec.waiting and rec.gate:state() == "pending" and r(2) == 1 then rec.gate:resolve() end
+    end
+    step_and_check(turns + guard)
+  end
+  return orch, queued, grants
+end
+
+describe("slot grants", function()
+  local which, seeds = seeded.seeds()
+  it("go as a model of rank then arrival says, through joins, leaves, awaits and live priorities" .. which, function()
+    for _, seed in ipairs(seeds) do
+      local orch, queued, grants = scene(seed)
+      assert(orch.nrunning == 0, "seed " .. seed .. ": jobs still running\n" .. orch:dump())
+      assert(#grants == #queued, "seed " .. seed .. ": " .. #grants .. " grants for " .. #queued .. " queued jobs")
+      assert.no_leaks(orch)
+    end
+  end)
+end)
