@@ -1,12 +1,13 @@
--- Who gets a slot, checked against a model that knows nothing of
--- stagehand's insides. Seeded scenes queue keyed jobs in a pool that starts
--- closed; between steps the game changes what its priority functions
--- answer, callers join runs (by run and by when) and leave them, jobs
--- start awaiting the queued ones (and each other, in chains) and are
--- cancelled, the pool grows and holders release their slots. After every
--- step each grant it made must be the model's pick among the jobs then
--- waiting: the best effective rank (the best of its live callers' and of
--- every job awaiting it, transitively), then the one that asked first.
+-- Who gets a slot or a permit, checked against a model that knows nothing
+-- of stagehand's insides. Seeded scenes queue keyed jobs in a pool that
+-- starts closed (or for a budget's permits); between steps the game changes
+-- what its priority functions answer, callers join runs (by run and by
+-- when) and leave them, jobs start awaiting the queued ones (and each
+-- other, in chains) and are cancelled, the pool grows and holders release
+-- their slots (or the budget's ops change). After every step each grant it
+-- made must be the model's pick among the jobs then waiting: the best
+-- effective rank (the best of its live callers' and of every job awaiting
+-- it, transitively), then the one that asked first.
 -- CHAOS_SEEDS=n runs more, CHAOS_SEED=s replays one (spec/seeded.lua).
 local stagehand = require "stagehand"
 local T = require "stagehand.testing"
@@ -15,9 +16,12 @@ local seeded = require "spec.seeded"
 local NAMES = { "visible", "scene", "background" }
 local RANK = { visible = 1, scene = 2, background = 3 }
 
-local function scene(seed)
+-- kind: "pool" (slots of pool p) or "budget" (permits of budget b, {ops = n})
+local function scene(seed, kind)
   local r = seeded.rng(seed)
   local orch = T.new { pools = { p = 0 }, stall_ms = 1e12, log = function() end }
+  local ops_now = 1
+  if kind == "budget" then orch:budget("b", { ops = ops_now }) end
   -- Three priority functions whose answers the game changes between steps.
   local level = { "scene", "background", "visible" }
   local fns = {}
@@ -74,6 +78,12 @@ local function scene(seed)
     local rec = { label = "asset " .. i, key = "asset " .. i, arrival = i, waiting = true, awaiters = {} }
     rec.gate = stagehand.future()
     local h = orch:run(rec.label, function(job)
+      if kind == "budget" then
+        job:permit("b")
+        grants[#grants + 1] = rec
+        job:await(rec.gate)
+        return
+      end
       local release = job:slot("p")
       grants[#grants + 1] = rec
       job:await(rec.gate)
@@ -133,8 +143,11 @@ local function scene(seed)
       local chained = live(parents, running)
       if chained[1] then chained[r(#chained)].callers[1].h:cancel("closed") end
     end,
-    function() -- the pool grows
-      if capacity < 6 then
+    function() -- the pool grows (or the budget's ops per step change)
+      if kind == "budget" then
+        ops_now = r(3)
+        orch:budget("b", { ops = ops_now })
+      elseif capacity < 6 then
         capacity = capacity + 1
         orch:pool("p", capacity)
       end
@@ -158,6 +171,14 @@ local function scene(seed)
       end
       got.waiting = false
     end
+    if kind == "budget" then
+      -- (a step grants up to ops permits, and no fewer while jobs wait)
+      local n_granted, left = #grants - before, #live(queued, function(rec) return rec.waiting end)
+      if n_granted > ops_now or (n_granted < ops_now and left > 0) then
+        error(("seed %d, turn %d: %d permit(s) granted with ops = %d and %d waiting"):format(
+          seed, t, n_granted, ops_now, left))
+      end
+    end
   end
   for t = 1, 60 do
     for _ = 1, r(4) do ops[r(#ops)]() end
@@ -165,7 +186,7 @@ local function scene(seed)
     turns = t
   end
   -- Then everyone through: the pool opens wide, holders release as they go.
-  if capacity == 0 then orch:pool("p", 1) end
+  if kind == "pool" and capacity == 0 then orch:pool("p", 1) end
   local guard = 0
   while orch.nrunning > 0 and guard < 1000 do
     guard = guard + 1
@@ -177,14 +198,18 @@ local function scene(seed)
   return orch, queued, grants
 end
 
-describe("slot grants", function()
+local function scenes(kind, seeds)
+  for _, seed in ipairs(seeds) do
+    local orch, queued, grants = scene(seed, kind)
+    assert(orch.nrunning == 0, "seed " .. seed .. ": jobs still running\n" .. orch:dump())
+    assert(#grants == #queued, "seed " .. seed .. ": " .. #grants .. " grants for " .. #queued .. " queued jobs")
+    assert.no_leaks(orch)
+  end
+end
+
+describe("grants", function()
   local which, seeds = seeded.seeds()
-  it("go as a model of rank then arrival says, through joins, leaves, awaits and live priorities" .. which, function()
-    for _, seed in ipairs(seeds) do
-      local orch, queued, grants = scene(seed)
-      assert(orch.nrunning == 0, "seed " .. seed .. ": jobs still running\n" .. orch:dump())
-      assert(#grants == #queued, "seed " .. seed .. ": " .. #grants .. " grants for " .. #queued .. " queued jobs")
-      assert.no_leaks(orch)
-    end
-  end)
+  it("of slots go as a model of rank then arrival says, through joins, leaves, awaits and live priorities"
+    .. which, function() scenes("pool", seeds) end)
+  it("of a budget's permits go the same way, ops a step" .. which, function() scenes("budget", seeds) end)
 end)
