@@ -2,9 +2,10 @@
 -- of stagehand's insides. Seeded scenes queue keyed jobs in a pool that
 -- starts closed (or for a budget's permits); between steps the game changes
 -- what its priority functions answer, callers join runs (by run and by
--- when) and leave them, jobs start awaiting the queued ones (and each
--- other, in chains) and are cancelled, the pool grows and holders release
--- their slots (or the budget's ops change). After every step each grant it
+-- when, and by a when made before the run started) and leave them, jobs
+-- start awaiting the queued ones (and each other, in chains) and are
+-- cancelled, the pool grows and holders release their slots (or the
+-- budget's ops change). After every step each grant it
 -- made must be the model's pick among the jobs then waiting: the best
 -- effective rank (the best of its live callers' and of every job awaiting
 -- it, transitively), then the one that asked first.
@@ -72,11 +73,16 @@ local function scene(seed, kind)
     return rec and (rec.label .. " (rank " .. eff(rec) .. ", arrival " .. rec.arrival .. ")") or "nobody"
   end
 
-  local n = 20 + r(30)
-  for i = 1, n do
+  -- Starts asset i's run (it asks at once, so it queues now: its arrival
+  -- is its place in `queued`); `early` are the callers a pending `when`
+  -- made before the run started, which join it before its work runs.
+  local function start(i, early)
     local src, key = random_source()
-    local rec = { label = "asset " .. i, key = "asset " .. i, arrival = i, waiting = true, awaiters = {} }
+    local rec = { label = "asset " .. i, key = "asset " .. i, arrival = #queued + 1, waiting = true, awaiters = {} }
     rec.gate = stagehand.future()
+    queued[#queued + 1] = rec
+    rec.callers = { false }
+    for _, c in ipairs(early or {}) do rec.callers[#rec.callers + 1] = c end
     local h = orch:run(rec.label, function(job)
       if kind == "budget" then
         job:permit("b")
@@ -89,8 +95,20 @@ local function scene(seed, kind)
       job:await(rec.gate)
       release()
     end, { key = rec.key, priority = src })
-    rec.callers = { { h = h, src = key } }
-    queued[i] = rec
+    rec.callers[1] = { h = h, src = key }
+  end
+  local n = 20 + r(30)
+  for i = 1, n do start(i) end
+  -- Keys a `when` waits on before anyone runs them: key -> its callers.
+  local pending, pending_keys, next_asset = {}, {}, n
+  -- The run of the key `when`s have waited on longest starts: they join it
+  -- before its work runs.
+  local function start_pending()
+    if not pending_keys[1] then return end
+    local i = table.remove(pending_keys, 1)
+    next_asset = math.max(next_asset, i)
+    start(i, pending[i])
+    pending[i] = nil
   end
 
   local capacity = 0
@@ -107,7 +125,7 @@ local function scene(seed, kind)
       level[r(3)] = NAMES[r(3)]
     end,
     function() -- a caller joins a run, by run or by when
-      local rec = queued[r(n)]
+      local rec = queued[r(#queued)]
       if not running(rec) then return end
       local src, key = random_source()
       local h
@@ -118,8 +136,19 @@ local function scene(seed, kind)
       end
       rec.callers[#rec.callers + 1] = { h = h, src = key }
     end,
+    function() -- a `when` waits for a run nobody started yet
+      local src, key = random_source()
+      local i = next_asset + r(3)
+      local c = { h = orch:when("asset " .. i, nil, { priority = src }), src = key }
+      if not pending[i] then
+        pending[i] = {}
+        pending_keys[#pending_keys + 1] = i
+      end
+      table.insert(pending[i], c)
+    end,
+    function() start_pending() end, -- a run that `when`s wait for starts
     function() -- a caller that joined leaves (the first stays: parents await its Handle)
-      local rec, extra = queued[r(n)], {}
+      local rec, extra = queued[r(#queued)], {}
       for i = 2, #rec.callers do
         if rec.callers[i].h:state() == "running" then extra[#extra + 1] = rec.callers[i] end
       end
@@ -185,7 +214,9 @@ local function scene(seed, kind)
     step_and_check(t)
     turns = t
   end
-  -- Then everyone through: the pool opens wide, holders release as they go.
+  -- Then everyone through: the runs `when`s wait for start, the pool opens,
+  -- holders release as they go.
+  while pending_keys[1] do start_pending() end
   if kind == "pool" and capacity == 0 then orch:pool("p", 1) end
   local guard = 0
   while orch.nrunning > 0 and guard < 1000 do
