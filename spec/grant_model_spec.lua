@@ -24,10 +24,15 @@ local function scene(seed, kind)
   local ops_now = 1
   if kind == "budget" then orch:budget("b", { ops = ops_now }) end
   -- Three priority functions whose answers the game changes between steps.
+  -- Now and then one answers a rank that does not exist, or raises: it
+  -- counts as the default then (and is logged once).
   local level = { "scene", "background", "visible" }
   local fns = {}
   for k = 1, 3 do
-    fns[k] = function() return level[k] end
+    fns[k] = function()
+      if level[k] == "raise" then error("the camera is not ready") end
+      return level[k]
+    end
   end
   -- A caller's priority, as run takes it and as the model reads it.
   local function random_source()
@@ -38,7 +43,7 @@ local function scene(seed, kind)
   end
   local function rank_of(src)
     if src == nil then return RANK.scene end
-    if type(src) == "number" then return RANK[level[src]] end
+    if type(src) == "number" then return RANK[level[src]] or RANK.scene end
     return RANK[src]
   end
 
@@ -83,6 +88,7 @@ local function scene(seed, kind)
     queued[#queued + 1] = rec
     rec.callers = { false }
     for _, c in ipairs(early or {}) do rec.callers[#rec.callers + 1] = c end
+    local before = #grants
     local h = orch:run(rec.label, function(job)
       if kind == "budget" then
         job:permit("b")
@@ -96,6 +102,16 @@ local function scene(seed, kind)
       release()
     end, { key = rec.key, priority = src })
     rec.callers[1] = { h = h, src = key }
+    if #grants > before then
+      -- It took a free slot at once (the pool has grown): right only while
+      -- nobody waits for one.
+      for _, other in ipairs(queued) do
+        if other ~= rec and other.waiting then
+          error(("seed %d: %s took a free slot while %s waited"):format(seed, rec.label, other.label))
+        end
+      end
+      rec.waiting = false
+    end
   end
   local n = 20 + r(30)
   for i = 1, n do start(i) end
@@ -122,7 +138,8 @@ local function scene(seed, kind)
   local function running(x) return x.callers[1].h:state() == "running" end
   local ops = {
     function() -- the game's priority functions answer otherwise
-      level[r(3)] = NAMES[r(3)]
+      local x = r(10)
+      level[r(3)] = x <= 8 and NAMES[x % 3 + 1] or x == 9 and "urgent" or "raise"
     end,
     function() -- a caller joins a run, by run or by when
       local rec = queued[r(#queued)]
