@@ -78,7 +78,7 @@ env:
 
 # Many more seeded chaos scenes than make test runs (CHAOS_SEEDS=n to change):
 # loading scenes, and game code doing anything from inside callbacks. Each
-# runtime's ends are then compared, as make test compares its 41 scenes'.
+# runtime's ends are then compared, as make test compares its own scenes'.
 CHAOS_SEEDS ?= 500
 chaos: build
 	@rm -rf build/chaos-ends && mkdir -p build/chaos-ends

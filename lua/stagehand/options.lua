@@ -143,8 +143,6 @@ end
 
 local RUN_FIELDS = { key = true, signal = true, stall_ms = true, priority = true }
 
---- Validates run's (or when's, with allow_key false) opts against the
---- orchestrator `o`.
 -- Raises for the unknown field of a run's opts that sorts first.
 local function unknown_run_field(opts, fn, allow_key, lv)
   local k = first_unknown(opts, RUN_FIELDS, allow_key)
@@ -158,8 +156,10 @@ local function known(opts, k, fn, allow_key, lv)
   return true
 end
 
---- `depth` counts the calls between the public method and this one (0 when
---- the method calls it itself), so errors name the method's caller.
+--- Validates run's (or when's, with allow_key false) opts against the
+--- orchestrator `o`. `depth` counts the calls between the public method
+--- and this one (0 when the method calls it itself), so errors name the
+--- method's caller.
 function M.run_options(o, opts, fn, is_signal, allow_key, depth)
   if opts == nil then return nil end
   local lv = 3 + (depth or 0)
