@@ -5,10 +5,12 @@
 -- when, and by a when made before the run started) and leave them, jobs
 -- start awaiting the queued ones (and each other, in chains) and are
 -- cancelled, the pool grows and holders release their slots (or the
--- budget's ops change). After every step each grant it
--- made must be the model's pick among the jobs then waiting: the best
--- effective rank (the best of its live callers' and of every job awaiting
--- it, transitively), then the one that asked first.
+-- budget's ops change). After every step each grant it made must be the
+-- model's pick among the jobs then waiting: the best effective rank (the
+-- best of its live callers' and of every job awaiting it, transitively),
+-- then the one that asked first. A job may take a free slot at once only
+-- while nobody waits, and a step grants its ops' worth of permits while
+-- jobs wait. The model reads nothing but public Handles' states.
 -- CHAOS_SEEDS=n runs more, CHAOS_SEED=s replays one (spec/seeded.lua).
 local stagehand = require "stagehand"
 local T = require "stagehand.testing"
@@ -86,7 +88,7 @@ local function scene(seed, kind)
     local rec = { label = "asset " .. i, key = "asset " .. i, arrival = #queued + 1, waiting = true, awaiters = {} }
     rec.gate = stagehand.future()
     queued[#queued + 1] = rec
-    rec.callers = { false }
+    rec.callers = { false } -- (its own Handle comes first once run returns)
     for _, c in ipairs(early or {}) do rec.callers[#rec.callers + 1] = c end
     local before = #grants
     local h = orch:run(rec.label, function(job)
