@@ -78,9 +78,7 @@ function M.init(o, pools)
   -- pool by pool in the order they were made, and pairs' order over names
   -- changes from run to run on Lua 5.4 (its string hashes are seeded at
   -- random), which made the order granted jobs ran in change with it.
-  local names = {}
-  for name in pairs(pools) do names[#names + 1] = name end
-  table.sort(names)
+  local names = options.sorted_keys(pools)
   for i = 1, #names do M.pool(o, names[i], pools[names[i]]) end
 end
 
