@@ -8,19 +8,26 @@
 enum { FREE = 0, RUNNING = 1, PAUSED = 2 };
 
 typedef struct entry {
-  double last;   /* visible time of the last progress */
-  double stall;  /* stall time in ms */
-  int32_t group; /* a group whose activity counts as progress, or -1 */
+  double last;     /* visible time of the last progress */
+  double stall;    /* stall time in ms */
+  uint64_t joined; /* the touch count when it joined its group: later touches count */
+  int32_t group;   /* a group whose activity counts as progress, or -1 */
   uint8_t state;
 } entry;
+
+typedef struct group_entry {
+  double last;  /* visible time it was last touched */
+  uint64_t seq; /* which touch that was, counted over all groups from 1 */
+} group_entry;
 
 struct sh_clock {
   sh__heap heap;  /* running ids, keyed by a deadline never later than the true one */
   entry *entries; /* indexed by id; as many as heap.pos_cap */
   size_t cap;
   int32_t count; /* started ids, running or paused */
-  double *groups; /* visible time each group was last touched */
+  group_entry *groups; /* by group id */
   size_t ngroups;
+  uint64_t touches; /* touches so far, of any group */
   int visible;
   double vis_acc;   /* visible ms before vis_since */
   double vis_since; /* caller time when visibility last turned on */
@@ -68,10 +75,16 @@ static double vrecord(sh_clock *c, double now) {
   return c->vis_high;
 }
 
-/* The later of an entry's own progress and its group's last activity. */
+/* The later of an entry's own progress and its group's last activity since
+ * it joined: activity before it joined was no progress of its own (a job
+ * that asks for a slot just after another was handed one has not advanced).
+ * Touches are counted rather than timed, so this holds for a touch and a
+ * join at the same reading too. */
 static double last_of(const sh_clock *c, const entry *e) {
-  if (e->group >= 0 && (size_t)e->group < c->ngroups && c->groups[e->group] > e->last)
-    return c->groups[e->group];
+  if (e->group >= 0 && (size_t)e->group < c->ngroups) {
+    const group_entry *g = &c->groups[e->group];
+    if (g->seq > e->joined && g->last > e->last) return g->last;
+  }
   return e->last;
 }
 
@@ -231,25 +244,32 @@ int sh_clock_join(sh_clock *c, int32_t id, int32_t group) {
   if (!e) return SH_EINVAL;
   if (group >= 0 && (size_t)group >= c->ngroups) {
     size_t n = c->ngroups ? c->ngroups : 8, i;
-    double *g;
+    group_entry *g;
     while (n <= (size_t)group) n *= 2;
     g = realloc(c->groups, n * sizeof *g);
     if (!g) return SH_ENOMEM;
-    for (i = c->ngroups; i < n; i++) g[i] = -HUGE_VAL;
+    for (i = c->ngroups; i < n; i++) {
+      g[i].last = -HUGE_VAL;
+      g[i].seq = 0;
+    }
     c->groups = g;
     c->ngroups = n;
   }
   /* Leaving a group keeps what it gave: the latest activity becomes the
-   * entry's own progress, so leaving never brings a deadline forward. */
+   * entry's own progress, so leaving never brings a deadline forward. A
+   * group joined counts only the touches after this one: neither does
+   * joining bring a deadline forward. */
   e->last = last_of(c, e);
   e->group = group;
+  e->joined = c->touches;
   return SH_OK;
 }
 
 int sh_clock_touch(sh_clock *c, int32_t group, double now) {
   if (!c || group < 0 || !valid_time(now)) return SH_EINVAL;
   if ((size_t)group >= c->ngroups) return SH_OK; /* nobody ever joined it */
-  c->groups[group] = vrecord(c, now);
+  c->groups[group].last = vrecord(c, now);
+  c->groups[group].seq = ++c->touches;
   return SH_OK;
 }
 

@@ -138,7 +138,9 @@ int sh_pin_library(void);
  * join links an id's clock to a group (a pool, a budget; -1 unlinks), and
  * touch marks the group active now: every clock linked to it counts that as
  * its own progress, in O(1) however many are linked (the lazy deadline check
- * takes the later of the two times).
+ * takes the later of the two times). Only touches after the join count:
+ * activity before a clock joined was no progress of its own. Leaving keeps
+ * what the group gave.
  *
  * Sleep timers (sh_timers_*)
  *

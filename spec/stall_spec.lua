@@ -341,6 +341,74 @@ describe("stall clocks", function()
     assert.no_leaks(orch)
   end)
 
+  it("count a wait's end when it ends: a job left queued by a spent step budget stalls from there", function()
+    local orch, clock = new { check_ms = 10 }
+    local download, go = stagehand.future(), stagehand.future()
+    local loader = orch:run("loader", function(job) job:await(download) end, { stall_ms = 100 })
+    local busy = orch:run("busy", function(job)
+      job:await(go)
+      clock:advance(10) -- it runs for 10 ms: the step's budget is spent
+      job:sleep(0)
+    end, { stall_ms = 1000 })
+    clock:advance(90)
+    orch:step()
+    go:resolve()
+    download:resolve() -- at 90 ms: the loader's progress, queued behind the busy job
+    clock:advance(60)
+    orch:step(4) -- a check at 160 ms, with the loader still queued
+    assert.equal("running", loader:state())
+    clock:advance(10)
+    orch:step()
+    assert.equal("done", loader:state())
+    assert.equal("done", busy:state())
+    -- and the queue holds no stall off: from the wait's end, its time counts
+    local never, go_again = stagehand.future(), stagehand.future()
+    local starved = orch:run("starved", function(job) job:await(never) end, { stall_ms = 100 })
+    orch:run("busy again", function(job)
+      job:await(go_again)
+      clock:advance(10)
+      job:sleep(0)
+    end, { stall_ms = 1000 })
+    go_again:resolve()
+    never:resolve() -- at 170 ms, queued behind the busy job
+    clock:advance(150) -- a long frame: no step
+    orch:step(4) -- the busy job spends the budget; a check at 330 ms
+    assert.equal("stalled", starved:state())
+    T.settle(orch, 100)
+    assert.no_leaks(orch)
+  end)
+
+  it("count a pool's traffic only from when a job starts waiting in it", function()
+    local orch, clock = new { check_ms = 10, pools = { decode = 1 } }
+    local first, second = stagehand.future(), stagehand.future()
+    orch:run("holder", function(job)
+      local release = job:slot("decode")
+      job:await(first)
+      release()
+    end, { stall_ms = 1000 })
+    orch:run("next", function(job)
+      local release = job:slot("decode") -- waits: the pool has traffic from here
+      job:await(second)
+      release()
+    end, { stall_ms = 1000 })
+    local late = orch:run("late", function(job)
+      job:sleep(95) -- no progress since its start, at 0
+      job:slot("decode")
+    end, { stall_ms = 100 })
+    clock:advance(90)
+    orch:step()
+    first:resolve() -- at 90 ms "next" is handed the slot; "late" does not wait yet
+    orch:step()
+    for _ = 1, 2 do
+      clock:advance(5)
+      orch:step() -- at 95 ms "late" starts waiting
+    end
+    assert.equal("stalled", late:state()) -- at 100 ms: the grant at 90 was not its progress
+    second:resolve()
+    T.settle(orch, 100)
+    assert.no_leaks(orch)
+  end)
+
   it("report stalls of one check in the order they came due", function()
     local orch, clock, lines = new { check_ms = 10000 }
     orch:run("late", function(job) job:await(stagehand.future()) end, { stall_ms = 3000 })

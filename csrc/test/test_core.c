@@ -145,25 +145,29 @@ static void clock_refuses_bad_input(void) {
   sh_clock_free(NULL);
 }
 
-/* A model of what each clock should do, checked against the real thing. */
+/* A model of what each clock should do, checked against the real thing.
+ * Groups are modelled the long way: a touch moves the progress of every
+ * clock in the group then, where the core takes the later time lazily. */
 static void clock_random_sequences_keep_invariants(void) {
-  enum { IDS = 64, STEPS = 20000 };
+  enum { IDS = 64, STEPS = 20000, GROUPS = 2 };
   double last[IDS], stall[IDS];
   int state[IDS]; /* 0 free, 1 running, 2 paused */
+  int group[IDS];
   int round;
   for (round = 0; round < 20; round++) {
     sh_clock *c = sh_clock_new();
     double now = 0;
-    int visible = 1, ok = 1, step;
+    int visible = 1, ok = 1, step, joined = 0;
     /* The model of visible time: what was visible before `since`, the time
      * visibility last turned on, and the latest time recorded. From round
      * 10 on the caller's clock also runs back, which must never bring
      * visible time, or any deadline, back with it. */
     double acc = 0, since = 0, high = -HUGE_VAL, vis;
     memset(state, 0, sizeof state);
+    for (step = 0; step < IDS; step++) group[step] = -1;
     for (step = 0; step < STEPS && ok; step++) {
       int32_t id = (int32_t)rnd(IDS);
-      uint32_t op = rnd(10);
+      uint32_t op = rnd(12);
       double dt = rnd(4) == 0 ? (double)rnd(200) : 0;
       if (round >= 10 && rnd(8) == 0) dt = -(double)rnd(400);
       now += dt;
@@ -176,6 +180,7 @@ static void clock_random_sequences_keep_invariants(void) {
           stall[id] = 1 + rnd(500);
           last[id] = high = vis;
           state[id] = 1;
+          group[id] = -1;
           ok &= sh_clock_start(c, id, stall[id], now) == SH_OK;
         } else {
           ok &= sh_clock_start(c, id, 10, now) == SH_ESTATE;
@@ -207,6 +212,19 @@ static void clock_random_sequences_keep_invariants(void) {
           acc = high = vis;
         }
         break;
+      case 8: /* join a group, or leave (-1): touches from now on count */
+        group[id] = (int)rnd(GROUPS + 1) - 1;
+        ok &= sh_clock_join(c, id, group[id]) == (state[id] ? SH_OK : SH_EINVAL);
+        if (state[id] && group[id] >= 0) joined = 1;
+        break;
+      case 9: {
+        int g = (int)rnd(GROUPS), i;
+        ok &= sh_clock_touch(c, g, now) == SH_OK;
+        if (joined) high = vis; /* (a group nobody ever joined records nothing) */
+        for (i = 0; i < IDS; i++)
+          if (state[i] && group[i] == g && vis > last[i]) last[i] = vis;
+        break;
+      }
       default: {
         /* Every id the model says is overdue must come out, in deadline order. */
         int32_t got;
@@ -341,6 +359,38 @@ static void clock_groups_count_pool_activity_as_progress(void) {
   CHECK(sh_clock_join(c, 0, -1) == SH_OK);    /* leaving keeps what it gave */
   CHECK(sh_clock_touch(c, 3, 150) == SH_OK);
   CHECK(sh_clock_pop_stalled(c, 180) == 0);
+  CHECK(sh_clock_check(c) == SH_OK);
+  sh_clock_free(c);
+}
+
+/* A group's activity before a clock joined it was no progress of that
+ * clock's (a job that asks for a slot just after another was handed one has
+ * not advanced); activity after it joined is, at the same reading too. */
+static void clock_groups_count_only_activity_after_joining(void) {
+  sh_clock *c = sh_clock_new();
+  sh_clock_start(c, 0, 100, 0);
+  sh_clock_start(c, 1, 100, 0);
+  sh_clock_start(c, 2, 100, 0);
+  CHECK(sh_clock_join(c, 0, 1) == SH_OK);
+  CHECK(sh_clock_touch(c, 1, 90) == SH_OK); /* 0 waits: its progress */
+  CHECK(sh_clock_join(c, 1, 1) == SH_OK);   /* 1 joins after it */
+  CHECK(sh_clock_check(c) == SH_OK);
+  CHECK(sh_clock_pop_stalled(c, 100) == 1); /* 1 made none since 0 */
+  CHECK(sh_clock_pop_stalled(c, 100) == 2);
+  CHECK(sh_clock_pop_stalled(c, 189) == -1);
+  CHECK(sh_clock_pop_stalled(c, 190) == 0);
+  sh_clock_start(c, 1, 100, 200);
+  sh_clock_start(c, 2, 100, 200);
+  CHECK(sh_clock_touch(c, 1, 250) == SH_OK);
+  CHECK(sh_clock_join(c, 1, 1) == SH_OK);    /* at the same reading as the touch, after it */
+  CHECK(sh_clock_join(c, 2, 1) == SH_OK);
+  CHECK(sh_clock_touch(c, 1, 250) == SH_OK); /* now after both joined */
+  CHECK(sh_clock_join(c, 1, -1) == SH_OK);   /* 1 leaves with it */
+  CHECK(sh_clock_touch(c, 1, 280) == SH_OK); /* only 2 is in the group */
+  CHECK(sh_clock_pop_stalled(c, 349) == -1);
+  CHECK(sh_clock_pop_stalled(c, 350) == 1);
+  CHECK(sh_clock_pop_stalled(c, 379) == -1);
+  CHECK(sh_clock_pop_stalled(c, 380) == 2);
   CHECK(sh_clock_check(c) == SH_OK);
   sh_clock_free(c);
 }
@@ -705,6 +755,7 @@ int main(void) {
   timers_pop_in_due_then_added_order();
   timers_random_sequences_keep_invariants();
   clock_groups_count_pool_activity_as_progress();
+  clock_groups_count_only_activity_after_joining();
   pool_grants_by_rank_then_arrival();
   pool_move_keeps_arrival();
   pool_forget_group_resets_the_id();

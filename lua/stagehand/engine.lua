@@ -786,11 +786,17 @@ end
 -- its rank still flowing to what it awaited then closed a loop in the
 -- priority counts (the chaos scenes found it: a set's member list changed
 -- under the walk that was passing a change along it).
+--
+-- The wait's end is the job's progress now, not when it next runs: a job
+-- left in the queue (a step's budget spent before its turn) counts its
+-- stall time from here, and a clock paused while it awaited jobs runs
+-- again from here. (Its resume counts once more: see E.await.)
 settle.wake = function(job, from)
   if job[W] ~= from then return end
   job[W] = QUEUED
   local o = job[ORCH]
   if o.followed[job] then priority.unfollow(o, job) end
+  B.clock_resume(o.cc, job[CID], o.now)
   enqueue(o, job)
 end
 
