@@ -205,7 +205,11 @@ local function scene(seed, tally)
           return i
         end
         rec.on = w
-        job:pcall(wait, job, w)
+        local ok, err = job:pcall(wait, job, w)
+        -- (a wait may fail, as the game made it; the model itself may not)
+        if not ok and err ~= "no such file" and not stagehand.is_error(err) and not violation then
+          violation = "seed " .. seed .. ": the scene raised: " .. tostring(err)
+        end
         rec.on = nil
         if job.signal.aborted then return end
       end
