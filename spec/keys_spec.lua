@@ -173,6 +173,23 @@ describe("keys", function()
       assert.same({ "done", "stone" }, { w:result() })
     end)
 
+    it("leaves its waiters waiting when a run is asked for by a caller already withdrawn", function()
+      local orch = quiet()
+      local w = orch:when("portrait:hero")
+      local ctl = stagehand.controller()
+      ctl:abort("the page closed")
+      local ran = false
+      local gone = orch:run("Loading the hero", function() ran = true end,
+        { key = "portrait:hero", signal = ctl.signal })
+      assert.equal("cancelled", gone:state())
+      assert.is_false(ran)
+      assert.is_false(orch:running("portrait:hero"))
+      assert.equal("running", w:state()) -- still waiting, for the next run
+      orch:run("Loading the hero", function() return "hero.png" end, { key = "portrait:hero" })
+      assert.same({ "done", "hero.png" }, { w:result() })
+      assert.no_leaks(orch)
+    end)
+
     it("tells the listeners a waiter gathered before the run started", function()
       local orch = quiet()
       local heard = {}

@@ -183,7 +183,9 @@ function Orchestrator:run(label, work, opts)
   self.now = now
   E.start(self, job, stall_ms or self.stall_ms, now)
   local waiting = false
-  if key then
+  -- A caller withdrawn before it asked (its signal aborted already) starts
+  -- no run of its key: `when`s waiting for one go on waiting for the next.
+  if key and not (sig and sig.aborted) then
     self.keyed[key] = job
     -- `when` waiters for this key become callers before the work starts.
     waiting = keys.take_pending(self, key)
