@@ -1,7 +1,7 @@
 #!/bin/sh
 # same_ends.sh DIR: the files in DIR, each the ends one busted run recorded
-# (spec/seeded.lua, record_ends: a line per Handle of each seeded chaos,
-# callback, idle, stall and keys scene), must hold the same lines. A seed is the same scene on
+# (spec/seeded.lua, record_ends: a line per Handle of each seeded scene:
+# chaos, callback and the models'), must hold the same lines. A seed is the same scene on
 # every runtime, so a difference is behaviour that hangs on the runtime or
 # the backend. Prints a line of what agreed, or the first differences.
 dir=${1:?usage: same_ends.sh DIR}
@@ -18,4 +18,4 @@ for other in "$@"; do
     exit 1
   fi
 done
-echo "$(wc -l <"$first") Handles of $(cut -d' ' -f1,2 "$first" | sort -u | wc -l) seeded scenes (chaos, callback, idle, stall, keys) ended alike in $# runs"
+echo "$(wc -l <"$first") Handles of $(cut -d' ' -f1,2 "$first" | sort -u | wc -l) seeded scenes ended alike in $# runs"

@@ -76,7 +76,7 @@ world_streams_on() ( # $1: runtime (a subshell: its environment stays here)
   echo "nearest chunks first, two a frame; chunk 6 dropped, chunk 11 failed; 4 sounds preloaded while idle"
 )
 
-# The seeded scenes (chaos, callback, idle, stall, keys) write how each of
+# The seeded scenes (chaos, callback and the models') write how each of
 # their Handles ended to $ends/<run>; scripts/same_ends.sh compares the runs.
 
 count "C core tests" ./build/test_core
@@ -89,7 +89,7 @@ for rt in "$@"; do
       env STAGEHAND_ENDS="$ends/luajit-c" STAGEHAND_BACKEND=c luajit /usr/bin/busted -o utfTerminal spec
   fi
 done
-check "the seeded scenes (chaos, callback, idle, stall, keys) end alike on every runtime and backend" sh scripts/same_ends.sh "$ends"
+check "the seeded scenes (chaos, callback, models) end alike on every runtime and backend" sh scripts/same_ends.sh "$ends"
 sanitized() {
   make -s sanitize >"$out" 2>&1 || { cat "$out"; return 1; }
   grep -aE "passed|successes" "$out" | sed 's/^/  /'

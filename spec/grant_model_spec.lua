@@ -52,6 +52,11 @@ local function scene(seed, kind)
   -- The model. A record per job: its callers {h, src}, the jobs awaiting
   -- it, and for a queued job its place in line.
   local queued, parents = {}, {}
+  local handles = {} -- every Handle, in the order made (for the ends)
+  local function made(h)
+    handles[#handles + 1] = h
+    return h
+  end
   local grants = {} -- the queued jobs' records in the order their slots came
   local function eff(rec)
     local best = 4
@@ -91,7 +96,7 @@ local function scene(seed, kind)
     rec.callers = { false } -- (its own Handle comes first once run returns)
     for _, c in ipairs(early or {}) do rec.callers[#rec.callers + 1] = c end
     local before = #grants
-    local h = orch:run(rec.label, function(job)
+    local h = made(orch:run(rec.label, function(job)
       if kind == "budget" then
         job:permit("b")
         grants[#grants + 1] = rec
@@ -102,7 +107,7 @@ local function scene(seed, kind)
       grants[#grants + 1] = rec
       job:await(rec.gate)
       release()
-    end, { key = rec.key, priority = src })
+    end, { key = rec.key, priority = src }))
     rec.callers[1] = { h = h, src = key }
     if #grants > before then
       -- It took a free slot at once (the pool has grown): right only while
@@ -149,16 +154,16 @@ local function scene(seed, kind)
       local src, key = random_source()
       local h
       if r(2) == 1 then
-        h = orch:run(rec.label, function() error("a joined run's work never runs") end, { key = rec.key, priority = src })
+        h = made(orch:run(rec.label, function() error("a joined run's work never runs") end, { key = rec.key, priority = src }))
       else
-        h = orch:when(rec.key, nil, { priority = src })
+        h = made(orch:when(rec.key, nil, { priority = src }))
       end
       rec.callers[#rec.callers + 1] = { h = h, src = key }
     end,
     function() -- a `when` waits for a run nobody started yet
       local src, key = random_source()
       local i = next_asset + r(3)
-      local c = { h = orch:when("asset " .. i, nil, { priority = src }), src = key }
+      local c = { h = made(orch:when("asset " .. i, nil, { priority = src })), src = key }
       if not pending[i] then
         pending[i] = {}
         pending_keys[#pending_keys + 1] = i
@@ -182,7 +187,7 @@ local function scene(seed, kind)
       local src, key = random_source()
       local awaited = target.callers[1].h
       local p = { label = "panel " .. (#parents + 1), awaiters = {} }
-      local h = orch:run(p.label, function(job) job:await(awaited) end, { priority = src })
+      local h = made(orch:run(p.label, function(job) job:await(awaited) end, { priority = src }))
       p.callers = { { h = h, src = key } }
       parents[#parents + 1] = p
       target.awaiters[#target.awaiters + 1] = p
@@ -245,15 +250,16 @@ local function scene(seed, kind)
     end
     step_and_check(turns + guard)
   end
-  return orch, queued, grants
+  return orch, queued, grants, handles
 end
 
 local function scenes(kind, seeds)
   for _, seed in ipairs(seeds) do
-    local orch, queued, grants = scene(seed, kind)
+    local orch, queued, grants, handles = scene(seed, kind)
     assert(orch.nrunning == 0, "seed " .. seed .. ": jobs still running\n" .. orch:dump())
     assert(#grants == #queued, "seed " .. seed .. ": " .. #grants .. " grants for " .. #queued .. " queued jobs")
-    assert.no_leaks(orch)
+    seeded.assert_whole(seed, orch, handles, orch.nrunning)
+    seeded.record_ends("grants-" .. kind, seed, handles)
   end
 end
 

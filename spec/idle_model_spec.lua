@@ -326,6 +326,14 @@ local function scene(seed, tally)
     calm()
     step_and_check(80 + guard)
   end
+  -- (a loader ends done, or cancelled by the game: never failed, which
+  -- would be an error of the scene's own)
+  for _, rec in ipairs(loaders) do
+    local st, err = rec.h:result()
+    if st ~= "done" and st ~= "cancelled" then
+      error(("seed %d: %s ended %s: %s"):format(seed, rec.h.label, st, tostring(err)))
+    end
+  end
   tally.settled = tally.settled + settled
   tally.loaders = tally.loaders + #loaders
   return orch, handles

@@ -351,6 +351,12 @@ local function scene(seed, tally)
     end
     step_and_check(80 + guard)
   end
+  -- (a loader ends done, stalled, or cancelled by the game: never failed,
+  -- which would be an error of the scene's own)
+  for _, rec in ipairs(loaders) do
+    local st, err = rec.h:result()
+    if st == "failed" then error(("seed %d: %s failed: %s"):format(seed, rec.h.label, tostring(err))) end
+  end
   tally.loaders = tally.loaders + #loaders
   return orch, handles
 end
