@@ -192,11 +192,7 @@ local function scene(seed, tally)
   local ops = {
     start_loader,
     function() -- a future settles
-      local open = {}
-      for _, f in ipairs(futures) do
-        if f:state() == "pending" then open[#open + 1] = f end
-      end
-      local f = open[r(#open + 1)]
+      local f = seeded.pending_one(r, futures)
       if f then f:resolve(true) end
     end,
     function() -- a loader is cancelled
@@ -235,14 +231,7 @@ local function scene(seed, tally)
     clock:advance(25)
     step()
   end
-  -- (a loader ends done, or cancelled by the game: never failed, which
-  -- would be an error of the scene's own)
-  for _, rec in ipairs(loaders) do
-    local st, err = rec.h:result()
-    if st ~= "done" and st ~= "cancelled" then
-      error(("seed %d: %s ended %s: %s"):format(seed, rec.label, st, tostring(err)))
-    end
-  end
+  seeded.assert_none_failed(seed, loaders)
   tally.loaders = tally.loaders + #loaders
   return orch, handles
 end
@@ -256,9 +245,6 @@ describe("cycles of waits", function()
       seeded.assert_whole(seed, orch, handles, orch.nrunning)
       seeded.record_ends("cycles", seed, handles)
     end
-    if os.getenv("CYCLE_TALLY") then
-      print(("\n%d loaders, %d cycles raised, the longest naming %d jobs"):format(
-        tally.loaders, tally.cycles, tally.longest))
-    end
+    seeded.print_tally("CYCLE_TALLY", tally)
   end)
 end)

@@ -326,14 +326,7 @@ local function scene(seed, tally)
     calm()
     step_and_check(80 + guard)
   end
-  -- (a loader ends done, or cancelled by the game: never failed, which
-  -- would be an error of the scene's own)
-  for _, rec in ipairs(loaders) do
-    local st, err = rec.h:result()
-    if st ~= "done" and st ~= "cancelled" then
-      error(("seed %d: %s ended %s: %s"):format(seed, rec.h.label, st, tostring(err)))
-    end
-  end
+  seeded.assert_none_failed(seed, loaders)
   tally.settled = tally.settled + settled
   tally.loaders = tally.loaders + #loaders
   return orch, handles
@@ -350,9 +343,6 @@ describe("when_idle", function()
     end
     -- (the scenes turn idle again and again, not only once they wind down)
     assert.is_true(tally.steps >= #seeds, "idle in only " .. tally.steps .. " steps before the scenes wound down")
-    if os.getenv("IDLE_TALLY") then
-      print(("\n%d loaders; %d when_idle waits settled, in %d steps before the scenes wound down;"
-        .. " %d times idle again after a settle"):format(tally.loaders, tally.settled, tally.steps, tally.again))
-    end
+    seeded.print_tally("IDLE_TALLY", tally)
   end)
 end)

@@ -276,11 +276,6 @@ describe("keys", function()
       seeded.assert_whole(seed, orch, handles, orch.nrunning)
       seeded.record_ends("keys", seed, handles)
     end
-    if os.getenv("KEYS_TALLY") then
-      local parts = {}
-      for k, v in pairs(tally) do parts[#parts + 1] = k .. " " .. v end
-      table.sort(parts)
-      print("\n" .. table.concat(parts, ", "))
-    end
+    seeded.print_tally("KEYS_TALLY", tally)
   end)
 end)

@@ -72,6 +72,35 @@ function M.assert_whole(seed, orch, handles, left)
   assert(#leaks == 0, "seed " .. seed .. ": left behind: " .. table.concat(leaks, "; "))
 end
 
+--- A future of `futures` still pending, picked with `r`, or nil.
+function M.pending_one(r, futures)
+  local open = {}
+  for _, f in ipairs(futures) do
+    if f:state() == "pending" then open[#open + 1] = f end
+  end
+  return open[r(#open + 1)]
+end
+
+--- Raises unless none of `loaders` (records with a Handle `h`) ended
+--- failed: a model scene's loaders end done, cancelled or stalled, and one
+--- that failed ran into an error of the scene's own code.
+function M.assert_none_failed(seed, loaders)
+  for _, rec in ipairs(loaders) do
+    local st, err = rec.h:result()
+    if st == "failed" then error(("seed %d: %s failed: %s"):format(seed, rec.h.label, tostring(err))) end
+  end
+end
+
+--- Prints a scene's tally ({name = count}), sorted by name, when the
+--- environment variable `var` is set: how far the scenes went.
+function M.print_tally(var, tally)
+  if not os.getenv(var) then return end
+  local parts = {}
+  for k, v in pairs(tally) do parts[#parts + 1] = k .. " " .. v end
+  table.sort(parts)
+  print("\n" .. table.concat(parts, ", "))
+end
+
 --- The seeds to run, and the words that say which: " (seed s)" for
 --- CHAOS_SEED=s, else " across n seeded scenes" (CHAOS_SEEDS, 20).
 --- (busted's describe and it are the spec file's own: not reachable here.)

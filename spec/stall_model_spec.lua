@@ -257,11 +257,7 @@ local function scene(seed, tally)
   local ops = {
     start_loader,
     function() -- a future settles (now and then by failing)
-      local open = {}
-      for _, f in ipairs(futures) do
-        if f:state() == "pending" then open[#open + 1] = f end
-      end
-      local f = open[r(#open + 1)]
+      local f = seeded.pending_one(r, futures)
       if not f then return end
       if r(4) == 1 then f:reject("no such file") else f:resolve(true) end
       settled(f)
@@ -351,12 +347,7 @@ local function scene(seed, tally)
     end
     step_and_check(80 + guard)
   end
-  -- (a loader ends done, stalled, or cancelled by the game: never failed,
-  -- which would be an error of the scene's own)
-  for _, rec in ipairs(loaders) do
-    local st, err = rec.h:result()
-    if st == "failed" then error(("seed %d: %s failed: %s"):format(seed, rec.h.label, tostring(err))) end
-  end
+  seeded.assert_none_failed(seed, loaders)
   tally.loaders = tally.loaders + #loaders
   return orch, handles
 end
@@ -378,11 +369,6 @@ describe("stall clocks", function()
         assert.is_true((tally[kind] or 0) > 0, "none of: " .. kind)
       end
     end
-    if os.getenv("STALL_TALLY") then
-      local parts = {}
-      for k, v in pairs(tally) do parts[#parts + 1] = k .. " " .. v end
-      table.sort(parts)
-      print("\n" .. table.concat(parts, ", "))
-    end
+    seeded.print_tally("STALL_TALLY", tally)
   end)
 end)
