@@ -240,11 +240,6 @@ describe("cycles of waits", function()
   local which, seeds = seeded.seeds()
   it("raise exactly when a model of who follows whom says an await closes one" .. which, function()
     local tally = { cycles = 0, loaders = 0, longest = 0 }
-    for _, seed in ipairs(seeds) do
-      local orch, handles = scene(seed, tally)
-      seeded.assert_whole(seed, orch, handles, orch.nrunning)
-      seeded.record_ends("cycles", seed, handles)
-    end
-    seeded.print_tally("CYCLE_TALLY", tally)
+    seeded.run_scenes("cycles", seeds, scene, tally, "CYCLE_TALLY")
   end)
 end)

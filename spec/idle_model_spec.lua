@@ -336,13 +336,8 @@ describe("when_idle", function()
   local which, seeds = seeded.seeds()
   it("settles when, and only when, a model of who waits on what says every job is idle" .. which, function()
     local tally = { settled = 0, loaders = 0, again = 0, steps = 0 }
-    for _, seed in ipairs(seeds) do
-      local orch, handles = scene(seed, tally)
-      seeded.assert_whole(seed, orch, handles, orch.nrunning)
-      seeded.record_ends("idle", seed, handles)
-    end
+    seeded.run_scenes("idle", seeds, scene, tally, "IDLE_TALLY")
     -- (the scenes turn idle again and again, not only once they wind down)
     assert.is_true(tally.steps >= #seeds, "idle in only " .. tally.steps .. " steps before the scenes wound down")
-    seeded.print_tally("IDLE_TALLY", tally)
   end)
 end)

@@ -271,11 +271,6 @@ describe("keys", function()
   local which, seeds = seeded.seeds()
   it("run each load once and end every caller as a model of runs, callers and memory says" .. which, function()
     local tally = { runs = 0, callers = 0, recalled = 0 }
-    for _, seed in ipairs(seeds) do
-      local orch, handles = scene(seed, tally)
-      seeded.assert_whole(seed, orch, handles, orch.nrunning)
-      seeded.record_ends("keys", seed, handles)
-    end
-    seeded.print_tally("KEYS_TALLY", tally)
+    seeded.run_scenes("keys", seeds, scene, tally, "KEYS_TALLY")
   end)
 end)

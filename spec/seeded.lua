@@ -101,6 +101,18 @@ function M.print_tally(var, tally)
   print("\n" .. table.concat(parts, ", "))
 end
 
+--- Runs `scene(seed, tally)` (which returns the orchestrator and every
+--- Handle it made) for each seed: each must end whole, and records its
+--- ends as `name`. Then prints the tally if the variable `var` is set.
+function M.run_scenes(name, seeds, scene, tally, var)
+  for _, seed in ipairs(seeds) do
+    local orch, handles = scene(seed, tally)
+    M.assert_whole(seed, orch, handles, orch.nrunning)
+    M.record_ends(name, seed, handles)
+  end
+  M.print_tally(var, tally)
+end
+
 --- The seeds to run, and the words that say which: " (seed s)" for
 --- CHAOS_SEED=s, else " across n seeded scenes" (CHAOS_SEEDS, 20).
 --- (busted's describe and it are the spec file's own: not reachable here.)

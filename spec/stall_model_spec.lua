@@ -356,11 +356,7 @@ describe("stall clocks", function()
   local which, seeds = seeded.seeds()
   it("stall a job when, and only when, a model of its progress says so" .. which, function()
     local tally = { stalls = 0, loaders = 0, ["long permit waits"] = 0, ["long slot waits"] = 0 }
-    for _, seed in ipairs(seeds) do
-      local orch, handles = scene(seed, tally)
-      seeded.assert_whole(seed, orch, handles, orch.nrunning)
-      seeded.record_ends("stall", seed, handles)
-    end
+    seeded.run_scenes("stall", seeds, scene, tally, "STALL_TALLY")
     -- (jobs stall in every way the scenes wait, and wait in queues longer
     -- than their stall time without stalling: over 20 scenes or more, that
     -- is; one scene replayed alone need not have them all)
@@ -369,6 +365,5 @@ describe("stall clocks", function()
         assert.is_true((tally[kind] or 0) > 0, "none of: " .. kind)
       end
     end
-    seeded.print_tally("STALL_TALLY", tally)
   end)
 end)
