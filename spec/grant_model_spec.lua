@@ -1,16 +1,18 @@
 -- Who gets a slot or a permit, checked against a model that knows nothing
 -- of stagehand's insides. Seeded scenes queue keyed jobs in a pool that
--- starts closed (or for a budget's permits); between steps the game changes
+-- starts closed (or for a budget's permits, {ops} or {ms}: an ms budget's
+-- holders each run for a cost of their own); between steps the game changes
 -- what its priority functions answer, callers join runs (by run and by
 -- when, and by a when made before the run started) and leave them, jobs
 -- start awaiting the queued ones (and each other, in chains) and are
 -- cancelled, the pool grows and holders release their slots (or the
--- budget's ops change). After every step each grant it made must be the
+-- budget's ops or ms change). After every step each grant it made must be the
 -- model's pick among the jobs then waiting: the best effective rank (the
 -- best of its live callers' and of every job awaiting it, transitively),
 -- then the one that asked first. A job may take a free slot at once only
 -- while nobody waits, and a step grants its ops' worth of permits while
--- jobs wait. The model reads nothing but public Handles' states.
+-- jobs wait (or, for ms, one at a time exactly while its holders have run
+-- less than ms). The model reads nothing but public Handles' states.
 -- CHAOS_SEEDS=n runs more, CHAOS_SEED=s replays one (spec/seeded.lua).
 local stagehand = require "stagehand"
 local T = require "stagehand.testing"
@@ -19,12 +21,16 @@ local seeded = require "spec.seeded"
 local NAMES = { "visible", "scene", "background" }
 local RANK = { visible = 1, scene = 2, background = 3 }
 
--- kind: "pool" (slots of pool p) or "budget" (permits of budget b, {ops = n})
-local function scene(seed, kind)
+-- kind: "pool" (slots of pool p), "budget" (permits of budget b, {ops = n})
+-- or "ms" (permits of budget b, {ms = m}: each holder runs for a cost of
+-- its own, moving the clock, and a step grants the next while its holders
+-- have run less than m)
+local function scene(seed, kind, tally)
   local r = seeded.rng(seed)
-  local orch = T.new { pools = { p = 0 }, stall_ms = 1e12, log = function() end }
-  local ops_now = 1
+  local orch, clock = T.new { pools = { p = 0 }, stall_ms = 1e12, log = function() end }
+  local ops_now, ms_now = 1, 10
   if kind == "budget" then orch:budget("b", { ops = ops_now }) end
+  if kind == "ms" then orch:budget("b", { ms = ms_now }) end
   -- Three priority functions whose answers the game changes between steps.
   -- Now and then one answers a rank that does not exist, or raises: it
   -- counts as the default then (and is logged once).
@@ -91,15 +97,17 @@ local function scene(seed, kind)
   local function start(i, early)
     local src, key = random_source()
     local rec = { label = "asset " .. i, key = "asset " .. i, arrival = #queued + 1, waiting = true, awaiters = {} }
+    if kind == "ms" then rec.cost = r(8) end -- (ms its holder runs once granted)
     rec.gate = stagehand.future()
     queued[#queued + 1] = rec
     rec.callers = { false } -- (its own Handle comes first once run returns)
     for _, c in ipairs(early or {}) do rec.callers[#rec.callers + 1] = c end
     local before = #grants
     local h = made(orch:run(rec.label, function(job)
-      if kind == "budget" then
+      if kind ~= "pool" then
         job:permit("b")
         grants[#grants + 1] = rec
+        if rec.cost then clock:advance(rec.cost) end -- (it runs for a while)
         job:await(rec.gate)
         return
       end
@@ -196,10 +204,13 @@ local function scene(seed, kind)
       local chained = live(parents, running)
       if chained[1] then chained[r(#chained)].callers[1].h:cancel("closed") end
     end,
-    function() -- the pool grows (or the budget's ops per step change)
+    function() -- the pool grows (or the budget's ops or ms per step change)
       if kind == "budget" then
         ops_now = r(3)
         orch:budget("b", { ops = ops_now })
+      elseif kind == "ms" then
+        ms_now = 5 * r(4)
+        orch:budget("b", { ms = ms_now })
       elseif capacity < 6 then
         capacity = capacity + 1
         orch:pool("p", capacity)
@@ -224,13 +235,31 @@ local function scene(seed, kind)
       end
       got.waiting = false
     end
+    local left = #live(queued, function(rec) return rec.waiting end)
     if kind == "budget" then
       -- (a step grants up to ops permits, and no fewer while jobs wait)
-      local n_granted, left = #grants - before, #live(queued, function(rec) return rec.waiting end)
+      local n_granted = #grants - before
       if n_granted > ops_now or (n_granted < ops_now and left > 0) then
         error(("seed %d, turn %d: %d permit(s) granted with ops = %d and %d waiting"):format(
           seed, t, n_granted, ops_now, left))
       end
+    elseif kind == "ms" then
+      -- (a step grants one permit at a time while its holders have run
+      -- less than ms in all, and goes on doing so while jobs wait)
+      local spent = 0
+      for i = before + 1, #grants do
+        if spent >= ms_now then
+          error(("seed %d, turn %d: a permit granted after holders ran %d ms of a %d ms budget"):format(
+            seed, t, spent, ms_now))
+        end
+        spent = spent + grants[i].cost
+      end
+      if spent < ms_now and left > 0 then
+        error(("seed %d, turn %d: the step stopped granting after %d ms of a %d ms budget, %d waiting"):format(
+          seed, t, spent, ms_now, left))
+      end
+      tally.ms_grants = (tally.ms_grants or 0) + #grants - before
+      if #grants - before > 1 then tally.ms_steps_many = (tally.ms_steps_many or 0) + 1 end
     end
   end
   for t = 1, 60 do
@@ -254,13 +283,15 @@ local function scene(seed, kind)
 end
 
 local function scenes(kind, seeds)
+  local tally = {}
   for _, seed in ipairs(seeds) do
-    local orch, queued, grants, handles = scene(seed, kind)
+    local orch, queued, grants, handles = scene(seed, kind, tally)
     assert(orch.nrunning == 0, "seed " .. seed .. ": jobs still running\n" .. orch:dump())
     assert(#grants == #queued, "seed " .. seed .. ": " .. #grants .. " grants for " .. #queued .. " queued jobs")
     seeded.assert_whole(seed, orch, handles, orch.nrunning)
     seeded.record_ends("grants-" .. kind, seed, handles)
   end
+  seeded.print_tally("GRANT_TALLY", tally)
 end
 
 describe("grants", function()
@@ -268,4 +299,6 @@ describe("grants", function()
   it("of slots go as a model of rank then arrival says, through joins, leaves, awaits and live priorities"
     .. which, function() scenes("pool", seeds) end)
   it("of a budget's permits go the same way, ops a step" .. which, function() scenes("budget", seeds) end)
+  it("of an ms budget's permits go the same way, while a step's holders have run less than ms" .. which,
+    function() scenes("ms", seeds) end)
 end)
