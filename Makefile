@@ -96,6 +96,8 @@ chaos: build
 # busted suite against a sanitized build of the module on Lua 5.4, and on
 # LuaJIT through both backends (the interpreters are not sanitized, so the
 # runtime is preloaded). The core's invariant checks run after every change.
+# Lua 5.4's run goes beside LuaJIT's two (two cores; each run takes about two
+# minutes); their outputs are printed in order once all are done.
 build/sanitize/test_core: $(CORE_SRC) $(CORE_HDR) $(TEST_SRC) csrc/test/fuzz_core.h
 	@mkdir -p $(@D)
 	$(CC) -std=c99 -O1 -g $(WARN) $(SANITIZE) $(TEST_DEFS) -o $@ $(CORE_SRC) $(TEST_SRC) -lm -ldl
@@ -113,9 +115,15 @@ SANITIZED_RUN = LUA_PATH="$$top/lua/?.lua;$$top/lua/?/init.lua;;" LUA_CPATH="$$t
 
 sanitize: deps build/sanitize/test_core build/sanitize/lua5.4/stagehand/_core.so build/sanitize/luajit/stagehand/_core.so
 	./build/sanitize/test_core
-	@top=$$(pwd); echo "== lua5.4"; $(call SANITIZED_RUN,lua5.4) lua5.4 /usr/bin/busted -o utfTerminal spec
-	@top=$$(pwd); echo "== luajit, ffi backend"; $(call SANITIZED_RUN,luajit) luajit /usr/bin/busted -o utfTerminal spec
-	@top=$$(pwd); echo "== luajit, C module"; $(call SANITIZED_RUN,luajit) STAGEHAND_BACKEND=c luajit /usr/bin/busted -o utfTerminal spec
+	@top=$$(pwd); out=$$(mktemp -d); \
+	( $(call SANITIZED_RUN,lua5.4) lua5.4 /usr/bin/busted -o utfTerminal spec >$$out/a 2>&1; echo $$? >$$out/a.rc ) & \
+	( $(call SANITIZED_RUN,luajit) luajit /usr/bin/busted -o utfTerminal spec >$$out/b 2>&1; echo $$? >$$out/b.rc; \
+	  $(call SANITIZED_RUN,luajit) STAGEHAND_BACKEND=c luajit /usr/bin/busted -o utfTerminal spec >$$out/c 2>&1; \
+	  echo $$? >$$out/c.rc ); \
+	wait; rc=0; \
+	for run in "a lua5.4" "b luajit, ffi backend" "c luajit, C module"; do \
+	  f=$${run%% *}; echo "== $${run#* }"; cat $$out/$$f; [ "$$(cat $$out/$$f.rc)" = 0 ] || rc=1; \
+	done; rm -rf $$out; exit $$rc
 
 # Memcheck over the C tests and the Lua 5.4 suite: any error, or memory
 # definitely lost, fails the run.
