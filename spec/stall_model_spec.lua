@@ -336,8 +336,10 @@ local function scene(seed, tally)
     orch:set_visible(true)
   end
   orch:pool("p", 3)
+  -- (until nothing is queued either: a step whose budget ran out may
+  -- leave the cleanup of jobs that ended in its stall check for the next)
   local guard = 0
-  while orch.nrunning > 0 and guard < 300 do
+  while (orch.nrunning > 0 or orch:next_wake() == 0) and guard < 300 do
     guard = guard + 1
     for _, f in ipairs(futures) do
       if f:state() == "pending" then
