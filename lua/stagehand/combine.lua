@@ -321,8 +321,9 @@ local function abortable_signal(e, reason)
   settle_group(e.g, "cancelled", reason)
 end
 
---- Ends with `awaitable`'s outcome, or fails with the signal's reason if it
---- aborts first.
+--- Ends with `awaitable`'s outcome, or is cancelled with the signal's
+--- reason if it aborts first (or had aborted already: then it wins even
+--- over a part that had ended).
 function M.abortable(awaitable, sig)
   local part = jobm.Job.as_settle(awaitable)
   if part == nil then

@@ -28,7 +28,7 @@ M.future = future.new
 ---@type fun(): stagehand.Controller
 M.controller = signal.controller
 
---- Ends with the awaitable's outcome, or fails with the signal's reason if it aborts first.
+--- Ends with the awaitable's outcome, or is cancelled with the signal's reason if it aborts first.
 ---@type fun(awaitable: any, signal: stagehand.Signal): stagehand.Group
 M.abortable = combine.abortable
 --- An awaitable of a list of each one's first value, or the first failure.
