@@ -79,8 +79,8 @@ env:
 # Many more seeded chaos scenes than make test runs (CHAOS_SEEDS=n to change):
 # loading scenes, game code doing anything from inside callbacks, and slot
 # grants, when_idle, stall clocks, keys, cycles and groups checked against
-# models of their own. Each runtime's
-# ends are then compared, as make test compares its own scenes'.
+# models of their own. Each runtime's ends are then compared, as make test
+# compares its own scenes'.
 CHAOS_SEEDS ?= 500
 chaos: build
 	@rm -rf build/chaos-ends && mkdir -p build/chaos-ends

@@ -1,9 +1,10 @@
 #!/bin/sh
 # same_ends.sh DIR: the files in DIR, each the ends one busted run recorded
 # (spec/seeded.lua, record_ends: a line per Handle of each seeded scene:
-# chaos, callback and the models'), must hold the same lines. A seed is the same scene on
-# every runtime, so a difference is behaviour that hangs on the runtime or
-# the backend. Prints a line of what agreed, or the first differences.
+# chaos, callback and the models'), must hold the same lines. A seed is the
+# same scene on every runtime, so a difference is behaviour that hangs on
+# the runtime or the backend. Prints a line of what agreed, or the first
+# differences.
 dir=${1:?usage: same_ends.sh DIR}
 set -- "$dir"/*
 [ "$#" -ge 2 ] && [ -f "$1" ] || { echo "only $# run(s) recorded their ends in $dir"; exit 1; }
