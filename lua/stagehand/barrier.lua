@@ -74,17 +74,8 @@ function M.new(o, label, keys, opts, make_job, join_opts)
   if type(label) ~= "string" or label == "" then options.fail("barrier", "label", "a non-empty string", label, 3) end
   if type(keys) ~= "table" then options.fail("barrier", "keys", "a list of strings", keys, 3) end
   local list, index = {}, {}
-  local n = #keys
-  local function other(k) return type(k) ~= "number" or k % 1 ~= 0 or k < 1 or k > n end
-  for k in pairs(keys) do
-    if other(k) then
-      -- (the first such field in sorted order: the same one on every run)
-      local ks = options.sorted_keys(keys)
-      for i = 1, #ks do
-        if other(ks[i]) then options.fail("barrier", "keys", "a list of strings (no other fields)", ks[i], 3) end
-      end
-    end
-  end
+  local extra = options.first_non_list_key(keys)
+  if extra ~= nil then options.fail("barrier", "keys", "a list of strings (no other fields)", extra, 3) end
   for i = 1, #keys do
     local k = keys[i]
     if type(k) ~= "string" or k == "" then

@@ -59,15 +59,29 @@ function M.sorted_keys(t)
   return ks
 end
 
--- The unknown field an error names, when a caller's table has any: the
--- first in sorted order, so a table with two typos names the same one on
--- every run.
-local function first_unknown(t, fields, allow_key)
+--- The first key of t in sorted order for which bad(k) is true, or nil: the
+--- field an error names, so a table with two mistakes names the same one on
+--- every run.
+function M.first_key(t, bad)
   local ks = M.sorted_keys(t)
   for i = 1, #ks do
-    local k = ks[i]
-    if not fields[k] or (k == "key" and not allow_key) then return k end
+    if bad(ks[i]) then return ks[i] end
   end
+end
+
+--- The first key of t in sorted order that is not an index of its list
+--- (1 to #t), or nil. A list, the usual case, is not sorted.
+function M.first_non_list_key(t)
+  local n = #t
+  local function other(k) return type(k) ~= "number" or k % 1 ~= 0 or k < 1 or k > n end
+  for k in pairs(t) do
+    if other(k) then return M.first_key(t, other) end
+  end
+end
+
+-- The unknown field of a caller's table, if it has any (see first_key).
+local function first_unknown(t, fields, allow_key)
+  return M.first_key(t, function(k) return not fields[k] or (k == "key" and not allow_key) end)
 end
 
 local FIELDS = {
@@ -114,11 +128,8 @@ function M.new_options(opts, has_luv)
     if rank_of[r] then bad("ranks", "distinct names", r) end
     rank_of[r] = i
   end
-  local ks = M.sorted_keys(ranks)
-  for i = 1, #ks do
-    local k = ks[i]
-    if type(k) ~= "number" or k % 1 ~= 0 or k < 1 or k > #ranks then bad("ranks", "a list (no other keys)", k) end
-  end
+  local extra = M.first_non_list_key(ranks)
+  if extra ~= nil then bad("ranks", "a list (no other keys)", extra) end
   o.ranks, o.rank_of = { (unpack or table.unpack)(ranks) }, rank_of
   local dp = opts.default_priority
   if dp == nil then dp = rank_of.scene and "scene" or ranks[math.ceil(#ranks / 2)] end
@@ -135,7 +146,7 @@ function M.new_options(opts, has_luv)
       bad("pools", "a capacity for pool '" .. name .. "' (a whole number from 0 to " .. M.MAX_COUNT .. ")", cap)
     end
   end
-  o.pools = pools
+  o.pools, o.pool_names = pools, names
   if opts.log ~= nil and not callable(opts.log) then bad("log", "a function(message)", opts.log) end
   o.log = opts.log
   return o

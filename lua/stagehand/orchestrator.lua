@@ -94,7 +94,7 @@ function Orchestrator.new(opts)
   }, Orchestrator)
   E.init_queue(o)
   keys.init(o)
-  slots.init(o, v.pools)
+  slots.init(o, v.pools, v.pool_names)
   o.now = o.clock()
   o.clock_high = o.now
   o.next_check = o.now + o.check_ms
@@ -323,11 +323,8 @@ function Orchestrator:budget(name, spec)
   check_self(self, "budget")
   if type(name) ~= "string" or name == "" then options.fail("budget", "name", "a non-empty string", name) end
   if type(spec) ~= "table" then options.fail("budget", "spec", "{ops = n} or {ms = m}", spec) end
-  local ks = options.sorted_keys(spec) -- (the first unknown kind in sorted order: the same one on every run)
-  for i = 1, #ks do
-    local k = ks[i]
-    if k ~= "ops" and k ~= "ms" then options.fail("budget", "spec." .. tostring(k), "ops or ms (unknown budget kind)", k) end
-  end
+  local k = options.first_key(spec, function(kind) return kind ~= "ops" and kind ~= "ms" end)
+  if k ~= nil then options.fail("budget", "spec." .. tostring(k), "ops or ms (unknown budget kind)", k) end
   local ops, ms = spec.ops, spec.ms
   if (ops == nil) == (ms == nil) then options.fail("budget", "spec", "exactly one of ops or ms", spec) end
   if ops ~= nil and not options.count_from(ops, 1) then

@@ -66,7 +66,8 @@ local function new_queue(o, name, kind)
   return q
 end
 
-function M.init(o, pools)
+--- `names` are the pools' names, sorted (options.new_options sorts them).
+function M.init(o, pools, names)
   o.pool_q, o.budget_q = {}, {} -- by name
   o.pool_list, o.budget_list = {}, {} -- the same queues, in creation order
   priority.init_groups(o)
@@ -78,7 +79,6 @@ function M.init(o, pools)
   -- pool by pool in the order they were made, and pairs' order over names
   -- changes from run to run on Lua 5.4 (its string hashes are seeded at
   -- random), which made the order granted jobs ran in change with it.
-  local names = options.sorted_keys(pools)
   for i = 1, #names do M.pool(o, names[i], pools[names[i]]) end
 end
 
