@@ -329,7 +329,7 @@ function E.end_job(job, st, v)
     local seen = false
     for i = H, #hs do
       local h = hs[i]
-      if h._seen or h._w1 or h._ls then seen = true end
+      if h._seen or settle.listened(h) then seen = true end
     end
     if not seen then o.unhandled[#o.unhandled + 1] = job end
   end
@@ -709,8 +709,10 @@ local PAUSED = "paused"
 --- Waits inside `job` for the settle-able `x`; returns its values or raises.
 function E.await(job, x)
   E.check_wait(job, "await")
-  if x.__handle then x._seen = true end -- awaited: its failure is heard
+  -- (Awaiting an ended Handle hears its end now; one still running is
+  -- heard while this job listens to it: see end_job.)
   if x._st then
+    if x.__handle then x._seen = true end
     local o = job[ORCH]
     B.clock_progress(o.cc, job[CID], o.now)
     return settled_values(x)

@@ -406,6 +406,10 @@ function Orchestrator:wait(h, timeout_ms)
     error("orch:wait cannot be called inside a job (" .. E.current[LABEL] .. "): use h:await()", 2)
   end
   if self.stepping then error("orch:wait cannot be called while orch:step runs", 2) end
+  -- The game hears the end while it waits (the end may come, and the step
+  -- report unheard failures, inside this loop); a wait that gives up
+  -- before the end heard nothing.
+  local seen = rawget(h, "_seen")
   h._seen = true
   -- (a timeout of math.huge is none: wait until the end)
   local deadline = timeout_ms and timeout_ms < math.huge and read_clock(self) + timeout_ms
@@ -413,11 +417,15 @@ function Orchestrator:wait(h, timeout_ms)
     self:step()
     if h._st then break end
     local now = read_clock(self)
-    if deadline and now >= deadline then return nil, "timeout" end
+    if deadline and now >= deadline then
+      h._seen = seen
+      return nil, "timeout"
+    end
     local nw = self:next_wake()
     if nw == nil then
       if self.driver.name ~= "luv" then
         if not deadline then
+          h._seen = seen
           error("orch:wait: nothing can end " .. tostring(h) .. " (no job is due to wake or stall;"
             .. " is the orchestrator hidden, or does it wait on a future nobody settles?)", 2)
         end

@@ -80,6 +80,21 @@ function M.unlisten(o, entry)
   o._dead = dead
 end
 
+--- Whether anything listens to `o` now: a parked job, an on_end still
+--- subscribed, a group. (A listener that left is VACANT in _w1, false in
+--- _ls.)
+function M.listened(o)
+  local w1 = rawget(o, "_w1")
+  if w1 and w1 ~= VACANT then return true end
+  local ls = rawget(o, "_ls")
+  if ls then
+    for i = 1, #ls do
+      if ls[i] then return true end
+    end
+  end
+  return false
+end
+
 local function tell(o, entry, st, v)
   local fn = rawget(entry, "on_end")
   if fn == nil then
@@ -163,8 +178,8 @@ function Base:on_end(fn)
   if not callable(fn) then
     error("bad argument 'fn' to on_end: expected a function, got " .. type(fn), 2)
   end
-  self._seen = true
   if self._st then
+    self._seen = true -- (heard now; a subscription that leaves before the end hears nothing)
     tell(self, { on_end = fn }, self._st, self._v)
     return function() end
   end
