@@ -350,6 +350,48 @@ describe("unhandled failures", function()
     assert.equal(1, #lines)
   end)
 
+  it("are logged when an abortable over it was aborted before it failed", function()
+    local lines, log = logger()
+    local orch = T.new { log = log }
+    local f = stagehand.future()
+    local download = orch:run("Downloading the map", function(job)
+      job:await(f)
+      error("connection reset")
+    end)
+    local timeout = stagehand.controller()
+    local gave_up
+    orch:run("loading screen", function(job)
+      local _, err = job:pcall(job.await, job, stagehand.abortable(download, timeout.signal))
+      gave_up = err
+    end)
+    timeout:abort("took too long")
+    orch:step()
+    assert.equal("took too long", gave_up)
+    f:resolve()
+    orch:step()
+    assert.equal(1, #lines)
+    assert.matches("Downloading the map failed and nobody waited on it", lines[1], 1, true)
+  end)
+
+  it("are not logged when an abortable still waits on it and its waiter hears the failure", function()
+    local lines, log = logger()
+    local orch = T.new { log = log }
+    local f = stagehand.future()
+    local download = orch:run("Downloading the map", function(job)
+      job:await(f)
+      error("connection reset")
+    end)
+    local heard
+    orch:run("loading screen", function(job)
+      local _, err = job:pcall(job.await, job, stagehand.abortable(download, stagehand.controller().signal))
+      heard = err
+    end)
+    f:resolve()
+    orch:step()
+    assert.equal(0, #lines)
+    assert.is_true(stagehand.is_error(heard, "failed"))
+  end)
+
   it("are not logged when a job awaits the Handle after the failure, within the step", function()
     local lines, log = logger()
     local orch = T.new { log = log }

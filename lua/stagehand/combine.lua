@@ -332,7 +332,8 @@ function M.abortable(awaitable, sig)
   if not signal.is_signal(sig) then
     error("bad argument 'signal' to abortable: expected a Signal, got " .. type(sig), 2)
   end
-  part._seen = true
+  -- (Unlike all's, its part is heard only while it listens, or if it had
+  -- ended: one it gave up on is nobody's, and its failure is logged.)
   -- (open while its part is: a loose part settles it, an open group below
   -- may stop being open first)
   local open = holds_open(part) and 1 or 0
@@ -341,6 +342,7 @@ function M.abortable(awaitable, sig)
   if sig.aborted then
     settle.settle(g, "cancelled", sig.reason)
   elseif part._st then
+    part._seen = true
     settle.settle(g, part._st, part._v)
   else
     local e = { on_part = abortable_part, g = g, i = 1, part = part }
