@@ -22,6 +22,23 @@ describe("the job object", function()
       assert.equal("ENOENT: no such file or directory: missing.png", err.cause)
     end)
 
+    -- (Lua code tests an error with `if err then`: a callback passing false
+    -- in err's place succeeded.)
+    it("takes a false err as no error, as `if err then` does", function()
+      local function stat(path, cb) cb(false, { size = 64, path = path }) end
+      local h = orch:run("stat", function(job) return job:call(stat, "hero.png").size end)
+      assert.same({ "done", 64 }, { h:result() })
+    end)
+
+    it("takes the first call of a callback called twice", function()
+      local cb
+      local h = orch:run("twice", function(job) return job:call(function(c) cb = c end) end)
+      cb(nil, "first")
+      cb("a second call, an error")
+      orch:step()
+      assert.same({ "done", "first" }, { h:result() })
+    end)
+
     it("passes nil arguments through", function()
       local got
       local function f(a, b, c, cb)

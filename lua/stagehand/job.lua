@@ -91,7 +91,8 @@ function Job:await(x)
 end
 
 --- Calls fn(..., callback) with an err-first callback and waits for it:
---- returns the callback's values after err, raises err.
+--- returns the callback's values after err, raises err (anything but nil
+--- or false).
 ---@param fn fun(...): any
 ---@return any ...
 function Job:call(fn, ...)
@@ -104,7 +105,7 @@ function Job:call(fn, ...)
   local n = select("#", ...)
   local args = { ... }
   args[n + 1] = function(err, ...)
-    if err ~= nil then
+    if err then -- (nil or false: no error, as `if err then` reads it)
       settle.settle(box, "failed", err)
     else
       settle.settle(box, "done", settle.pack(...))
