@@ -18,8 +18,7 @@ local stagehand = require "stagehand"
 local T = require "stagehand.testing"
 local seeded = require "spec.seeded"
 
-local NAMES = { "visible", "scene", "background" }
-local RANK = { visible = 1, scene = 2, background = 3 }
+local NAMES, RANK = seeded.NAMES, seeded.RANK
 
 -- kind: "pool" (slots of pool p), "budget" (permits of budget b, {ops = n})
 -- or "ms" (permits of budget b, {ms = m}: each holder runs for a cost of
@@ -34,26 +33,7 @@ local function scene(seed, kind, tally)
   -- Three priority functions whose answers the game changes between steps.
   -- Now and then one answers a rank that does not exist, or raises: it
   -- counts as the default then (and is logged once).
-  local level = { "scene", "background", "visible" }
-  local fns = {}
-  for k = 1, 3 do
-    fns[k] = function()
-      if level[k] == "raise" then error("the camera is not ready") end
-      return level[k]
-    end
-  end
-  -- A caller's priority, as run takes it and as the model reads it.
-  local function random_source()
-    local x = r(7)
-    if x <= 3 then return NAMES[x], NAMES[x] end
-    if x <= 6 then return fns[x - 3], x - 3 end
-    return nil, nil -- none: the default, scene
-  end
-  local function rank_of(src)
-    if src == nil then return RANK.scene end
-    if type(src) == "number" then return RANK[level[src]] or RANK.scene end
-    return RANK[src]
-  end
+  local level, random_source, rank_of = seeded.priorities(r, false)
 
   -- The model. A record per job: its callers {h, src}, the jobs awaiting
   -- it, and for a queued job its place in line.

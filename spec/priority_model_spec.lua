@@ -25,8 +25,7 @@ local stagehand = require "stagehand"
 local T = require "stagehand.testing"
 local seeded = require "spec.seeded"
 
-local NAMES = { "visible", "scene", "background" }
-local RANK = { visible = 1, scene = 2, background = 3 }
+local NAMES, RANK = seeded.NAMES, seeded.RANK
 
 local function scene(seed, tally)
   local r = seeded.rng(seed)
@@ -39,34 +38,10 @@ local function scene(seed, tally)
   local function fail(why) violation = violation or ("seed %d, turn %d: %s"):format(seed, turn, why) end
 
   -- Three priority functions whose answers the game changes between
-  -- operations. Now and then one answers a rank that does not exist, or
-  -- raises: it counts as the default then.
-  local level = { "scene", "background", "visible" }
-  local fns = {}
-  for k = 1, 3 do
-    fns[k] = function()
-      if level[k] == "raise" then error("the camera is not ready") end
-      return level[k]
-    end
-  end
-  -- A caller's priority, as run takes it and as the model reads it: a
-  -- rank, one of the three functions, a closure of its own that answers
-  -- what one of them does (a source of its own), or none.
-  local function random_source()
-    local x = r(9)
-    if x <= 3 then return NAMES[x], NAMES[x] end
-    if x <= 6 then return fns[x - 3], x - 3 end
-    if x <= 8 then
-      local k = r(3)
-      return function() return fns[k]() end, k
-    end
-    return nil, nil -- none: the default, scene
-  end
-  local function rank_of(src)
-    if src == nil then return RANK.scene end
-    if type(src) == "number" then return RANK[level[src]] or RANK.scene end
-    return RANK[src]
-  end
+  -- operations, now and then to a rank that does not exist, or to raising
+  -- (the default then); callers name a rank, one of them, a closure of
+  -- their own that answers what one of them does, or none.
+  local level, random_source, rank_of = seeded.priorities(r, true)
 
   -- The model.
   local function running(x)
@@ -292,10 +267,7 @@ local function scene(seed, tally)
     clock:advance(25)
     step()
   end
-  for _, rec in ipairs(loaders) do
-    local st, err = rec.h:result()
-    if st == "failed" then error(("seed %d: %s failed: %s"):format(seed, rec.label, tostring(err))) end
-  end
+  seeded.assert_none_failed(seed, loaders)
   tally.loaders = tally.loaders + #loaders
   tally.callers = tally.callers + #callers
   return orch, handles

@@ -117,6 +117,44 @@ function M.run_scenes(name, seeds, scene, tally, var)
   M.print_tally(var, tally)
 end
 
+M.NAMES = { "visible", "scene", "background" }
+M.RANK = { visible = 1, scene = 2, background = 3 }
+
+--- The priorities of a scene's callers (grant and priority models): three
+--- functions whose answers the scene changes by writing `level[k]` (now and
+--- then a rank that does not exist, or "raise": either counts as the
+--- default, scene). Returns `level`; `source()`, a random caller's priority
+--- as run takes it and as the model keeps it (a rank name, one of the
+--- functions, with `closures` a closure of its own that answers what one
+--- of them does, or none); and `rank_of(kept)`, its rank now.
+function M.priorities(r, closures)
+  local NAMES, RANK = M.NAMES, M.RANK
+  local level = { "scene", "background", "visible" }
+  local fns = {}
+  for k = 1, 3 do
+    fns[k] = function()
+      if level[k] == "raise" then error("the camera is not ready") end
+      return level[k]
+    end
+  end
+  local function source()
+    local x = r(closures and 9 or 7)
+    if x <= 3 then return NAMES[x], NAMES[x] end
+    if x <= 6 then return fns[x - 3], x - 3 end
+    if closures and x <= 8 then
+      local k = r(3)
+      return function() return fns[k]() end, k
+    end
+    return nil, nil -- none: the default, scene
+  end
+  local function rank_of(kept)
+    if kept == nil then return RANK.scene end
+    if type(kept) == "number" then return RANK[level[kept]] or RANK.scene end
+    return RANK[kept]
+  end
+  return level, source, rank_of
+end
+
 --- The seeds to run, and the words that say which: " (seed s)" for
 --- CHAOS_SEED=s, else " across n seeded scenes" (CHAOS_SEEDS, 20).
 --- (busted's describe and it are the spec file's own: not reachable here.)
