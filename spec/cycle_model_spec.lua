@@ -25,7 +25,8 @@ local seeded = require "spec.seeded"
 local function scene(seed, tally)
   local r = seeded.rng(seed)
   local orch, clock = T.new { stall_ms = 1e12, log = function() end }
-  local loaders, by_label, futures, whens, handles = {}, {}, {}, {}, {}
+  local loaders, by_label, whens, handles = {}, {}, {}, {}
+  local futures, new_future = seeded.futures()
   local winding, turn, violation = false, 0, nil
   local function running(h) return h:state() == "running" end
   local function fail(why) violation = violation or ("seed %d, turn %d: %s"):format(seed, turn, why) end
@@ -100,11 +101,6 @@ local function scene(seed, tally)
   end
 
   -- The scene.
-  local function new_future()
-    local f = stagehand.future()
-    futures[#futures + 1] = f
-    return f
-  end
   local function any_key()
     return "k" .. r(#loaders + 2)
   end
@@ -221,9 +217,7 @@ local function scene(seed, tally)
   while orch.nrunning > 0 and guard < 200 do
     guard = guard + 1
     turn = 80 + guard
-    for _, f in ipairs(futures) do
-      if f:state() == "pending" then f:resolve(true) end
-    end
+    seeded.resolve_pending(futures)
     for _, w in ipairs(whens) do
       local rec = loaders[tonumber(w.key:sub(2))]
       if running(w.h) and not alive(rec) then w.h:cancel("never loaded") end

@@ -31,7 +31,7 @@ local function scene(seed, tally)
   local loaders = {} -- by number; loader i is keyed "k" .. i
   local idles = {} -- every when_idle Handle, whoever made it
   local whens = {} -- every when Handle: {h =, key =}
-  local futures = {} -- every future a loader or a group waits on
+  local futures, new_future = seeded.futures() -- every future a loader or a group waits on
   local barriers = {} -- {b =, keys =}
   local handles = {} -- every Handle, for the end
   local ctls = {} -- controllers of the scene's own when_idle waits
@@ -126,11 +126,6 @@ local function scene(seed, tally)
     whens[#whens + 1], handles[#handles + 1] = { h = h, key = key }, h
     return h
   end
-  local function new_future()
-    local f = stagehand.future()
-    futures[#futures + 1] = f
-    return f
-  end
   local function later_loader(i) -- a running loader made after loader i, or nil
     local n = #loaders - i
     if n <= 0 then return nil end
@@ -220,11 +215,7 @@ local function scene(seed, tally)
   local ops = {
     start_loader,
     function() -- a future settles (now and then by failing)
-      local open_ones = {}
-      for _, f in ipairs(futures) do
-        if f:state() == "pending" then open_ones[#open_ones + 1] = f end
-      end
-      local f = open_ones[r(#open_ones + 1)]
+      local f = seeded.pending_one(r, futures)
       if not f then return end
       if r(4) == 1 then f:reject("no such file") else f:resolve(true) end
     end,
@@ -294,9 +285,7 @@ local function scene(seed, tally)
   -- remembered, so nothing would come). Loaders then wait again as they
   -- choose, and the world often turns idle.
   local function calm()
-    for _, f in ipairs(futures) do
-      if f:state() == "pending" then f:resolve(true) end
-    end
+    seeded.resolve_pending(futures)
     for _, b in ipairs(barriers) do
       for _, k in ipairs(b.keys) do b.b:arrive(k) end
     end

@@ -33,7 +33,8 @@ local function scene(seed, tally)
   -- (sets of more than big_set sources are kept another way, 16 by
   -- default: lowered so both kinds come and go in every scene)
   orch.big_set = 1 + seed % 3
-  local loaders, callers, futures, ctls, handles = {}, {}, {}, {}, {}
+  local loaders, callers, ctls, handles = {}, {}, {}, {}
+  local futures, new_future = seeded.futures()
   local winding, turn, violation = false, 0, nil
   local function fail(why) violation = violation or ("seed %d, turn %d: %s"):format(seed, turn, why) end
 
@@ -102,11 +103,6 @@ local function scene(seed, tally)
   end
 
   -- The scene.
-  local function new_future()
-    local f = stagehand.future()
-    futures[#futures + 1] = f
-    return f
-  end
   -- A new caller: its Handle, its source, sometimes a signal of its own.
   local function add_caller(make)
     local src, msrc = random_source()
@@ -258,9 +254,7 @@ local function scene(seed, tally)
   while orch.nrunning > 0 and guard < 200 do
     guard = guard + 1
     turn = 80 + guard
-    for _, f in ipairs(futures) do
-      if f:state() == "pending" then f:resolve(true) end
-    end
+    seeded.resolve_pending(futures)
     for _, c in ipairs(callers) do
       if c.h:state() == "running" and c.h.key and not orch:running(c.h.key) then c.h:cancel("never loaded") end
     end

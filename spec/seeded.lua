@@ -3,6 +3,7 @@
 -- and how many seeds to run. CHAOS_SEEDS=n runs n seeds (20 by default;
 -- make chaos runs 500), CHAOS_SEED=s replays one, and CHAOS_FIRST=f starts
 -- the n seeds at f (new ground for a long run: seeds 1..n are the usual ones).
+local stagehand = require "stagehand"
 local T = require "stagehand.testing"
 
 local M = {}
@@ -74,6 +75,28 @@ function M.assert_whole(seed, orch, handles, left)
   assert(#orch:report() == 0, "seed " .. seed .. ": report not empty\n" .. orch:dump())
   local leaks = T.leaks(orch)
   assert(#leaks == 0, "seed " .. seed .. ": left behind: " .. table.concat(leaks, "; "))
+end
+
+--- A scene's futures: the list that keeps them, and new(), which makes one
+--- and keeps it there.
+function M.futures()
+  local list = {}
+  return list, function()
+    local f = stagehand.future()
+    list[#list + 1] = f
+    return f
+  end
+end
+
+--- Resolves (with true) every future of `futures` still pending, telling
+--- `after(f)` of each if it is given.
+function M.resolve_pending(futures, after)
+  for _, f in ipairs(futures) do
+    if f:state() == "pending" then
+      f:resolve(true)
+      if after then after(f) end
+    end
+  end
 end
 
 --- A future of `futures` still pending, picked with `r`, or nil.

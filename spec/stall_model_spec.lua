@@ -35,7 +35,8 @@ local function scene(seed, tally)
   local orch, clock = T.new { pools = { p = 1 }, check_ms = CHECK_MS, log = function() end }
   orch:budget("b", { ops = 1 })
   local jobs = {} -- the model's records: loaders and barriers
-  local loaders, barriers, futures, handles = {}, {}, {}, {}
+  local loaders, barriers, handles = {}, {}, {}
+  local futures, new_future = seeded.futures()
   local capacity, winding, turn, violation = 1, false, 0, nil
   local function running(h) return h:state() == "running" end
 
@@ -151,11 +152,6 @@ local function scene(seed, tally)
   end
 
   -- The scene.
-  local function new_future()
-    local f = stagehand.future()
-    futures[#futures + 1] = f
-    return f
-  end
   local function later_loader(i)
     local n = #loaders - i
     if n <= 0 then return nil end
@@ -341,12 +337,7 @@ local function scene(seed, tally)
   local guard = 0
   while (orch.nrunning > 0 or orch:next_wake() == 0) and guard < 300 do
     guard = guard + 1
-    for _, f in ipairs(futures) do
-      if f:state() == "pending" then
-        f:resolve(true)
-        settled(f)
-      end
-    end
+    seeded.resolve_pending(futures, settled)
     step_and_check(80 + guard)
   end
   seeded.assert_none_failed(seed, loaders)
