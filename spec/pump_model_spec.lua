@@ -1,0 +1,358 @@
+-- A host may sleep exactly as long as `orch:next_wake()` says. Each seeded
+-- scene plays twice from its seed, each time on a fake clock of its own:
+-- under a host that steps every millisecond, and under one that steps only
+-- when next_wake says 0 (after the game's own calls too, as a luv loop
+-- does) and otherwise sleeps until next_wake falls due or the game's next
+-- event does. Both must tell the same story: every start, resume and end
+-- of a job, every Handle's end and every log line, at the same clock time
+-- and in the same order.
+-- - A next_wake too late shows as a sleep, a grant, an idle settle or a
+--   stall that the sleeping host saw later; so does one of nil, or more
+--   than 0, while work is queued or a step could grant or settle.
+-- - One that says 0 for ever: a host that never gets to sleep.
+-- - A step taken before next_wake falls due changes nothing: the first
+--   host takes one every millisecond.
+-- Loaders sleep, await futures the game settles (or never does), hold a
+-- slot across waits, take permits of an ops budget and of an ms budget,
+-- run busy (moving the clock) and slice, await one another, keyed `when`s,
+-- a barrier, `stagehand.all` and `when_idle`, and fail; preloaders await
+-- `when_idle` before each task. Some scenes give each step a budget_ms,
+-- which busy loaders overrun. The game starts loaders (some sharing a key)
+-- and bursts of finalizers that each take a permit, cancels callers, hides
+-- and shows the window, resizes the pool, changes priorities, arrives at
+-- the barrier, and makes `when`s and `when_idle`s of its own.
+-- Stall checks run every millisecond (check_ms = 1), so both hosts check
+-- at the same moments. (With a longer interval, a host that sleeps checks
+-- when a stall clock falls due, and one that steps every frame at the
+-- interval's ticks: the same stall, seen up to an interval apart.)
+-- next_wake may wake a host early, never late: a stall clock's deadline
+-- is filed lazily (progress does not move it in the core's heap), so a
+-- wake may find the clock was reset meanwhile. The tally counts those
+-- "empty wakes".
+-- CHAOS_SEEDS=n runs more, CHAOS_SEED=s replays one (spec/seeded.lua);
+-- PUMP_STORY=1 prints each scene's story, PUMP_TALLY=1 the tally.
+local stagehand = require "stagehand"
+local T = require "stagehand.testing"
+local seeded = require "spec.seeded"
+
+local LAST_EVENT = 300 -- the game's events fall within 0..LAST_EVENT ms
+local LIMIT = 5000 -- a scene still running then has hung
+local STALLS = { 20, 60, 150 }
+local KEYS = { "k1", "k2", "k3" }
+
+-- A scene, drawn from its seed alone: the same for both hosts.
+local function draw(seed)
+  local r = seeded.rng(seed)
+  local sc = {
+    capacity = r(3) - 1, -- (0 holds every slot until the game opens it)
+    ops = r(2),
+    ms = 1 + r(4),
+    budget_ms = r(3) > 1 and r(4) or nil, -- each step's budget_ms
+    futures = {}, -- {t = when the game settles it (nil: never), how = "resolve"|"reject"}
+    loaders = {},
+    preloaders = {},
+    bursts = {},
+    events = {},
+  }
+  local function event(t, what, arg) sc.events[#sc.events + 1] = { t = t, what = what, arg = arg } end
+  local function future()
+    local f = { how = r(5) == 1 and "reject" or "resolve" }
+    if r(6) > 1 then
+      f.t = r(LAST_EVENT)
+      event(f.t, "settle", #sc.futures + 1)
+    end
+    sc.futures[#sc.futures + 1] = f
+    return #sc.futures
+  end
+  local nloaders = 4 + r(6)
+  for i = 1, nloaders do
+    local rec = {
+      t = i <= 2 and 0 or r(LAST_EVENT) - 1,
+      key = r(3) == 1 and KEYS[r(#KEYS)] or nil,
+      priority = r(3) == 1 and r(3) or seeded.NAMES[r(3)], -- (a number: a function reading level[n])
+      stall_ms = STALLS[r(#STALLS)],
+      steps = {},
+    }
+    for _ = 1, 1 + r(5) do
+      local x, s = r(14), nil
+      if x == 1 then s = { "sleep", r(20) }
+      elseif x == 2 then s = { "future", future() }
+      elseif x == 3 then s = { "slot", r(3) } -- (released that many steps on, if it gets there)
+      elseif x == 4 then s = { "permit", r(2) == 1 and "b" or "m", r(3) - 1 }
+      elseif x == 5 then s = { "busy", r(5) }
+      elseif x == 6 then s = { "progress" }
+      elseif x == 7 then s = { "await", r(nloaders) }
+      elseif x == 8 then s = { "when", KEYS[r(#KEYS)] }
+      elseif x == 9 then s = { "barrier" }
+      elseif x == 10 then s = { "all", future(), r(nloaders) }
+      elseif x == 11 then s = { "idle" }
+      elseif x == 12 then s = { "fail" }
+      elseif x == 13 then s = { "grind", 2 + r(5), r(2) } -- (that many slices of that many ms)
+      else s = { "sleep", 0 }
+      end
+      rec.steps[#rec.steps + 1] = s
+    end
+    if r(3) == 1 then event(rec.t + r(100), "cancel", i) end
+    sc.loaders[i] = rec
+    event(rec.t, "start", i)
+  end
+  for _ = 1, r(4) - 1 do
+    -- A burst of finalizers: each takes a permit, then runs a while.
+    local burst = {}
+    for j = 1, 2 + r(6) do burst[j] = { budget = r(3) == 1 and "m" or "b", ms = r(3) - 1 } end
+    sc.bursts[#sc.bursts + 1] = burst
+    event(r(LAST_EVENT), "burst", #sc.bursts)
+  end
+  for i = 1, r(3) do
+    sc.preloaders[i] = { tasks = 1 + r(3), ms = r(6) - 1 } -- (0: no pause between tasks)
+    event(r(LAST_EVENT), "preload", i)
+  end
+  for _ = 1, r(3) - 1 do
+    local from = r(LAST_EVENT - 50)
+    event(from, "hide")
+    event(from + r(60), "show")
+  end
+  for _ = 1, r(4) do event(r(LAST_EVENT), "pool", r(3) - 1) end
+  for _ = 1, r(3) do event(r(LAST_EVENT), "level", { r(3), seeded.NAMES[r(3)] }) end
+  for _, k in ipairs({ "a", "b", "c" }) do
+    if r(4) > 1 then event(r(LAST_EVENT), "arrive", k) end
+  end
+  for _ = 1, r(3) - 1 do event(r(LAST_EVENT), "when", KEYS[r(#KEYS)]) end
+  for _ = 1, r(3) - 1 do event(r(LAST_EVENT), "idle") end
+  event(LAST_EVENT, "pool", 2) -- (the pool opens at last: a closed one holds its waiters until they stall)
+  -- By time, then as drawn (a stable sort: table.sort is not).
+  for i, e in ipairs(sc.events) do e.i = i end
+  table.sort(sc.events, function(a, b)
+    if a.t ~= b.t then return a.t < b.t end
+    return a.i < b.i
+  end)
+  return sc
+end
+
+-- The text of an end's values: one line, no addresses.
+local function shown(st, v)
+  if st ~= "done" then
+    if type(v) == "table" and v.kind then return st .. " " .. v.kind end
+    return st .. " " .. tostring(v)
+  end
+  return st
+end
+
+-- Plays `sc` under `host` ("every ms" or "next_wake"); returns its story
+-- (a list of lines), and the orchestrator and Handles for the end checks.
+local function play(seed, sc, host, tally)
+  local story = {}
+  local clock = T.clock(0)
+  local function say(text) story[#story + 1] = ("%.17g %s"):format(clock.now, text) end
+  local orch = T.new {
+    clock = clock,
+    pools = { p = sc.capacity },
+    check_ms = 1,
+    stall_ms = 200, -- (a `when` whose key never starts stalls by this)
+    slice_ms = 3,
+    log = function(m) say("log " .. m:match("^[^\n]*"):gsub("0x%x+", "0x?")) end,
+  }
+  orch:budget("b", { ops = sc.ops })
+  orch:budget("m", { ms = sc.ms })
+  orch:watch(function(rec) say(("%s %s #%d"):format(rec.state == "running" and "start" or "end " .. rec.state, rec.label, rec.id)) end)
+  local level = { "scene", "background", "visible" }
+  local fns = {}
+  for k = 1, 3 do fns[k] = function() return level[k] end end
+  local futures = {}
+  for i = 1, #sc.futures do futures[i] = stagehand.future("f" .. i) end
+  local barrier = orch:barrier("party", { "a", "b", "c" }, { stall_ms = 150 })
+  local handles, ctls, by_loader = { barrier.settled }, {}, {}
+  local function follow(h, name)
+    handles[#handles + 1] = h
+    h:on_end(function(st, v) say(("%s ended %s"):format(name, shown(st, v))) end)
+  end
+
+  local function wait_on(job, x)
+    local ok, err = job:pcall(job.await, job, x)
+    if ok then return "ok" end
+    if type(err) == "table" and err.kind then return "raised " .. err.kind end
+    return "raised " .. tostring(err)
+  end
+  local function loader(i)
+    local rec = sc.loaders[i]
+    return function(job)
+      local release, hold = nil, 0
+      for n, s in ipairs(rec.steps) do
+        local kind, out = s[1], "ok"
+        if kind == "sleep" then
+          local ok = job:pcall(job.sleep, job, s[2])
+          out = ok and "ok" or "raised"
+        elseif kind == "future" then out = wait_on(job, futures[s[2]])
+        elseif kind == "slot" then
+          if release then
+            out = "holds"
+          else
+            local ok, rel = job:pcall(job.slot, job, "p")
+            if ok then release, hold = rel, s[2] else out = "raised" end
+          end
+        elseif kind == "permit" then
+          local ok = job:pcall(job.permit, job, s[2])
+          out = ok and "ok" or "raised"
+          if ok and s[3] > 0 then clock:advance(s[3]) end -- (its finalize takes main-thread time)
+        elseif kind == "busy" then
+          clock:advance(s[2])
+          local ok = job:pcall(job.slice, job)
+          out = ok and "ok" or "raised"
+        elseif kind == "grind" then
+          for _ = 1, s[2] do
+            clock:advance(s[3])
+            if not job:pcall(job.slice, job) then out = "raised" break end
+          end
+        elseif kind == "progress" then job:progress()
+        elseif kind == "await" then
+          local h = by_loader[s[2]]
+          out = h and wait_on(job, h) or "none yet"
+        elseif kind == "when" then out = wait_on(job, orch:when(s[2]))
+        elseif kind == "barrier" then out = wait_on(job, barrier.settled)
+        elseif kind == "all" then
+          local h = by_loader[s[3]]
+          out = wait_on(job, stagehand.all({ futures[s[2]], h or futures[s[2]] }))
+        elseif kind == "idle" then out = wait_on(job, orch:when_idle())
+        elseif kind == "fail" then error("the loader broke", 0)
+        end
+        say(("L%d step %d %s %s"):format(i, n, kind, out))
+        if job.signal.aborted then return "left" end
+        if release then
+          hold = hold - 1
+          if hold < 0 then release(); release = nil end
+        end
+      end
+      return i
+    end
+  end
+  local function preloader(i)
+    local p = sc.preloaders[i]
+    return function(job)
+      for n = 1, p.tasks do
+        local out = wait_on(job, orch:when_idle())
+        say(("P%d idle %d %s"):format(i, n, out))
+        if job.signal.aborted then return end
+        if p.ms > 0 then job:sleep(p.ms) end
+      end
+    end
+  end
+
+  local apply = {
+    start = function(i)
+      local rec = sc.loaders[i]
+      local ctl = stagehand.controller()
+      ctls[i] = ctl
+      local prio = rec.priority
+      if type(prio) == "number" then prio = fns[prio] end
+      local h = orch:run("L" .. i, loader(i), { key = rec.key, priority = prio, stall_ms = rec.stall_ms, signal = ctl.signal })
+      by_loader[i] = h
+      follow(h, "L" .. i)
+    end,
+    preload = function(i) follow(orch:run("P" .. i, preloader(i), { priority = "background" }), "P" .. i) end,
+    burst = function(i)
+      for j, f in ipairs(sc.bursts[i]) do
+        follow(orch:run(("B%d.%d"):format(i, j), function(job)
+          job:permit(f.budget)
+          if f.ms > 0 then clock:advance(f.ms) end
+          return j
+        end), ("B%d.%d"):format(i, j))
+      end
+    end,
+    cancel = function(i) ctls[i]:abort("scrolled away") end,
+    settle = function(i)
+      local f = futures[i]
+      if sc.futures[i].how == "resolve" then f:resolve(i) else f:reject("no such file") end
+    end,
+    hide = function() orch:set_visible(false) end,
+    show = function() orch:set_visible(true) end,
+    pool = function(n) orch:pool("p", n) end,
+    level = function(x) level[x[1]] = x[2] end,
+    arrive = function(k) barrier:arrive(k) end,
+    when = function(key) follow(orch:when(key), "when " .. key) end,
+    idle = function() follow(orch:when_idle(), "when_idle") end,
+  }
+
+  local events, ev = sc.events, 1
+  local wakes, empty, woke, before = 0, 0, false, 0
+  while true do
+    while ev <= #events and events[ev].t <= clock.now do
+      local e = events[ev]
+      say("game " .. e.what)
+      apply[e.what](e.arg)
+      ev = ev + 1
+    end
+    -- (the host that sleeps steps only when next_wake says 0, as a luv
+    -- loop does: after the game's events too)
+    if host == "every ms" then orch:step(sc.budget_ms) end
+    local spins = 0
+    while orch:next_wake() == 0 do
+      spins = spins + 1
+      if spins > 1000 then
+        error(("seed %d (%s): next_wake says 0 after 1,000 steps at %g ms\n%s"):format(seed, host, clock.now, orch:dump()))
+      end
+      orch:step(sc.budget_ms)
+    end
+    if woke then
+      -- (an empty wake: next_wake woke the host for nothing the story shows)
+      wakes = wakes + 1
+      if #story == before then empty = empty + 1 end
+      woke = false
+    end
+    if ev > #events and orch.nrunning == 0 then break end
+    if clock.now > LIMIT then
+      error(("seed %d (%s): still running at %g ms\n%s"):format(seed, host, clock.now, orch:dump()))
+    end
+    local at = ev <= #events and math.max(events[ev].t, clock.now) or nil -- (a busy loader may run past one)
+    if host == "every ms" then
+      if not at or at > clock.now then at = clock.now + 1 end
+    else
+      local w = orch:next_wake()
+      if w and (not at or clock.now + w < at) then at, woke, before = clock.now + w, true, #story end
+      if not at then
+        error(("seed %d: %d job(s) running, nothing left to happen, and next_wake says nil at %g ms\n%s"):format(
+          seed, orch.nrunning, clock.now, orch:dump()))
+      end
+    end
+    clock.now = at
+  end
+  if host == "next_wake" then
+    tally.wakes = tally.wakes + wakes
+    tally["empty wakes"] = tally["empty wakes"] + empty
+  end
+  return story, orch, handles
+end
+
+local function scene(seed, tally)
+  local sc = draw(seed)
+  local fine = play(seed, sc, "every ms", tally)
+  local story, orch, handles = play(seed, sc, "next_wake", tally)
+  if os.getenv("PUMP_STORY") then print(table.concat(story, "\n")) end
+  for i = 1, math.max(#fine, #story) do
+    if fine[i] ~= story[i] then
+      local from = math.max(1, i - 8)
+      error(("seed %d: the hosts part at line %d\nstepping every ms:\n  %s\nsleeping by next_wake:\n  %s"):format(
+        seed, i, table.concat(fine, "\n  ", from, math.min(#fine, i)), table.concat(story, "\n  ", from, math.min(#story, i))))
+    end
+  end
+  tally.lines = tally.lines + #story
+  for _, line in ipairs(story) do
+    local what = line:match("^%S+ end (%a+)") or line:match("^%S+ L%d+ step %d+ (%a+)")
+    if what then tally[what] = (tally[what] or 0) + 1 end
+  end
+  return orch, handles
+end
+
+describe("next_wake", function()
+  local which, seeds = seeded.seeds()
+  it("lets a host sleep as long as it says and miss nothing" .. which, function()
+    local tally = { wakes = 0, ["empty wakes"] = 0, lines = 0 }
+    seeded.run_scenes("pump", seeds, scene, tally, "PUMP_TALLY")
+    -- (every kind of wait, and every kind of end, over 20 scenes or more)
+    if #seeds >= 20 then
+      for _, kind in ipairs({ "sleep", "future", "slot", "permit", "busy", "grind", "await", "when", "barrier",
+        "all", "idle", "done", "failed", "cancelled", "stalled", "wakes" }) do
+        assert.is_true((tally[kind] or 0) > 0, "none of: " .. kind)
+      end
+    end
+  end)
+end)
