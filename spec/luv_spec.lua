@@ -88,6 +88,47 @@ describe("the luv driver", function()
     assert.same({ "warm", "loader" }, order)
   end)
 
+  -- The game's own loop (uv.run) leans on the driver's timer alone: a call
+  -- from a callback that gives the orchestrator something to do must set
+  -- it again. (orch:loop passes the loop once per callback, which hid both.)
+  it("settles when_idle on the next pass once a barrier's last arrival leaves the world idle", function()
+    orch = stagehand.new { driver = "luv", stall_ms = 600000, check_ms = 300000 }
+    local party = orch:barrier("party", { "hero" })
+    local warmed = false
+    orch:run("warm the shader cache", function(job)
+      job:await(orch:when_idle())
+      warmed = true
+    end)
+    local arrive = uv.new_timer()
+    arrive:start(0, 0, function()
+      arrive:close()
+      party:arrive("hero") -- (outside any step: the barrier ends, nothing is queued)
+    end)
+    -- (without the fix the timer stayed set for the barrier's stall check,
+    -- 10 min on; this guard, which does not keep the loop alive, ends the
+    -- jobs after 5 s so the spec fails instead)
+    local guard = uv.new_timer()
+    guard:unref()
+    guard:start(5000, 0, function() orch:close("guard") end)
+    uv.run()
+    guard:close()
+    uv.run("nowait")
+    assert.is_true(warmed)
+  end)
+
+  it("stalls a barrier made from a callback while nothing ran, rather than let the loop end", function()
+    orch = stagehand.new { driver = "luv", check_ms = 1, log = function() end }
+    local party
+    local make = uv.new_timer()
+    make:start(0, 0, function()
+      make:close()
+      party = orch:barrier("party", { "hero" }, { stall_ms = 1 })
+    end)
+    uv.run() -- (without the fix no timer was set: the loop ended with the barrier running)
+    assert.equal("stalled", (party.settled:result()))
+    assert.same({ "hero" }, select(2, party.settled:result()).missing)
+  end)
+
   it("survives a hot reload that forgets stagehand and luv (luv's loop stays open)", function()
     -- Without the fix, the second orchestrator's first timer wrote into
     -- the freed loop and the process died (SIGSEGV).

@@ -346,6 +346,10 @@ function E.end_job(job, st, v)
     o.nowners = o.nowners - 1
     if st ~= "done" then ends:call(withdraw, owned, v) end
   end
+  -- An end from outside a step (a barrier's last arrival, a cancel) may
+  -- leave the world idle with nothing queued: the driver's timer, set for
+  -- a stall check seconds away, must come back now for the idle check.
+  if o.nidle > 0 and not o.stepping then o.driver.reschedule(o) end
   return true
 end
 

@@ -291,6 +291,10 @@ local function standing_job(o, label, prio, sig, stall_ms, setup)
   setup(job, h)
   E.notify(o, job)
   handle.bind_signal(h, sig)
+  -- (Made outside a step, it may be the first stall clock, or the one due
+  -- soonest, or a when_idle the world already satisfies: the driver's
+  -- timer is set again.)
+  if not o.stepping then o.driver.reschedule(o) end
   return job, h
 end
 
@@ -369,7 +373,6 @@ function Orchestrator:when_idle(sig)
     o.idle[job] = true
     o.nidle = o.nidle + 1
   end)
-  if not self.stepping then self.driver.reschedule(self) end
   return h
 end
 
