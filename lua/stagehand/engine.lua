@@ -1125,7 +1125,9 @@ function E.step(o, budget_ms)
 end
 
 function E.next_wake(o)
-  if o.qn > 0 or o.grantable or o.budget_due or E.slots.budget_waiting(o) then return 0 end
+  -- (Not o.budget_due: a budget changed while nobody waits for a permit
+  -- marks it, and a step would find nothing to grant.)
+  if o.qn > 0 or o.grantable or E.slots.budget_waiting(o) then return 0 end
   -- (a when_idle waiter, and something changed since the last idle check)
   if o.idle_dirty and o.nidle > 0 then return 0 end
   if o.nrunning == 0 then return nil end
