@@ -1,15 +1,20 @@
 -- A host may sleep exactly as long as `orch:next_wake()` says. Each seeded
--- scene plays twice from its seed, each time on a fake clock of its own:
--- under a host that steps every millisecond, and under one that steps only
--- when next_wake says 0 (after the game's own calls too, as a luv loop
--- does) and otherwise sleeps until next_wake falls due or the game's next
--- event does. Both must tell the same story: every start, resume and end
--- of a job, every Handle's end and every log line, at the same clock time
--- and in the same order.
+-- scene plays three times from its seed, each time on a fake clock of its
+-- own: under a host that steps every millisecond; under one that steps
+-- only when next_wake says 0 (after the game's own calls too) and
+-- otherwise sleeps until next_wake falls due or the game's next event
+-- does; and under one that keeps a timer as the luv driver does (set from
+-- next_wake when the orchestrator reschedules: at the end of each step and
+-- after a call from outside a step that gives it something to do) and
+-- steps only when that fires. All three must tell the same story: every
+-- start, resume and end of a job, every Handle's end and every log line,
+-- at the same clock time and in the same order.
 -- - A next_wake too late shows as a sleep, a grant, an idle settle or a
 --   stall that the sleeping host saw later; so does one of nil, or more
 --   than 0, while work is queued or a step could grant or settle.
 -- - One that says 0 for ever: a host that never gets to sleep.
+-- - A call from outside a step that does not reschedule when it should:
+--   the timer's host sees what it started late, or never.
 -- - A step taken before next_wake falls due changes nothing: the first
 --   host takes one every millisecond.
 -- Loaders sleep, await futures the game settles (or never does), hold a
@@ -20,8 +25,10 @@
 -- which busy loaders overrun. The game starts loaders (some sharing a key)
 -- and bursts of finalizers that each take a permit, cancels callers, hides
 -- and shows the window, resizes the pool, changes priorities, arrives at
--- the barrier, and makes `when`s and `when_idle`s of its own.
--- Stall checks run every millisecond (check_ms = 1), so both hosts check
+-- the barrier, changes the budgets, makes `when`s and `when_idle`s of its
+-- own (and cancels some), and makes gates (barriers) with stall clocks of
+-- their own.
+-- Stall checks run every millisecond (check_ms = 1), so every host checks
 -- at the same moments. (With a longer interval, a host that sleeps checks
 -- when a stall clock falls due, and one that steps every frame at the
 -- interval's ticks: the same stall, seen up to an interval apart.)
@@ -74,7 +81,7 @@ local function draw(seed)
       steps = {},
     }
     for _ = 1, 1 + r(5) do
-      local x, s = r(14), nil
+      local x, s = r(15), nil
       if x == 1 then s = { "sleep", r(20) }
       elseif x == 2 then s = { "future", future() }
       elseif x == 3 then s = { "slot", r(3) } -- (released that many steps on, if it gets there)
@@ -88,6 +95,7 @@ local function draw(seed)
       elseif x == 11 then s = { "idle" }
       elseif x == 12 then s = { "fail" }
       elseif x == 13 then s = { "grind", 2 + r(5), r(2) } -- (that many slices of that many ms)
+      elseif x == 14 then s = { "hand" } -- (hands its slot's release to the game, which calls it later)
       else s = { "sleep", 0 }
       end
       rec.steps[#rec.steps + 1] = s
@@ -119,6 +127,17 @@ local function draw(seed)
   end
   for _ = 1, r(3) - 1 do event(r(LAST_EVENT), "when", KEYS[r(#KEYS)]) end
   for _ = 1, r(3) - 1 do event(r(LAST_EVENT), "idle") end
+  for _ = 1, r(3) - 1 do event(r(LAST_EVENT), "drop", r(4)) end
+  for n = 1, r(3) do event(r(LAST_EVENT), "give_back", n) end -- (cancels the game's nth when or when_idle)
+  for _ = 1, r(3) - 1 do event(r(LAST_EVENT), "budget", { r(2) == 1 and "b" or "m", r(4) }) end
+  for id = 1, r(3) - 1 do
+    -- A gate the game makes later: some of its keys arrive, some never do.
+    local t = r(LAST_EVENT)
+    event(t, "gate", id)
+    for _, k in ipairs({ "x", "y" }) do
+      if r(3) > 1 then event(t + r(60), "open", { id, k }) end
+    end
+  end
   event(LAST_EVENT, "pool", 2) -- (the pool opens at last: a closed one holds its waiters until they stall)
   -- By time, then as drawn (a stable sort: table.sort is not).
   for i, e in ipairs(sc.events) do e.i = i end
@@ -162,6 +181,8 @@ local function play(seed, sc, host, tally)
   for i = 1, #sc.futures do futures[i] = stagehand.future("f" .. i) end
   local barrier = orch:barrier("party", { "a", "b", "c" }, { stall_ms = 150 })
   local handles, ctls, by_loader = { barrier.settled }, {}, {}
+  local mine, gates = {}, {} -- the game's own whens and when_idles; its gates, by event
+  local handed = {} -- slots' releases loaders handed to the game
   local function follow(h, name)
     handles[#handles + 1] = h
     h:on_end(function(st, v) say(("%s ended %s"):format(name, shown(st, v))) end)
@@ -198,6 +219,13 @@ local function play(seed, sc, host, tally)
           clock:advance(s[2])
           local ok = job:pcall(job.slice, job)
           out = ok and "ok" or "raised"
+        elseif kind == "hand" then
+          if release then
+            handed[#handed + 1] = release
+            release = nil
+          else
+            out = "nothing"
+          end
         elseif kind == "grind" then
           for _ = 1, s[2] do
             clock:advance(s[3])
@@ -268,24 +296,70 @@ local function play(seed, sc, host, tally)
     pool = function(n) orch:pool("p", n) end,
     level = function(x) level[x[1]] = x[2] end,
     arrive = function(k) barrier:arrive(k) end,
-    when = function(key) follow(orch:when(key), "when " .. key) end,
-    idle = function() follow(orch:when_idle(), "when_idle") end,
+    when = function(key)
+      local h = orch:when(key)
+      mine[#mine + 1] = h
+      follow(h, "when " .. key)
+    end,
+    idle = function()
+      local h = orch:when_idle()
+      mine[#mine + 1] = h
+      follow(h, "when_idle")
+    end,
+    drop = function(n) if mine[n] then mine[n]:cancel("not needed") end end,
+    budget = function(x)
+      if x[1] == "b" then orch:budget("b", { ops = x[2] }) else orch:budget("m", { ms = x[2] }) end
+    end,
+    gate = function(id)
+      gates[id] = orch:barrier("gate " .. id, { "x", "y" }, { stall_ms = 40 })
+      follow(gates[id].settled, "gate " .. id)
+    end,
+    open = function(x) gates[x[1]]:arrive(x[2]) end,
+    give_back = function(n) if handed[n] then handed[n]() end end,
   }
 
   local events, ev = sc.events, 1
   local wakes, empty, woke, before = 0, 0, false, 0
+  local due -- the "timer" host's timer: when it fires, or nil
+  if host == "timer" then
+    -- As the luv driver keeps its uv timer: set from next_wake whenever
+    -- the orchestrator asks (at the end of each step, and after a call
+    -- from outside a step that may have given it something to do), moved
+    -- only ever earlier, stopped on nil.
+    orch.driver.reschedule = function(o)
+      local nw = o:next_wake()
+      if nw == nil then due = nil return end
+      if due == nil or clock.now + nw < due then due = clock.now + nw end
+    end
+  end
   while true do
     while ev <= #events and events[ev].t <= clock.now do
       local e = events[ev]
       say("game " .. e.what)
       apply[e.what](e.arg)
       ev = ev + 1
+      if host == "timer" then
+        -- (and at once: a call that gave the orchestrator something to do
+        -- sooner than the timer is set for must have set it again)
+        local nw = orch:next_wake()
+        if nw and not (due and due <= clock.now + nw) then
+          error(("seed %d: after the game's %s at %g ms, next_wake says %g but the timer is %s\n%s"):format(
+            seed, e.what, clock.now, nw, due and "set for " .. due or "stopped", orch:dump()))
+        end
+      end
+    end
+    if host == "timer" then
+      -- (the timer fires: one step, whose end sets it again)
+      while due and due <= clock.now do
+        due = nil
+        orch:step(sc.budget_ms)
+      end
     end
     -- (the host that sleeps steps only when next_wake says 0, as a luv
     -- loop does: after the game's events too)
     if host == "every ms" then orch:step(sc.budget_ms) end
     local spins = 0
-    while orch:next_wake() == 0 do
+    while host ~= "timer" and orch:next_wake() == 0 do
       spins = spins + 1
       if spins > 1000 then
         error(("seed %d (%s): next_wake says 0 after 1,000 steps at %g ms\n%s"):format(seed, host, clock.now, orch:dump()))
@@ -305,6 +379,12 @@ local function play(seed, sc, host, tally)
     local at = ev <= #events and math.max(events[ev].t, clock.now) or nil -- (a busy loader may run past one)
     if host == "every ms" then
       if not at or at > clock.now then at = clock.now + 1 end
+    elseif host == "timer" then
+      if due and (not at or due < at) then at = due end
+      if not at then
+        error(("seed %d: %d job(s) running, nothing left to happen, and the timer stopped at %g ms\n%s"):format(
+          seed, orch.nrunning, clock.now, orch:dump()))
+      end
     else
       local w = orch:next_wake()
       if w and (not at or clock.now + w < at) then at, woke, before = clock.now + w, true, #story end
@@ -326,12 +406,16 @@ local function scene(seed, tally)
   local sc = draw(seed)
   local fine = play(seed, sc, "every ms", tally)
   local story, orch, handles = play(seed, sc, "next_wake", tally)
+  local timed = play(seed, sc, "timer", tally)
   if os.getenv("PUMP_STORY") then print(table.concat(story, "\n")) end
-  for i = 1, math.max(#fine, #story) do
-    if fine[i] ~= story[i] then
-      local from = math.max(1, i - 8)
-      error(("seed %d: the hosts part at line %d\nstepping every ms:\n  %s\nsleeping by next_wake:\n  %s"):format(
-        seed, i, table.concat(fine, "\n  ", from, math.min(#fine, i)), table.concat(story, "\n  ", from, math.min(#story, i))))
+  for _, other in ipairs({ { "sleeping by next_wake", story }, { "on a timer set as the luv driver sets it", timed } }) do
+    local name, lines = other[1], other[2]
+    for i = 1, math.max(#fine, #lines) do
+      if fine[i] ~= lines[i] then
+        local from = math.max(1, i - 8)
+        error(("seed %d: the hosts part at line %d\nstepping every ms:\n  %s\n%s:\n  %s"):format(seed, i,
+          table.concat(fine, "\n  ", from, math.min(#fine, i)), name, table.concat(lines, "\n  ", from, math.min(#lines, i))))
+      end
     end
   end
   tally.lines = tally.lines + #story
@@ -350,7 +434,7 @@ describe("next_wake", function()
     -- (every kind of wait, and every kind of end, over 20 scenes or more)
     if #seeds >= 20 then
       for _, kind in ipairs({ "sleep", "future", "slot", "permit", "busy", "grind", "await", "when", "barrier",
-        "all", "idle", "done", "failed", "cancelled", "stalled", "wakes" }) do
+        "all", "idle", "hand", "done", "failed", "cancelled", "stalled", "wakes" }) do
         assert.is_true((tally[kind] or 0) > 0, "none of: " .. kind)
       end
     end
