@@ -6,7 +6,8 @@
 -- or a barrier's `settled`. Between steps the game settles futures, starts
 -- and cancels loaders, makes barriers and arrives at them, resizes the
 -- pool, hides and shows the window, and moves the clock, now and then by
--- more than a stall time at once. Some steps have a budget, which a busy
+-- more than a stall time at once; it moves it between its own calls too,
+-- so what it does comes later than the last step. Some steps have a budget, which a busy
 -- loader (one that moves the clock as it runs) spends, leaving jobs queued.
 --
 -- The model keeps each job's last progress, as the SPEC counts it: the
@@ -282,6 +283,9 @@ local function scene(seed, tally)
     function() -- the pool is resized
       capacity = r(3) - 1
       orch:pool("p", capacity)
+    end,
+    function() -- time passes between steps: what the game does next, it does then
+      clock:advance(r(100))
     end,
     function() -- the window is hidden, or shown again
       local last = hidden[#hidden]

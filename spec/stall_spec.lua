@@ -378,6 +378,72 @@ describe("stall clocks", function()
     assert.no_leaks(orch)
   end)
 
+  -- The game's own calls come between steps, when its clock has moved on
+  -- since the last one: what they end or free is progress at their time.
+  it("count a wait the game ends between steps as progress then, not at the last step", function()
+    -- a part of a group, settled by the game
+    local orch, clock = new { check_ms = 10 }
+    local parts = { stagehand.future(), stagehand.future() }
+    local gather = orch:run("gather", function(job) job:await(stagehand.all(parts)) end, { stall_ms = 100 })
+    orch:step() -- at 0 ms
+    clock:advance(80)
+    parts[1]:resolve() -- at 80 ms, with no step since 0
+    clock:advance(70)
+    orch:step() -- a check at 150 ms: 70 ms since the part settled
+    assert.equal("running", gather:state())
+    clock:advance(40)
+    orch:step()
+    assert.equal("stalled", gather:state())
+    assert.no_leaks(orch)
+    -- a wait the game ends, left queued by a spent step budget
+    orch, clock = new { check_ms = 10 }
+    local download, go = stagehand.future(), stagehand.future()
+    local busy = orch:run("busy", function(job)
+      job:await(go)
+      clock:advance(10) -- it runs for 10 ms: the step's budget is spent
+    end, { stall_ms = 1000 })
+    local loader = orch:run("loader", function(job) job:await(download) end, { stall_ms = 100 })
+    orch:step() -- at 0 ms
+    clock:advance(80)
+    go:resolve() -- at 80 ms, with no step since 0
+    download:resolve() -- the loader's wait ends, and it queues behind the busy job
+    clock:advance(70)
+    orch:step(4) -- a check at 160 ms with the loader still queued: 80 ms since its wait ended
+    assert.equal("done", busy:state())
+    assert.equal("running", loader:state())
+    orch:step()
+    assert.equal("done", loader:state())
+    assert.no_leaks(orch)
+  end)
+
+  it("count a slot the game frees between steps as progress then, not at the last step", function()
+    for _, how in ipairs({ "its release", "a cancel of its holder" }) do
+      local orch, clock = new { pools = { p = 2 }, check_ms = 10 }
+      local holders, releases = {}, {}
+      for i = 1, 2 do
+        holders[i] = orch:run("holder " .. i, function(job)
+          releases[i] = job:slot("p")
+          job:await(stagehand.future())
+        end)
+      end
+      local waiter = orch:run("waiter", function(job) job:slot("p") end, { stall_ms = 100 })
+      orch:step() -- at 0 ms
+      orch:pool("p", 1) -- (so the freed slot is not handed on: freeing alone is the progress)
+      clock:advance(80)
+      if how == "its release" then releases[1]() else holders[1]:cancel() end -- at 80 ms, no step since 0
+      clock:advance(70)
+      orch:step() -- a check at 150 ms: 70 ms since a slot was freed in its pool
+      assert.equal("running", waiter:state(), how)
+      clock:advance(40)
+      orch:step()
+      assert.equal("stalled", waiter:state(), how)
+      holders[1]:cancel()
+      holders[2]:cancel()
+      orch:step()
+      assert.no_leaks(orch)
+    end
+  end)
+
   it("count a pool's traffic only from when a job starts waiting in it", function()
     local orch, clock = new { check_ms = 10, pools = { decode = 1 } }
     local first, second = stagehand.future(), stagehand.future()

@@ -148,6 +148,17 @@ function E.now(o)
 end
 local read_clock = E.now
 
+--- When the game made a change: o.now inside a step (a job's first resume
+--- in run sets it too); between steps (a future the game settled, a slot
+--- it freed, a caller it cancelled) the clock read now, as o.now. What the
+--- change ended is progress then, not at the last step's time.
+function E.game_now(o)
+  if o.stepping then return o.now end
+  local now = E.now_or_last(o)
+  o.now = now
+  return now
+end
+
 --- The clock without raising: the last good reading if it breaks.
 function E.now_or_last(o)
   local ok, now = pcall(o.clock)
@@ -802,7 +813,7 @@ settle.wake = function(job, from)
   job[W] = QUEUED
   local o = job[ORCH]
   if o.followed[job] then priority.unfollow(o, job) end
-  B.clock_resume(o.cc, job[CID], o.now)
+  B.clock_resume(o.cc, job[CID], o.stepping and o.now or E.game_now(o))
   enqueue(o, job)
 end
 
@@ -826,7 +837,7 @@ settle.changed = function(job, g, freed, left)
   end
   local ow = open_wait[job]
   if ow and ow ~= PAUSED then
-    B.clock_progress(o.cc, job[CID], o.now)
+    B.clock_progress(o.cc, job[CID], E.game_now(o))
     open_wait[job] = settle.seq
     if freed and follows_in(o, g) ~= nil then
       B.clock_pause(o.cc, job[CID])

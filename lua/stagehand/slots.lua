@@ -158,6 +158,7 @@ Release.__call = function(r)
   if not q then return end
   r[1] = false
   local o, job = q.o, r[2]
+  if not o.stepping then E.game_now(o) end -- (freed by the game: progress now)
   local held = job[HELD]
   if held == r then
     job[HELD] = false
