@@ -257,6 +257,17 @@ function Orchestrator:when(key, label, opts)
   local ended = keys.recall(self, key)
   if ended then
     local h = new_handle(ended, prio)
+    -- A run that failed unheard in this step (or inside run since the
+    -- last) is told to the log at the step's end, unless one of its Handles
+    -- was heard by then: this one joins them, so reading it counts.
+    local unheard = self.unhandled
+    for i = 1, #unheard do
+      if unheard[i] == ended then
+        ended[#ended + 1] = h
+        h[3] = #ended
+        break
+      end
+    end
     return h
   end
   -- Nothing has started it: a placeholder job waits, on its own clock.
