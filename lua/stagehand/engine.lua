@@ -148,10 +148,10 @@ function E.now(o)
 end
 local read_clock = E.now
 
---- When the game made a change: o.now inside a step (a job's first resume
---- in run sets it too); between steps (a future the game settled, a slot
---- it freed, a caller it cancelled) the clock read now, as o.now. What the
---- change ended is progress then, not at the last step's time.
+--- When a change happened: o.now inside a step; outside one (a future the
+--- game settled between steps, a slot it freed, a caller it cancelled, or
+--- a job's first resume inside run) the clock read now, kept as o.now.
+--- What the change ended is progress then, not at the last step's time.
 function E.game_now(o)
   if o.stepping then return o.now end
   local now = E.now_or_last(o)
