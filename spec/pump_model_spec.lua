@@ -17,6 +17,8 @@
 --   the timer's host sees what it started late, or never.
 -- - A step taken before next_wake falls due changes nothing: the first
 --   host takes one every millisecond.
+-- - And on every host, each job is watched starting once, then ending
+--   once, no sooner than it started, with an error if it did not end done.
 -- Loaders sleep, await futures the game settles (or never does), hold a
 -- slot across waits, take permits of an ops budget and of an ms budget,
 -- run busy (moving the clock) and slice, await one another, keyed `when`s,
@@ -173,7 +175,22 @@ local function play(seed, sc, host, tally)
   }
   orch:budget("b", { ops = sc.ops })
   orch:budget("m", { ms = sc.ms })
-  orch:watch(function(rec) say(("%s %s #%d"):format(rec.state == "running" and "start" or "end " .. rec.state, rec.label, rec.id)) end)
+  -- (each job is watched starting once, then ending once)
+  local watched = {}
+  orch:watch(function(rec)
+    local was = watched[rec.id]
+    if rec.state == "running" then
+      assert(was == nil, ("seed %d: job #%d watched starting twice"):format(seed, rec.id))
+      watched[rec.id] = "started"
+    else
+      assert(was == "started", ("seed %d: job #%d watched ending %s"):format(seed, rec.id, was and "twice" or "unstarted"))
+      assert(rec.ended_at >= rec.started_at, ("seed %d: job #%d ended before it started"):format(seed, rec.id))
+      assert((rec.error ~= nil) == (rec.state ~= "done"), ("seed %d: job #%d ended %s with error %s"):format(
+        seed, rec.id, rec.state, tostring(rec.error)))
+      watched[rec.id] = "ended"
+    end
+    say(("%s %s #%d"):format(rec.state == "running" and "start" or "end " .. rec.state, rec.label, rec.id))
+  end)
   local level = { "scene", "background", "visible" }
   local fns = {}
   for k = 1, 3 do fns[k] = function() return level[k] end end
@@ -394,6 +411,9 @@ local function play(seed, sc, host, tally)
       end
     end
     clock.now = at
+  end
+  for id, was in pairs(watched) do
+    assert(was == "ended", ("seed %d: job #%d watched starting, never ending"):format(seed, id))
   end
   if host == "next_wake" then
     tally.wakes = tally.wakes + wakes
