@@ -159,6 +159,19 @@ function E.game_now(o)
   return now
 end
 
+-- Outside a step, the time of the settle under way, for each wait it ends
+-- (settle.wake: keyed by what settled, which settles once) or each group
+-- it moves (settle.changed: keyed by the part's stamp): the clock is read
+-- once per settle, not once per waiter (a future that 10,000 loaders
+-- await wakes them all at one moment). E.step forgets the key.
+local function settle_time(o, key)
+  if o.settle_key ~= key then
+    o.settle_key = key
+    return E.game_now(o)
+  end
+  return o.now
+end
+
 --- The clock without raising: the last good reading if it breaks.
 function E.now_or_last(o)
   local ok, now = pcall(o.clock)
@@ -813,7 +826,7 @@ settle.wake = function(job, from)
   job[W] = QUEUED
   local o = job[ORCH]
   if o.followed[job] then priority.unfollow(o, job) end
-  B.clock_resume(o.cc, job[CID], o.stepping and o.now or E.game_now(o))
+  B.clock_resume(o.cc, job[CID], o.stepping and o.now or settle_time(o, from))
   enqueue(o, job)
 end
 
@@ -837,7 +850,7 @@ settle.changed = function(job, g, freed, left)
   end
   local ow = open_wait[job]
   if ow and ow ~= PAUSED then
-    B.clock_progress(o.cc, job[CID], E.game_now(o))
+    B.clock_progress(o.cc, job[CID], o.stepping and o.now or settle_time(o, settle.seq))
     open_wait[job] = settle.seq
     if freed and follows_in(o, g) ~= nil then
       B.clock_pause(o.cc, job[CID])
@@ -1125,6 +1138,7 @@ function E.step(o, budget_ms)
   end
   local now = read_clock(o)
   o.now = now
+  o.settle_key = false -- (settle_time's, whose reading is past)
   o.stepping = true
   o.step_thread = co_running()
   local ok, err = pcall(step_body, o, now, budget_ms and now + budget_ms)
