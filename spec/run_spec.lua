@@ -429,6 +429,13 @@ describe("unhandled failures", function()
     orch:step()
     assert.equal(1, #lines)
     assert.matches("Reading the manifest failed and nobody waited on it", lines[1], 1, true)
+    -- (once told, the remembered failure keeps none of the whens asked of
+    -- it: a game polling its key every frame holds no memory)
+    collectgarbage()
+    local before = collectgarbage("count")
+    for _ = 1, 10000 do orch:when("manifest"):result() end
+    collectgarbage()
+    assert.is_true(collectgarbage("count") - before < 100, "kB kept: " .. collectgarbage("count") - before)
     assert.no_leaks(orch)
   end)
 end)

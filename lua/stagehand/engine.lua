@@ -355,7 +355,10 @@ function E.end_job(job, st, v)
       local h = hs[i]
       if h._seen or settle.listened(h) then seen = true end
     end
-    if not seen then o.unhandled[#o.unhandled + 1] = job end
+    if not seen then
+      o.unhandled[#o.unhandled + 1] = job
+      job.unheard = true -- (until the report: a `when` on its key joins its Handles)
+    end
   end
   if told then
     for i = H, #hs do settle.fire(hs[i], st, v) end
@@ -391,6 +394,7 @@ function E.report_unhandled(o)
   o.unhandled = {}
   for i = 1, #list do
     local job = list[i]
+    job.unheard = nil
     local seen = false
     for j = H, #job do
       if job[j]._seen then seen = true end

@@ -261,13 +261,9 @@ function Orchestrator:when(key, label, opts)
     -- A run that failed unheard in this step (or inside run since the
     -- last) is told to the log at the step's end, unless one of its Handles
     -- was heard by then: this one joins them, so reading it counts.
-    local unheard = self.unhandled
-    for i = 1, #unheard do
-      if unheard[i] == ended then
-        ended[#ended + 1] = h
-        h[3] = #ended
-        break
-      end
+    if rawget(ended, "unheard") then
+      ended[#ended + 1] = h
+      h[3] = #ended
     end
     return h
   end
