@@ -3,18 +3,19 @@
 -- await a download and then return or fail (now and then one fails at
 -- once, inside run). The game makes callers of them (run with a key,
 -- `when`), reads some Handles' results (and polls keys: a `when` read at
--- once), subscribes and unsubscribes
--- `on_end`s, makes `all` and `all_settled` groups and `abortable`s over
--- them (and aborts their signals), starts watchers (jobs that await a
--- Handle, an abortable or a group, under job:pcall) and cancels watchers
--- and callers, and settles downloads.
+-- once), subscribes and unsubscribes `on_end`s, makes `all` and
+-- `all_settled` groups and `abortable`s over them (and aborts their
+-- signals), starts watchers (jobs that await a Handle, an abortable or a
+-- group, under job:pcall), cancels watchers and callers, and settles
+-- downloads.
 --
 -- The model: a failure is heard if, when it happens, one of the job's
 -- callers still in has had its result read, is awaited by a watcher parked
 -- on it, has an `on_end` still subscribed, has an `abortable` still
 -- pending over it, or has been made a part of an `all` or `all_settled`.
--- A failure outside a step (inside run) is heard too if, before the next
--- step ends, one of its Handles is read, subscribed, awaited or grouped.
+-- A failure inside run is heard too if, before the next step ends, one of
+-- its Handles (a `when` on its key among them) is read, subscribed to,
+-- awaited or put in a group.
 -- - After each step, the log names exactly the unheard failures it ended
 --   (and those before it, outside a step): each once.
 -- The model reads nothing but public Handles' and groups' states.
