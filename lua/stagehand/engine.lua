@@ -160,13 +160,15 @@ function E.game_now(o)
 end
 
 -- Outside a step, the time of the settle under way, for each wait it ends
--- (settle.wake: keyed by what settled, which settles once) or each group
--- it moves (settle.changed: keyed by the part's stamp): the clock is read
--- once per settle, not once per waiter (a future that 10,000 loaders
--- await wakes them all at one moment). E.step forgets the key.
-local function settle_time(o, key)
-  if o.settle_key ~= key then
-    o.settle_key = key
+-- (settle.wake) or each group it moves (settle.changed): the clock is read
+-- once per settle (settle.seq), not once per waiter (a future that 10,000
+-- loaders await wakes them all at one moment). E.step forgets it. (A
+-- number, not what settled: that could hold a loaded texture for as long
+-- as nobody steps.)
+local function settle_time(o)
+  local seq = settle.seq
+  if o.settle_seq ~= seq then
+    o.settle_seq = seq
     return E.game_now(o)
   end
   return o.now
@@ -830,7 +832,7 @@ settle.wake = function(job, from)
   job[W] = QUEUED
   local o = job[ORCH]
   if o.followed[job] then priority.unfollow(o, job) end
-  B.clock_resume(o.cc, job[CID], o.stepping and o.now or settle_time(o, from))
+  B.clock_resume(o.cc, job[CID], o.stepping and o.now or settle_time(o))
   enqueue(o, job)
 end
 
@@ -854,7 +856,7 @@ settle.changed = function(job, g, freed, left)
   end
   local ow = open_wait[job]
   if ow and ow ~= PAUSED then
-    B.clock_progress(o.cc, job[CID], o.stepping and o.now or settle_time(o, settle.seq))
+    B.clock_progress(o.cc, job[CID], o.stepping and o.now or settle_time(o))
     open_wait[job] = settle.seq
     if freed and follows_in(o, g) ~= nil then
       B.clock_pause(o.cc, job[CID])
@@ -1142,7 +1144,7 @@ function E.step(o, budget_ms)
   end
   local now = read_clock(o)
   o.now = now
-  o.settle_key = false -- (settle_time's, whose reading is past)
+  o.settle_seq = -1 -- (settle_time's, whose reading is past)
   o.stepping = true
   o.step_thread = co_running()
   local ok, err = pcall(step_body, o, now, budget_ms and now + budget_ms)

@@ -91,7 +91,7 @@ function Orchestrator.new(opts)
     nidle = 0,
     clock_high = 0, -- the latest time read, and what a clock that ran back lost (engine.now)
     clock_shift = 0,
-    settle_key = false, -- what last settled outside a step, read at o.now (engine.settle_time)
+    settle_seq = -1, -- the settle outside a step last read at o.now (engine.settle_time)
   }, Orchestrator)
   E.init_queue(o)
   keys.init(o)

@@ -25,7 +25,9 @@ M.wake = function() end
 -- Set by the engine: changed(job, group, freed, left), a part of the group
 -- `job` is parked on settled and the group did not (combine.lua).
 M.changed = function() end
--- Stamps the partial settles of groups, in order (combine.lua).
+-- Counts settles, in order: every fire below, and each partial settle of
+-- a group (combine.lua), which stamps it. Everything one settle tells
+-- happens at one moment (engine.settle_time).
 M.seq = 0
 
 -- _w1 once its listener left: later listeners still come after it.
@@ -120,6 +122,7 @@ end
 --- Tells o's listeners it settled, for an object whose _st and _v are
 --- already readable (stored by settle, or derived, as a Handle's are).
 function M.fire(o, st, v)
+  M.seq = M.seq + 1
   local w1 = rawget(o, "_w1")
   if w1 then
     o._w1 = VACANT
