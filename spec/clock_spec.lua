@@ -100,6 +100,38 @@ describe("a clock that cannot tell the time", function()
     assert.equal("done", b.settled:state())
   end)
 
+  it("never fails the game settling a future, freeing a slot or cancelling a caller between steps", function()
+    -- (what they end counts from the last good reading; the next step reads again)
+    local orch, t = breakable()
+    orch:pool("p", 1)
+    local download, parts, release = stagehand.future(), { stagehand.future(), stagehand.future() }, nil
+    local holder = orch:run("holder", function(job)
+      release = job:slot("p")
+      job:await(stagehand.future())
+    end)
+    local waiter = orch:run("waiter", function(job) job:slot("p") end)
+    local loader = orch:run("loader", function(job) return job:await(download) end)
+    local gather = orch:run("gather", function(job) return #job:await(stagehand.all(parts)) end)
+    for _, case in ipairs(BAD) do
+      t.v = case[2]
+      assert.has_no_error(function()
+        if case[1] == "nil" then download:resolve("atlas") end
+        if case[1] == "NaN" then parts[1]:resolve(true) end
+        if case[1] == "infinity" then release() end
+        if case[1] == "a string" then holder:cancel("scene left") end
+      end, case[1])
+    end
+    t.v = 10
+    orch:step()
+    assert.same({ "done", "atlas" }, { loader:result() })
+    assert.equal("done", waiter:state())
+    assert.equal("cancelled", holder:state())
+    parts[2]:resolve(true)
+    orch:step()
+    assert.same({ "done", 2 }, { gather:result() })
+    assert.no_leaks(orch)
+  end)
+
   it("fails job:progress, job:slice and job:sleep inside the job, which then fails", function()
     for _, wait in ipairs { "progress", "slice", "sleep" } do
       local orch, t = breakable()
