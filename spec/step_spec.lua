@@ -96,6 +96,19 @@ describe(":next_wake", function()
     assert.equal(300, orch:next_wake())
   end)
 
+  it("is not 0 for jobs that start and wait on futures while a when_idle waits on a busy world", function()
+    -- (a start, or a wait that follows no job, cannot leave the world idle:
+    -- a host, or the luv driver, need not step for it)
+    local orch = T.new { check_ms = 1000, stall_ms = 5000 }
+    orch:run("preloader", function(job) job:await(orch:when_idle()) end)
+    orch:run("loader", function(job) job:await(stagehand.future()) end)
+    orch:step()
+    assert.equal(5000, orch:next_wake()) -- (the loader's stall check)
+    orch:run("another loader", function(job) job:await(stagehand.future()) end)
+    orch:run("a sleeper", function(job) job:sleep(10000) end)
+    assert.equal(5000, orch:next_wake())
+  end)
+
   it("is the time to the next sleep's end", function()
     local orch, clock = T.new()
     orch:run("x", function(job) job:sleep(300) end)

@@ -505,7 +505,6 @@ function E.start(o, job, stall_ms, now)
   end
   job[STARTED] = now
   o.nrunning = o.nrunning + 1
-  o.idle_dirty = true
   local rc = stall_ms and clock_start(o.cc, slot, stall_ms, now) or 0
   if rc ~= 0 then error("stagehand: the core refused a stall clock (status " .. rc .. ")", 3) end
 end
@@ -761,7 +760,9 @@ function E.await(job, x)
     local o = job[ORCH]
     settle.listen(x, job)
     job[W] = x
-    o.idle_dirty = true
+    -- (Only a wait that follows jobs may leave the world idle: one on a
+    -- future, like a start, a slot's queue or a sleep, keeps it busy.)
+    if follows then o.idle_dirty = true end
     job[SINCE] = o.now
     if whole then
       B.clock_pause(o.cc, job[CID])

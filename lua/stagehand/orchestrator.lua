@@ -379,6 +379,8 @@ function Orchestrator:when_idle(sig)
   local _, h = standing_job(self, "when idle", nil, sig, false, function(job)
     job[W] = E.IDLE
     o.idle[job] = true
+    -- (No idle check is marked due: with no waiter the mark is never
+    -- cleared, and a world a check found busy since is busy still.)
     o.nidle = o.nidle + 1
   end)
   return h

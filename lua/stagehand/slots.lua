@@ -253,7 +253,6 @@ function M.wait(job, q)
     dirty(o, q)
     if not o.stepping then o.driver.reschedule(o) end
     job[W] = q
-    o.idle_dirty = true
     job[SINCE] = o.now
   end
   -- Parked here, not in a helper: on LuaJIT the yield is a trace exit that
