@@ -709,6 +709,23 @@ describe("budgets", function()
     assert.no_leaks(orch)
   end)
 
+  it("grant a permit asked for during a step in that same step, however many steps ran before", function()
+    local orch = quiet()
+    orch:budget("finalize", { ops = 1 })
+    local built, done = stagehand.future(), false
+    orch:run("chunk", function(job)
+      job:await(built)
+      job:permit("finalize")
+      done = true
+    end)
+    orch:step()
+    orch:step() -- (steps with nobody waiting for a permit)
+    built:resolve()
+    orch:step() -- the chunk wakes, asks and is granted in this step
+    assert.is_true(done)
+    assert.no_leaks(orch)
+  end)
+
   it("ask for the next step at once while permits are waiting", function()
     -- (the luv driver steps when next_wake says: it once said the next
     -- stall check, so each permit of a finalize queue took seconds)

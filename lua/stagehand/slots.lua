@@ -98,7 +98,9 @@ end
 function M.pool(o, name, capacity)
   local q = named_queue(o, name, "pool", o.pool_q, o.pool_list)
   B.pool_set_capacity(q.p, capacity)
-  dirty(o, q)
+  -- (a round grants what a larger pool can give its waiters; one nobody
+  -- waits in has nothing to grant)
+  if B.pool_waiting(q.p) > 0 then dirty(o, q) end
   return q
 end
 
@@ -250,8 +252,13 @@ function M.wait(job, q)
     if fixed then B.pool_fix_rank(q.p, g, fixed) end
     B.clock_join(o.cc, slot, q.clock_group)
     job[WAITQ] = q
-    dirty(o, q)
-    if not o.stepping then o.driver.reschedule(o) end
+    -- (A budget grants once a step has run everything: the step must know.
+    -- A pool needs no round for a new waiter: it queued because the pool
+    -- was full, or behind waiters a release or a resize already marked.)
+    if q.kind == "budget" then
+      dirty(o, q)
+      if not o.stepping then o.driver.reschedule(o) end
+    end
     job[W] = q
     job[SINCE] = o.now
   end
