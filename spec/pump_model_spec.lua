@@ -20,7 +20,8 @@
 -- - And on every host, each job is watched starting once, then ending
 --   once, no sooner than it started, with an error if it did not end done.
 -- Loaders sleep, await futures the game settles (or never does), hold a
--- slot across waits, take permits of an ops budget and of an ms budget,
+-- slot across waits (or hand its release to the game, which calls it
+-- later), take permits of an ops budget and of an ms budget,
 -- run busy (moving the clock) and slice, await one another, keyed `when`s,
 -- a barrier, `stagehand.all` and `when_idle`, and fail; preloaders await
 -- `when_idle` before each task. Some scenes give each step a budget_ms,
