@@ -404,17 +404,13 @@ local function play(seed, sc, host, tally)
       if not at or at > clock.now then at = clock.now + 1 end
     elseif host == "timer" then
       if due and (not at or due < at) then at = due end
-      if not at then
-        error(("seed %d: %d job(s) running, nothing left to happen, and the timer stopped at %g ms\n%s"):format(
-          seed, orch.nrunning, clock.now, orch:dump()))
-      end
     else
       local w = orch:next_wake()
       if w and (not at or clock.now + w < at) then at, woke, before = clock.now + w, true, #story end
-      if not at then
-        error(("seed %d: %d job(s) running, nothing left to happen, and next_wake says nil at %g ms\n%s"):format(
-          seed, orch.nrunning, clock.now, orch:dump()))
-      end
+    end
+    if not at then
+      error(("seed %d: %d job(s) running, nothing left to happen, and %s at %g ms\n%s"):format(seed, orch.nrunning,
+        host == "timer" and "the timer stopped" or "next_wake says nil", clock.now, orch:dump()))
     end
     clock.now = at
   end
