@@ -161,6 +161,34 @@ describe(":when_idle", function()
     assert.same({ "page starts", "page done", "preload 1", "preload 2", "preload 3" }, log)
   end)
 
+  it("settles at the next step when asked of an orchestrator that has run nothing yet", function()
+    -- (a loading screen that asks before anything loads; with nothing ever
+    -- ended or awaited, no idle check was marked due, and it hung)
+    local orch = quiet { check_ms = 1000 }
+    local h = orch:when_idle()
+    assert.equal(0, orch:next_wake())
+    assert.equal(0, orch:step())
+    assert.equal("done", h:state())
+    -- and again once that waiter is gone: the world it left is idle still
+    local again = orch:when_idle()
+    assert.equal(0, orch:next_wake())
+    orch:step()
+    assert.equal("done", again:state())
+    assert.no_leaks(orch)
+  end)
+
+  it("settles for a game that asks before its loaders start, once they are all done", function()
+    local orch = quiet { check_ms = 1000 }
+    local h = orch:when_idle()
+    local download = stagehand.future()
+    orch:run("loader", function(job) job:await(download) end)
+    orch:step()
+    assert.equal("running", h:state()) -- (a loader waits on its download)
+    download:resolve()
+    orch:step()
+    assert.equal("done", h:state())
+  end)
+
   it("tells a busy world from an idle one without listing what a loader awaits", function()
     local orch = quiet()
     local downloads = stagehand.future("downloads")

@@ -116,6 +116,24 @@ describe("the luv driver", function()
     assert.is_true(warmed)
   end)
 
+  it("settles a when_idle the game asks of a new orchestrator on the next pass", function()
+    orch = stagehand.new { driver = "luv", stall_ms = 600000, check_ms = 300000 }
+    local idle = orch:when_idle()
+    local heard = false
+    idle:on_end(function() heard = true end)
+    -- (without the fix nothing was due: the loop ended at once, the Handle
+    -- still running; this guard, which does not keep the loop alive, ends
+    -- it after 5 s should the timer wait for a stall check instead)
+    local guard = uv.new_timer()
+    guard:unref()
+    guard:start(5000, 0, function() orch:close("guard") end)
+    uv.run()
+    guard:close()
+    uv.run("nowait")
+    assert.is_true(heard)
+    assert.equal("done", idle:state())
+  end)
+
   it("stalls a barrier made from a callback while nothing ran, rather than let the loop end", function()
     orch = stagehand.new { driver = "luv", check_ms = 1, log = function() end }
     local party

@@ -130,6 +130,18 @@ describe("several orchestrators", function()
     assert.no_leaks(b)
   end)
 
+  it("let a job await the when_idle of another that has run nothing yet", function()
+    local a, b, clock = two({ stall_ms = 1000 }, { stall_ms = 1000 })
+    local h = a:run("preload", function(job) return job:await(b:when_idle()) end)
+    assert.equal(0, b:next_wake()) -- (the cache's idle check is due)
+    b:step()
+    a:step()
+    assert.equal("done", h:state())
+    assert.equal(0, clock.now)
+    assert.no_leaks(a)
+    assert.no_leaks(b)
+  end)
+
   it("still find a cycle of waits within one orchestrator", function()
     local a = T.new { log = function() end }
     local f = stagehand.future()

@@ -87,7 +87,10 @@ function Orchestrator.new(opts)
     nowned = 0,
     nowners = 0, -- how many jobs have an o.owned set
     idle = {}, -- when_idle waiters (jobs with no work and no stall clock)
-    idle_dirty = false,
+    -- (due until a check finds the world busy: no check has yet, and a
+    -- when_idle asked of a world that never ended or awaited anything
+    -- settles at the next step)
+    idle_dirty = true,
     nidle = 0,
     clock_high = 0, -- the latest time read, and what a clock that ran back lost (engine.now)
     clock_shift = 0,
@@ -380,7 +383,8 @@ function Orchestrator:when_idle(sig)
     job[W] = E.IDLE
     o.idle[job] = true
     -- (No idle check is marked due: with no waiter the mark is never
-    -- cleared, and a world a check found busy since is busy still.)
+    -- cleared, a new orchestrator's starts set, and a world a check found
+    -- busy since is busy still.)
     o.nidle = o.nidle + 1
   end)
   return h
