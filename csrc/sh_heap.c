@@ -78,12 +78,18 @@ static void sift_down(sh__heap *h, size_t i) {
 }
 
 int sh__heap_insert(sh__heap *h, int32_t id, double key) {
+  int rc = sh__heap_insert_seq(h, id, key, h->next_seq);
+  if (rc == SH_OK) h->next_seq++;
+  return rc;
+}
+
+int sh__heap_insert_seq(sh__heap *h, int32_t id, double key, uint64_t seq) {
   sh__heap_item it;
   int rc = sh__heap_reserve(h, id);
   if (rc != SH_OK) return rc;
   if (h->pos[id]) return SH_ESTATE;
   it.key = key;
-  it.seq = h->next_seq++;
+  it.seq = seq;
   it.id = id;
   h->items[h->len] = it;
   h->pos[id] = (uint32_t)(h->len + 1);
@@ -92,12 +98,15 @@ int sh__heap_insert(sh__heap *h, int32_t id, double key) {
   return SH_OK;
 }
 
-void sh__heap_rekey(sh__heap *h, int32_t id, double key) {
+void sh__heap_refile(sh__heap *h, int32_t id, double key, uint64_t seq) {
   size_t i = h->pos[id] - 1;
-  double old = h->items[i].key;
-  h->items[i].key = key;
-  h->items[i].seq = h->next_seq++;
-  if (key < old)
+  sh__heap_item it = h->items[i];
+  int earlier;
+  it.key = key;
+  it.seq = seq;
+  earlier = less(&it, &h->items[i]);
+  h->items[i] = it;
+  if (earlier)
     sift_up(h, i);
   else
     sift_down(h, i);

@@ -475,6 +475,38 @@ describe("stall clocks", function()
     assert.no_leaks(orch)
   end)
 
+  it("end stalls that come due together in the order the jobs started, whenever the host stepped", function()
+    -- (one host steps every frame, another sleeps by next_wake and skips
+    -- the steps in between: the same two stalls must end in the same order)
+    local function play(every_frame)
+      local orch, clock, lines = new { check_ms = 1 }
+      local download = stagehand.future()
+      orch:run("title", function(job) job:await(download) end, { stall_ms = 50 })
+      clock:advance(5)
+      download:resolve() -- ("title" ends; its stall clock's id is free again)
+      orch:step()
+      if every_frame then
+        for _ = 1, 55 do
+          clock:advance(1)
+          orch:step()
+        end
+      else
+        clock:advance(55)
+      end
+      orch:run("portrait", function(job) job:await(stagehand.future()) end, { stall_ms = 40 })
+      orch:run("banner", function(job) job:await(stagehand.future()) end, { stall_ms = 40 })
+      clock:advance(40)
+      orch:step()
+      return lines
+    end
+    local expected = {
+      "[stagehand] portrait made no progress for 0.04 s.",
+      "[stagehand] banner made no progress for 0.04 s.",
+    }
+    assert.same(expected, play(true))
+    assert.same(expected, play(false))
+  end)
+
   it("report stalls of one check in the order they came due", function()
     local orch, clock, lines = new { check_ms = 10000 }
     orch:run("late", function(job) job:await(stagehand.future()) end, { stall_ms = 3000 })

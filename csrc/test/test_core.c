@@ -68,6 +68,38 @@ static void clock_ties_stall_in_start_order(void) {
   sh_clock_free(c);
 }
 
+/* Ties stall in starting order whenever earlier checks ran: here a check
+ * that drops an ended clock's item in one core and not in the other. (The
+ * reused id took its old item's place in line, ahead of a clock started
+ * after it, in the core that had not dropped it: hosts that checked at
+ * different moments ended the same two stalls in opposite orders.) */
+static void clock_ties_stall_in_start_order_whenever_checked(void) {
+  int k;
+  for (k = 0; k < 2; k++) {
+    sh_clock *c = sh_clock_new();
+    CHECK(sh_clock_start(c, 1, 50, 0) == SH_OK);
+    CHECK(sh_clock_stop(c, 1) == SH_OK); /* its item stays filed, under 50 */
+    if (k == 1) CHECK(sh_clock_pop_stalled(c, 50) == -1); /* a check drops it */
+    CHECK(sh_clock_start(c, 1, 40, 60) == SH_OK);
+    CHECK(sh_clock_start(c, 0, 40, 60) == SH_OK);
+    CHECK(sh_clock_check(c) == SH_OK);
+    CHECK(sh_clock_pop_stalled(c, 100) == 1);
+    CHECK(sh_clock_pop_stalled(c, 100) == 0);
+    sh_clock_free(c);
+  }
+  /* and a clock re-filed by a check, after progress, keeps its place too */
+  for (k = 0; k < 2; k++) {
+    sh_clock *c = sh_clock_new();
+    CHECK(sh_clock_start(c, 5, 50, 0) == SH_OK);
+    CHECK(sh_clock_progress(c, 5, 10) == SH_OK); /* due at 60, filed under 50 */
+    CHECK(sh_clock_start(c, 2, 50, 10) == SH_OK); /* due at 60 too */
+    if (k == 1) CHECK(sh_clock_pop_stalled(c, 55) == -1); /* re-files 5 at 60 */
+    CHECK(sh_clock_pop_stalled(c, 60) == 5);
+    CHECK(sh_clock_pop_stalled(c, 60) == 2);
+    sh_clock_free(c);
+  }
+}
+
 static void clock_hidden_time_never_counts(void) {
   sh_clock *c = sh_clock_new();
   sh_clock_start(c, 0, 100, 0);
@@ -746,6 +778,7 @@ int main(void) {
   clock_stalls_after_its_time();
   clock_progress_defers_without_reordering();
   clock_ties_stall_in_start_order();
+  clock_ties_stall_in_start_order_whenever_checked();
   clock_hidden_time_never_counts();
   clock_paused_never_stalls_and_resume_is_progress();
   clock_stopped_ids_restart_on_their_new_deadline();
