@@ -7,7 +7,7 @@
 -- barrier's `settled`. Between steps the game settles futures, moves the
 -- clock, arrives at barriers, opens and closes the pool, starts loaders,
 -- cancels loaders and `when_idle` waits, and makes `when_idle` waits and
--- `when`s of its own.
+-- `when`s of its own; now and then it asks for idle before anything ran.
 --
 -- The model: a loader is idle when it awaits a `when_idle`, or a loader
 -- that is idle (by its Handle or its key), or a group whose open parts are
@@ -297,6 +297,12 @@ local function scene(seed, tally)
     capacity = 3
     orch:pool("p", capacity)
     clock:advance(50)
+  end
+  -- (now and then the game asks for idle before anything ever ran: the
+  -- loading screen's first question, which the next step must answer)
+  if r(4) == 1 then
+    track_idle(orch:when_idle())
+    step_and_check(0)
   end
   for _ = 1, 2 + r(3) do start_loader() end
   for t = 1, 80 do
