@@ -11,7 +11,6 @@ typedef struct entry {
   double last;     /* visible time of the last progress */
   double stall;    /* stall time in ms */
   uint64_t joined; /* the touch count when it joined its group: later touches count */
-  uint64_t order;  /* its place in line (starts counted): equal deadlines stall in this order */
   int32_t group;   /* a group whose activity counts as progress, or -1 */
   uint8_t state;
 } entry;
@@ -26,7 +25,6 @@ struct sh_clock {
   entry *entries; /* indexed by id; as many as heap.pos_cap */
   size_t cap;
   int32_t count; /* started ids, running or paused */
-  uint64_t starts; /* starts so far: the last entry's order */
   group_entry *groups; /* by group id */
   size_t ngroups;
   uint64_t touches; /* touches so far, of any group */
@@ -113,20 +111,21 @@ int sh_clock_start(sh_clock *c, int32_t id, double stall_ms, double now) {
   e->stall = stall_ms;
   e->last = vrecord(c, now);
   e->group = -1;
-  e->order = ++c->starts;
   c->count++;
   if (sh__heap_contains(&c->heap, id)) {
     /* The id's last clock stopped lazily and its item is still filed. A key
      * earlier than the new deadline stands (it is re-filed when it reaches
      * the top); a key as late or later would break the lazy invariant. The
-     * item takes the new clock's place in line either way, so when ties
-     * stall never hangs on whether a check dropped the old item first. */
+     * item takes a new place in line either way, as a new item would: an
+     * item's place is given when its clock starts or resumes, never when a
+     * check re-files or drops it, so the order of equal deadlines never
+     * hangs on when checks ran. */
     double key = sh__heap_key(&c->heap, id);
     if (key > e->last + e->stall) key = e->last + e->stall;
-    sh__heap_refile(&c->heap, id, key, e->order);
+    sh__heap_refile(&c->heap, id, key, c->heap.next_seq++);
     rc = SH_OK;
   } else {
-    rc = sh__heap_insert_seq(&c->heap, id, e->last + e->stall, e->order);
+    rc = sh__heap_insert(&c->heap, id, e->last + e->stall);
   }
   CHECKED(c);
   return rc;
@@ -158,7 +157,13 @@ int sh_clock_resume(sh_clock *c, int32_t id, double now) {
   if (!e) return SH_EINVAL;
   e->state = RUNNING;
   e->last = vrecord(c, now);
-  if (!sh__heap_contains(&c->heap, id)) rc = sh__heap_insert_seq(&c->heap, id, e->last + e->stall, e->order);
+  /* A new place in line, whether or not a check dropped its item while it
+   * was paused (see sh_clock_start); a key still filed stands (it is no
+   * later than the deadline it had, and resuming only moves that later). */
+  if (sh__heap_contains(&c->heap, id))
+    sh__heap_refile(&c->heap, id, sh__heap_key(&c->heap, id), c->heap.next_seq++);
+  else
+    rc = sh__heap_insert(&c->heap, id, e->last + e->stall);
   CHECKED(c);
   return rc;
 }
@@ -226,7 +231,7 @@ int32_t sh_clock_pop_stalled(sh_clock *c, double now) {
       CHECKED(c);
       return id;
     } else {
-      sh__heap_refile(&c->heap, id, due, e->order); /* (its place in line kept) */
+      sh__heap_refile(&c->heap, id, due, top->seq); /* (its place in line kept) */
     }
   }
   CHECKED(c);
@@ -294,8 +299,6 @@ int sh_clock_check(const sh_clock *c) {
     if (in_heap && e->state == RUNNING &&
         c->heap.items[c->heap.pos[i] - 1].key > last_of(c, e) + e->stall)
       return SH_ESTATE;
-    /* Filed in its place in line: ties stall in starting order. */
-    if (in_heap && e->state != FREE && c->heap.items[c->heap.pos[i] - 1].seq != e->order) return SH_ESTATE;
   }
   return n == c->count ? SH_OK : SH_ESTATE;
 }

@@ -78,18 +78,12 @@ static void sift_down(sh__heap *h, size_t i) {
 }
 
 int sh__heap_insert(sh__heap *h, int32_t id, double key) {
-  int rc = sh__heap_insert_seq(h, id, key, h->next_seq);
-  if (rc == SH_OK) h->next_seq++;
-  return rc;
-}
-
-int sh__heap_insert_seq(sh__heap *h, int32_t id, double key, uint64_t seq) {
   sh__heap_item it;
   int rc = sh__heap_reserve(h, id);
   if (rc != SH_OK) return rc;
   if (h->pos[id]) return SH_ESTATE;
   it.key = key;
-  it.seq = seq;
+  it.seq = h->next_seq++;
   it.id = id;
   h->items[h->len] = it;
   h->pos[id] = (uint32_t)(h->len + 1);

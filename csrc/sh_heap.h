@@ -2,8 +2,8 @@
  * An indexed binary min-heap of ids, shared by stall clocks and timers.
  *
  * Items order by key, then by a sequence number given when filed, so equal
- * keys come out in filing order (libuv's timers break ties the same way),
- * or by one the caller gives (stall clocks: in starting order).
+ * keys come out in filing order (libuv's timers break ties the same way).
+ * A re-filed id may keep its place in line (refile).
  * pos[id] remembers where each id sits, so any id can be re-keyed or removed
  * in O(log n). Internal to the core: the sh__ prefix.
  */
@@ -35,10 +35,8 @@ int sh__heap_contains(const sh__heap *h, int32_t id);
 /* Files id (not yet in the heap, room reserved) under key, in line after
  * every item filed before it under an equal key. */
 int sh__heap_insert(sh__heap *h, int32_t id, double key);
-/* The same, in line by seq among equal keys: the caller numbers its items
- * (no two items alike), and the heap's own numbers are not used. */
-int sh__heap_insert_seq(sh__heap *h, int32_t id, double key, uint64_t seq);
-/* Gives an id already in the heap a new key and place in line (seq). */
+/* Gives an id already in the heap a new key and place in line: seq, its
+ * own (kept) or a new one taken from next_seq. */
 void sh__heap_refile(sh__heap *h, int32_t id, double key, uint64_t seq);
 void sh__heap_remove(sh__heap *h, int32_t id);
 /* The key id is filed under (id must be in the heap). */

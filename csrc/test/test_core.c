@@ -68,8 +68,9 @@ static void clock_ties_stall_in_start_order(void) {
   sh_clock_free(c);
 }
 
-/* Ties stall in starting order whenever earlier checks ran: here a check
- * that drops an ended clock's item in one core and not in the other. (The
+/* Ties stall in starting (or resuming) order whenever earlier checks ran:
+ * here a check that drops an ended clock's item in one core and not in the
+ * other. (The
  * reused id took its old item's place in line, ahead of a clock started
  * after it, in the core that had not dropped it: hosts that checked at
  * different moments ended the same two stalls in opposite orders.) */
@@ -85,6 +86,20 @@ static void clock_ties_stall_in_start_order_whenever_checked(void) {
     CHECK(sh_clock_check(c) == SH_OK);
     CHECK(sh_clock_pop_stalled(c, 100) == 1);
     CHECK(sh_clock_pop_stalled(c, 100) == 0);
+    sh_clock_free(c);
+  }
+  /* a clock resumed takes a new place, whether or not a check dropped its
+   * item while it was paused */
+  for (k = 0; k < 2; k++) {
+    sh_clock *c = sh_clock_new();
+    CHECK(sh_clock_start(c, 1, 50, 0) == SH_OK);
+    CHECK(sh_clock_pause(c, 1) == SH_OK);
+    if (k == 1) CHECK(sh_clock_pop_stalled(c, 50) == -1); /* a check drops it */
+    CHECK(sh_clock_resume(c, 1, 60) == SH_OK); /* due at 110 */
+    CHECK(sh_clock_start(c, 0, 50, 60) == SH_OK); /* due at 110 too */
+    CHECK(sh_clock_check(c) == SH_OK);
+    CHECK(sh_clock_pop_stalled(c, 110) == 1);
+    CHECK(sh_clock_pop_stalled(c, 110) == 0);
     sh_clock_free(c);
   }
   /* and a clock re-filed by a check, after progress, keeps its place too */
