@@ -40,6 +40,19 @@ local ARMED_CLOCK = [[
   local function log(m) lines[#lines + 1] = m end
 ]]
 
+-- Runs the game's own loop (uv.run) with a guard that does not keep it
+-- alive: should the orchestrator's timer wait for a stall check minutes on
+-- rather than step at once, the guard closes it after 5 s, so a spec fails
+-- instead of waiting.
+local function run_guarded(orch)
+  local guard = uv.new_timer()
+  guard:unref()
+  guard:start(5000, 0, function() orch:close("guard") end)
+  uv.run()
+  guard:close()
+  uv.run("nowait")
+end
+
 describe("the luv driver", function()
   local orch
   after_each(function() if orch then orch:close() end end)
@@ -105,14 +118,8 @@ describe("the luv driver", function()
       party:arrive("hero") -- (outside any step: the barrier ends, nothing is queued)
     end)
     -- (without the fix the timer stayed set for the barrier's stall check,
-    -- 10 min on; this guard, which does not keep the loop alive, ends the
-    -- jobs after 5 s so the spec fails instead)
-    local guard = uv.new_timer()
-    guard:unref()
-    guard:start(5000, 0, function() orch:close("guard") end)
-    uv.run()
-    guard:close()
-    uv.run("nowait")
+    -- 10 min on)
+    run_guarded(orch)
     assert.is_true(warmed)
   end)
 
@@ -122,14 +129,8 @@ describe("the luv driver", function()
     local heard = false
     idle:on_end(function() heard = true end)
     -- (without the fix nothing was due: the loop ended at once, the Handle
-    -- still running; this guard, which does not keep the loop alive, ends
-    -- it after 5 s should the timer wait for a stall check instead)
-    local guard = uv.new_timer()
-    guard:unref()
-    guard:start(5000, 0, function() orch:close("guard") end)
-    uv.run()
-    guard:close()
-    uv.run("nowait")
+    -- still running)
+    run_guarded(orch)
     assert.is_true(heard)
     assert.equal("done", idle:state())
   end)
