@@ -106,22 +106,8 @@ local function draw(seed)
   if r(4) == 1 then event(r(LAST_EVENT), "close", r(2)) end
   event(LAST_EVENT, "pool", { 1, 2 }) -- (the pools open at last: a closed one holds its waiters until they stall)
   event(LAST_EVENT, "pool", { 2, 2 })
-  -- By time, then as drawn (a stable sort: table.sort is not).
-  for i, e in ipairs(sc.events) do e.i = i end
-  table.sort(sc.events, function(a, b)
-    if a.t ~= b.t then return a.t < b.t end
-    return a.i < b.i
-  end)
+  seeded.sort_events(sc.events)
   return sc
-end
-
--- The text of an end's values: one line, no addresses.
-local function shown(st, v)
-  if st ~= "done" then
-    if type(v) == "table" and v.kind then return st .. " " .. v.kind end
-    return st .. " " .. tostring(v):match("^[^\n]*"):gsub("0x%x+", "0x?")
-  end
-  return st
 end
 
 -- Plays `sc` under `host` ("rounds", "next_wake" or "timer"); returns its
@@ -130,12 +116,10 @@ local function play(seed, sc, host, tally)
   local story = {}
   local clock = T.clock(0)
   local function say(text) story[#story + 1] = ("%.17g %s"):format(clock.now, text) end
-  local watched, wrong = {}, nil
-  local function check(ok, why, ...)
-    if not ok then wrong = wrong or ("seed %d (%s): " .. why):format(seed, host, ...) end
-  end
+  local watched, wrong = {}, nil -- (by side; the first thing watch_once found wrong)
+  local function found(text) wrong = wrong or ("seed %d (%s): %s"):format(seed, host, text) end
   local orchs, handles = {}, { {}, {} }
-  local due = {} -- the "timer" host's timers, by side: when each fires, or nil
+  local timers = {} -- the "timer" host's, by side
   for s = 1, 2 do
     local name = SIDES[s]
     local o = T.new {
@@ -146,29 +130,8 @@ local function play(seed, sc, host, tally)
       log = function(m) say(name .. " log " .. m:match("^[^\n]*"):gsub("0x%x+", "0x?")) end,
     }
     orchs[s] = o
-    watched[s] = {}
-    -- (each job is watched starting once, then ending once: what is wrong
-    -- is kept, not raised, for a watcher that raises is only logged)
-    o:watch(function(rec)
-      local was = watched[s][rec.id]
-      if rec.state == "running" then
-        check(was == nil, "%s job #%d watched starting twice", name, rec.id)
-        watched[s][rec.id] = "started"
-      else
-        check(was == "started", "%s job #%d watched ending %s", name, rec.id, was and "twice" or "unstarted")
-        check(rec.ended_at >= rec.started_at, "%s job #%d ended before it started", name, rec.id)
-        watched[s][rec.id] = "ended"
-      end
-      say(("%s %s %s #%d"):format(name, rec.state == "running" and "start" or "end " .. rec.state, rec.label, rec.id))
-    end)
-    if host == "timer" then
-      o.driver.reschedule = function(x)
-        local nw = x:next_wake()
-        if nw == nil then due[s] = nil return end
-        if due[s] == nil or clock.now + nw < due[s] then due[s] = clock.now + nw end
-      end
-      o.driver.close = function() due[s] = nil end
-    end
+    watched[s] = seeded.watch_once(o, name, say, found)
+    if host == "timer" then timers[s] = seeded.luv_timer(o, clock) end
   end
   local futures = {}
   for i = 1, #sc.futures do futures[i] = stagehand.future("f" .. i) end
@@ -176,15 +139,9 @@ local function play(seed, sc, host, tally)
   local function follow(s, h, name)
     local list = handles[s]
     list[#list + 1] = h
-    h:on_end(function(st, v) say(("%s ended %s"):format(name, shown(st, v))) end)
+    h:on_end(function(st, v) say(("%s ended %s"):format(name, seeded.end_text(st, v))) end)
   end
-
-  local function wait_on(job, x)
-    local ok, err = job:pcall(job.await, job, x)
-    if ok then return "ok" end
-    if type(err) == "table" and err.kind then return "raised " .. err.kind end
-    return "raised " .. tostring(err):match("^[^\n]*"):gsub("0x%x+", "0x?")
-  end
+  local wait_on = seeded.wait_on
   local function loader(i)
     local rec = sc.loaders[i]
     local own, other = orchs[rec.side], orchs[3 - rec.side]
@@ -281,13 +238,7 @@ local function play(seed, sc, host, tally)
   -- (the timer host: every orchestrator whose next_wake is due no later
   -- than its timer, after whatever the host or the game just did)
   local function timers_hold(after)
-    for s = 1, 2 do
-      local nw = orchs[s]:next_wake()
-      if nw and not (due[s] and due[s] <= clock.now + nw) then
-        error(("seed %d: after %s at %g ms, %s's next_wake says %g but its timer is %s\n%s"):format(
-          seed, after, clock.now, SIDES[s], nw, due[s] and "set for " .. due[s] or "stopped", orchs[s]:dump()))
-      end
-    end
+    for s = 1, 2 do seeded.check_timer(seed, timers[s], orchs[s], clock, after .. " (" .. SIDES[s] .. "'s timer)") end
   end
   local function running() return orchs[1].nrunning + orchs[2].nrunning end
 
@@ -325,11 +276,12 @@ local function play(seed, sc, host, tally)
       end
     else
       -- (a timer fires: one step, whose end sets that timer again)
-      while (due[1] and due[1] <= clock.now) or (due[2] and due[2] <= clock.now) do
+      local function fires(s) return timers[s].due and timers[s].due <= clock.now end
+      while fires(1) or fires(2) do
         spin()
         for s = 1, 2 do
-          if due[s] and due[s] <= clock.now then
-            due[s] = nil
+          if fires(s) then
+            timers[s].due = nil
             orchs[s]:step()
             timers_hold(SIDES[s] .. "'s step")
           end
@@ -347,7 +299,7 @@ local function play(seed, sc, host, tally)
     else
       for s = 1, 2 do
         local w
-        if host == "timer" then w = due[s] else w = orchs[s]:next_wake() and clock.now + orchs[s]:next_wake() end
+        if host == "timer" then w = timers[s].due else w = orchs[s]:next_wake() and clock.now + orchs[s]:next_wake() end
         if w and (not at or w < at) then at = w end
       end
     end
@@ -357,10 +309,8 @@ local function play(seed, sc, host, tally)
     end
     clock.now = at
   end
-  for s = 1, 2 do
-    for id, was in pairs(watched[s]) do check(was == "ended", "%s job #%d watched starting, never ending", SIDES[s], id) end
-  end
   if wrong then error(wrong) end
+  for s = 1, 2 do seeded.check_watched(seed, watched[s], SIDES[s]) end
   tally.scenes = tally.scenes + 1
   return story, orchs, handles
 end
@@ -371,16 +321,8 @@ local function scene(seed, tally)
   local story, orchs, handles = play(seed, sc, "next_wake", tally)
   local timed = play(seed, sc, "timer", tally)
   if os.getenv("PAIR_STORY") then print(table.concat(story, "\n")) end
-  for _, other in ipairs({ { "sleeping by next_wake", story }, { "on timers set as the luv driver sets them", timed } }) do
-    local name, lines = other[1], other[2]
-    for i = 1, math.max(#fine, #lines) do
-      if fine[i] ~= lines[i] then
-        local from = math.max(1, i - 8)
-        error(("seed %d: the hosts part at line %d\nstepping both every ms:\n  %s\n%s:\n  %s"):format(seed, i,
-          table.concat(fine, "\n  ", from, math.min(#fine, i)), name, table.concat(lines, "\n  ", from, math.min(#lines, i))))
-      end
-    end
-  end
+  seeded.same_stories(seed, "stepping both every ms", fine,
+    { { "sleeping by next_wake", story }, { "on timers set as the luv driver sets them", timed } })
   tally.lines = tally.lines + #story
   for _, line in ipairs(story) do
     local what = line:match("^%S+ %a end (%a+)") or line:match("^%S+ L%d+ step %d+ (%a+)")

@@ -142,22 +142,8 @@ local function draw(seed)
     end
   end
   event(LAST_EVENT, "pool", 2) -- (the pool opens at last: a closed one holds its waiters until they stall)
-  -- By time, then as drawn (a stable sort: table.sort is not).
-  for i, e in ipairs(sc.events) do e.i = i end
-  table.sort(sc.events, function(a, b)
-    if a.t ~= b.t then return a.t < b.t end
-    return a.i < b.i
-  end)
+  seeded.sort_events(sc.events)
   return sc
-end
-
--- The text of an end's values: one line, no addresses.
-local function shown(st, v)
-  if st ~= "done" then
-    if type(v) == "table" and v.kind then return st .. " " .. v.kind end
-    return st .. " " .. tostring(v)
-  end
-  return st
 end
 
 -- Plays `sc` under `host` ("every ms", "next_wake" or "timer"); returns
@@ -177,25 +163,9 @@ local function play(seed, sc, host, tally)
   }
   orch:budget("b", { ops = sc.ops })
   orch:budget("m", { ms = sc.ms })
-  -- (each job is watched starting once, then ending once: what is wrong
-  -- is kept, not raised, for a watcher that raises is only logged)
-  local watched, wrong = {}, nil
-  local function check(ok, why, ...)
-    if not ok then wrong = wrong or ("seed %d (%s): " .. why):format(seed, host, ...) end
-  end
-  orch:watch(function(rec)
-    local was = watched[rec.id]
-    if rec.state == "running" then
-      check(was == nil, "job #%d watched starting twice", rec.id)
-      watched[rec.id] = "started"
-    else
-      check(was == "started", "job #%d watched ending %s", rec.id, was and "twice" or "unstarted")
-      check(rec.ended_at >= rec.started_at, "job #%d ended before it started", rec.id)
-      check((rec.error ~= nil) == (rec.state ~= "done"), "job #%d ended %s with error %s",
-        rec.id, rec.state, tostring(rec.error))
-      watched[rec.id] = "ended"
-    end
-    say(("%s %s #%d"):format(rec.state == "running" and "start" or "end " .. rec.state, rec.label, rec.id))
+  local wrong -- (the first thing watch_once found wrong)
+  local watched = seeded.watch_once(orch, nil, say, function(text)
+    wrong = wrong or ("seed %d (%s): %s"):format(seed, host, text)
   end)
   local level = { "scene", "background", "visible" }
   local fns = {}
@@ -208,15 +178,9 @@ local function play(seed, sc, host, tally)
   local handed = {} -- slots' releases loaders handed to the game
   local function follow(h, name)
     handles[#handles + 1] = h
-    h:on_end(function(st, v) say(("%s ended %s"):format(name, shown(st, v))) end)
+    h:on_end(function(st, v) say(("%s ended %s"):format(name, seeded.end_text(st, v))) end)
   end
-
-  local function wait_on(job, x)
-    local ok, err = job:pcall(job.await, job, x)
-    if ok then return "ok" end
-    if type(err) == "table" and err.kind then return "raised " .. err.kind end
-    return "raised " .. tostring(err)
-  end
+  local wait_on = seeded.wait_on
   local function loader(i)
     local rec = sc.loaders[i]
     return function(job)
@@ -343,38 +307,19 @@ local function play(seed, sc, host, tally)
 
   local events, ev = sc.events, 1
   local wakes, empty, woke, before = 0, 0, false, 0
-  local due -- the "timer" host's timer: when it fires, or nil
-  if host == "timer" then
-    -- As the luv driver keeps its uv timer: set from next_wake whenever
-    -- the orchestrator asks (at the end of each step, and after a call
-    -- from outside a step that may have given it something to do), moved
-    -- only ever earlier, stopped on nil.
-    orch.driver.reschedule = function(o)
-      local nw = o:next_wake()
-      if nw == nil then due = nil return end
-      if due == nil or clock.now + nw < due then due = clock.now + nw end
-    end
-  end
+  local timer = host == "timer" and seeded.luv_timer(orch, clock) -- (the "timer" host's)
   while true do
     while ev <= #events and events[ev].t <= clock.now do
       local e = events[ev]
       say("game " .. e.what)
       apply[e.what](e.arg)
       ev = ev + 1
-      if host == "timer" then
-        -- (and at once: a call that gave the orchestrator something to do
-        -- sooner than the timer is set for must have set it again)
-        local nw = orch:next_wake()
-        if nw and not (due and due <= clock.now + nw) then
-          error(("seed %d: after the game's %s at %g ms, next_wake says %g but the timer is %s\n%s"):format(
-            seed, e.what, clock.now, nw, due and "set for " .. due or "stopped", orch:dump()))
-        end
-      end
+      if timer then seeded.check_timer(seed, timer, orch, clock, "the game's " .. e.what) end
     end
     if host == "timer" then
       -- (the timer fires: one step, whose end sets it again)
-      while due and due <= clock.now do
-        due = nil
+      while timer.due and timer.due <= clock.now do
+        timer.due = nil
         orch:step(sc.budget_ms)
       end
     end
@@ -403,7 +348,7 @@ local function play(seed, sc, host, tally)
     if host == "every ms" then
       if not at or at > clock.now then at = clock.now + 1 end
     elseif host == "timer" then
-      if due and (not at or due < at) then at = due end
+      if timer.due and (not at or timer.due < at) then at = timer.due end
     else
       local w = orch:next_wake()
       if w and (not at or clock.now + w < at) then at, woke, before = clock.now + w, true, #story end
@@ -414,8 +359,8 @@ local function play(seed, sc, host, tally)
     end
     clock.now = at
   end
-  for id, was in pairs(watched) do check(was == "ended", "job #%d watched starting, never ending", id) end
   if wrong then error(wrong) end
+  seeded.check_watched(seed, watched)
   if host == "next_wake" then
     tally.wakes = tally.wakes + wakes
     tally["empty wakes"] = tally["empty wakes"] + empty
@@ -429,16 +374,8 @@ local function scene(seed, tally)
   local story, orch, handles = play(seed, sc, "next_wake", tally)
   local timed = play(seed, sc, "timer", tally)
   if os.getenv("PUMP_STORY") then print(table.concat(story, "\n")) end
-  for _, other in ipairs({ { "sleeping by next_wake", story }, { "on a timer set as the luv driver sets it", timed } }) do
-    local name, lines = other[1], other[2]
-    for i = 1, math.max(#fine, #lines) do
-      if fine[i] ~= lines[i] then
-        local from = math.max(1, i - 8)
-        error(("seed %d: the hosts part at line %d\nstepping every ms:\n  %s\n%s:\n  %s"):format(seed, i,
-          table.concat(fine, "\n  ", from, math.min(#fine, i)), name, table.concat(lines, "\n  ", from, math.min(#lines, i))))
-      end
-    end
-  end
+  seeded.same_stories(seed, "stepping every ms", fine,
+    { { "sleeping by next_wake", story }, { "on a timer set as the luv driver sets it", timed } })
   tally.lines = tally.lines + #story
   for _, line in ipairs(story) do
     local what = line:match("^%S+ end (%a+)") or line:match("^%S+ L%d+ step %d+ (%a+)")

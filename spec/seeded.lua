@@ -140,6 +140,118 @@ function M.run_scenes(name, seeds, scene, tally, var)
   M.print_tally(var, tally)
 end
 
+--- Sorts a scene's drawn events ({t =, ...}) by time, then in the order
+--- they were drawn (table.sort is not stable).
+function M.sort_events(events)
+  for i, e in ipairs(events) do e.i = i end
+  table.sort(events, function(a, b)
+    if a.t ~= b.t then return a.t < b.t end
+    return a.i < b.i
+  end)
+end
+
+--- A value as one line of a story: its first line, with no addresses.
+function M.line(v)
+  return (tostring(v):match("^[^\n]*"):gsub("0x%x+", "0x?"))
+end
+
+--- How a Handle ended, in a story: its state, and what it ended with
+--- unless done (an Error by its kind).
+function M.end_text(st, v)
+  if st == "done" then return st end
+  if type(v) == "table" and v.kind then return st .. " " .. v.kind end
+  return st .. " " .. M.line(v)
+end
+
+--- Awaits `x` in `job` through job:pcall: "ok", or what it raised.
+function M.wait_on(job, x)
+  local ok, err = job:pcall(job.await, job, x)
+  if ok then return "ok" end
+  if type(err) == "table" and err.kind then return "raised " .. err.kind end
+  return "raised " .. M.line(err)
+end
+
+--- Watches `orch`'s jobs for a story (the pump and pair scenes): each
+--- start and end is told through say(text), prefixed by `name` if given,
+--- and each job must be watched starting once, then ending once, no
+--- sooner than it started, with an error if and only if it did not end
+--- done. What is wrong goes to wrong(text), not raised: a watcher that
+--- raises is only logged. Returns the watch records by job id, for
+--- M.check_watched.
+function M.watch_once(orch, name, say, wrong)
+  local watched, pre = {}, name and name .. " " or ""
+  orch:watch(function(rec)
+    local was = watched[rec.id]
+    if rec.state == "running" then
+      if was ~= nil then wrong(("%sjob #%d watched starting twice"):format(pre, rec.id)) end
+      watched[rec.id] = "started"
+    else
+      if was ~= "started" then
+        wrong(("%sjob #%d watched ending %s"):format(pre, rec.id, was and "twice" or "unstarted"))
+      end
+      if rec.ended_at < rec.started_at then wrong(("%sjob #%d ended before it started"):format(pre, rec.id)) end
+      if (rec.error ~= nil) ~= (rec.state ~= "done") then
+        wrong(("%sjob #%d ended %s with error %s"):format(pre, rec.id, rec.state, tostring(rec.error)))
+      end
+      watched[rec.id] = "ended"
+    end
+    say(("%s%s %s #%d"):format(pre, rec.state == "running" and "start" or "end " .. rec.state, rec.label, rec.id))
+  end)
+  return watched
+end
+
+--- Raises with `name` if a job M.watch_once watched started but never
+--- ended.
+function M.check_watched(seed, watched, name)
+  for id, was in pairs(watched) do
+    if was ~= "ended" then
+      error(("seed %d: %sjob #%d watched starting, never ending"):format(seed, name and name .. " " or "", id))
+    end
+  end
+end
+
+--- Keeps a timer for `orch` as the luv driver keeps its uv timer: set from
+--- next_wake whenever the orchestrator asks (at the end of each step, and
+--- after a call from outside a step that may have given it something to
+--- do), moved only ever earlier, stopped on nil and by close. Returns it:
+--- `t.due` is when it fires (on `clock`), or nil.
+function M.luv_timer(orch, clock)
+  local t = {}
+  orch.driver.reschedule = function(o)
+    local nw = o:next_wake()
+    if nw == nil then t.due = nil return end
+    if t.due == nil or clock.now + nw < t.due then t.due = clock.now + nw end
+  end
+  orch.driver.close = function() t.due = nil end
+  return t
+end
+
+--- Raises unless `orch`'s timer `t` (M.luv_timer) fires no later than its
+--- next_wake says, after `what` (a call that gave the orchestrator
+--- something to do sooner must have set the timer again).
+function M.check_timer(seed, t, orch, clock, what)
+  local nw = orch:next_wake()
+  if nw and not (t.due and t.due <= clock.now + nw) then
+    error(("seed %d: after %s at %g ms, next_wake says %g but the timer is %s\n%s"):format(
+      seed, what, clock.now, nw, t.due and "set for " .. t.due or "stopped", orch:dump()))
+  end
+end
+
+--- Raises unless each story of `others` ({name, lines}) tells the
+--- reference's (a list of lines), line for line, showing where they part.
+function M.same_stories(seed, ref_name, ref, others)
+  for _, other in ipairs(others) do
+    local name, lines = other[1], other[2]
+    for i = 1, math.max(#ref, #lines) do
+      if ref[i] ~= lines[i] then
+        local from = math.max(1, i - 8)
+        error(("seed %d: the hosts part at line %d\n%s:\n  %s\n%s:\n  %s"):format(seed, i, ref_name,
+          table.concat(ref, "\n  ", from, math.min(#ref, i)), name, table.concat(lines, "\n  ", from, math.min(#lines, i))))
+      end
+    end
+  end
+end
+
 M.NAMES = { "visible", "scene", "background" }
 M.RANK = { visible = 1, scene = 2, background = 3 }
 
