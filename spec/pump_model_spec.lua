@@ -6,9 +6,12 @@
 -- does; and under one that keeps a timer as the luv driver does (set from
 -- next_wake when the orchestrator reschedules: at the end of each step and
 -- after a call from outside a step that gives it something to do) and
--- steps only when that fires. All three must tell the same story: every
--- start, resume and end of a job, every Handle's end and every log line,
--- at the same clock time and in the same order.
+-- steps only when that fires. Scenes whose steps have no budget_ms play a
+-- fourth time, pumped by orch:wait on a future nobody settles, with a
+-- timeout that ends a millisecond before the game's next event. All must
+-- tell the same story: every start, resume and end of a job, every
+-- Handle's end and every log line, at the same clock time and in the same
+-- order.
 -- - A next_wake too late shows as a sleep, a grant, an idle settle or a
 --   stall that the sleeping host saw later; so does one of nil, or more
 --   than 0, while work is queued or a step could grant or settle.
@@ -308,6 +311,7 @@ local function play(seed, sc, host, tally)
   local events, ev = sc.events, 1
   local wakes, empty, woke, before = 0, 0, false, 0
   local timer = host == "timer" and seeded.luv_timer(orch, clock) -- (the "timer" host's)
+  local never = stagehand.future("never") -- (what the "wait" host waits on)
   while true do
     while ev <= #events and events[ev].t <= clock.now do
       local e = events[ev]
@@ -316,6 +320,32 @@ local function play(seed, sc, host, tally)
       ev = ev + 1
       if timer then seeded.check_timer(seed, timer, orch, clock, "the game's " .. e.what) end
     end
+    if host == "wait" then
+      -- (orch:wait pumps until a millisecond before the game's next event:
+      -- on a future nobody settles, so it returns by its timeout)
+      if ev > #events and orch.nrunning == 0 then
+        while orch:next_wake() == 0 do orch:step() end -- (a cancelled job's cleanup, still queued)
+        break
+      end
+      local last = ev <= #events and events[ev].t - 1 or LIMIT
+      if last >= clock.now then
+        local st, why = orch:wait(never, last - clock.now)
+        if st ~= nil or why ~= "timeout" then
+          error(("seed %d (wait): orch:wait returned %s, %s"):format(seed, tostring(st), tostring(why)))
+        end
+        -- (it returns once a step ends past its time, a busy loader's
+        -- doing, with work maybe still queued: the other hosts run that
+        -- before the game's next event, so this one does too)
+        while orch:next_wake() == 0 do orch:step() end
+      end
+      if ev > #events then
+        if orch.nrunning > 0 then
+          error(("seed %d (wait): still running at %g ms\n%s"):format(seed, clock.now, orch:dump()))
+        end
+        break
+      end
+      if clock.now < events[ev].t then clock.now = events[ev].t end
+    else
     if host == "timer" then
       -- (the timer fires: one step, whose end sets it again)
       while timer.due and timer.due <= clock.now do
@@ -358,6 +388,7 @@ local function play(seed, sc, host, tally)
         host == "timer" and "the timer stopped" or "next_wake says nil", clock.now, orch:dump()))
     end
     clock.now = at
+    end
   end
   if wrong then error(wrong) end
   seeded.check_watched(seed, watched)
@@ -374,8 +405,13 @@ local function scene(seed, tally)
   local story, orch, handles = play(seed, sc, "next_wake", tally)
   local timed = play(seed, sc, "timer", tally)
   if os.getenv("PUMP_STORY") then print(table.concat(story, "\n")) end
-  seeded.same_stories(seed, "stepping every ms", fine,
-    { { "sleeping by next_wake", story }, { "on a timer set as the luv driver sets it", timed } })
+  local others = { { "sleeping by next_wake", story }, { "on a timer set as the luv driver sets it", timed } }
+  -- (orch:wait steps with no budget: only scenes whose steps have none)
+  if sc.budget_ms == nil then
+    others[3] = { "pumped by orch:wait", (play(seed, sc, "wait", tally)) }
+    tally["waited scenes"] = (tally["waited scenes"] or 0) + 1
+  end
+  seeded.same_stories(seed, "stepping every ms", fine, others)
   tally.lines = tally.lines + #story
   for _, line in ipairs(story) do
     local what = line:match("^%S+ end (%a+)") or line:match("^%S+ L%d+ step %d+ (%a+)")
