@@ -18,12 +18,13 @@
 -- and the scene ends whole on both orchestrators (seeded.assert_whole).
 --
 -- What crosses: loaders await Handles of the other orchestrator's loaders,
--- `when`s of its keys and its `when_idle`, `stagehand.all` over Handles of
--- both, and sub-jobs they start in the other from inside their own work
--- (a first resume of one orchestrator's job inside another's); now and
--- then a loader closes the other orchestrator from inside its work (a
--- close "at once": the other's last step runs inside this one's job), or
--- the game closes one. A job waiting on the other orchestrator waits as on
+-- `when`s of its keys, its `when_idle` and its barrier, `stagehand.all`
+-- over Handles of both, and sub-jobs they start in the other from inside
+-- their own work (a first resume of one orchestrator's job inside
+-- another's); they settle futures the other's jobs await and arrive at
+-- either barrier; now and then a loader closes the other from inside its
+-- work (a close "at once": the other's last step runs inside this one's
+-- job), or the game closes one. A job waiting on the other orchestrator waits as on
 -- a future (its own stall clock runs), so scenes whose other side is
 -- hidden or slow end by stalls.
 -- CHAOS_SEEDS=n runs more, CHAOS_SEED=s replays one (spec/seeded.lua);
@@ -37,12 +38,14 @@ local LIMIT = 5000 -- a scene still running then has hung
 local STALLS = { 20, 60, 150 }
 local KEYS = { "k1", "k2" }
 local SIDES = { "A", "B" }
+local PARTY = { "hero", "mage", "rogue" } -- (each side's barrier waits for these)
 
 -- A scene, drawn from its seed alone: the same for every host.
 local function draw(seed)
   local r = seeded.rng(seed)
   local sc = {
     capacity = { r(3) - 1, r(3) - 1 }, -- (0 holds every slot until the game opens it)
+    party = { r(3) > 1, r(3) > 1 }, -- whether each side has a barrier from the start
     futures = {}, -- {t = when the game settles it (nil: never), how = "resolve"|"reject"}
     loaders = {},
     events = {},
@@ -73,7 +76,7 @@ local function draw(seed)
       steps = {},
     }
     for _ = 1, 1 + r(5) do
-      local x, s = r(15), nil
+      local x, s = r(17), nil
       if x == 1 then s = { "sleep", r(20) }
       elseif x == 2 then s = { "future", future() }
       elseif x <= 4 then s = { "await", r(nloaders) } -- (of either side)
@@ -86,6 +89,8 @@ local function draw(seed)
       elseif x == 11 then s = { "fail" }
       elseif x == 12 and r(4) == 1 then s = { "close" } -- (the other side, from inside this work)
       elseif x == 13 then s = { "give", r(#sc.futures + 1) } -- (settles a future, if any, from inside this work)
+      elseif x == 14 then s = { "arrive", r(2), PARTY[r(#PARTY)] } -- (at its own side's barrier, or the other's)
+      elseif x == 15 then s = { "gate", r(2) } -- (awaits that barrier)
       else s = { "sleep", 0 }
       end
       rec.steps[#rec.steps + 1] = s
@@ -103,6 +108,7 @@ local function draw(seed)
   for _ = 1, r(3) - 1 do event(r(LAST_EVENT), "when", { r(2), KEYS[r(#KEYS)] }) end
   for _ = 1, r(3) - 1 do event(r(LAST_EVENT), "idle", r(2)) end
   for _ = 1, r(3) - 1 do event(r(LAST_EVENT), "drop", r(4)) end
+  for _ = 1, r(3) - 1 do event(r(LAST_EVENT), "arrive", { r(2), PARTY[r(#PARTY)] }) end
   if r(4) == 1 then event(r(LAST_EVENT), "close", r(2)) end
   event(LAST_EVENT, "pool", { 1, 2 }) -- (the pools open at last: a closed one holds its waiters until they stall)
   event(LAST_EVENT, "pool", { 2, 2 })
@@ -135,16 +141,24 @@ local function play(seed, sc, host, tally)
   end
   local futures = {}
   for i = 1, #sc.futures do futures[i] = stagehand.future("f" .. i) end
+  local parties = {}
   local ctls, by_loader, mine = {}, {}, {}
   local function follow(s, h, name)
     local list = handles[s]
     list[#list + 1] = h
     h:on_end(function(st, v) say(("%s ended %s"):format(name, seeded.end_text(st, v))) end)
   end
+  for s = 1, 2 do
+    if sc.party[s] then
+      parties[s] = orchs[s]:barrier("party", PARTY, { stall_ms = 150 })
+      follow(s, parties[s].settled, SIDES[s] .. " party")
+    end
+  end
   local wait_on = seeded.wait_on
   local function loader(i)
     local rec = sc.loaders[i]
     local own, other = orchs[rec.side], orchs[3 - rec.side]
+    local own_party, other_party = parties[rec.side], parties[3 - rec.side]
     local label = "L" .. i
     return function(job)
       local release, hold = nil, 0
@@ -187,6 +201,12 @@ local function play(seed, sc, host, tally)
           out = ok and "ok" or "raised"
         elseif kind == "fail" then error("the loader broke", 0)
         elseif kind == "close" then other:close("quit to menu")
+        elseif kind == "arrive" or kind == "gate" then
+          local party = s[2] == 1 and own_party or other_party
+          if not party then out = "none"
+          elseif kind == "arrive" then party:arrive(s[3])
+          else out = wait_on(job, party.settled)
+          end
         elseif kind == "give" then
           local f = futures[s[2]]
           if f and f:state() == "pending" then f:resolve("given") else out = "nothing" end
@@ -233,6 +253,7 @@ local function play(seed, sc, host, tally)
     end,
     drop = function(n) if mine[n] then mine[n]:cancel("not needed") end end,
     close = function(s) orchs[s]:close("game over") end,
+    arrive = function(x) if parties[x[1]] then parties[x[1]]:arrive(x[2]) end end,
   }
 
   -- (the timer host: every orchestrator whose next_wake is due no later
@@ -348,7 +369,7 @@ describe("two orchestrators", function()
     seeded.print_tally("PAIR_TALLY", tally)
     -- (every kind of wait, and every kind of end, over 20 scenes or more)
     if #seeds >= 20 then
-      for _, kind in ipairs({ "sleep", "future", "await", "when", "sub", "slot", "idle", "all", "busy", "close", "give",
+      for _, kind in ipairs({ "sleep", "future", "await", "when", "sub", "slot", "idle", "all", "busy", "close", "give", "arrive", "gate",
         "done", "failed", "cancelled", "stalled", "raised" }) do
         assert.is_true((tally[kind] or 0) > 0, "none of: " .. kind)
       end
