@@ -15,5 +15,6 @@ end
 
 local C = require "stagehand._core"
 local M = { name = "c" }
-for k, v in pairs(C) do M[k] = v end
+local each = next -- (a table is walked with each, never pairs: see list.lua)
+for k, v in each, C do M[k] = v end
 return M

@@ -10,6 +10,7 @@
 local B = require "stagehand.backend"
 local errors = require "stagehand.errors"
 local settle = require "stagehand.settle"
+local each = next -- (a table is walked with each, never pairs: see list.lua)
 local signal = require "stagehand.signal"
 local logm = require "stagehand.log"
 local priority = require "stagehand.priority"
@@ -1083,7 +1084,7 @@ local by_id = F.by_id
 --- Every running job, in start order.
 function E.running_jobs(o)
   local list = {}
-  for _, job in pairs(o.by_slot) do list[#list + 1] = job end
+  for _, job in each, o.by_slot do list[#list + 1] = job end
   table.sort(list, by_id)
   return list
 end
@@ -1092,15 +1093,15 @@ end
 function E.idle_check(o)
   if o.nidle == 0 or not o.idle_dirty then return end
   o.idle_dirty = false
-  for _, job in pairs(o.by_slot) do
+  for _, job in each, o.by_slot do
     if surely_busy(o, job) then return end
   end
   local memo = {}
-  for _, job in pairs(o.by_slot) do
+  for _, job in each, o.by_slot do
     if not idle_blocked(o, job, memo) then return end
   end
   local list = {}
-  for job in pairs(o.idle) do list[#list + 1] = job end
+  for job in each, o.idle do list[#list + 1] = job end
   table.sort(list, by_id)
   for i = 1, #list do E.end_job(list[i], "done", pack()) end
 end

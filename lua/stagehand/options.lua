@@ -10,6 +10,7 @@ end
 M.callable = callable
 
 local show = require("stagehand.errors").show
+local each = next -- (a table is walked with each, never pairs: see list.lua)
 local function describe(v)
   if type(v) == "string" then return string.format("%q", v) end
   return show(v)
@@ -54,7 +55,7 @@ end
 --- that order changes from process to process).
 function M.sorted_keys(t)
   local ks = {}
-  for k in pairs(t) do ks[#ks + 1] = k end
+  for k in each, t do ks[#ks + 1] = k end
   table.sort(ks, key_before)
   return ks
 end
@@ -74,7 +75,7 @@ end
 function M.first_non_list_key(t)
   local n = #t
   local function other(k) return type(k) ~= "number" or k % 1 ~= 0 or k < 1 or k > n end
-  for k in pairs(t) do
+  for k in each, t do
     if other(k) then return M.first_key(t, other) end
   end
 end

@@ -2,6 +2,7 @@
 local B = require "stagehand.backend"
 local E = require "stagehand.engine"
 local options = require "stagehand.options"
+local each = next -- (a table is walked with each, never pairs: see list.lua)
 local signal = require "stagehand.signal"
 local jobm = require "stagehand.job"
 local handle = require "stagehand.handle"
@@ -604,7 +605,7 @@ local function finish(o, reason)
     o.closing = false -- (a close called again in these rounds adds to doomed: it ends here too)
     E.step(o)
     local running, cleaning = {}, false
-    for job in pairs(doomed) do
+    for job in each, doomed do
       if not job[STATE] then
         running[#running + 1] = job
       elseif job[CO] and job[W] == E.QUEUED then

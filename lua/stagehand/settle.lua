@@ -15,6 +15,7 @@
 -- 10,000 parts listens to each).
 local logm = require "stagehand.log"
 local options = require "stagehand.options"
+local each = next -- (a table is walked with each, never pairs: see list.lua)
 
 local unpack = unpack or table.unpack
 
@@ -192,7 +193,7 @@ function Base:on_end(fn)
 end
 
 function M.extend(Class)
-  for k, v in pairs(Base) do
+  for k, v in each, Base do
     if Class[k] == nil then Class[k] = v end
   end
   Class.__index = Class.__index or Class

@@ -13,6 +13,7 @@
 local B = require "stagehand.backend"
 local E = require "stagehand.engine"
 local settle = require "stagehand.settle"
+local each = next -- (a table is walked with each, never pairs: see list.lua)
 local priority = require "stagehand.priority"
 local F = require "stagehand.fields"
 local ORCH, CID, CO, W, LABEL, HELD, WAITQ = F.ORCH, F.CID, F.CO, F.W, F.LABEL, F.HELD, F.WAITQ
@@ -474,7 +475,7 @@ function M.release_all(o, job)
     held()
   elseif held then
     local list = {}
-    for q, release in pairs(held) do
+    for q, release in each, held do
       if q ~= "n" then list[#list + 1] = release end
     end
     for i = 1, #list do list[i]() end
@@ -487,7 +488,7 @@ end
 --- orch:pools(): {[name] = {capacity =, in_use =, waiting =}}
 function M.report(o)
   local out = {}
-  for name, q in pairs(o.pool_q) do
+  for name, q in each, o.pool_q do
     out[name] = {
       capacity = tonumber(B.pool_capacity(q.p)),
       in_use = tonumber(B.pool_in_use(q.p)),

@@ -8,6 +8,7 @@
 local stagehand = require "stagehand"
 local E = require "stagehand.engine"
 local B = require "stagehand.backend"
+local each = next -- (a table is walked with each, never pairs: see list.lua)
 local F = require "stagehand.fields"
 local STATE, CO, HELD, WAITQ = F.STATE, F.CO, F.HELD, F.WAITQ
 -- (T.leaks and T.core_faults list what they find in the same order on every
@@ -71,7 +72,7 @@ function T.new(opts)
     error("bad argument 'opts' to new: expected a table of stagehand.new's options, got " .. tostring(opts), 2)
   end
   local o = {}
-  for k, v in pairs(opts or {}) do o[k] = v end
+  for k, v in each, opts or {} do o[k] = v end
   o.driver = "manual"
   o.clock = o.clock or T.clock(0)
   -- (Bad options raise at the line that called T.new, not at this one.)
@@ -190,7 +191,7 @@ function T.leaks(orch)
   for _, count in ipairs(sorted_keys(counted)) do
     local t = counted[count]
     local n = 0
-    for _ in pairs(orch[t]) do n = n + 1 end
+    for _ in each, orch[t] do n = n + 1 end
     if orch[count] ~= n then out[#out + 1] = count .. " is " .. orch[count] .. " for " .. n .. " entries" end
   end
   return out
