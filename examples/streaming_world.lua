@@ -114,8 +114,9 @@ local preloader = orch:run("Preloading the next area's sounds", function(job)
   for _, sound in ipairs(SOUNDS) do
     job:await(orch:when_idle())
     local loading = 0
-    for _, h in pairs(chunks) do
-      if h:state() == "running" then loading = loading + 1 end
+    for n = 1, CHUNKS do
+      local h = chunks[n]
+      if h and h:state() == "running" then loading = loading + 1 end
     end
     assert(loading == 0, "the preloader ran while chunks were loading")
     job:await(in_worker("sound " .. sound, 2, sound))
@@ -140,8 +141,9 @@ while running > 0 or player < CHUNKS do
   end
   show_on_minimap(player + 1)
   -- Loads the player walked away from are dropped.
-  for n, h in pairs(chunks) do
-    if n < player - 3 and h:state() == "running" then h:cancel("out of range") end
+  for n = 1, player - 4 do
+    local h = chunks[n]
+    if h and h:state() == "running" then h:cancel("out of range") end
   end
   run_workers()
   running = orch:step()

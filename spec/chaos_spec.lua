@@ -4,6 +4,7 @@
 -- Handle has ended, nothing runs and nothing is left behind. A failure names
 -- its seed; CHAOS_SEEDS=n runs more (make chaos), CHAOS_SEED=s replays one.
 local stagehand = require "stagehand"
+local each = next -- (never pairs: see lua/stagehand/list.lua)
 local T = require "stagehand.testing"
 local priority = require "stagehand.priority"
 local B = require "stagehand.backend"
@@ -19,7 +20,7 @@ local function check_sets(orch, seed, t)
   -- (The slot is read from the job: the key pairs() gives for by_slot's
   -- array part is compared wrongly by this LuaJIT's compiled code: a 3
   -- that is not equal to 3.)
-  for _, job in pairs(orch.by_slot) do
+  for _, job in each, orch.by_slot do
     local slot = job[F.CID]
     local walked = priority.walk_effective(job, cache)
     local ok, why = priority.effective(job) == walked, "job:priority() disagrees with the long way"

@@ -21,6 +21,7 @@
 -- The model reads nothing but public Handles' and groups' states.
 -- CHAOS_SEEDS=n runs more, CHAOS_SEED=s replays one (spec/seeded.lua).
 local stagehand = require "stagehand"
+local each = next -- (never pairs: see lua/stagehand/list.lua)
 local T = require "stagehand.testing"
 local seeded = require "spec.seeded"
 
@@ -276,7 +277,7 @@ local function scene(seed, tally)
       end
     end
     local want = {}
-    for j, heard in pairs(expect) do
+    for j, heard in each, expect do
       if not heard then want[#want + 1] = j.label end
       tally[heard and "heard" or "unheard"] = tally[heard and "heard" or "unheard"] + 1
     end
@@ -302,7 +303,7 @@ local function scene(seed, tally)
   end
   step_and_check()
   for _, ab in ipairs(aborts) do ab.ctl:abort("the end") end
-  for _, list in pairs(pending_whens) do
+  for _, list in each, pending_whens do
     for _, hrec in ipairs(list) do hrec.h:cancel("the end") end
   end
   step_and_check()

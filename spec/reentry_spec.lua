@@ -13,6 +13,7 @@
 -- `job:call` answered from game code.
 -- CHAOS_SEEDS=n runs more (make chaos), CHAOS_SEED=s replays one.
 local stagehand = require "stagehand"
+local each = next -- (never pairs: see lua/stagehand/list.lua)
 local T = require "stagehand.testing"
 local priority = require "stagehand.priority"
 local B = require "stagehand.backend"
@@ -45,7 +46,7 @@ local function scene(seed)
   -- priority sources, and that group is one the orchestrator still knows.
   local function check_filed(where)
     for _, o in ipairs { orch, cache } do
-      for _, job in pairs(o.by_slot) do
+      for _, job in each, o.by_slot do
         local q = job[F.WAITQ]
         if q then
           local g = B.pool_group_of(q.p, job[F.CID])
