@@ -81,7 +81,10 @@ local function draw(seed)
       elseif x == 2 then s = { "future", future() }
       elseif x <= 4 then s = { "await", r(nloaders) } -- (of either side)
       elseif x == 5 then s = { "when", r(2), KEYS[r(#KEYS)] } -- (1: its own side's key, 2: the other's)
-      elseif x == 6 then s = { "sub", r(3) - 1, r(3) == 1 and KEYS[r(#KEYS)] or nil } -- (a job of the other side)
+      elseif x == 6 then
+        -- (a job of the other side; now and then it closes this side, from
+        -- inside its first resume when it does not sleep first)
+        s = { "sub", r(3) - 1, r(3) == 1 and KEYS[r(#KEYS)] or nil, r(8) == 1 }
       elseif x == 7 then s = { "slot", r(3) }
       elseif x == 8 then s = { "idle", r(2) }
       elseif x == 9 then s = { "all", future(), r(nloaders) }
@@ -179,6 +182,7 @@ local function play(seed, sc, host, tally)
           local sub = label .. "." .. n
           local h = other:run(sub, function(j)
             if s[2] > 0 then j:sleep(s[2] * 7) end
+            if s[4] then own:close("called back") end
             return n
           end, { key = s[3], stall_ms = 100 })
           follow(3 - rec.side, h, sub)

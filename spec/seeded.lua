@@ -4,6 +4,7 @@
 -- make chaos runs 500), CHAOS_SEED=s replays one, and CHAOS_FIRST=f starts
 -- the n seeds at f (new ground for a long run: seeds 1..n are the usual ones).
 local stagehand = require "stagehand"
+local each = next -- (never pairs: see lua/stagehand/list.lua)
 local T = require "stagehand.testing"
 
 local M = {}
@@ -123,7 +124,7 @@ end
 function M.print_tally(var, tally)
   if not os.getenv(var) then return end
   local parts = {}
-  for k, v in pairs(tally) do parts[#parts + 1] = k .. " " .. v end
+  for k, v in each, tally do parts[#parts + 1] = k .. " " .. v end
   table.sort(parts)
   print("\n" .. table.concat(parts, ", "))
 end
@@ -203,7 +204,7 @@ end
 --- Raises with `name` if a job M.watch_once watched started but never
 --- ended.
 function M.check_watched(seed, watched, name)
-  for id, was in pairs(watched) do
+  for id, was in each, watched do
     if was ~= "ended" then
       error(("seed %d: %sjob #%d watched starting, never ending"):format(seed, name and name .. " " or "", id))
     end
@@ -239,11 +240,17 @@ end
 
 --- Raises unless each story of `others` ({name, lines}) tells the
 --- reference's (a list of lines), line for line, showing where they part.
+--- STORY_DUMP=path writes both whole stories to path.ref and path.other.
 function M.same_stories(seed, ref_name, ref, others)
   for _, other in ipairs(others) do
     local name, lines = other[1], other[2]
     for i = 1, math.max(#ref, #lines) do
       if ref[i] ~= lines[i] then
+        local dump = os.getenv("STORY_DUMP")
+        if dump then
+          local f = io.open(dump .. ".ref", "w") f:write(table.concat(ref, "\n")) f:close()
+          f = io.open(dump .. ".other", "w") f:write(name .. "\n" .. table.concat(lines, "\n")) f:close()
+        end
         local from = math.max(1, i - 8)
         error(("seed %d: the hosts part at line %d\n%s:\n  %s\n%s:\n  %s"):format(seed, i, ref_name,
           table.concat(ref, "\n  ", from, math.min(#ref, i)), name, table.concat(lines, "\n  ", from, math.min(#lines, i))))
