@@ -117,9 +117,9 @@ int sh_clock_start(sh_clock *c, int32_t id, double stall_ms, double now) {
      * earlier than the new deadline stands (it is re-filed when it reaches
      * the top); a key as late or later would break the lazy invariant. The
      * item takes a new place in line either way, as a new item would: an
-     * item's place is given when its clock starts or resumes, never when a
-     * check re-files or drops it, so the order of equal deadlines never
-     * hangs on when checks ran. */
+     * item's place is given when its clock starts, never when a check
+     * re-files or drops it, so the order of equal deadlines never hangs on
+     * when checks ran. */
     double key = sh__heap_key(&c->heap, id);
     if (key > e->last + e->stall) key = e->last + e->stall;
     sh__heap_refile(&c->heap, id, key, c->heap.next_seq++);
@@ -145,7 +145,7 @@ int sh_clock_pause(sh_clock *c, int32_t id) {
   if (!c) return SH_EINVAL;
   e = get(c, id);
   if (!e) return SH_EINVAL;
-  e->state = PAUSED; /* left in the heap; dropped when it reaches the top */
+  e->state = PAUSED; /* left in the heap; sent to the bottom when it reaches the top */
   return SH_OK;
 }
 
@@ -157,13 +157,15 @@ int sh_clock_resume(sh_clock *c, int32_t id, double now) {
   if (!e) return SH_EINVAL;
   e->state = RUNNING;
   e->last = vrecord(c, now);
-  /* A new place in line, whether or not a check dropped its item while it
-   * was paused (see sh_clock_start); a key still filed stands (it is no
-   * later than the deadline it had, and resuming only moves that later). */
-  if (sh__heap_contains(&c->heap, id))
-    sh__heap_refile(&c->heap, id, sh__heap_key(&c->heap, id), c->heap.next_seq++);
-  else
+  /* A paused item stays filed, in its place in line: under the key it had
+   * (no later than the deadline it had, and resuming only moves that later),
+   * or, once a check found it at the top, at the bottom, from where it is
+   * filed under its deadline now. (Dropped instead, it would come back with
+   * a new place: whether it had been dropped hung on when checks ran.) */
+  if (!sh__heap_contains(&c->heap, id))
     rc = sh__heap_insert(&c->heap, id, e->last + e->stall);
+  else if (isinf(sh__heap_key(&c->heap, id)))
+    sh__heap_refile(&c->heap, id, e->last + e->stall, sh__heap_seq(&c->heap, id));
   CHECKED(c);
   return rc;
 }
@@ -206,7 +208,7 @@ double sh_clock_next_due(const sh_clock *c, double now) {
   double d;
   if (!c || !c->visible || !valid_time(now)) return -1;
   top = sh__heap_top(&c->heap);
-  if (!top) return -1;
+  if (!top || isinf(top->key)) return -1; /* (only paused clocks, at the bottom) */
   d = top->key - vnow(c, now);
   return d > 0 ? d : 0;
 }
@@ -220,8 +222,10 @@ int32_t sh_clock_pop_stalled(sh_clock *c, double now) {
     int32_t id = top->id;
     entry *e = &c->entries[id];
     double due = last_of(c, e) + e->stall;
-    if (e->state != RUNNING) { /* paused, or stopped: filed lazily */
+    if (e->state == FREE) { /* stopped: filed lazily */
       sh__heap_remove(&c->heap, id);
+    } else if (e->state == PAUSED) { /* kept, in its place in line, below every deadline */
+      sh__heap_refile(&c->heap, id, HUGE_VAL, top->seq);
     } else if (due == top->key) {
       /* Only an entry filed under its true deadline may come out, so stalls
        * come out in true deadline order. */

@@ -122,6 +122,8 @@ void sh__heap_remove(sh__heap *h, int32_t id) {
 
 double sh__heap_key(const sh__heap *h, int32_t id) { return h->items[h->pos[id] - 1].key; }
 
+uint64_t sh__heap_seq(const sh__heap *h, int32_t id) { return h->items[h->pos[id] - 1].seq; }
+
 const sh__heap_item *sh__heap_top(const sh__heap *h) {
   return h->len ? &h->items[0] : NULL;
 }

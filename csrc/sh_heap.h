@@ -39,8 +39,9 @@ int sh__heap_insert(sh__heap *h, int32_t id, double key);
  * own (kept) or a new one taken from next_seq. */
 void sh__heap_refile(sh__heap *h, int32_t id, double key, uint64_t seq);
 void sh__heap_remove(sh__heap *h, int32_t id);
-/* The key id is filed under (id must be in the heap). */
+/* The key id is filed under, and its place in line (id must be in the heap). */
 double sh__heap_key(const sh__heap *h, int32_t id);
+uint64_t sh__heap_seq(const sh__heap *h, int32_t id);
 /* The top item, or NULL when empty. */
 const sh__heap_item *sh__heap_top(const sh__heap *h);
 int sh__heap_check(const sh__heap *h);

@@ -68,7 +68,7 @@ static void clock_ties_stall_in_start_order(void) {
   sh_clock_free(c);
 }
 
-/* Ties stall in starting (or resuming) order whenever earlier checks ran:
+/* Ties stall in starting order whenever earlier checks ran:
  * here a check that drops an ended clock's item in one core and not in the
  * other. (The
  * reused id took its old item's place in line, ahead of a clock started
@@ -88,8 +88,8 @@ static void clock_ties_stall_in_start_order_whenever_checked(void) {
     CHECK(sh_clock_pop_stalled(c, 100) == 0);
     sh_clock_free(c);
   }
-  /* a clock resumed takes a new place, whether or not a check dropped its
-   * item while it was paused */
+  /* a clock paused and resumed keeps its place, whether or not a check
+   * found its item at the top while it was paused */
   for (k = 0; k < 2; k++) {
     sh_clock *c = sh_clock_new();
     CHECK(sh_clock_start(c, 1, 50, 0) == SH_OK);
@@ -100,6 +100,24 @@ static void clock_ties_stall_in_start_order_whenever_checked(void) {
     CHECK(sh_clock_check(c) == SH_OK);
     CHECK(sh_clock_pop_stalled(c, 110) == 1);
     CHECK(sh_clock_pop_stalled(c, 110) == 0);
+    sh_clock_free(c);
+  }
+  /* a paused clock a check finds at the top goes to the bottom: nothing can
+   * stall then, and resumed it is filed under its new deadline */
+  {
+    sh_clock *c = sh_clock_new();
+    CHECK(sh_clock_start(c, 0, 10, 0) == SH_OK);
+    CHECK(sh_clock_pause(c, 0) == SH_OK);
+    CHECK(sh_clock_next_due(c, 100) == 0); /* (its old key: a lower bound) */
+    CHECK(sh_clock_pop_stalled(c, 100) == -1);
+    CHECK(sh_clock_next_due(c, 100) == -1);
+    CHECK(sh_clock_count(c) == 1);
+    CHECK(sh_clock_check(c) == SH_OK);
+    CHECK(sh_clock_resume(c, 0, 200) == SH_OK);
+    CHECK(sh_clock_next_due(c, 200) == 10);
+    CHECK(sh_clock_pop_stalled(c, 209) == -1);
+    CHECK(sh_clock_pop_stalled(c, 210) == 0);
+    CHECK(sh_clock_check(c) == SH_OK);
     sh_clock_free(c);
   }
   /* and a clock re-filed by a check, after progress, keeps its place too */
