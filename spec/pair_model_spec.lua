@@ -50,16 +50,7 @@ local function draw(seed)
     loaders = {},
     events = {},
   }
-  local function event(t, what, arg) sc.events[#sc.events + 1] = { t = t, what = what, arg = arg } end
-  local function future()
-    local f = { how = r(5) == 1 and "reject" or "resolve" }
-    if r(6) > 1 then
-      f.t = r(LAST_EVENT)
-      event(f.t, "settle", #sc.futures + 1)
-    end
-    sc.futures[#sc.futures + 1] = f
-    return #sc.futures
-  end
+  local event, future = seeded.drawers(r, sc, LAST_EVENT)
   -- (now and then the game asks one side's when_idle before anything runs)
   if r(3) == 1 then event(0, "idle", r(2)) end
   local nloaders = 5 + r(7)

@@ -67,16 +67,7 @@ local function draw(seed)
     bursts = {},
     events = {},
   }
-  local function event(t, what, arg) sc.events[#sc.events + 1] = { t = t, what = what, arg = arg } end
-  local function future()
-    local f = { how = r(5) == 1 and "reject" or "resolve" }
-    if r(6) > 1 then
-      f.t = r(LAST_EVENT)
-      event(f.t, "settle", #sc.futures + 1)
-    end
-    sc.futures[#sc.futures + 1] = f
-    return #sc.futures
-  end
+  local event, future = seeded.drawers(r, sc, LAST_EVENT)
   local nloaders = 4 + r(6)
   for i = 1, nloaders do
     local rec = {

@@ -151,6 +151,24 @@ function M.sort_events(events)
   end)
 end
 
+--- What a scene of timed game events draws with (the pump and pair
+--- scenes): event(t, what, arg) adds one to sc.events; future() draws a
+--- future into sc.futures ({how = "resolve"|"reject", t = when the game
+--- settles it, within last_event, or nil: never}) and returns its number.
+function M.drawers(r, sc, last_event)
+  local function event(t, what, arg) sc.events[#sc.events + 1] = { t = t, what = what, arg = arg } end
+  local function future()
+    local f = { how = r(5) == 1 and "reject" or "resolve" }
+    if r(6) > 1 then
+      f.t = r(last_event)
+      event(f.t, "settle", #sc.futures + 1)
+    end
+    sc.futures[#sc.futures + 1] = f
+    return #sc.futures
+  end
+  return event, future
+end
+
 --- A value as one line of a story: its first line, with no addresses.
 function M.line(v)
   return (tostring(v):match("^[^\n]*"):gsub("0x%x+", "0x?"))
