@@ -123,6 +123,22 @@ describe("the luv driver", function()
     assert.is_true(warmed)
   end)
 
+  it("wakes an orchestrator whose job awaits another's, when that one ends on the game's own loop", function()
+    orch = stagehand.new { driver = "luv", stall_ms = 600000, check_ms = 300000 }
+    local cache = stagehand.new { driver = "luv", stall_ms = 600000, check_ms = 300000 }
+    local download = stagehand.future("atlas")
+    local atlas = cache:run("atlas", function(job) return job:await(download) .. " atlas" end)
+    local sprite = orch:run("sprite", function(job) return "drawn from the " .. job:await(atlas) end)
+    local arrive = uv.new_timer()
+    arrive:start(0, 0, function()
+      arrive:close()
+      download:resolve("forest") -- (the cache's job ends in its step; the scene's must wake)
+    end)
+    run_guarded(orch)
+    cache:close()
+    assert.same({ "done", "drawn from the forest atlas" }, { sprite:result() })
+  end)
+
   it("settles a when_idle the game asks of a new orchestrator on the next pass", function()
     orch = stagehand.new { driver = "luv", stall_ms = 600000, check_ms = 300000 }
     local idle = orch:when_idle()
