@@ -45,6 +45,11 @@ sh_clock *sh_clock_new(void) {
   sh_clock *c = calloc(1, sizeof *c);
   if (!c) return NULL;
   sh__heap_init(&c->heap);
+  /* Equal deadlines stall by id: an id's item keeps its filing from an
+   * earlier clock of that id until a check re-files or drops it, so
+   * filing order hangs on when checks ran (a host that steps every frame
+   * and one that sleeps by next_wake ended two stalls in opposite orders). */
+  c->heap.ties_by_id = 1;
   c->visible = 1;
   c->vis_high = -HUGE_VAL;
   return c;
@@ -114,15 +119,11 @@ int sh_clock_start(sh_clock *c, int32_t id, double stall_ms, double now) {
   c->count++;
   if (sh__heap_contains(&c->heap, id)) {
     /* The id's last clock stopped lazily and its item is still filed. A key
-     * earlier than the new deadline stands (it is re-filed when it reaches
-     * the top); a key as late or later would break the lazy invariant. The
-     * item takes a new place in line either way, as a new item would: an
-     * item's place is given when its clock starts, never when a check
-     * re-files or drops it, so the order of equal deadlines never hangs on
-     * when checks ran. */
-    double key = sh__heap_key(&c->heap, id);
-    if (key > e->last + e->stall) key = e->last + e->stall;
-    sh__heap_refile(&c->heap, id, key, c->heap.next_seq++);
+     * no later than the new deadline stands (it is re-filed when it reaches
+     * the top), so an id freed and started again, the common case, costs no
+     * heap work. A later key is re-filed now: it would break the lazy
+     * invariant. */
+    if (sh__heap_key(&c->heap, id) > e->last + e->stall) sh__heap_rekey(&c->heap, id, e->last + e->stall);
     rc = SH_OK;
   } else {
     rc = sh__heap_insert(&c->heap, id, e->last + e->stall);
@@ -145,7 +146,7 @@ int sh_clock_pause(sh_clock *c, int32_t id) {
   if (!c) return SH_EINVAL;
   e = get(c, id);
   if (!e) return SH_EINVAL;
-  e->state = PAUSED; /* left in the heap; sent to the bottom when it reaches the top */
+  e->state = PAUSED; /* left in the heap; dropped when it reaches the top */
   return SH_OK;
 }
 
@@ -157,15 +158,7 @@ int sh_clock_resume(sh_clock *c, int32_t id, double now) {
   if (!e) return SH_EINVAL;
   e->state = RUNNING;
   e->last = vrecord(c, now);
-  /* A paused item stays filed, in its place in line: under the key it had
-   * (no later than the deadline it had, and resuming only moves that later),
-   * or, once a check found it at the top, at the bottom, from where it is
-   * filed under its deadline now. (Dropped instead, it would come back with
-   * a new place: whether it had been dropped hung on when checks ran.) */
-  if (!sh__heap_contains(&c->heap, id))
-    rc = sh__heap_insert(&c->heap, id, e->last + e->stall);
-  else if (isinf(sh__heap_key(&c->heap, id)))
-    sh__heap_refile(&c->heap, id, e->last + e->stall, sh__heap_seq(&c->heap, id));
+  if (!sh__heap_contains(&c->heap, id)) rc = sh__heap_insert(&c->heap, id, e->last + e->stall);
   CHECKED(c);
   return rc;
 }
@@ -208,7 +201,7 @@ double sh_clock_next_due(const sh_clock *c, double now) {
   double d;
   if (!c || !c->visible || !valid_time(now)) return -1;
   top = sh__heap_top(&c->heap);
-  if (!top || isinf(top->key)) return -1; /* (only paused clocks, at the bottom) */
+  if (!top) return -1;
   d = top->key - vnow(c, now);
   return d > 0 ? d : 0;
 }
@@ -222,10 +215,8 @@ int32_t sh_clock_pop_stalled(sh_clock *c, double now) {
     int32_t id = top->id;
     entry *e = &c->entries[id];
     double due = last_of(c, e) + e->stall;
-    if (e->state == FREE) { /* stopped: filed lazily */
+    if (e->state != RUNNING) { /* paused, or stopped: filed lazily */
       sh__heap_remove(&c->heap, id);
-    } else if (e->state == PAUSED) { /* kept, in its place in line, below every deadline */
-      sh__heap_refile(&c->heap, id, HUGE_VAL, top->seq);
     } else if (due == top->key) {
       /* Only an entry filed under its true deadline may come out, so stalls
        * come out in true deadline order. */
@@ -235,7 +226,7 @@ int32_t sh_clock_pop_stalled(sh_clock *c, double now) {
       CHECKED(c);
       return id;
     } else {
-      sh__heap_refile(&c->heap, id, due, top->seq); /* (its place in line kept) */
+      sh__heap_rekey(&c->heap, id, due);
     }
   }
   CHECKED(c);

@@ -2,8 +2,9 @@
  * An indexed binary min-heap of ids, shared by stall clocks and timers.
  *
  * Items order by key, then by a sequence number given when filed, so equal
- * keys come out in filing order (libuv's timers break ties the same way).
- * A re-filed id may keep its place in line (refile).
+ * keys come out in filing order (libuv's timers break ties the same way);
+ * or, in a heap with ties_by_id set, by id, so that the order of equal keys
+ * never hangs on when each was filed (stall clocks, filed lazily).
  * pos[id] remembers where each id sits, so any id can be re-keyed or removed
  * in O(log n). Internal to the core: the sh__ prefix.
  */
@@ -25,6 +26,7 @@ typedef struct sh__heap {
   uint32_t *pos; /* pos[id] = index + 1; 0 when id is not in the heap */
   size_t pos_cap;
   uint64_t next_seq;
+  int ties_by_id; /* equal keys come out by id rather than by filing order */
 } sh__heap;
 
 void sh__heap_init(sh__heap *h);
@@ -32,16 +34,13 @@ void sh__heap_free(sh__heap *h);
 /* Makes room for ids up to and including id; SH_OK or SH_ENOMEM. */
 int sh__heap_reserve(sh__heap *h, int32_t id);
 int sh__heap_contains(const sh__heap *h, int32_t id);
-/* Files id (not yet in the heap, room reserved) under key, in line after
- * every item filed before it under an equal key. */
+/* Files id (not yet in the heap, room reserved) under key. */
 int sh__heap_insert(sh__heap *h, int32_t id, double key);
-/* Gives an id already in the heap a new key and place in line: seq, its
- * own (kept) or a new one taken from next_seq. */
-void sh__heap_refile(sh__heap *h, int32_t id, double key, uint64_t seq);
+/* Gives an id already in the heap a new key and a new place in line. */
+void sh__heap_rekey(sh__heap *h, int32_t id, double key);
 void sh__heap_remove(sh__heap *h, int32_t id);
-/* The key id is filed under, and its place in line (id must be in the heap). */
+/* The key id is filed under (id must be in the heap). */
 double sh__heap_key(const sh__heap *h, int32_t id);
-uint64_t sh__heap_seq(const sh__heap *h, int32_t id);
 /* The top item, or NULL when empty. */
 const sh__heap_item *sh__heap_top(const sh__heap *h);
 int sh__heap_check(const sh__heap *h);

@@ -128,8 +128,8 @@ int sh_pin_library(void);
  * counts as progress.
  *
  * pop_stalled returns one stalled id (the earliest deadline, then the
- * earliest started, whenever earlier checks ran) and stops its clock, or
- * -1 when none is due.
+ * lowest id, whenever earlier checks ran) and stops its clock, or -1 when
+ * none is due.
  * stall_ms gives an id's stall time, also just after pop_stalled stopped it
  * (until the id is started again); -1 for an id never started.
  * next_due is the visible-time distance to the earliest deadline the heap

@@ -475,7 +475,7 @@ describe("stall clocks", function()
     assert.no_leaks(orch)
   end)
 
-  it("end stalls that come due together in the order the jobs started, whenever the host stepped", function()
+  it("end stalls that come due together in one order, whenever the host stepped", function()
     -- (one host steps every frame, another sleeps by next_wake and skips
     -- the steps in between: the same two stalls must end in the same order)
     local function play(every_frame)

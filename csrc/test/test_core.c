@@ -60,22 +60,23 @@ static void clock_progress_defers_without_reordering(void) {
   sh_clock_free(c);
 }
 
-static void clock_ties_stall_in_start_order(void) {
+static void clock_ties_stall_by_id(void) {
   sh_clock *c = sh_clock_new();
   int32_t i;
   for (i = 9; i >= 0; i--) sh_clock_start(c, i, 50, 0);
-  for (i = 9; i >= 0; i--) CHECK(sh_clock_pop_stalled(c, 50) == i);
+  for (i = 0; i < 10; i++) CHECK(sh_clock_pop_stalled(c, 50) == i);
   sh_clock_free(c);
 }
 
-/* Ties stall in starting order whenever earlier checks ran:
- * here a check that drops an ended clock's item in one core and not in the
- * other. (The
- * reused id took its old item's place in line, ahead of a clock started
- * after it, in the core that had not dropped it: hosts that checked at
- * different moments ended the same two stalls in opposite orders.) */
-static void clock_ties_stall_in_start_order_whenever_checked(void) {
+/* Ties stall by id whenever earlier checks ran. Each case runs twice, once
+ * with a check between that re-files or drops an item, and must stall the
+ * same way both times. (Ties went by filing order: an id started again
+ * kept its old item's place in line unless a check had dropped it, and
+ * hosts that checked at different moments ended the same two stalls in
+ * opposite orders.) */
+static void clock_ties_stall_by_id_whenever_checked(void) {
   int k;
+  /* an ended clock's item, dropped by a check or not */
   for (k = 0; k < 2; k++) {
     sh_clock *c = sh_clock_new();
     CHECK(sh_clock_start(c, 1, 50, 0) == SH_OK);
@@ -84,12 +85,11 @@ static void clock_ties_stall_in_start_order_whenever_checked(void) {
     CHECK(sh_clock_start(c, 1, 40, 60) == SH_OK);
     CHECK(sh_clock_start(c, 0, 40, 60) == SH_OK);
     CHECK(sh_clock_check(c) == SH_OK);
-    CHECK(sh_clock_pop_stalled(c, 100) == 1);
     CHECK(sh_clock_pop_stalled(c, 100) == 0);
+    CHECK(sh_clock_pop_stalled(c, 100) == 1);
     sh_clock_free(c);
   }
-  /* a clock paused and resumed keeps its place, whether or not a check
-   * found its item at the top while it was paused */
+  /* a paused clock's item, dropped by a check or not, then resumed */
   for (k = 0; k < 2; k++) {
     sh_clock *c = sh_clock_new();
     CHECK(sh_clock_start(c, 1, 50, 0) == SH_OK);
@@ -98,12 +98,23 @@ static void clock_ties_stall_in_start_order_whenever_checked(void) {
     CHECK(sh_clock_resume(c, 1, 60) == SH_OK); /* due at 110 */
     CHECK(sh_clock_start(c, 0, 50, 60) == SH_OK); /* due at 110 too */
     CHECK(sh_clock_check(c) == SH_OK);
-    CHECK(sh_clock_pop_stalled(c, 110) == 1);
     CHECK(sh_clock_pop_stalled(c, 110) == 0);
+    CHECK(sh_clock_pop_stalled(c, 110) == 1);
     sh_clock_free(c);
   }
-  /* a paused clock a check finds at the top goes to the bottom: nothing can
-   * stall then, and resumed it is filed under its new deadline */
+  /* a clock whose progress a check re-filed, or not */
+  for (k = 0; k < 2; k++) {
+    sh_clock *c = sh_clock_new();
+    CHECK(sh_clock_start(c, 5, 50, 0) == SH_OK);
+    CHECK(sh_clock_progress(c, 5, 10) == SH_OK); /* due at 60, filed under 50 */
+    CHECK(sh_clock_start(c, 2, 50, 10) == SH_OK); /* due at 60 too */
+    if (k == 1) CHECK(sh_clock_pop_stalled(c, 55) == -1); /* re-files 5 at 60 */
+    CHECK(sh_clock_pop_stalled(c, 60) == 2);
+    CHECK(sh_clock_pop_stalled(c, 60) == 5);
+    sh_clock_free(c);
+  }
+  /* a paused clock a check finds at the top is dropped: nothing can stall
+   * then, and resumed it is filed under its new deadline */
   {
     sh_clock *c = sh_clock_new();
     CHECK(sh_clock_start(c, 0, 10, 0) == SH_OK);
@@ -118,17 +129,6 @@ static void clock_ties_stall_in_start_order_whenever_checked(void) {
     CHECK(sh_clock_pop_stalled(c, 209) == -1);
     CHECK(sh_clock_pop_stalled(c, 210) == 0);
     CHECK(sh_clock_check(c) == SH_OK);
-    sh_clock_free(c);
-  }
-  /* and a clock re-filed by a check, after progress, keeps its place too */
-  for (k = 0; k < 2; k++) {
-    sh_clock *c = sh_clock_new();
-    CHECK(sh_clock_start(c, 5, 50, 0) == SH_OK);
-    CHECK(sh_clock_progress(c, 5, 10) == SH_OK); /* due at 60, filed under 50 */
-    CHECK(sh_clock_start(c, 2, 50, 10) == SH_OK); /* due at 60 too */
-    if (k == 1) CHECK(sh_clock_pop_stalled(c, 55) == -1); /* re-files 5 at 60 */
-    CHECK(sh_clock_pop_stalled(c, 60) == 5);
-    CHECK(sh_clock_pop_stalled(c, 60) == 2);
     sh_clock_free(c);
   }
 }
@@ -810,8 +810,8 @@ static void fuzz_corpus_replays(void) {
 int main(void) {
   clock_stalls_after_its_time();
   clock_progress_defers_without_reordering();
-  clock_ties_stall_in_start_order();
-  clock_ties_stall_in_start_order_whenever_checked();
+  clock_ties_stall_by_id();
+  clock_ties_stall_by_id_whenever_checked();
   clock_hidden_time_never_counts();
   clock_paused_never_stalls_and_resume_is_progress();
   clock_stopped_ids_restart_on_their_new_deadline();
