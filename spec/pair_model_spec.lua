@@ -149,72 +149,41 @@ local function play(seed, sc, host, tally)
     end
   end
   local wait_on = seeded.wait_on
+  local env = { say = say, clock = clock, futures = futures, by_loader = by_loader }
   local function loader(i)
     local rec = sc.loaders[i]
     local own, other = orchs[rec.side], orchs[3 - rec.side]
     local own_party, other_party = parties[rec.side], parties[3 - rec.side]
     local label = "L" .. i
-    return function(job)
-      local release, hold = nil, 0
-      for n, s in ipairs(rec.steps) do
-        local kind, out = s[1], "ok"
-        if kind == "sleep" then
-          local ok = job:pcall(job.sleep, job, s[2])
-          out = ok and "ok" or "raised"
-        elseif kind == "future" then out = wait_on(job, futures[s[2]])
-        elseif kind == "await" then
-          local h = by_loader[s[2]]
-          out = h and wait_on(job, h) or "none yet"
-        elseif kind == "when" then
-          out = wait_on(job, (s[2] == 1 and own or other):when(s[3]))
-        elseif kind == "sub" then
-          -- (a job of the other side, started from inside this work: its
-          -- first resume runs here, inside this job's)
-          local sub = label .. "." .. n
-          local h = other:run(sub, function(j)
-            if s[2] > 0 then j:sleep(s[2] * 7) end
-            if s[4] then own:close("called back") end
-            return n
-          end, { key = s[3], stall_ms = 100 })
-          follow(3 - rec.side, h, sub)
-          out = wait_on(job, h)
-        elseif kind == "slot" then
-          if release then
-            out = "holds"
-          else
-            local ok, rel = job:pcall(job.slot, job, "p")
-            if ok then release, hold = rel, s[2] else out = "raised" end
-          end
-        elseif kind == "idle" then
-          out = wait_on(job, (s[2] == 1 and own or other):when_idle())
-        elseif kind == "all" then
-          local h = by_loader[s[3]]
-          out = wait_on(job, stagehand.all({ futures[s[2]], h or futures[s[2]] }))
-        elseif kind == "busy" then
-          clock:advance(s[2])
-          local ok = job:pcall(job.slice, job)
-          out = ok and "ok" or "raised"
-        elseif kind == "fail" then error("the loader broke", 0)
-        elseif kind == "close" then other:close("quit to menu")
-        elseif kind == "arrive" or kind == "gate" then
-          local party = s[2] == 1 and own_party or other_party
-          if not party then out = "none"
-          elseif kind == "arrive" then party:arrive(s[3])
-          else out = wait_on(job, party.settled)
-          end
-        elseif kind == "give" then
-          local f = futures[s[2]]
-          if f and f:state() == "pending" then f:resolve("given") else out = "nothing" end
-        end
-        say(("%s step %d %s %s"):format(label, n, kind, out))
-        if job.signal.aborted then return "left" end
-        if release then
-          hold = hold - 1
-          if hold < 0 then release(); release = nil end
-        end
+    -- (the kinds only this scene draws; seeded.loader runs the rest)
+    local function more(job, s, n)
+      local kind = s[1]
+      if kind == "when" then return wait_on(job, (s[2] == 1 and own or other):when(s[3]))
+      elseif kind == "sub" then
+        -- (a job of the other side, started from inside this work: its
+        -- first resume runs here, inside this job's)
+        local sub = label .. "." .. n
+        local h = other:run(sub, function(j)
+          if s[2] > 0 then j:sleep(s[2] * 7) end
+          if s[4] then own:close("called back") end
+          return n
+        end, { key = s[3], stall_ms = 100 })
+        follow(3 - rec.side, h, sub)
+        return wait_on(job, h)
+      elseif kind == "idle" then return wait_on(job, (s[2] == 1 and own or other):when_idle())
+      elseif kind == "close" then other:close("quit to menu")
+      elseif kind == "arrive" or kind == "gate" then
+        local party = s[2] == 1 and own_party or other_party
+        if not party then return "none" end
+        if kind == "gate" then return wait_on(job, party.settled) end
+        party:arrive(s[3])
+      elseif kind == "give" then
+        local f = futures[s[2]]
+        if not (f and f:state() == "pending") then return "nothing" end
+        f:resolve("given")
       end
-      return i
     end
+    return seeded.loader(env, rec.steps, label, i, more)
   end
 
   local apply = {

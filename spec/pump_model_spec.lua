@@ -175,65 +175,30 @@ local function play(seed, sc, host, tally)
     h:on_end(function(st, v) say(("%s ended %s"):format(name, seeded.end_text(st, v))) end)
   end
   local wait_on = seeded.wait_on
-  local function loader(i)
-    local rec = sc.loaders[i]
-    return function(job)
-      local release, hold = nil, 0
-      for n, s in ipairs(rec.steps) do
-        local kind, out = s[1], "ok"
-        if kind == "sleep" then
-          local ok = job:pcall(job.sleep, job, s[2])
-          out = ok and "ok" or "raised"
-        elseif kind == "future" then out = wait_on(job, futures[s[2]])
-        elseif kind == "slot" then
-          if release then
-            out = "holds"
-          else
-            local ok, rel = job:pcall(job.slot, job, "p")
-            if ok then release, hold = rel, s[2] else out = "raised" end
-          end
-        elseif kind == "permit" then
-          local ok = job:pcall(job.permit, job, s[2])
-          out = ok and "ok" or "raised"
-          if ok and s[3] > 0 then clock:advance(s[3]) end -- (its finalize takes main-thread time)
-        elseif kind == "busy" then
-          clock:advance(s[2])
-          local ok = job:pcall(job.slice, job)
-          out = ok and "ok" or "raised"
-        elseif kind == "hand" then
-          if release then
-            handed[#handed + 1] = release
-            release = nil
-          else
-            out = "nothing"
-          end
-        elseif kind == "grind" then
-          for _ = 1, s[2] do
-            clock:advance(s[3])
-            if not job:pcall(job.slice, job) then out = "raised" break end
-          end
-        elseif kind == "progress" then job:progress()
-        elseif kind == "await" then
-          local h = by_loader[s[2]]
-          out = h and wait_on(job, h) or "none yet"
-        elseif kind == "when" then out = wait_on(job, orch:when(s[2]))
-        elseif kind == "barrier" then out = wait_on(job, barrier.settled)
-        elseif kind == "all" then
-          local h = by_loader[s[3]]
-          out = wait_on(job, stagehand.all({ futures[s[2]], h or futures[s[2]] }))
-        elseif kind == "idle" then out = wait_on(job, orch:when_idle())
-        elseif kind == "fail" then error("the loader broke", 0)
-        end
-        say(("L%d step %d %s %s"):format(i, n, kind, out))
-        if job.signal.aborted then return "left" end
-        if release then
-          hold = hold - 1
-          if hold < 0 then release(); release = nil end
-        end
+  local env = { say = say, clock = clock, futures = futures, by_loader = by_loader }
+  -- (the kinds only this scene draws; seeded.loader runs the rest)
+  local function more(job, s, _, held)
+    local kind = s[1]
+    if kind == "permit" then
+      local ok = job:pcall(job.permit, job, s[2])
+      if ok and s[3] > 0 then clock:advance(s[3]) end -- (its finalize takes main-thread time)
+      return ok and "ok" or "raised"
+    elseif kind == "hand" then
+      if not held.release then return "nothing" end
+      handed[#handed + 1] = held.release
+      held.release = nil
+    elseif kind == "grind" then
+      for _ = 1, s[2] do
+        clock:advance(s[3])
+        if not job:pcall(job.slice, job) then return "raised" end
       end
-      return i
+    elseif kind == "progress" then job:progress()
+    elseif kind == "when" then return wait_on(job, orch:when(s[2]))
+    elseif kind == "barrier" then return wait_on(job, barrier.settled)
+    elseif kind == "idle" then return wait_on(job, orch:when_idle())
     end
   end
+  local function loader(i) return seeded.loader(env, sc.loaders[i].steps, "L" .. i, i, more) end
   local function preloader(i)
     local p = sc.preloaders[i]
     return function(job)

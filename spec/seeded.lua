@@ -190,6 +190,60 @@ function M.wait_on(job, x)
   return "raised " .. M.line(err)
 end
 
+--- A loader's work in the pump and pair scenes: runs its drawn steps
+--- ({kind, ...}) in order, telling each through env.say as "<label> step
+--- n kind out". It runs the kinds both scenes draw: "sleep" (s[2] ms),
+--- "future" (env.futures[s[2]]), "await" (the Handle env.by_loader[s[2]],
+--- if made yet), "all" (of env.futures[s[2]] and env.by_loader[s[3]]),
+--- "busy" (s[2] ms of main-thread work on env.clock, then a slice), "slot"
+--- (of pool "p", released s[2] steps on) and "fail"; any other by
+--- more(job, s, n, held), which returns what to tell ("ok" if nil), where
+--- held.release is the slot's release while one is held (more may take
+--- it, setting it nil). Returns "left" once the job's signal aborted, else
+--- `result` after the last step.
+function M.loader(env, steps, label, result, more)
+  local wait_on = M.wait_on
+  return function(job)
+    local held, hold = {}, 0
+    for n, s in ipairs(steps) do
+      local kind, out = s[1], "ok"
+      if kind == "sleep" then
+        out = job:pcall(job.sleep, job, s[2]) and "ok" or "raised"
+      elseif kind == "future" then out = wait_on(job, env.futures[s[2]])
+      elseif kind == "await" then
+        local h = env.by_loader[s[2]]
+        out = h and wait_on(job, h) or "none yet"
+      elseif kind == "all" then
+        local f, h = env.futures[s[2]], env.by_loader[s[3]]
+        out = wait_on(job, stagehand.all({ f, h or f }))
+      elseif kind == "busy" then
+        env.clock:advance(s[2])
+        out = job:pcall(job.slice, job) and "ok" or "raised"
+      elseif kind == "slot" then
+        if held.release then
+          out = "holds"
+        else
+          local ok, rel = job:pcall(job.slot, job, "p")
+          if ok then held.release, hold = rel, s[2] else out = "raised" end
+        end
+      elseif kind == "fail" then error("the loader broke", 0)
+      else
+        out = more(job, s, n, held) or "ok"
+      end
+      env.say(("%s step %d %s %s"):format(label, n, kind, out))
+      if job.signal.aborted then return "left" end
+      if held.release then
+        hold = hold - 1
+        if hold < 0 then
+          held.release()
+          held.release = nil
+        end
+      end
+    end
+    return result
+  end
+end
+
 --- Watches `orch`'s jobs for a story (the pump and pair scenes): each
 --- start and end is told through say(text), prefixed by `name` if given,
 --- and each job must be watched starting once, then ending once, no
