@@ -384,8 +384,8 @@ function Orchestrator:when_idle(sig)
     job[W] = E.IDLE
     o.idle[job] = true
     -- (No idle check is marked due: with no waiter the mark is never
-    -- cleared, a new orchestrator's starts set, and a world a check found
-    -- busy since is busy still.)
+    -- cleared, a new orchestrator starts with it set, and a world a check
+    -- found busy since is busy still.)
     o.nidle = o.nidle + 1
   end)
   return h
