@@ -160,13 +160,14 @@ function E.game_now(o)
   return now
 end
 
--- Outside a step, the time of the settle under way, for each wait it ends
--- (settle.wake) or each group it moves (settle.changed): the clock is read
--- once per settle (settle.seq), not once per waiter (a future that 10,000
--- loaders await wakes them all at one moment). E.step forgets it. (A
--- number, not what settled: that could hold a loaded texture for as long
--- as nobody steps.)
+-- The time of the settle under way, for each wait it ends (settle.wake)
+-- or each group it moves (settle.changed): o.now inside a step; outside
+-- one, the clock read once per settle (settle.seq), not once per waiter
+-- (a future that 10,000 loaders await wakes them all at one moment).
+-- E.step forgets it. (A number, not what settled: that could hold a loaded
+-- texture for as long as nobody steps.)
 local function settle_time(o)
+  if o.stepping then return o.now end
   local seq = settle.seq
   if o.settle_seq ~= seq then
     o.settle_seq = seq
@@ -834,7 +835,7 @@ settle.wake = function(job, from)
   job[W] = QUEUED
   local o = job[ORCH]
   if o.followed[job] then priority.unfollow(o, job) end
-  B.clock_resume(o.cc, job[CID], o.stepping and o.now or settle_time(o))
+  B.clock_resume(o.cc, job[CID], settle_time(o))
   enqueue(o, job)
 end
 
@@ -858,7 +859,7 @@ settle.changed = function(job, g, freed, left)
   end
   local ow = open_wait[job]
   if ow and ow ~= PAUSED then
-    B.clock_progress(o.cc, job[CID], o.stepping and o.now or settle_time(o))
+    B.clock_progress(o.cc, job[CID], settle_time(o))
     open_wait[job] = settle.seq
     if freed and follows_in(o, g) ~= nil then
       B.clock_pause(o.cc, job[CID])
