@@ -63,7 +63,6 @@ end
 -- so its loops call next plainly. (jit_spec checks that no function of
 -- stagehand's holds a specialised loop.)
 local each = next
-M.each = each
 
 --- A counted set's members as a list, sorted by `before` if given.
 function M.members(set, before)
