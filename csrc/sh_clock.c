@@ -101,7 +101,7 @@ static entry *get(const sh_clock *c, int32_t id) {
 int sh_clock_start(sh_clock *c, int32_t id, double stall_ms, double now) {
   entry *e;
   int rc;
-  if (!c || !valid_time(now) || !(stall_ms > 0) || isinf(stall_ms)) return SH_EINVAL;
+  if (!c || !valid_time(now) || !(stall_ms > 0)) return SH_EINVAL; /* (inf: never stalls) */
   rc = sh__heap_reserve(&c->heap, id);
   if (rc != SH_OK) return rc;
   if (c->heap.pos_cap > c->cap) {
@@ -201,7 +201,7 @@ double sh_clock_next_due(const sh_clock *c, double now) {
   double d;
   if (!c || !c->visible || !valid_time(now)) return -1;
   top = sh__heap_top(&c->heap);
-  if (!top) return -1;
+  if (!top || isinf(top->key)) return -1; /* (only clocks that never stall) */
   d = top->key - vnow(c, now);
   return d > 0 ? d : 0;
 }

@@ -127,6 +127,9 @@ int sh_pin_library(void);
  * only. A paused id (a job waiting on another job) cannot stall; resume
  * counts as progress.
  *
+ * A stall time of infinity (HUGE_VAL) is a clock that never stalls: it is
+ * started, paused and stopped like any other, and next_due ignores it.
+ *
  * pop_stalled returns one stalled id (the earliest deadline, then the
  * lowest id, whenever earlier checks ran) and stops its clock, or -1 when
  * none is due.

@@ -144,20 +144,23 @@ describe("job:await", function()
 
   it("raises a clear error when called from a coroutine that is not the job's", function()
     local f = stagehand.future()
+    local seen
     local h = orch:run("nested", function(job)
       local co = coroutine.create(function() return job:await(f) end)
       local _, yielded = coroutine.resume(co)
       local ok, err = coroutine.resume(co, "not stagehand")
-      job:sleep(1) -- the job itself goes on waiting normally
-      return tostring(yielded), ok, err
+      seen = { tostring(yielded), ok, err }
+      job:sleep(1) -- the job's next wait finds the misplaced one: it fails
+      return "unreached"
     end)
     f:resolve() -- must not wake the job through the misplaced wait
     T.settle(orch, 10, 1)
-    local st, yielded, ok, err = h:result()
-    assert.equal("done", st)
-    assert.matches("wait only in the job's coroutine", yielded, 1, true)
-    assert.is_false(ok)
-    assert.matches("inside the job's own work", err, 1, true)
+    local st, e = h:result()
+    assert.equal("failed", st)
+    assert.matches("job:await in nested could not suspend the job", e.cause, 1, true)
+    assert.matches("wait only in the job's coroutine", seen[1], 1, true)
+    assert.is_false(seen[2])
+    assert.matches("inside the job's own work", seen[3], 1, true)
     assert.no_leaks(orch)
   end)
 

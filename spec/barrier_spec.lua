@@ -50,7 +50,7 @@ describe(":barrier", function()
     assert.equal("stalled", b.settled:state())
     assert.is_true(stagehand.is_error(caught, "stalled"))
     assert.same({ "portrait:mage" }, caught.missing)
-    assert.same({ "[stagehand] Party portraits made no progress for 2 s." }, lines)
+    assert.same({ "[stagehand] Party portraits made no progress for 2 s. Missing: portrait:mage." }, lines)
   end)
 
   it("counts each arrival as progress", function()

@@ -296,17 +296,45 @@ end)
 
 if _VERSION == "Lua 5.1" and not rawget(_G, "jit") then
   describe("a wait inside a plain pcall on Lua 5.1", function()
-    it("fails to yield but leaves the job working for its next wait", function()
+    -- It used to leave the job running with its wait still registered: the
+    -- future's resolve then woke a job parked nowhere.
+    it("fails the job with a message that says where waits may be made", function()
       local orch = T.new { log = function() end }
       local f = stagehand.future()
+      local caught
       local h = orch:run("x", function(job)
-        local ok = pcall(job.await, job, f)
+        local ok, err = pcall(job.await, job, f)
+        caught = { ok, err }
         f:resolve("resolved while not parked")
         job:sleep(10)
-        return ok, "went on"
+        return "unreached"
       end)
       T.settle(orch, 100, 10)
-      assert.same({ "done", false, "went on" }, { h:result() })
+      local st, err = h:result()
+      assert.equal("failed", st)
+      assert.is_false(caught[1])
+      assert.matches("in x could not suspend the job", err.cause, 1, true)
+      assert.matches("use job:pcall", err.cause, 1, true)
+      assert.no_leaks(orch)
+    end)
+
+    it("fails a job whose pcall'd wait was its last act", function()
+      local orch = T.new { log = function() end, pools = { p = 1 } }
+      local hold = stagehand.future()
+      orch:run("holder", function(job)
+        local release = job:slot("p")
+        job:await(hold)
+        release()
+      end)
+      local h = orch:run("x", function(job)
+        pcall(job.slot, job, "p")
+        return "done?"
+      end)
+      orch:step()
+      assert.equal("failed", h:state())
+      assert.same({ capacity = 1, in_use = 1, waiting = 0 }, orch:pools().p)
+      hold:resolve()
+      T.settle(orch, 10, 1)
       assert.no_leaks(orch)
     end)
   end)

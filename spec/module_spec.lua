@@ -66,7 +66,7 @@ describe(".new", function()
     { { stall_ms = -1 }, "stall_ms" },
     { { stall_ms = "20" }, "stall_ms" },
     { { check_ms = 0 }, "check_ms" },
-    { { remember = 0 }, "remember" },
+    { { remember = -1 }, "remember" },
     { { remember = 2.5 }, "remember" },
     { { slice_ms = -1 }, "slice_ms" },
     { { ranks = {} }, "ranks" },

@@ -563,6 +563,7 @@ describe("slot pools", function()
 
     it("raises a clear error for a slot wait made in a coroutine that is not the job's", function()
       local orch = quiet { pools = { p = 1 } }
+      local seen
       local hold = stagehand.future()
       local holder = orch:run("holder", function(job)
         local release = job:slot("p")
@@ -573,17 +574,18 @@ describe("slot pools", function()
         local co = coroutine.create(function() return job:slot("p") end)
         local _, yielded = coroutine.resume(co) -- the pool is full: the wait parks
         local ok, err = coroutine.resume(co, "not stagehand")
-        local release = job:slot("p") -- the job itself then waits normally
-        release()
-        return tostring(yielded), ok, err
+        seen = { tostring(yielded), ok, err }
+        job:slot("p") -- the job's next wait finds the misplaced one: it fails
+        return "unreached"
       end)
       hold:resolve()
       T.settle(orch, 10, 1)
-      local st, yielded, ok, err = h:result()
-      assert.equal("done", st)
-      assert.matches("wait only in the job's coroutine", yielded, 1, true)
-      assert.is_false(ok)
-      assert.matches("job:slot must be called from inside the job's own work (nested)", err, 1, true)
+      local st, e = h:result()
+      assert.equal("failed", st)
+      assert.matches("job:slot in nested could not suspend the job", e.cause, 1, true)
+      assert.matches("wait only in the job's coroutine", seen[1], 1, true)
+      assert.is_false(seen[2])
+      assert.matches("job:slot must be called from inside the job's own work (nested)", seen[3], 1, true)
       assert.equal("done", holder:state())
       assert.same({ capacity = 1, in_use = 0, waiting = 0 }, orch:pools().p)
       assert.no_leaks(orch)

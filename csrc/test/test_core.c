@@ -196,7 +196,7 @@ static void clock_refuses_bad_input(void) {
   CHECK(sh_clock_start(c, 0, 0, 0) == SH_EINVAL);
   CHECK(sh_clock_start(c, 0, -5, 0) == SH_EINVAL);
   CHECK(sh_clock_start(c, 0, NAN, 0) == SH_EINVAL);
-  CHECK(sh_clock_start(c, 0, INFINITY, 0) == SH_EINVAL);
+  CHECK(sh_clock_start(c, 0, -INFINITY, 0) == SH_EINVAL);
   CHECK(sh_clock_start(c, 0, 10, NAN) == SH_EINVAL);
   CHECK(sh_clock_progress(c, 0, 0) == SH_EINVAL);
   CHECK(sh_clock_progress(c, 1 << 30, 0) == SH_EINVAL);
@@ -208,6 +208,30 @@ static void clock_refuses_bad_input(void) {
   CHECK(sh_clock_check(c) == SH_OK);
   sh_clock_free(c);
   sh_clock_free(NULL);
+}
+
+/* A stall time of infinity never stalls, and next_due does not count it;
+ * the clock still starts, pauses, resumes and stops like any other. */
+static void clock_of_infinity_never_stalls(void) {
+  sh_clock *c = sh_clock_new();
+  CHECK(sh_clock_start(c, 0, INFINITY, 0) == SH_OK);
+  CHECK(sh_clock_next_due(c, 0) == -1);
+  CHECK(sh_clock_pop_stalled(c, 1e300) == -1);
+  CHECK(sh_clock_start(c, 1, 50, 0) == SH_OK);
+  CHECK(sh_clock_next_due(c, 0) == 50);
+  CHECK(sh_clock_pop_stalled(c, 60) == 1);
+  CHECK(sh_clock_next_due(c, 60) == -1);
+  CHECK(sh_clock_pause(c, 0) == SH_OK);
+  CHECK(sh_clock_resume(c, 0, 70) == SH_OK);
+  CHECK(sh_clock_progress(c, 0, 80) == SH_OK);
+  CHECK(sh_clock_pop_stalled(c, 1e300) == -1);
+  CHECK(sh_clock_stall_ms(c, 0) == INFINITY);
+  CHECK(sh_clock_stop(c, 0) == SH_OK);
+  CHECK(sh_clock_start(c, 0, 10, 90) == SH_OK); /* the id's old item is re-filed earlier */
+  CHECK(sh_clock_pop_stalled(c, 100) == 0);
+  CHECK(sh_clock_count(c) == 0);
+  CHECK(sh_clock_check(c) == SH_OK);
+  sh_clock_free(c);
 }
 
 /* A model of what each clock should do, checked against the real thing.
@@ -816,6 +840,7 @@ int main(void) {
   clock_paused_never_stalls_and_resume_is_progress();
   clock_stopped_ids_restart_on_their_new_deadline();
   clock_refuses_bad_input();
+  clock_of_infinity_never_stalls();
   clock_random_sequences_keep_invariants();
   clock_running_back_never_brings_a_deadline_forward();
   timers_pop_in_due_then_added_order();

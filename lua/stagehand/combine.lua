@@ -1,10 +1,13 @@
 -- Awaitables made of others: all, all_settled, abortable.
 local settle = require "stagehand.settle"
+local raise = require("stagehand.errors").raise
 local signal = require "stagehand.signal"
 local jobm = require "stagehand.job"
 local F = require "stagehand.fields"
 local is_job, STATE = F.is_job, F.STATE
 local nest = require "stagehand.nest"
+local options = require "stagehand.options"
+local errors = require "stagehand.errors"
 
 local M = {}
 
@@ -90,14 +93,21 @@ local function settle_group(g, st, v)
 end
 
 local function parts_of(list, name)
-  if type(list) ~= "table" then
-    error("bad argument 'list' to " .. name .. ": expected a list of awaitables, got " .. type(list), 3)
+  if type(list) ~= "table" or getmetatable(list) ~= nil and list.__settle then
+    raise("bad argument 'list' to " .. name .. ": expected a list of awaitables, got "
+      .. (type(list) == "table" and "an awaitable (wrap it in a list: {x})" or type(list)), 3)
+  end
+  local extra = options.first_non_list_key(list)
+  if extra ~= nil then
+    raise("bad argument 'list' to " .. name .. ": expected a list of awaitables, got a table with key "
+      .. (type(extra) == "string" and string.format("%q", extra) or options.describe(extra))
+      .. " (a list has only the keys 1 to n)", 3)
   end
   local parts = {}
   for i = 1, #list do
     local s = jobm.Job.as_settle(list[i])
     if s == nil then
-      error("bad argument 'list' to " .. name .. ": item " .. i .. " is not awaitable (" .. type(list[i]) .. ")", 3)
+      raise("bad argument 'list' to " .. name .. ": item " .. i .. " is not awaitable (" .. type(list[i]) .. ")", 3)
     end
     s._seen = true
     parts[i] = s
@@ -310,6 +320,66 @@ function M.all_settled(list)
   return gather(parts, "all settled of " .. #parts, settled_part)
 end
 
+-- any: the first part done settles it with its values; a part that ends
+-- otherwise leaves its Error in g.values, and once every part has, the
+-- group fails with all of them.
+local function any_part(e, st, v)
+  local g = e.g
+  if g._st then return end
+  if st == "done" then
+    settle_group(g, "done", v)
+    return
+  end
+  g.values[e.i] = v
+  local left = g.left - 1
+  g.left = left
+  if left == 0 then
+    settle_group(g, "failed", M.every_part_failed(g.what, g.values))
+  else
+    part_settled(g, e.i, st)
+  end
+end
+
+--- The Error of an `any` whose every part failed: `errors` lists each
+--- part's, in list order.
+function M.every_part_failed(what, errs)
+  local shown = {}
+  for i = 1, math.min(#errs, 3) do
+    local e = errs[i]
+    shown[i] = getmetatable(e) == errors.Error and errors.quoted(e) or errors.one_line(e)
+  end
+  if #errs > 3 then shown[#shown + 1] = "and " .. (#errs - 3) .. " more" end
+  local msg = what .. " failed: no part ended done"
+  if #errs > 0 then msg = msg .. " (" .. table.concat(shown, "; ") .. ")" end
+  return errors.new("failed", what, msg, { errors = errs })
+end
+
+-- race: the first part to end settles it as that part ended.
+local function race_part(e, st, v)
+  settle_group(e.g, st, v)
+end
+
+--- An awaitable of the first part to end done (its values); it fails only
+--- when every part failed, with an Error whose `errors` lists each part's.
+function M.any(list)
+  local parts = parts_of(list, "any")
+  if #parts == 0 then -- (none can end done)
+    local g = setmetatable({ parts = parts, what = "any of 0", values = {}, left = 0 }, Group)
+    settle.settle(g, "failed", M.every_part_failed(g.what, {}))
+    return g
+  end
+  return gather(parts, "any of " .. #parts, any_part)
+end
+
+--- An awaitable that ends as the first of its parts to end, done or not.
+function M.race(list)
+  local parts = parts_of(list, "race")
+  if #parts == 0 then
+    raise("bad argument 'list' to race: expected a list of at least one awaitable (a race of none never ends)", 2)
+  end
+  return gather(parts, "race of " .. #parts, race_part)
+end
+
 -- abortable: the part ended first (e is its listener), or the signal
 -- aborted first (e is the same table, watched by the signal).
 local function abortable_part(e, st, v)
@@ -327,10 +397,10 @@ end
 function M.abortable(awaitable, sig)
   local part = jobm.Job.as_settle(awaitable)
   if part == nil then
-    error("bad argument 'awaitable' to abortable: expected a Handle, Future or awaitable, got " .. type(awaitable), 2)
+    raise("bad argument 'awaitable' to abortable: expected a Handle, Future or awaitable, got " .. type(awaitable), 2)
   end
   if not signal.is_signal(sig) then
-    error("bad argument 'signal' to abortable: expected a Signal, got " .. type(sig), 2)
+    raise("bad argument 'signal' to abortable: expected a Signal, got " .. type(sig), 2)
   end
   -- (Unlike all's, its part is heard only while it listens, or if it had
   -- ended: one it gave up on is nobody's, and its failure is logged.)

@@ -228,6 +228,8 @@ function E.record(job, ended_at, cache)
     started_at = job[STARTED],
     ended_at = ended_at,
     error = err and tostring(err) or nil,
+    done = rawget(job, "done_n"), -- (job:progress(done, total): how far it is)
+    total = rawget(job, "total_n"),
   }
   if slot and job[W] then
     rec.waiting_on, rec.waiting_since = E.describe_wait(job), job[SINCE] or nil
@@ -273,8 +275,8 @@ local function unpark(job)
   if not w or w == QUEUED or w == KEYWAIT then return end
   if w == SLEEP then
     timers_cancel(job[ORCH].tm, job[CID])
-  elseif not job[CO] then
-    return -- a job with no work of its own (a barrier): nothing to leave
+  elseif w == E.IDLE or rawget(job, "barrier") then
+    return -- a job with no work of its own: nothing to leave
   else
     settle.unlisten(w, job)
     priority.unfollow(job[ORCH], job)
@@ -406,7 +408,7 @@ function E.report_unhandled(o)
     if not seen then
       local err = job[OUT]
       local msg = "[stagehand] " .. job[LABEL] .. " failed and nobody waited on it: "
-        .. errors.show(err.cause)
+        .. errors.describe_raised(err.cause)
       if err.traceback then msg = msg .. "\n" .. err.traceback end
       logm.guard(nil, "the log function", o.log, msg)
     end
@@ -448,6 +450,15 @@ local function body(work, job) return pack(work(job)), DONE end
 local function after_resume(job, co, prev, prev_at, ok, a, done)
   E.current, E.current_at = prev, prev_at
   if a == PARK and ok then return end
+  if job[W] and not job[STATE] then
+    -- A wait marked the job parked, but its yield never reached here: it
+    -- was made where the coroutine cannot yield, or in a coroutine of the
+    -- game's own. The job leaves what it waited on and fails, saying so.
+    local err = E.unyielded(job, not ok and a or nil)
+    job[CO] = false
+    E.fail(job, err, traceback(co, err))
+    return
+  end
   if done == DONE and ok then
     local packed = a
     job[CO] = false
@@ -458,7 +469,7 @@ local function after_resume(job, co, prev, prev_at, ok, a, done)
   if not ok then
     job[CO] = false
     if job[STATE] then return end
-    E.fail(job, a, traceback(co, errors.show(a)))
+    E.fail(job, a, traceback(co, errors.describe_raised(a)))
     return
   end
   do
@@ -548,7 +559,7 @@ local function misplaced(job, what, level)
   if not is_job(job) then -- (the public methods ask first: this is for anything else)
     require("stagehand.options").bad_self("job:" .. what, "a job (the one its work receives)", job, level + 1)
   end
-  error("job:" .. what .. " must be called from inside the job's own work (" .. job[LABEL]
+  errors.raise("job:" .. what .. " must be called from inside the job's own work (" .. job[LABEL]
     .. "), not from another coroutine", level + 1)
 end
 
@@ -567,6 +578,27 @@ local function raise_ended(job)
   error(err, 0)
 end
 
+-- Raises at a wait made after the job ended (a pcall that caught its end
+-- and waited again, or a job kept and used later): which method, on which
+-- job, and where in the game's code. The Error keeps the end's kind and
+-- what caused it.
+function E.raise_late(job, what)
+  local n = (late[job] or 0) + 1
+  late[job] = n
+  if n > LATE_LIMIT and E.current == job then
+    job[CO] = false
+    co_yield(PARK) -- never resumed: the coroutine is dropped
+  end
+  local st, ended = job[STATE], job[OUT]
+  local at = errors.where(3)
+  local msg = "job:" .. what .. ": \"" .. job[LABEL] .. "\" has already ended"
+    .. (st ~= "done" and " (" .. st .. ")" or "") .. (at and " (at " .. at .. ")" or "")
+  local fields = { ended = st ~= "done" and ended or nil }
+  if st ~= "done" then fields.cause, fields.reason, fields.missing = ended.cause, ended.reason, ended.missing end
+  local kind = st == "done" and "cancelled" or ended.kind
+  error(errors.new(kind, job[LABEL], msg, fields), 0)
+end
+
 --- Checks a wait is legal: inside the job's run, the job not ended.
 ---
 --- Asking coroutine.running() here would stop LuaJIT's trace on every wait,
@@ -575,14 +607,32 @@ end
 --- a coroutine of the user's own is resumed by the user, with anything else.
 function E.check_wait(job, what)
   if type(job) ~= "table" then misplaced(job, what, 3) end -- (job.sleep(5): a dot for a colon)
-  if job[STATE] then raise_ended(job) end
+  if job[STATE] then E.raise_late(job, what) end
   if E.current ~= job then misplaced(job, what, 3) end
   if job[W] then
     -- A running job still marked as parked: its last wait could not yield
-    -- (on Lua 5.1, a wait inside a plain pcall). Undo that park first.
-    unpark(job)
-    B.clock_resume(job[ORCH].cc, job[CID], read_clock(job[ORCH]))
+    -- (it was made inside a plain pcall on Lua 5.1, or in a coroutine of
+    -- the game's own). The job fails here, leaving what it waited on.
+    local err = E.unyielded(job)
+    E.fail(job, err, traceback(err, 2))
+    error(job[OUT], 0)
   end
+end
+
+-- What a job that made a wait its coroutine could not yield from is told:
+-- where waits may be made. `raised` is what the failed yield raised, if
+-- the job ended with it.
+local WAIT_NAMES = { [QUEUED] = "a wait", [SLEEP] = "job:sleep" } -- (queued: woken since, what it was is gone)
+function E.unyielded(job, raised)
+  local w = job[W]
+  unpark(job)
+  local what = WAIT_NAMES[w] or (type(w) == "table" and w.kind == "pool" and "job:slot")
+    or (type(w) == "table" and w.kind == "budget" and "job:permit") or "job:await"
+  local msg = what .. " in " .. job[LABEL] .. " could not suspend the job: a wait must be made in the"
+    .. " job's own coroutine, not inside a C function's callback (string.gsub, table.sort, ...), a"
+    .. " coroutine of the game's own, or (Lua 5.1) a plain pcall (use job:pcall)"
+  if raised ~= nil then msg = msg .. " [" .. errors.one_line(raised) .. "]" end
+  return msg
 end
 
 local function settled_values(x)
@@ -885,6 +935,41 @@ function E.wake_sleeps(o, now)
   end
 end
 
+---------------------------------------------------------------------------
+-- Timeouts (orch:timeout): signals that abort at a time of this
+-- orchestrator's clock. o.timeouts is kept sorted by due time, equal ones
+-- in the order they were made; a game makes a few, so insertion is a walk.
+
+function E.add_timeout(o, due, sig, ms)
+  local ts = o.timeouts
+  local i = #ts
+  while i > 0 and ts[i].due > due do
+    ts[i + 1] = ts[i]
+    i = i - 1
+  end
+  ts[i + 1] = { due = due, sig = sig, ms = ms }
+end
+
+--- Aborts every timeout due by `now`, earliest first.
+function E.fire_timeouts(o, now)
+  local ts = o.timeouts
+  while ts[1] ~= nil and ts[1].due <= now do
+    local t = table.remove(ts, 1)
+    signal.abort(t.sig, errors.new("timeout", "orch:timeout",
+      "timed out after " .. errors.ms(t.ms) .. " ms", { ms = t.ms }))
+  end
+end
+
+-- The earliest due time of a timeout something listens to (a run's signal,
+-- an abortable), or nil: one nobody listens to keeps no host awake.
+local function next_timeout(o)
+  local ts = o.timeouts
+  for i = 1, #ts do
+    if ts[i].sig._ls ~= nil then return ts[i].due end
+  end
+  return nil
+end
+
 function E.check_stalls(o, now)
   local cc, by_slot = o.cc, o.by_slot
   local slot = clock_pop_stalled(cc, now)
@@ -900,7 +985,11 @@ function E.check_stalls(o, now)
       if rc ~= 0 then error("stagehand: the core refused a stall clock (status " .. rc .. ")", 0) end
     elseif job then
       local err = errors.stalled(job[LABEL], B.clock_stall_ms(cc, slot))
-      if job.barrier then err.missing = job.barrier:missing() end
+      if job.barrier then
+        local missing = job.barrier:missing()
+        err.missing = missing
+        err.message = err.message .. " Missing: " .. errors.list_keys(missing) .. "."
+      end
       logm.guard(nil, "the log function", o.log, "[stagehand] " .. err.message)
       E.end_job(job, "stalled", err)
     end
@@ -1112,6 +1201,7 @@ end
 -- step, and E.step passes it on.
 local function step_body(o, now, deadline)
   E.wake_sleeps(o, now)
+  if o.timeouts[1] ~= nil then E.fire_timeouts(o, now) end
   E.slots.new_step(o)
   drain(o, deadline)
   now = o.now
@@ -1155,7 +1245,22 @@ function E.step(o, budget_ms)
   E.report_unhandled(o)
   if not ok then error(err, 0) end
   o.driver.reschedule(o)
+  if o.qn > 0 then return o.nrunning + E.cleanups_queued(o) end
   return o.nrunning
+end
+
+--- Ended jobs whose cleanup (the resume after their aborted wait) is still
+--- queued: a step that left them counts them, so `while step(0) > 0`
+--- leaves nothing behind.
+function E.cleanups_queued(o)
+  local q, cap, i, n = o.q, o.qcap, o.qh, 0
+  for _ = 1, o.qn do
+    local job = q[i]
+    if job and job[STATE] and job[CO] and job[W] == QUEUED then n = n + 1 end
+    i = i + 1
+    if i > cap then i = 1 end
+  end
+  return n
 end
 
 function E.next_wake(o)
@@ -1164,12 +1269,18 @@ function E.next_wake(o)
   if o.qn > 0 or o.grantable or E.slots.budget_waiting(o) then return 0 end
   -- (a when_idle waiter, and something changed since the last idle check)
   if o.idle_dirty and o.nidle > 0 then return 0 end
-  if o.nrunning == 0 then return nil end
+  local tdue = o.timeouts[1] ~= nil and next_timeout(o)
+  if o.nrunning == 0 and not tdue then return nil end
   local now = read_clock(o)
   local best
-  if B.timers_count(o.tm) > 0 then
-    best = B.timers_peek(o.tm) - now
+  if tdue then
+    best = tdue - now
     if best < 0 then best = 0 end
+  end
+  if B.timers_count(o.tm) > 0 then
+    local t = B.timers_peek(o.tm) - now
+    if t < 0 then t = 0 end
+    if best == nil or t < best then best = t end
   end
   local nd = B.clock_next_due(o.cc, now)
   if nd >= 0 then

@@ -1,5 +1,6 @@
 -- Handles: each caller's view of a job it started, joined or waits on.
 local E = require "stagehand.engine"
+local raise = require("stagehand.errors").raise
 local settle = require "stagehand.settle"
 local priority = require "stagehand.priority"
 local list = require "stagehand.list"
@@ -52,6 +53,8 @@ local function bad_self(method, got) options.bad_self(method, "a Handle", got, 3
 ---@return string
 function Handle:state()
   if getmetatable(self) ~= HandleMT then bad_self("h:state", self) end
+  -- (A game polling this hears the end: its failure is not also logged.)
+  if not rawget(self, "_seen") then self._seen = true end
   return self._st or "running"
 end
 
@@ -61,7 +64,7 @@ function Handle:await()
   if getmetatable(self) ~= HandleMT then bad_self("h:await", self) end
   local job = E.current
   if job == nil then
-    error("h:await() must be called inside a job (" .. self[1][LABEL]
+    raise("h:await() must be called inside a job (" .. self[1][LABEL]
       .. "); outside jobs use orch:wait(h, timeout_ms)", 2)
   end
   return E.await(job, self)

@@ -37,6 +37,13 @@ M.all = combine.all
 --- An awaitable of a list of {state =, value =, error =}; it never fails.
 ---@type fun(list: any[]): stagehand.Group
 M.all_settled = combine.all_settled
+--- An awaitable of the first part to end done (its values); it fails only
+--- when every part failed, with an Error whose `errors` lists each part's.
+---@type fun(list: any[]): stagehand.Group
+M.any = combine.any
+--- An awaitable that ends as the first part to end, done or not.
+---@type fun(list: any[]): stagehand.Group
+M.race = combine.race
 --- True when e is a stagehand.Error (of kind, when given).
 ---@type fun(e: any, kind: string?): boolean
 M.is_error = errors.is_error

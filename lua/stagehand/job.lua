@@ -1,5 +1,6 @@
 -- The job object a job's `work` receives.
 local E = require "stagehand.engine"
+local raise = require("stagehand.errors").raise
 local B = require "stagehand.backend"
 local signal = require "stagehand.signal"
 local settle = require "stagehand.settle"
@@ -32,9 +33,27 @@ local function is_callable(v)
   return mt ~= nil and type(mt) == "table" and mt.__call ~= nil
 end
 
---- The job advanced: resets its stall clock.
-function Job:progress()
+local function bad_progress(arg, expected, got)
+  options.fail("job:progress", arg, expected, got, 3)
+end
+
+--- The job advanced: resets its stall clock. `done` and `total`, when
+--- given (0 <= done <= total), say how far it is, for progress bars and
+--- report().
+---@param done number?
+---@param total number?
+function Job:progress(done, total)
   check_self(self, "progress")
+  if done ~= nil or total ~= nil then
+    if type(done) ~= "number" or done ~= done or done < 0 or done == math.huge then
+      bad_progress("done", "a finite number >= 0", done)
+    end
+    if type(total) ~= "number" or total ~= total or total == math.huge then
+      bad_progress("total", "a finite number >= done (" .. tostring(done) .. ")", total)
+    end
+    if done > total then bad_progress("done", "a number <= total (" .. tostring(total) .. ")", done) end
+    if self[STATE] == false then rawset(self, "done_n", done); rawset(self, "total_n", total) end
+  end
   local slot = self[CID]
   if slot then
     local o = self[ORCH]
@@ -84,7 +103,7 @@ function Job:await(x)
   local s = as_settle(x)
   if s == nil then
     E.check_wait(self, "await")
-    error("bad argument 'x' to await: expected a Handle, Future or awaitable (a table with on_end), got "
+    raise("bad argument 'x' to await: expected a Handle, Future or awaitable (a table with on_end), got "
       .. type(x), 2)
   end
   return E.await(self, s)
@@ -99,7 +118,7 @@ function Job:call(fn, ...)
   check_self(self, "call")
   E.check_wait(self, "call")
   if not is_callable(fn) then
-    error("bad argument 'fn' to call: expected a function, got " .. type(fn), 2)
+    raise("bad argument 'fn' to call: expected a function, got " .. type(fn), 2)
   end
   local box = settle.box("a callback")
   local n = select("#", ...)
@@ -136,7 +155,7 @@ function Job:permit(name) return E.slots.permit(self, name) end
 function Job:sleep(ms)
   check_self(self, "sleep")
   if type(ms) ~= "number" or ms < 0 or ms ~= ms then
-    error("bad argument 'ms' to sleep: expected a number >= 0, got " .. tostring(ms), 2)
+    raise("bad argument 'ms' to sleep: expected a number >= 0, got " .. tostring(ms), 2)
   end
   return E.sleep(self, ms)
 end

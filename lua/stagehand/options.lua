@@ -15,9 +15,14 @@ local function describe(v)
   if type(v) == "string" then return string.format("%q", v) end
   return show(v)
 end
+M.describe = describe
+
+-- (errors.raise, not error: the position named is the game's line even
+-- when stagehand's own frames, or a tail call, lie between.)
+local raise = require("stagehand.errors").raise
 
 function M.fail(fn, arg, expected, got, level)
-  error("bad argument '" .. arg .. "' to " .. fn .. ": expected " .. expected .. ", got " .. describe(got), (level or 2) + 1)
+  raise("bad argument '" .. arg .. "' to " .. fn .. ": expected " .. expected .. ", got " .. describe(got), (level or 2) + 1)
 end
 
 --- A method called on something other than its object: most often a dot
@@ -25,11 +30,15 @@ end
 --- which shifts every argument by one. `method` is written as called
 --- ("orch:run"); `level` as for error, from the caller of bad_self.
 function M.bad_self(method, expected, got, level)
-  error("bad self to " .. method .. ": expected " .. expected .. ", got " .. describe(got)
+  raise("bad self to " .. method .. ": expected " .. expected .. ", got " .. describe(got)
     .. " (call it with a colon: " .. method .. "(...))", (level or 2) + 1)
 end
 
 local function positive(v) return type(v) == "number" and v > 0 and v < math.huge end
+-- A stall time: a number > 0, or math.huge for a job that never stalls by
+-- its own clock.
+local function stall_time(v) return type(v) == "number" and v > 0 end
+M.STALL_EXPECTED = "a number > 0 (math.huge: never stall)"
 
 -- The largest slot pool capacity and per-step ops budget: the core counts
 -- in 32-bit integers, and no more jobs than its 2^24 ids can run at once,
@@ -110,12 +119,12 @@ function M.new_options(opts, has_luv)
   if opts.clock ~= nil and not callable(opts.clock) then bad("clock", "a function returning ms", opts.clock) end
   o.clock = opts.clock
   o.stall_ms = opts.stall_ms or 20000
-  if not positive(o.stall_ms) then bad("stall_ms", "a number > 0", opts.stall_ms) end
+  if not stall_time(o.stall_ms) then bad("stall_ms", M.STALL_EXPECTED, opts.stall_ms) end
   o.check_ms = opts.check_ms or 1000
   if not positive(o.check_ms) then bad("check_ms", "a number > 0", opts.check_ms) end
   o.remember = opts.remember or 256
-  if type(o.remember) ~= "number" or o.remember < 1 or o.remember % 1 ~= 0 or o.remember == math.huge then
-    bad("remember", "a positive integer", opts.remember)
+  if type(o.remember) ~= "number" or o.remember < 0 or o.remember % 1 ~= 0 or o.remember == math.huge then
+    bad("remember", "a whole number >= 0 (0: remember nothing)", opts.remember)
   end
   o.slice_ms = opts.slice_ms or 8
   if type(o.slice_ms) ~= "number" or not (o.slice_ms >= 0) or o.slice_ms == math.huge then
@@ -153,18 +162,22 @@ function M.new_options(opts, has_luv)
   return o
 end
 
-local RUN_FIELDS = { key = true, signal = true, stall_ms = true, priority = true }
+local RUN_FIELDS = { key = true, signal = true, stall_ms = true, priority = true, reuse = true }
 
 -- Raises for the unknown field of a run's opts that sorts first.
 local function unknown_run_field(opts, fn, allow_key, lv)
-  local k = first_unknown(opts, RUN_FIELDS, allow_key)
+  local k = M.first_key(opts, function(f)
+    return not RUN_FIELDS[f] or ((f == "key" or f == "reuse") and not allow_key)
+  end)
   M.fail(fn, "opts." .. tostring(k), "a known option (unknown field)", k, lv + 1)
 end
 
 -- Checks one field name of a run's opts; nil is the end of the fields.
 local function known(opts, k, fn, allow_key, lv)
   if k == nil then return false end
-  if not RUN_FIELDS[k] or (k == "key" and not allow_key) then unknown_run_field(opts, fn, allow_key, lv + 1) end
+  if not RUN_FIELDS[k] or ((k == "key" or k == "reuse") and not allow_key) then
+    unknown_run_field(opts, fn, allow_key, lv + 1)
+  end
   return true
 end
 
@@ -176,7 +189,7 @@ function M.run_options(o, opts, fn, is_signal, allow_key, depth)
   if opts == nil then return nil end
   local lv = 3 + (depth or 0)
   if type(opts) ~= "table" then M.fail(fn, "opts", "a table", opts, lv) end
-  -- There are four known fields, so a fifth is unknown. Unrolled rather than
+  -- There are five known fields, so a sixth is unknown. Unrolled rather than
   -- a loop: run is called in games' own hot loops, and LuaJIT aborts a trace
   -- that meets an inner loop it has not compiled yet.
   local k = next(opts)
@@ -188,10 +201,19 @@ function M.run_options(o, opts, fn, is_signal, allow_key, depth)
         k = next(opts, k)
         if known(opts, k, fn, allow_key, lv) then
           k = next(opts, k)
-          if k ~= nil then unknown_run_field(opts, fn, allow_key, lv) end
+          if known(opts, k, fn, allow_key, lv) then
+            k = next(opts, k)
+            if k ~= nil then unknown_run_field(opts, fn, allow_key, lv) end
+          end
         end
       end
     end
+  end
+  if opts.reuse ~= nil and type(opts.reuse) ~= "boolean" then
+    M.fail(fn, "opts.reuse", "a boolean", opts.reuse, lv)
+  end
+  if opts.reuse and opts.key == nil then
+    M.fail(fn, "opts.reuse", "false or nil without opts.key (get-or-load needs a key)", opts.reuse, lv)
   end
   if opts.key ~= nil and (type(opts.key) ~= "string" or opts.key == "") then
     M.fail(fn, "opts.key", "a non-empty string", opts.key, lv)
@@ -199,8 +221,8 @@ function M.run_options(o, opts, fn, is_signal, allow_key, depth)
   if opts.signal ~= nil and not is_signal(opts.signal) then
     M.fail(fn, "opts.signal", "a Signal (stagehand.controller().signal)", opts.signal, lv)
   end
-  if opts.stall_ms ~= nil and not positive(opts.stall_ms) then
-    M.fail(fn, "opts.stall_ms", "a number > 0", opts.stall_ms, lv)
+  if opts.stall_ms ~= nil and not stall_time(opts.stall_ms) then
+    M.fail(fn, "opts.stall_ms", M.STALL_EXPECTED, opts.stall_ms, lv)
   end
   local p = opts.priority
   if p ~= nil and not (type(p) == "function" or (type(p) == "string" and o.rank_of[p])) then

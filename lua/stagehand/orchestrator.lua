@@ -96,6 +96,7 @@ function Orchestrator.new(opts)
     clock_high = 0, -- the latest time read, and what a clock that ran back lost (engine.now)
     clock_shift = 0,
     settle_seq = -1, -- the settle outside a step last read at o.now (engine.settle_time)
+    timeouts = {}, -- orch:timeout's signals still to abort, by due time (engine.add_timeout)
   }, Orchestrator)
   E.init_queue(o)
   keys.init(o)
@@ -177,6 +178,11 @@ function Orchestrator:run(label, work, opts)
     if key then
       local running = self.keyed[key]
       if running then return join(self, running, prio, sig) end
+      if opts.reuse then
+        -- Get-or-load: a remembered `done` settles this call at once.
+        local ended = keys.recall(self, key)
+        if ended and ended[STATE] == "done" then return new_handle(ended, prio) end
+      end
     end
   end
   local now = read_clock(self) -- (first: a clock that fails leaves nothing half made)
@@ -391,6 +397,20 @@ function Orchestrator:when_idle(sig)
   return h
 end
 
+--- A Signal that aborts after `ms` of this orchestrator's clock, with a
+--- `timeout` Error as its reason (math.huge: never).
+---@param ms number
+---@return stagehand.Signal
+function Orchestrator:timeout(ms)
+  check_self(self, "timeout")
+  if type(ms) ~= "number" or ms ~= ms or ms < 0 then options.fail("timeout", "ms", "a number >= 0", ms) end
+  local sig = signal.new_signal(self.log)
+  if ms == math.huge then return sig end
+  E.add_timeout(self, read_clock(self) + ms, sig, ms)
+  if not self.stepping then self.driver.reschedule(self) end
+  return sig
+end
+
 --- Whether a job of `key` is running.
 ---@param key string
 ---@return boolean
@@ -552,6 +572,7 @@ function Orchestrator:dump()
     local s = string.format("  #%d %s [%s, %s] running for %s ms", r.id, r.label, r.state, r.priority,
       errors.ms(now - r.started_at))
     if r.key then s = s .. " key " .. r.key end
+    if r.total then s = s .. " progress " .. errors.ms(r.done) .. "/" .. errors.ms(r.total) end
     if r.waiting_on then
       s = s .. string.format("; waiting on %s for %s ms", r.waiting_on, errors.ms(now - r.waiting_since))
     end

@@ -14,6 +14,7 @@
 -- closure made per listener (LuaJIT cannot compile making one; a group of
 -- 10,000 parts listens to each).
 local logm = require "stagehand.log"
+local raise = require("stagehand.errors").raise
 local options = require "stagehand.options"
 local each = next -- (a table is walked with each, never pairs: see list.lua)
 
@@ -180,7 +181,7 @@ function Base:on_end(fn)
     options.bad_self("h:on_end", "a Handle, Future or awaitable", self, 2)
   end
   if not callable(fn) then
-    error("bad argument 'fn' to on_end: expected a function, got " .. type(fn), 2)
+    raise("bad argument 'fn' to on_end: expected a function, got " .. type(fn), 2)
   end
   if self._st then
     self._seen = true -- (heard now; a subscription that leaves before the end hears nothing)

@@ -11,6 +11,7 @@
 -- Every grant and every release touches the pool's clock group, which each
 -- waiter's stall clock is linked to: a busy pool is not a stall.
 local B = require "stagehand.backend"
+local raise = require("stagehand.errors").raise
 local E = require "stagehand.engine"
 local settle = require "stagehand.settle"
 local each = next -- (a table is walked with each, never pairs: see list.lua)
@@ -215,7 +216,7 @@ local function queue_of(job, what, name)
   local kind = KINDS[what]
   local q = job[ORCH][kind[1]][name]
   if q == nil then
-    error("job:" .. what .. ": no " .. kind[2] .. " named '" .. tostring(name) .. "' (" .. kind[3] .. ")", 3)
+    raise("job:" .. what .. ": no " .. kind[2] .. " named '" .. tostring(name) .. "' (" .. kind[3] .. ")", 3)
   end
   return job[ORCH], q
 end
@@ -225,7 +226,7 @@ function M.slot(job, name)
   if not is_job(job) then options.bad_self("job:slot", "a job (the one its work receives)", job, 2) end
   local o, q = queue_of(job, "slot", name)
   if holds(job[HELD], q) then
-    error("job:slot: " .. job[LABEL] .. " already holds a slot of pool '" .. name
+    raise("job:slot: " .. job[LABEL] .. " already holds a slot of pool '" .. name
       .. "' (asking for a second one is how slot deadlocks start)", 2)
   end
   if B.pool_try_acquire(q.p) == 0 then
