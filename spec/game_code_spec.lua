@@ -550,3 +550,42 @@ describe("a wait where the job's coroutine cannot yield", function()
     end)
   end
 end)
+
+describe("a frame's requests", function()
+  it("compete by priority: one visible asset asked for after thirty background ones gets the first slot", function()
+    local orch = quiet { pools = { decode = 2 } }
+    local order = {}
+    local function asset(name, prio)
+      orch:run("Loading " .. name, function(job)
+        local release = job:slot("decode")
+        order[#order + 1] = name
+        job:sleep(5)
+        release()
+      end, { priority = prio })
+    end
+    -- one frame: the game asks for everything, then steps
+    for i = 1, 30 do asset("bg" .. i, "background") end
+    asset("hero", "visible")
+    asset("hud", "scene")
+    assert.same({}, order) -- nothing granted at the moment of asking
+    orch:step()
+    assert.same({ "hero", "hud" }, order)
+    T.settle(orch, 1000, 5)
+    assert.equal(32, #order)
+    assert.equal("bg1", order[3])
+    assert.no_leaks(orch)
+  end)
+
+  it("compete by priority for permits too", function()
+    local orch = quiet()
+    orch:budget("finalize", { ops = 1 })
+    local order = {}
+    for i = 1, 5 do
+      orch:run("bg" .. i, function(job) job:permit("finalize") order[#order + 1] = "bg" .. i end,
+        { priority = "background" })
+    end
+    orch:run("near", function(job) job:permit("finalize") order[#order + 1] = "near" end, { priority = "visible" })
+    orch:step()
+    assert.same({ "near" }, order)
+  end)
+end)

@@ -131,6 +131,7 @@ describe(".new", function()
     local orch = T.new { pools = { dressing = 2 ^ 24 - 1 } }
     assert.equal(2 ^ 24 - 1, orch:pools().dressing.capacity)
     local h = orch:run("x", function(job) job:slot("dressing")() return 1 end)
+    orch:step()
     assert.same({ "done", 1 }, { h:result() })
   end)
 

@@ -9,13 +9,17 @@ end
 
 -- A job that takes a slot of `pool`, notes its name in `order`, holds the
 -- slot until `gate` resolves, then releases it.
+-- A holder ("holder ...") takes its slot in a step of its own, before the
+-- jobs that queue behind it ask: slots are granted only in steps.
 local function dresser(orch, order, pool, name, gate, opts)
-  return orch:run(name, function(job)
+  local h = orch:run(name, function(job)
     local release = job:slot(pool)
     order[#order + 1] = name
     if gate then job:await(gate) end
     release()
   end, opts)
+  if name:find("^holder") then orch:step() end
+  return h
 end
 
 -- A one-slot pool "p" whose slot a holder keeps until `hold` resolves, so
@@ -30,11 +34,15 @@ end
 
 describe("slot pools", function()
   describe("job:slot", function()
-    it("grants at once while slots are free, and queues the rest", function()
+    it("grants free slots at the next step, never at the moment of asking, and queues the rest", function()
       local orch = quiet { pools = { dressing = 2 } }
       local order = {}
       local gate = stagehand.future()
       for i = 1, 4 do dresser(orch, order, "dressing", "soldier " .. i, gate) end
+      assert.same({}, order)
+      assert.same({ capacity = 2, in_use = 0, waiting = 4 }, orch:pools().dressing)
+      assert.equal(0, orch:next_wake())
+      orch:step()
       assert.same({ "soldier 1", "soldier 2" }, order)
       assert.same({ capacity = 2, in_use = 2, waiting = 2 }, orch:pools().dressing)
       gate:resolve()
@@ -176,7 +184,7 @@ describe("slot pools", function()
       -- Each load got the slot a few bake slices after the one before: not
       -- all of them after the bake ended, as when grants waited for the
       -- queue to run dry.
-      assert.same({ 3, 9, 15, 21, 27 }, got)
+      assert.same({ 6, 12, 18, 24, 30 }, got)
       assert.equal(40, baked)
       assert.no_leaks(orch)
     end)
@@ -229,6 +237,7 @@ describe("slot pools", function()
       local order = {}
       local hold = stagehand.future()
       dresser(orch, order, "armor-builds", "army build 0", hold, { priority = "background" })
+      orch:step() -- (it takes the slot before the rest ask)
       for i = 1, 5 do
         dresser(orch, order, "armor-builds", "army build " .. i, nil, { priority = "background" })
       end
@@ -463,6 +472,7 @@ describe("slot pools", function()
         job.signal:on_abort(release)
         job:sleep(1e6)
       end)
+      orch:step()
       assert.equal(1, orch:pools().p.in_use)
       f:resolve()
       assert.equal(0, orch:pools().p.in_use)
@@ -537,6 +547,7 @@ describe("slot pools", function()
         job:slot("p")
         job:slot("p")
       end)
+      orch:step()
       local _, err = h:result()
       assert.matches("already holds a slot of pool 'p'", tostring(err.cause), 1, true)
       assert.equal(0, orch:pools().p.in_use)
@@ -553,6 +564,7 @@ describe("slot pools", function()
         job:slot("disk") -- a pool it does not hold is still granted
         return ok
       end)
+      orch:step()
       assert.matches("already holds a slot of pool 'cpu'", tostring(got), 1, true)
       assert.same({ "done", false }, { h:result() })
       for name, cap in pairs { cpu = 2, gpu = 1, disk = 1 } do
@@ -606,6 +618,7 @@ describe("slot pools", function()
       local order = {}
       local gate = stagehand.future()
       for i = 1, 4 do dresser(orch, order, "p", "j" .. i, gate) end
+      orch:step()
       assert.same({ "j1" }, order)
       orch:pool("p", 3)
       orch:step()
@@ -654,6 +667,7 @@ describe("slot pools", function()
       assert.has_error(function() orch:pool(nil, 1) end)
       orch:pool("p", 1)
       local h = orch:run("x", function(job) job:slot("p") return 1 end)
+      orch:step()
       assert.same({ "done", 1 }, { h:result() })
     end)
   end)

@@ -229,11 +229,8 @@ function M.slot(job, name)
     raise("job:slot: " .. job[LABEL] .. " already holds a slot of pool '" .. name
       .. "' (asking for a second one is how slot deadlocks start)", 2)
   end
-  if B.pool_try_acquire(q.p) == 0 then
-    touch(o, q)
-    B.clock_progress(o.cc, job[CID], o.now)
-    return hold(o, job, q)
-  end
+  -- (Never granted here, even from a free pool: grants are made in the
+  -- step's grant rounds, so a frame's requests compete by priority.)
   return M.wait(job, q)
 end
 
@@ -255,9 +252,9 @@ function M.wait(job, q)
     B.clock_join(o.cc, slot, q.clock_group)
     job[WAITQ] = q
     -- (A budget grants once a step has run everything: the step must know.
-    -- A pool needs no round for a new waiter: it queued because the pool
-    -- was full, or behind waiters a release or a resize already marked.)
-    if q.kind == "budget" then
+    -- A pool needs a round for a new waiter only when it has a slot free;
+    -- a full one is marked by the release or resize that frees one.)
+    if q.kind == "budget" or B.pool_grantable(q.p) > 0 then
       dirty(o, q)
       if not o.stepping then o.driver.reschedule(o) end
     end
