@@ -250,6 +250,8 @@ static int l_pool_next_live(lua_State *L) {
   lua_Number a = luaL_checknumber(L, 2);
   return ret_int(L, sh_pool_next_live(p, a < 0 ? -1 : check_id(L, 2)));
 }
+static int l_pool_new_reads(lua_State *L) { return ret_int(L, sh_pool_new_reads(POOL(L))); }
+static int l_pool_next_unread(lua_State *L) { return ret_int(L, sh_pool_next_unread(POOL(L))); }
 static int l_pool_grantable(lua_State *L) { return ret_int(L, sh_pool_grantable(POOL(L))); }
 static int l_pool_best(lua_State *L) { return ret_int(L, sh_pool_best(POOL(L))); }
 static int l_pool_rank_of(lua_State *L) {
@@ -338,6 +340,8 @@ static const luaL_Reg funcs[] = {
     {"pool_fix_rank", l_pool_fix_rank},
     {"pool_forget_group", l_pool_forget_group},
     {"pool_next_live", l_pool_next_live},
+    {"pool_new_reads", l_pool_new_reads},
+    {"pool_next_unread", l_pool_next_unread},
     {"pool_grantable", l_pool_grantable},
     {"pool_best", l_pool_best},
     {"pool_rank_of", l_pool_rank_of},

@@ -4,8 +4,15 @@
 #include <stdlib.h>
 
 /* Waiters are linked into their group's queue through the waiter table
- * (indexed by id); groups with waiters are linked into an active list so
- * a grant visits only them. */
+ * (indexed by id); groups with waiters are linked into an active list, and
+ * kept in a binary heap by (rank, arrival of their oldest waiter), so the
+ * best waiter is the top group's head and a grant costs O(log groups).
+ *
+ * Ranks are read in epochs (a host's step): new_reads starts one, and
+ * next_unread hands out each active group whose rank is not fixed and was
+ * not set in this epoch, once; a group that turns active later in the
+ * epoch is handed out then. So a host reads each of its priority sources
+ * once an epoch, however many grants it makes. */
 
 typedef struct waiter {
   uint64_t seq; /* arrival order; 0 when not waiting */
@@ -18,6 +25,9 @@ typedef struct group {
   int32_t rank;
   int32_t prev, next; /* within the active list, -1 at the ends */
   int32_t fixed;      /* its rank never changes: next_live skips it */
+  int32_t hpos;       /* index + 1 in the heap; 0 when not active */
+  uint32_t read;      /* the epoch its rank was last set in */
+  int32_t unread;     /* it is on the unread stack */
 } group;
 
 struct sh_pool {
@@ -28,6 +38,11 @@ struct sh_pool {
   size_t ngroups;
   int32_t active; /* first active group, or -1 */
   uint64_t next_seq;
+  int32_t *heap; /* active groups, best first; room for ngroups */
+  size_t heap_len;
+  int32_t *stack; /* groups to read in this epoch; room for ngroups */
+  size_t stack_len;
+  uint32_t epoch;
 };
 
 #ifdef SH_DEBUG_CHECKS
@@ -42,6 +57,7 @@ sh_pool *sh_pool_new(void) {
   if (!p) return NULL;
   p->active = -1;
   p->next_seq = 1;
+  p->epoch = 1;
   return p;
 }
 
@@ -49,7 +65,72 @@ void sh_pool_free(sh_pool *p) {
   if (!p) return;
   free(p->waiters);
   free(p->groups);
+  free(p->heap);
+  free(p->stack);
   free(p);
+}
+
+/* The heap of active groups: a group ranks before another by its rank,
+ * then by its oldest waiter's arrival (distinct across groups). */
+static int better(const sh_pool *p, int32_t a, int32_t b) {
+  const group *ga = &p->groups[a], *gb = &p->groups[b];
+  if (ga->rank != gb->rank) return ga->rank < gb->rank;
+  return p->waiters[ga->head].seq < p->waiters[gb->head].seq;
+}
+
+static void hplace(sh_pool *p, size_t i, int32_t g) {
+  p->heap[i] = g;
+  p->groups[g].hpos = (int32_t)(i + 1);
+}
+
+static void sift_up(sh_pool *p, size_t i) {
+  int32_t g = p->heap[i];
+  while (i > 0) {
+    size_t up = (i - 1) / 2;
+    if (!better(p, g, p->heap[up])) break;
+    hplace(p, i, p->heap[up]);
+    i = up;
+  }
+  hplace(p, i, g);
+}
+
+static void sift_down(sh_pool *p, size_t i) {
+  int32_t g = p->heap[i];
+  for (;;) {
+    size_t l = 2 * i + 1, b;
+    if (l >= p->heap_len) break;
+    b = l;
+    if (l + 1 < p->heap_len && better(p, p->heap[l + 1], p->heap[l])) b = l + 1;
+    if (!better(p, p->heap[b], g)) break;
+    hplace(p, i, p->heap[b]);
+    i = b;
+  }
+  hplace(p, i, g);
+}
+
+/* Group g's rank or oldest waiter changed: it takes its new place. */
+static void reorder(sh_pool *p, int32_t g) {
+  if (p->groups[g].hpos == 0) return;
+  sift_up(p, (size_t)(p->groups[g].hpos - 1));
+  sift_down(p, (size_t)(p->groups[g].hpos - 1));
+}
+
+static void heap_del(sh_pool *p, int32_t g) {
+  size_t i = (size_t)(p->groups[g].hpos - 1);
+  int32_t last = p->heap[--p->heap_len];
+  p->groups[g].hpos = 0;
+  if (i < p->heap_len) {
+    hplace(p, i, last);
+    reorder(p, last);
+  }
+}
+
+/* Group g is to be read in this epoch (once: it is marked while stacked). */
+static void stack_unread(sh_pool *p, int32_t g) {
+  group *gr = &p->groups[g];
+  if (gr->fixed || gr->unread || gr->read == p->epoch) return;
+  gr->unread = 1;
+  p->stack[p->stack_len++] = g;
 }
 
 int sh_pool_set_capacity(sh_pool *p, int32_t capacity) {
@@ -97,8 +178,17 @@ static int grow_waiters(sh_pool *p, int32_t id) {
 static int grow_groups(sh_pool *p, int32_t g) {
   size_t n = p->ngroups ? p->ngroups : 8, i;
   group *gs;
+  int32_t *heap, *stack;
   if ((size_t)g < p->ngroups) return SH_OK;
   while (n <= (size_t)g) n *= 2;
+  /* (The heap and the stack hold each group at most once: with room for
+   * every group, nothing that links a waiter can fail for want of it.) */
+  heap = realloc(p->heap, n * sizeof *heap);
+  if (!heap) return SH_ENOMEM;
+  p->heap = heap;
+  stack = realloc(p->stack, n * sizeof *stack);
+  if (!stack) return SH_ENOMEM;
+  p->stack = stack;
   gs = realloc(p->groups, n * sizeof *gs);
   if (!gs) return SH_ENOMEM;
   for (i = p->ngroups; i < n; i++) {
@@ -106,6 +196,9 @@ static int grow_groups(sh_pool *p, int32_t g) {
     gs[i].count = 0;
     gs[i].rank = 0;
     gs[i].fixed = 0;
+    gs[i].hpos = 0;
+    gs[i].read = 0;
+    gs[i].unread = 0;
   }
   p->groups = gs;
   p->ngroups = n;
@@ -125,6 +218,9 @@ static void joined(sh_pool *p, int32_t g) {
     gr->next = p->active;
     if (p->active >= 0) p->groups[p->active].prev = g;
     p->active = g;
+    hplace(p, p->heap_len++, g);
+    sift_up(p, p->heap_len - 1);
+    stack_unread(p, g);
   }
   p->waiting++;
 }
@@ -163,13 +259,16 @@ int sh_pool_remove(sh_pool *p, int32_t id) {
   gr = &p->groups[g];
   if (w->prev >= 0) p->waiters[w->prev].next = w->next; else gr->head = w->next;
   if (w->next >= 0) p->waiters[w->next].prev = w->prev; else gr->tail = w->prev;
-  w->seq = 0;
-  w->prev = w->next = -1;
   if (--gr->count == 0) { /* no longer active: unlink */
     if (gr->prev >= 0) p->groups[gr->prev].next = gr->next; else p->active = gr->next;
     if (gr->next >= 0) p->groups[gr->next].prev = gr->prev;
     gr->prev = gr->next = -1;
+    heap_del(p, g);
+  } else if (w->prev < 0) {
+    reorder(p, g); /* its oldest waiter left: a later one heads it now */
   }
+  w->seq = 0;
+  w->prev = w->next = -1;
   p->waiting--;
   CHECKED(p);
   return SH_OK;
@@ -203,6 +302,7 @@ int sh_pool_move(sh_pool *p, int32_t id, int32_t g) {
   if (w->next >= 0) p->waiters[w->next].prev = id; else gr->tail = id;
   if (at >= 0) p->waiters[at].next = id; else gr->head = id;
   joined(p, g);
+  if (at < 0 && gr->count > 1) reorder(p, g); /* it heads the group now */
   CHECKED(p);
   return SH_OK;
 }
@@ -224,6 +324,9 @@ int32_t sh_pool_next_group(const sh_pool *p, int32_t after) {
 int sh_pool_set_rank(sh_pool *p, int32_t g, int32_t rank) {
   if (!p || g < 0 || (size_t)g >= p->ngroups) return SH_EINVAL;
   p->groups[g].rank = rank;
+  p->groups[g].read = p->epoch;
+  reorder(p, g);
+  CHECKED(p);
   return SH_OK;
 }
 
@@ -233,7 +336,30 @@ int sh_pool_fix_rank(sh_pool *p, int32_t g, int32_t rank) {
   if ((rc = grow_groups(p, g)) != SH_OK) return rc;
   p->groups[g].rank = rank;
   p->groups[g].fixed = 1;
+  reorder(p, g);
+  CHECKED(p);
   return SH_OK;
+}
+
+int sh_pool_new_reads(sh_pool *p) {
+  size_t i;
+  if (!p) return SH_EINVAL;
+  p->epoch++;
+  for (i = 0; i < p->stack_len; i++) p->groups[p->stack[i]].unread = 0;
+  p->stack_len = 0;
+  for (i = 0; i < p->heap_len; i++) stack_unread(p, p->heap[i]);
+  return SH_OK;
+}
+
+int32_t sh_pool_next_unread(sh_pool *p) {
+  if (!p) return -1;
+  while (p->stack_len > 0) {
+    int32_t g = p->stack[--p->stack_len];
+    group *gr = &p->groups[g];
+    gr->unread = 0;
+    if (gr->count > 0 && !gr->fixed && gr->read != p->epoch) return g;
+  }
+  return -1;
 }
 
 /* A group id given back for reuse (its set of sources is gone, or its
@@ -245,6 +371,7 @@ int sh_pool_forget_group(sh_pool *p, int32_t g) {
   if (p->groups[g].count != 0) return SH_ESTATE;
   p->groups[g].rank = 0;
   p->groups[g].fixed = 0;
+  p->groups[g].read = 0;
   CHECKED(p);
   return SH_OK;
 }
@@ -264,19 +391,8 @@ int32_t sh_pool_grantable(const sh_pool *p) {
 }
 
 int32_t sh_pool_best(const sh_pool *p) {
-  int32_t g, best = -1, best_rank = 0;
-  uint64_t best_seq = 0;
-  if (!p) return -1;
-  for (g = p->active; g >= 0; g = p->groups[g].next) {
-    const group *gr = &p->groups[g];
-    uint64_t seq = p->waiters[gr->head].seq;
-    if (best < 0 || gr->rank < best_rank || (gr->rank == best_rank && seq < best_seq)) {
-      best = gr->head;
-      best_rank = gr->rank;
-      best_seq = seq;
-    }
-  }
-  return best;
+  if (!p || p->heap_len == 0) return -1;
+  return p->groups[p->heap[0]].head;
 }
 
 int32_t sh_pool_rank_of(const sh_pool *p, int32_t id) {
@@ -321,6 +437,20 @@ int sh_pool_check(const sh_pool *p) {
     total += n;
   }
   if (total != p->waiting) return SH_ESTATE;
+  /* the heap: every active group once, each no better than its parent */
+  {
+    size_t nactive = 0;
+    for (g = p->active; g >= 0; g = p->groups[g].next) {
+      int32_t at = p->groups[g].hpos;
+      nactive++;
+      if (at <= 0 || (size_t)at > p->heap_len || p->heap[at - 1] != g) return SH_ESTATE;
+    }
+    if (nactive != p->heap_len) return SH_ESTATE;
+    for (i = 1; i < p->heap_len; i++)
+      if (better(p, p->heap[i], p->heap[(i - 1) / 2])) return SH_ESTATE;
+    for (i = 0; i < p->stack_len; i++)
+      if (!p->groups[p->stack[i]].unread) return SH_ESTATE;
+  }
   for (i = 0; i < p->nwaiters; i++)
     if (p->waiters[i].seq != 0) total--;
   return total == 0 ? SH_OK : SH_ESTATE;

@@ -82,6 +82,8 @@ int sh_pool_set_rank(sh_pool *p, int32_t group, int32_t rank);
 int sh_pool_fix_rank(sh_pool *p, int32_t group, int32_t rank);
 int sh_pool_forget_group(sh_pool *p, int32_t group);
 int32_t sh_pool_next_live(const sh_pool *p, int32_t after);
+int sh_pool_new_reads(sh_pool *p);
+int32_t sh_pool_next_unread(sh_pool *p);
 int32_t sh_pool_grantable(const sh_pool *p);
 int32_t sh_pool_best(const sh_pool *p);
 int32_t sh_pool_rank_of(const sh_pool *p, int32_t id);
@@ -163,8 +165,14 @@ int sh_pin_library(void);
  * walks only the active groups whose rank is not fixed: those the caller
  * must read again. move files a waiting id under another group, keeping
  * its arrival (a job whose set of priority sources changed while it
- * waits); group_of is the group an id waits in (-1 if none). grantable is how many waiters a grant could serve now. Each grant costs O(groups),
- * whatever the number of waiters. try_acquire takes a slot at once only when
+ * waits); group_of is the group an id waits in (-1 if none). grantable is
+ * how many waiters a grant could serve now. The active groups are kept in a
+ * heap, so best is O(1) and a grant O(log groups), whatever the number of
+ * waiters. new_reads starts an epoch of reading (a host's step), and
+ * next_unread hands out, once each, the active groups whose rank is not
+ * fixed and was not set since: a host that reads only those reads each of
+ * its priority sources once an epoch, however many grants it makes.
+ * try_acquire takes a slot at once only when
  * one is free and nobody waits; grant hands the best (or any) waiter a slot
  * and needs one free. Capacity may shrink below the count in use (slots
  * held are never taken back). reset_use zeroes the count (a per-step budget).

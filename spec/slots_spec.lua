@@ -136,8 +136,9 @@ describe("slot pools", function()
     it("grants the slots freed by one pass of the run queue together, reading each source once", function()
       -- Four holders release in one pass: one round of grants reads each
       -- waiter's closure once and grants four; those four release in the
-      -- next pass, and a second round reads the four left. A round per
-      -- release read every waiter still queued at every release: 36 calls.
+      -- next pass, and a second round grants the four left on the same
+      -- readings. A round per release read every waiter still queued at
+      -- every release: 36 calls.
       local orch = quiet { pools = { portraits = 4 } }
       local order, calls = {}, 0
       local hold = stagehand.future()
@@ -151,7 +152,7 @@ describe("slot pools", function()
       end
       hold:resolve()
       orch:step()
-      assert.equal(8 + 4, calls)
+      assert.equal(8, calls) -- (each once this step: the second round reads none again)
       assert.same({ "holder 1", "holder 2", "holder 3", "holder 4",
         "portrait 3", "portrait 6", "portrait 1", "portrait 2",
         "portrait 4", "portrait 5", "portrait 7", "portrait 8" }, order)
@@ -189,12 +190,13 @@ describe("slot pools", function()
       assert.no_leaks(orch)
     end)
 
-    it("reads a priority function again after game code ran, before the next round", function()
-      -- Each round reads the sources as they are by then: what a holder's
-      -- continuation changed before it released counts at the grant.
+    it("reads each priority function once a step, when the step first needs it", function()
+      -- A step reads a source at its first grant round that needs it: what
+      -- a holder's continuation changed before it released counts then.
+      -- Later rounds of that step use the same reading.
       local orch = quiet { pools = { p = 1 } }
       local order = {}
-      local near = false
+      local near, reads = false, 0
       local hold = stagehand.future()
       orch:run("holder", function(job)
         local release = job:slot("p")
@@ -203,11 +205,20 @@ describe("slot pools", function()
         near = true -- the camera turned to the far tree before letting go
         release()
       end)
+      orch:step() -- (the holder takes the slot)
       dresser(orch, order, "p", "bush", nil, { priority = "scene" })
-      dresser(orch, order, "p", "tree", nil, { priority = function() return near and "visible" or "background" end })
+      dresser(orch, order, "p", "tree", nil, { priority = function()
+        reads = reads + 1
+        return near and "visible" or "background"
+      end })
+      dresser(orch, order, "p", "shrub", nil, { priority = function()
+        reads = reads + 1
+        return "background"
+      end })
       hold:resolve()
       orch:step()
-      assert.same({ "holder", "tree", "bush" }, order)
+      assert.same({ "holder", "tree", "bush", "shrub" }, order)
+      assert.equal(2, reads) -- one a source, in a step of three grants
       assert.no_leaks(orch)
     end)
 
@@ -342,7 +353,10 @@ describe("slot pools", function()
           children[i] = orch:run("asset " .. i, function(child)
             local release = child:slot("p")
             order[#order + 1] = "asset " .. i
-            if i == 10 then loader_rank = "background" end -- the player turned away
+            if i == 10 then
+              loader_rank = "background" -- the player turned away: the next step reads it
+              child:sleep(1)
+            end
             release()
           end)
         end
@@ -357,7 +371,7 @@ describe("slot pools", function()
       end
       assert.equal(2, groups)
       hold:resolve()
-      orch:step()
+      T.settle(orch, 10, 1)
       assert.equal("asset 10", order[11])
       assert.equal("earlier scene job", order[12])
       assert.equal("asset 11", order[13])

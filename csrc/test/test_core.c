@@ -613,6 +613,49 @@ static void pool_grantable_counts_free_slots_and_waiters(void) {
  * then the earliest arrival, and every structure stays consistent. Even
  * groups have fixed ranks (told at each enqueue, as the Lua side does);
  * only the odd ones are walked by next_live and read again. */
+/* Each epoch hands out every active group whose rank is not fixed once,
+ * and a group that turns active later in the epoch once more; a group set
+ * in the epoch is not handed out again. */
+static void pool_unread_groups_once_an_epoch(void) {
+  sh_pool *p = sh_pool_new();
+  int32_t g, seen[8] = {0};
+  int n = 0;
+  CHECK(sh_pool_next_unread(NULL) == -1);
+  CHECK(sh_pool_new_reads(NULL) == SH_EINVAL);
+  sh_pool_set_capacity(p, 0);
+  CHECK(sh_pool_fix_rank(p, 0, 1) == SH_OK);
+  CHECK(sh_pool_enqueue(p, 0, 0) == SH_OK); /* fixed: never handed out */
+  CHECK(sh_pool_enqueue(p, 1, 1) == SH_OK);
+  CHECK(sh_pool_enqueue(p, 2, 2) == SH_OK);
+  CHECK(sh_pool_enqueue(p, 3, 2) == SH_OK);
+  CHECK(sh_pool_new_reads(p) == SH_OK);
+  while ((g = sh_pool_next_unread(p)) >= 0) {
+    seen[g]++;
+    n++;
+    CHECK(sh_pool_set_rank(p, g, g == 2 ? 0 : 5) == SH_OK);
+  }
+  CHECK(n == 2 && seen[1] == 1 && seen[2] == 1);
+  CHECK(sh_pool_best(p) == 2); /* group 2 ranks 0: best, its oldest first */
+  CHECK(sh_pool_enqueue(p, 4, 3) == SH_OK); /* turns active in the epoch */
+  CHECK(sh_pool_next_unread(p) == 3);
+  CHECK(sh_pool_next_unread(p) == -1);
+  CHECK(sh_pool_set_rank(p, 3, -1) == SH_OK);
+  CHECK(sh_pool_best(p) == 4);
+  CHECK(sh_pool_remove(p, 4) == SH_OK);
+  CHECK(sh_pool_enqueue(p, 4, 3) == SH_OK); /* read this epoch: not again */
+  CHECK(sh_pool_next_unread(p) == -1);
+  CHECK(sh_pool_new_reads(p) == SH_OK);
+  n = 0;
+  while ((g = sh_pool_next_unread(p)) >= 0) {
+    n++;
+    CHECK(sh_pool_set_rank(p, g, 3) == SH_OK);
+  }
+  CHECK(n == 3);
+  CHECK(sh_pool_best(p) == 0); /* the fixed 1 beats every 3 */
+  CHECK(sh_pool_check(p) == SH_OK);
+  sh_pool_free(p);
+}
+
 static void pool_random_sequences_keep_invariants(void) {
   enum { IDS = 80, GROUPS = 6 };
   int round, ok = 1;
@@ -851,6 +894,7 @@ int main(void) {
   pool_move_keeps_arrival();
   pool_forget_group_resets_the_id();
   pool_grantable_counts_free_slots_and_waiters();
+  pool_unread_groups_once_an_epoch();
   pool_random_sequences_keep_invariants();
   barrier_counts_each_index_once();
   ids_hand_out_the_lowest_free();

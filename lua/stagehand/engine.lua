@@ -1238,6 +1238,7 @@ function E.step(o, budget_ms)
   local now = read_clock(o)
   o.now = now
   o.settle_seq = -1 -- (settle_time's, whose reading is past)
+  o.round = o.round + 1 -- (each priority function is read once a step: slots.read_ranks)
   o.stepping = true
   o.step_thread = co_running()
   local ok, err = pcall(step_body, o, now, budget_ms and now + budget_ms)

@@ -303,11 +303,13 @@ local function grant_one(o, q, job)
   end
 end
 
--- Reads each active group's priority function once and hands the ranks
--- to the core (groups of rank names have fixed ranks: see group_of). Done
--- once per queue per round of grants: nothing of the game runs between the
--- grants of one round (granted jobs run after, in the step's drain), so
--- every grant still sees the sources as they read now.
+-- Hands the core the rank of every group of q that it has not been told
+-- in this step (the core's unread groups: those that turned active since,
+-- or all of them at the step's first round). Each priority function is
+-- called at most once a step, however many grants and queues read it: the
+-- game's state does not move inside a step, and a game that gives every
+-- asset a closure of its own pays one call per asset a step, not one per
+-- waiter per grant. (o.round is the step's number: engine.step.)
 --
 -- Only the priority functions themselves run game code here, and that code
 -- may do anything: cancel waiters, start jobs, resize the pool. So a rank
@@ -315,51 +317,39 @@ end
 -- the read began (a set whose last waiter left may be given back and its
 -- id reused), and grant_free asks again what can be granted once the
 -- reading is done.
---
--- The first four live groups are read without a loop: a grant's trace that
--- meets an inner loop is aborted and, after a few tries, blacklisted, and
--- grants run once per released slot. Past four, the rest is read in a loop.
--- read_live calls the function directly rather than through
--- priority.source_rank: a branch inside a callee inlined four times would
--- leave the trace where LuaJIT cannot follow ("return to lower frame").
 local pcall = pcall
-local pool_set_rank, pool_next_live = B.pool_set_rank, B.pool_next_live
+local pool_set_rank, pool_new_reads, pool_next_unread = B.pool_set_rank, B.pool_new_reads, B.pool_next_unread
 
-local function read_live(o, p, g)
+local function read_group(o, p, g)
   local src = o.source_of[g]
-  local rank
   if src ~= nil then
-    local ok, r = pcall(src)
-    rank = ok and o.rank_of[r] or priority.bad_source(o, src, ok, r)
-    -- (noted for the sets read in this round: see priority.set_rank)
-    if o.nsets > 0 then o.seen_round[src], o.seen_rank[src] = o.round, rank end
+    local round, rank = o.round, nil
+    if o.seen_round[src] == round then
+      rank = o.seen_rank[src]
+    else
+      local ok, r = pcall(src)
+      rank = ok and o.rank_of[r] or priority.bad_source(o, src, ok, r)
+      o.seen_round[src], o.seen_rank[src] = round, rank
+    end
     if o.source_of[g] == src then pool_set_rank(p, g, rank) end
   else
     local ms = o.members[g]
-    rank = priority.set_rank(o, g) -- a set of sources: the best of its members
+    local rank = priority.set_rank(o, g) -- a set of sources: the best of its members
     if o.members[g] == ms then pool_set_rank(p, g, rank) end
   end
-  return pool_next_live(p, g)
-end
-
-local function read_rest(o, p, g)
-  while g >= 0 do g = read_live(o, p, g) end
 end
 
 local function read_ranks(o, q)
   local p = q.p
-  local g = pool_next_live(p, -1)
-  if g < 0 then return end
-  o.round = o.round + 1
-  g = read_live(o, p, g)
-  if g < 0 then return end
-  g = read_live(o, p, g)
-  if g < 0 then return end
-  g = read_live(o, p, g)
-  if g < 0 then return end
-  g = read_live(o, p, g)
-  if g < 0 then return end
-  read_rest(o, p, g)
+  if q.read_round ~= o.round then
+    q.read_round = o.round
+    pool_new_reads(p)
+  end
+  local g = pool_next_unread(p)
+  while g >= 0 do
+    read_group(o, p, g)
+    g = pool_next_unread(p)
+  end
 end
 
 local pool_grantable = B.pool_grantable
