@@ -222,6 +222,12 @@ function Orchestrator:run(label, work, opts)
   if waiting then
     for i = 1, #waiting do E.end_job(waiting[i], "done", settle_empty) end
   end
+  -- A job started while close ends this orchestrator's jobs (inside their
+  -- cleanup, or in reaction to their cancellation) is close's to end: it
+  -- is cancelled at once, before its work runs, so close ends in a
+  -- bounded number of rounds whatever cleanup starts.
+  local doomed = self.closing_jobs
+  if doomed and doomed[job] and not job[STATE] then E.cancel(job, self.close_reason) end
   if handle.bind_signal(h, sig) or job[STATE] then
     job[CO] = false -- (withdrawn already: its work never runs, its coroutine goes)
     return h
@@ -597,6 +603,7 @@ local function cancel(o, list, reason) -- (list in start order)
 end
 
 local function cancel_running(o, reason)
+  o.close_reason = reason
   local doomed = o.closing_jobs
   if not doomed then
     doomed = {}
@@ -616,13 +623,12 @@ end
 -- closed orchestrator, so close gives those resumes a step of their own
 -- (E.step: orch:step refuses inside a job, and this may run inside a job
 -- of another orchestrator, whose resume this nests in like any callback).
--- Jobs that cleanup starts are cancelled in turn and their cleanup run,
--- for as many rounds as it takes (a bounded number: cleanup that starts a
--- new job every time would otherwise never let close end).
-local CLOSE_ROUNDS = 100
+-- Jobs that cleanup starts are cancelled before their work runs (run),
+-- so they have no cleanup of their own: the rounds end once every cleanup
+-- has run, however many jobs cleanup starts.
 local function finish(o, reason)
   local doomed = o.closing_jobs or {}
-  for _ = 1, CLOSE_ROUNDS do
+  while true do
     o.closing = false -- (a close called again in these rounds adds to doomed: it ends here too)
     E.step(o)
     local running, cleaning = {}, false
