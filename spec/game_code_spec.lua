@@ -589,3 +589,42 @@ describe("a frame's requests", function()
     assert.same({ "near" }, order)
   end)
 end)
+
+-- orch:loop and orch:wait stepped with no budget: a job doing a second of
+-- sliced work re-queued itself into the same step, so a 50 ms sleeper was
+-- never woken and then stalled, blamed for what it did not do.
+describe("sliced work under orch:loop and orch:wait", function()
+  local function scene()
+    local orch, clock = quiet { stall_ms = 200, check_ms = 10 }
+    local woke_at
+    local bake = orch:run("Baking lightmaps", function(job)
+      for _ = 1, 1000 do
+        clock:advance(1) -- a millisecond of baking
+        job:progress()
+        job:slice()
+      end
+      return "baked"
+    end)
+    local sleeper = orch:run("Fading in", function(job)
+      job:sleep(50)
+      woke_at = clock.now
+      return "faded"
+    end)
+    return orch, clock, bake, sleeper, function() return woke_at end
+  end
+
+  it("orch:loop gives sleepers, stall checks and other jobs their turn", function()
+    local orch, _, bake, sleeper, woke_at = scene()
+    orch:loop()
+    assert.same({ "done", "faded" }, { sleeper:result() })
+    assert.same({ "done", "baked" }, { bake:result() })
+    assert.is_true(woke_at() < 100, "woke at " .. tostring(woke_at()))
+  end)
+
+  it("orch:wait does too", function()
+    local orch, _, bake, sleeper, woke_at = scene()
+    assert.same({ "done", "faded" }, { orch:wait(sleeper) })
+    assert.is_true(woke_at() < 100, "woke at " .. tostring(woke_at()))
+    assert.same({ "done", "baked" }, { orch:wait(bake) })
+  end)
+end)

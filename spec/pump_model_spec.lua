@@ -6,7 +6,8 @@
 -- does; and under one that keeps a timer as the luv driver does (set from
 -- next_wake when the orchestrator reschedules: at the end of each step and
 -- after a call from outside a step that gives it something to do) and
--- steps only when that fires. Scenes whose steps have no budget_ms play a
+-- steps only when that fires. Scenes whose steps have a budget_ms of the
+-- orchestrator's slice_ms (orch:wait steps in slices of it) play a
 -- fourth time, pumped by orch:wait on a future nobody settles, with a
 -- timeout that ends a millisecond before the game's next event. All must
 -- tell the same story: every start, resume and end of a job, every
@@ -60,7 +61,9 @@ local function draw(seed)
     capacity = r(3) - 1, -- (0 holds every slot until the game opens it)
     ops = r(2),
     ms = 1 + r(4),
-    budget_ms = r(3) > 1 and r(4) or nil, -- each step's budget_ms
+    -- each step's budget_ms: none, or 1 to 4 (3 is the orchestrator's
+    -- slice_ms, what orch:wait steps by: those scenes play under it too)
+    budget_ms = ({ false, 1, 2, 3, 3, 4 })[r(6)] or nil,
     futures = {}, -- {t = when the game settles it (nil: never), how = "resolve"|"reject"}
     loaders = {},
     preloaders = {},
@@ -280,7 +283,7 @@ local function play(seed, sc, host, tally)
       -- (orch:wait pumps until a millisecond before the game's next event:
       -- on a future nobody settles, so it returns by its timeout)
       if ev > #events and orch.nrunning == 0 then
-        while orch:next_wake() == 0 do orch:step() end -- (a cancelled job's cleanup, still queued)
+        while orch:next_wake() == 0 do orch:step(sc.budget_ms) end -- (a cancelled job's cleanup, still queued)
         break
       end
       local last = ev <= #events and events[ev].t - 1 or LIMIT
@@ -292,7 +295,7 @@ local function play(seed, sc, host, tally)
         -- (it returns once a step ends past its time, a busy loader's
         -- doing, with work maybe still queued: the other hosts run that
         -- before the game's next event, so this one does too)
-        while orch:next_wake() == 0 do orch:step() end
+        while orch:next_wake() == 0 do orch:step(sc.budget_ms) end
       end
       if ev > #events then
         if orch.nrunning > 0 then
@@ -362,8 +365,8 @@ local function scene(seed, tally)
   local timed = play(seed, sc, "timer", tally)
   if os.getenv("PUMP_STORY") then print(table.concat(story, "\n")) end
   local others = { { "sleeping by next_wake", story }, { "on a timer set as the luv driver sets it", timed } }
-  -- (orch:wait steps with no budget: only scenes whose steps have none)
-  if sc.budget_ms == nil then
+  -- (orch:wait steps by slice_ms: only scenes whose steps have that budget)
+  if sc.budget_ms == 3 then
     others[3] = { "pumped by orch:wait", (play(seed, sc, "wait", tally)) }
     tally["waited scenes"] = (tally["waited scenes"] or 0) + 1
   end

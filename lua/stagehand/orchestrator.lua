@@ -434,6 +434,15 @@ function Orchestrator:forget(key)
   keys.forget(self, key)
 end
 
+-- wait and loop step in slices, as the luv driver does: a job that slices
+-- its work re-queues itself into the same step, and an unbudgeted step
+-- would run it to its end before waking any sleeper or checking stalls.
+local function slice_of(o)
+  local ms = o.slice_ms
+  if ms > 0 then return ms end
+  return 1
+end
+
 --- Outside jobs: pumps the driver until `h` ends or `timeout_ms` passes.
 --- Returns like h:result(), or nil, "timeout".
 ---@param h stagehand.Handle
@@ -458,7 +467,7 @@ function Orchestrator:wait(h, timeout_ms)
   -- (a timeout of math.huge is none: wait until the end)
   local deadline = timeout_ms and timeout_ms < math.huge and read_clock(self) + timeout_ms
   while not h._st do
-    self:step()
+    self:step(slice_of(self))
     if h._st then break end
     local now = read_clock(self)
     if deadline and now >= deadline then
@@ -490,7 +499,7 @@ function Orchestrator:loop()
   check_self(self, "loop")
   if E.current then error("orch:loop cannot be called inside a job", 2) end
   while self.nrunning > 0 do
-    self:step()
+    self:step(slice_of(self))
     if self.nrunning == 0 then break end
     local nw = self:next_wake()
     if nw == nil then
