@@ -185,6 +185,28 @@ describe("the luv driver", function()
     assert.equal("ran exit=0", (out:gsub("%s+$", "")))
   end)
 
+  it("arms a new timer when shutdown code closed its own from outside", function()
+    -- Without the fix, the closed timer was kept: a future resolved and a
+    -- run made afterwards never ran under uv.run().
+    local out = run_alone([[
+      local stagehand = require "stagehand"
+      local uv = require "luv"
+      local orch = stagehand.new { driver = "luv" }
+      local f = stagehand.future()
+      local waiting = orch:run("waiting", function(job) return job:await(f) end)
+      local t = uv.new_timer()
+      t:start(2, 0, function()
+        uv.walk(function(handle) if not handle:is_closing() then handle:close() end end)
+      end)
+      uv.run()
+      f:resolve("resolved")
+      local again = orch:run("again", function(job) job:sleep(1) return "ran" end)
+      uv.run()
+      io.write(tostring(select(2, waiting:result())), " ", tostring(select(2, again:result())))
+    ]])
+    assert.equal("resolved ran exit=0", (out:gsub("%s+$", "")))
+  end)
+
   it("logs a step that raised and goes on pumping, rather than let luv end the process", function()
     local out = run_alone(ARMED_CLOCK .. [[
       local orch = stagehand.new { driver = "luv", clock = clock, log = log, check_ms = 1 } -- (the retry, 1 ms on)

@@ -60,13 +60,18 @@ function M.new(clock)
       if not ok then
         logm.guard(nil, "the log function", orch.log, "[stagehand] a step raised: " .. tostring(err))
         -- (unless the step closed the driver: the next reschedule starts one)
-        if timer then timer:start(delay(orch.check_ms, 1), 0, fire) end
+        if timer and not timer:is_closing() then timer:start(delay(orch.check_ms, 1), 0, fire) end
       end
     end
   end
 
   function d.reschedule(o)
     orch = o
+    if timer and timer:is_closing() then
+      -- Closed from outside (shutdown code that walks every handle and
+      -- closes it): a new timer takes its place.
+      timer, due = nil, nil
+    end
     -- (A clock that cannot tell the time makes next_wake raise: the step
     -- run at once reads it again, and says so through the log.)
     local ok, nw = pcall(o.next_wake, o)
@@ -91,7 +96,7 @@ function M.new(clock)
     local t = uv.new_timer()
     t:start(delay(ms, 0), 0, function() end)
     uv.run("once")
-    t:close()
+    if not t:is_closing() then t:close() end
     uv.run("nowait")
   end
 
