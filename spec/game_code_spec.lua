@@ -628,3 +628,32 @@ describe("sliced work under orch:loop and orch:wait", function()
     assert.same({ "done", "baked" }, { orch:wait(bake) })
   end)
 end)
+
+describe("misplaced calls", function()
+  it("job:slot and job:permit called from outside the job name the caller's line", function()
+    local orch = quiet { pools = { p = 1 } }
+    orch:budget("b", { ops = 1 })
+    local kept
+    orch:run("x", function(job) kept = job job:sleep(10) end)
+    for _, call in ipairs { function() kept:slot("p") end, function() kept:permit("b") end } do
+      local ok, err = pcall(call)
+      assert.is_false(ok)
+      assert.matches("^[^:]*game_code_spec.lua:%d+: job:%a+ must be called from inside the job's own work", err)
+    end
+  end)
+
+  it("a watcher that calls step is told it is a watcher", function()
+    local orch = quiet()
+    local said
+    orch:watch(function(rec)
+      if rec.state ~= "running" and not said then
+        local _, err = pcall(orch.step, orch)
+        said = err
+      end
+    end)
+    orch:run("w", function(job) job:sleep(1) end)
+    T.settle(orch, 10, 1)
+    assert.matches("watcher", said, 1, true)
+    assert.not_matches("inside a job", said, 1, true)
+  end)
+end)

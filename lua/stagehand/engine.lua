@@ -247,10 +247,12 @@ local function notify(o, job, ending)
     ended_at = E.now_or_last(o)
   end
   local rec = E.record(job, ended_at)
+  o.watching = o.watching + 1 -- (orch:step names a watcher that calls it)
   for i = 1, #ws do
     local fn = ws[i]
     if fn then logm.guard(o.log, "a watcher", fn, rec) end
   end
+  o.watching = o.watching - 1
 end
 E.notify = notify
 
@@ -1233,7 +1235,8 @@ function E.step(o, budget_ms)
         .. " of the game's own (a priority function, watcher, on_end or on_abort handler or the log"
         .. " function yielded; none may)", 3)
     end
-    error("orch:step is already running (step cannot be called from inside a job)", 3)
+    error("orch:step is already running: it cannot be called from inside a job, nor from a watcher, on_end,"
+      .. " on_abort handler or priority function that a step runs", 3)
   end
   local now = read_clock(o)
   o.now = now

@@ -97,6 +97,7 @@ function Orchestrator.new(opts)
     clock_shift = 0,
     settle_seq = -1, -- the settle outside a step last read at o.now (engine.settle_time)
     timeouts = {}, -- orch:timeout's signals still to abort, by due time (engine.add_timeout)
+    watching = 0, -- watchers being told of a start or an end now (engine.notify)
   }, Orchestrator)
   E.init_queue(o)
   keys.init(o)
@@ -519,6 +520,10 @@ function Orchestrator:step(budget_ms)
   check_self(self, "step")
   if budget_ms ~= nil and (type(budget_ms) ~= "number" or budget_ms < 0 or budget_ms ~= budget_ms) then
     options.fail("step", "budget_ms", "a number >= 0", budget_ms)
+  end
+  if self.watching > 0 then
+    error("orch:step cannot be called from a watcher (orch:watch): a watcher is told of a job's start or"
+      .. " end in the middle of it; step from the game's frame loop", 2)
   end
   if E.current then
     error("orch:step cannot be called inside a job (" .. E.current[LABEL] .. "); the driver runs it", 2)
