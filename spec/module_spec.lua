@@ -152,3 +152,24 @@ describe(".new", function()
     assert.same({ "done", "soon" }, { h:result() })
   end)
 end)
+
+describe("a C module built for another runtime", function()
+  it("fails to load with a message naming the runtime it was built for and the fix", function()
+    local here, other, other_name
+    if rawget(_G, "jit") then
+      here, other, other_name = "STAGEHAND_BACKEND=c luajit", "lua5.4", "Lua 5.4"
+    elseif _VERSION == "Lua 5.4" then
+      here, other, other_name = "lua5.4", "luajit", "LuaJIT"
+    else
+      here, other, other_name = "lua5.1", "lua5.4", "Lua 5.4"
+    end
+    local so = "build/" .. other .. "/stagehand/_core.so"
+    if not io.open(so) then error(so .. " is missing: make build makes every runtime's") end
+    local cmd = "LUA_PATH='lua/?.lua;lua/?/init.lua' LUA_CPATH='build/" .. other .. "/?.so' " .. here
+      .. " -e 'require \"stagehand\"' 2>&1"
+    local out = io.popen(cmd):read("*a")
+    assert.matches(so .. " was built for " .. other_name, out, 1, true)
+    assert.matches("undefined symbol: lua_", out, 1, true)
+    assert.matches('make -s env LUA=', out, 1, true)
+  end)
+end)

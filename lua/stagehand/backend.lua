@@ -13,7 +13,34 @@ if want ~= "c" and rawget(_G, "jit") then
   if want == "ffi" then error(ffi_core, 0) end
 end
 
-local C = require "stagehand._core"
+-- The runtime running now, and the name `make env LUA=...` knows it by.
+local function this_runtime()
+  if rawget(_G, "jit") then return "LuaJIT", "luajit" end
+  if _VERSION == "Lua 5.4" then return "Lua 5.4", "lua5.4" end
+  if _VERSION == "Lua 5.1" then return "Lua 5.1", "lua5.1" end
+  return _VERSION, "luajit, lua5.4 or lua5.1"
+end
+
+-- A C module built for another runtime fails to load with the dynamic
+-- linker's "undefined symbol: lua_objlen" (a 5.1/LuaJIT build under 5.4)
+-- or "lua_newuserdatauv" and its kin (a 5.4 build under 5.1): say which.
+local function wrong_build(err)
+  local sym = tostring(err):match("undefined symbol: ([%w_]+)")
+  if not sym or not sym:match("^lua") then return nil end
+  local path = tostring(err):match("from file '([^']+)'") or "stagehand/_core.so"
+  local built = path:match("build/(luajit)/") and "LuaJIT" or path:match("build/lua(5%.%d)/") and "Lua " .. path:match("build/lua(5%.%d)/")
+  if not built then
+    built = (sym == "lua_objlen" or sym == "lua_setfenv" or sym == "lua_getfenv") and "Lua 5.1 or LuaJIT"
+      or "Lua 5.4"
+  end
+  local name, make_name = this_runtime()
+  return "stagehand: " .. path .. " was built for " .. built .. ", not for " .. name .. " (undefined symbol: "
+    .. sym .. "). Point LUA_CPATH at a build for " .. name .. ": eval \"$(make -s env LUA=" .. make_name
+    .. ")\" in stagehand's tree, or install the rock with this runtime's luarocks."
+end
+
+local ok, C = pcall(require, "stagehand._core")
+if not ok then error(wrong_build(C) or C, 0) end
 local M = { name = "c" }
 local each = next -- (a table is walked with each, never pairs: see list.lua)
 for k, v in each, C do M[k] = v end
