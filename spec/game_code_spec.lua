@@ -657,3 +657,36 @@ describe("misplaced calls", function()
     assert.not_matches("inside a job", said, 1, true)
   end)
 end)
+
+describe("assert.no_leaks", function()
+  -- The registrations an unyieldable wait used to leave behind: a check
+  -- that cannot see them proves nothing about them.
+  it("finds an ended job still listening to what it awaited", function()
+    local orch = quiet()
+    local f = stagehand.future()
+    local kept
+    local h = orch:run("x", function(job)
+      kept = job
+      job:await(f)
+    end)
+    h:cancel()
+    orch:step()
+    assert.no_leaks(orch)
+    -- what the fault left: the ended job among the future's listeners,
+    -- as its await had noted it
+    require("stagehand.settle").listen(f, kept)
+    orch.track_waits[kept] = f
+    local ok, err = pcall(function() assert.no_leaks(orch) end)
+    assert.is_false(ok)
+    assert.matches("1 ended job(s) still listening", tostring(err), 1, true)
+  end)
+
+  it("finds a pool waiter that no running job is", function()
+    local B = require "stagehand.backend"
+    local orch = quiet { pools = { p = 0 } }
+    assert.equal(0, B.pool_enqueue(orch.pool_q.p.p, 77, 0)) -- what the fault left
+    local ok, err = pcall(function() assert.no_leaks(orch) end)
+    assert.is_false(ok)
+    assert.matches("1 waiter(s) in pool 'p' that no running job is", tostring(err), 1, true)
+  end)
+end)

@@ -58,6 +58,12 @@ local PARK, QUEUED, SLEEP, KEYWAIT = E.PARK, E.QUEUED, E.SLEEP, E.KEYWAIT
 E.current = nil
 E.current_at = 0
 
+-- When true (stagehand.testing sets it), each orchestrator made keeps a
+-- weak-keyed o.track_waits, where every await notes what the job listens
+-- to, so a leak check can find an ended job still listening: a
+-- registration nothing else can reach from the orchestrator.
+E.track_waits = false
+
 -- Waits tried after a job ended: each raises at once; past LATE_LIMIT the
 -- coroutine is dropped, so a pcall loop cannot keep an ended job alive.
 local late = setmetatable({}, { __mode = "k" })
@@ -813,6 +819,8 @@ function E.await(job, x)
     follows, whole = check_follows(job, x)
     local o = job[ORCH]
     settle.listen(x, job)
+    local tw = o.track_waits -- (under stagehand.testing: assert.no_leaks reads it)
+    if tw then tw[job] = x end
     job[W] = x
     -- (Only a wait that follows jobs may leave the world idle: one on a
     -- future, like a start, a slot's queue or a sleep, keeps it busy.)

@@ -141,6 +141,16 @@ end
 --- nothing is left behind.
 ---@param orch stagehand.Orchestrator
 ---@return string[]
+-- What each job awaited (engine.track_waits): an ended job still among
+-- its awaitable's listeners is a leak no table of the orchestrator shows.
+E.track_waits = true
+
+local function still_listens(x, job)
+  if rawget(x, "_w1") == job then return true end
+  local li = rawget(x, "_li")
+  return li ~= nil and li[job] ~= nil
+end
+
 function T.leaks(orch)
   check_orch("leaks", orch, 2)
   local out = {}
@@ -167,6 +177,27 @@ function T.leaks(orch)
   for i = 1, orch.qcap do
     local job = orch.q[i]
     if job and job[STATE] and not job[CO] then out[#out + 1] = "a queued entry of an ended job" end
+  end
+  local deaf, waits = 0, orch.track_waits or {}
+  local done = {}
+  for job, x in each, waits do
+    if job[STATE] then
+      if still_listens(x, job) then deaf = deaf + 1 else done[#done + 1] = job end
+    end
+  end
+  for i = 1, #done do waits[done[i]] = nil end -- (ended and heard of: nothing more to check)
+  if deaf ~= 0 then out[#out + 1] = deaf .. " ended job(s) still listening to what they awaited" end
+  -- Every waiter a pool's core holds must be a running job waiting in it.
+  for _, name in ipairs(sorted_keys(orch.pool_q)) do
+    local q = orch.pool_q[name]
+    local live = 0
+    for _, job in each, orch.by_slot do
+      if job[WAITQ] == q then live = live + 1 end
+    end
+    local held = tonumber(B.pool_waiting(q.p))
+    if held > live then
+      out[#out + 1] = (held - live) .. " waiter(s) in pool '" .. name .. "' that no running job is"
+    end
   end
   local n = tonumber(B.clock_count(orch.cc))
   if n ~= 0 then out[#out + 1] = n .. " stall clock(s) running" end
