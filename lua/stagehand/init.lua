@@ -16,7 +16,7 @@ M.Error = errors.Error
 ---@return integer
 function M.cores() return tonumber(B.cores()) end
 
---- Makes an orchestrator (see SPEC.md, Module, for the options).
+--- Makes an orchestrator (the README lists the options).
 ---@type fun(options: table?): stagehand.Orchestrator
 M.new = Orchestrator.new
 
