@@ -16,7 +16,7 @@ INC_lua5.1 := /usr/include/lua5.1
 
 SANITIZE := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
-.PHONY: all deps build test test-c test-lua demo bench bench-count env clean sanitize check-warnings chaos fuzz valgrind
+.PHONY: all deps build test test-c test-oom test-lua demo bench bench-count env clean sanitize check-warnings chaos fuzz valgrind
 
 all: build
 
@@ -56,7 +56,17 @@ fuzz:
 test-c: deps build/test_core
 	./build/test_core
 
-test: build build/test_core
+# A Lua 5.4 host whose allocator fails on demand (as Lua's own ltests does):
+# every allocation of each operation in spec/oom/failing_alloc.lua fails in
+# turn, and the orchestrator must raise "not enough memory" and stay whole.
+build/oom_host: csrc/test/oom_host.c
+	@mkdir -p $(@D)
+	$(CC) -std=c99 -O1 -g $(WARN) -I$(INC_lua5.4) -o $@ csrc/test/oom_host.c -llua5.4
+
+test-oom: build build/oom_host
+	@eval "$$(sh scripts/env.sh lua5.4)" && ./build/oom_host spec/oom/failing_alloc.lua
+
+test: build build/test_core build/oom_host
 	@sh scripts/test.sh $(RUNTIMES)
 
 demo: build

@@ -90,6 +90,8 @@ for rt in "$@"; do
   fi
 done
 check "the seeded scenes (chaos, callback, models) end alike on every runtime and backend" sh scripts/same_ends.sh "$ends"
+count "Lua 5.4 under a failing allocator (every allocation of each operation in turn)" \
+  sh -c 'eval "$(sh scripts/env.sh lua5.4)" && ./build/oom_host spec/oom/failing_alloc.lua' 
 sanitized() {
   make -s sanitize >"$out" 2>&1 || { cat "$out"; return 1; }
   grep -aE "passed|successes" "$out" | sed 's/^/  /'

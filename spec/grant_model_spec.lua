@@ -132,6 +132,9 @@ local function scene(seed, kind, tally)
   end
   local function running(x) return x.callers[1].h:state() == "running" end
   local ops = {
+    function() -- the counts are made anew, as after memory ran out mid-change
+      if r(3) == 1 then require("stagehand.priority").rebuild(orch) end
+    end,
     function() -- the game's priority functions answer otherwise
       local x = r(10)
       level[r(3)] = x <= 8 and NAMES[x % 3 + 1] or x == 9 and "urgent" or "raise"

@@ -209,6 +209,9 @@ local function scene(seed, tally)
   end
 
   local ops = {
+    function() -- the counts are made anew, as after memory ran out mid-change
+      if r(3) == 1 then require("stagehand.priority").rebuild(orch) end
+    end,
     start_loader,
     function() join(any_key()) end,
     function() -- the game changes what a priority function answers

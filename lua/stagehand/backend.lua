@@ -28,7 +28,8 @@ local function wrong_build(err)
   local sym = tostring(err):match("undefined symbol: ([%w_]+)")
   if not sym or not sym:match("^lua") then return nil end
   local path = tostring(err):match("from file '([^']+)'") or "stagehand/_core.so"
-  local built = path:match("build/(luajit)/") and "LuaJIT" or path:match("build/lua(5%.%d)/") and "Lua " .. path:match("build/lua(5%.%d)/")
+  local in_tree = path:match("build/lua(5%.%d)/")
+  local built = path:match("build/(luajit)/") and "LuaJIT" or in_tree and "Lua " .. in_tree
   if not built then
     built = (sym == "lua_objlen" or sym == "lua_setfenv" or sym == "lua_getfenv") and "Lua 5.1 or LuaJIT"
       or "Lua 5.4"

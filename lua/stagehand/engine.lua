@@ -204,8 +204,8 @@ local ALL_TAKEN = -3 -- (SH_ESTATE: every one of the core's 2^24 ids is out)
 function E.alloc_slot(o)
   local s = ids_take(o.ids)
   if s < 0 then
-    if s == ALL_TAKEN then error("stagehand: too many jobs running at once", 3) end
-    error("stagehand: out of memory", 3)
+    if s == ALL_TAKEN then errors.raise("stagehand: too many jobs running at once", 2) end
+    errors.raise("stagehand: out of memory", 2)
   end
   return s
 end
@@ -455,10 +455,17 @@ end
 local DONE = setmetatable({}, { __name = "stagehand.DONE" })
 local function body(work, job) return pack(work(job)), DONE end
 
+-- What a yield that could not leave the coroutine raised: "attempt to yield
+-- across a C-call boundary" (5.4, 5.1: "... metamethod/C-call boundary";
+-- LuaJIT: "attempt to yield across C-call boundary").
+local function unyieldable(e)
+  return type(e) == "string" and e:find("attempt to yield", 1, true) ~= nil
+end
+
 local function after_resume(job, co, prev, prev_at, ok, a, done)
   E.current, E.current_at = prev, prev_at
   if a == PARK and ok then return end
-  if job[W] and not job[STATE] then
+  if job[W] and not job[STATE] and (ok or unyieldable(a)) then
     -- A wait marked the job parked, but its yield never reached here: it
     -- was made where the coroutine cannot yield, or in a coroutine of the
     -- game's own. The job leaves what it waited on and fails, saying so.
@@ -475,6 +482,7 @@ local function after_resume(job, co, prev, prev_at, ok, a, done)
     return
   end
   if not ok then
+    if job[W] and not job[STATE] then unpark(job) end -- (a wait that raised after it parked)
     job[CO] = false
     if job[STATE] then return end
     E.fail(job, a, traceback(co, errors.describe_raised(a)))
@@ -511,12 +519,40 @@ function E.resume(job, now, work)
   return after_resume(job, co, prev, prev_at, ok, a, done)
 end
 
+--- The job whose work runs now, or nil. A resume that raised before the
+--- job's coroutine ran (out of memory for the call itself) leaves a stale
+--- E.current behind: its coroutine is suspended or dead, not running, and
+--- it is cleared here, so no orchestrator refuses to step for good.
+local co_status = coroutine.status
+function E.in_job()
+  local cur = E.current
+  if cur == nil then return nil end
+  local co = cur[CO]
+  if co then
+    local st = co_status(co)
+    if st == "running" or st == "normal" then return cur end
+  end
+  E.current = nil
+  return nil
+end
+
 --- Registers a new job; stall_ms false gives it no stall clock (when_idle).
 --- The caller tells the watchers (E.notify) once the job is fully made:
 --- a watcher is game code, and may run, join, cancel or report anything.
+local rawset = rawset
 function E.start(o, job, stall_ms, now)
-  local slot = job[CID]
-  o.by_slot[slot] = job
+  local slot = E.alloc_slot(o)
+  -- (The one write here that may need memory: should it fail, the id goes
+  -- back, and nothing of the job is left registered.)
+  if not pcall(rawset, o.by_slot, slot, job) then
+    ids_give(o.ids, slot)
+    error("not enough memory", 0)
+  end
+  job[CID] = slot
+  job[STARTED] = now
+  o.nrunning = o.nrunning + 1
+  local rc = stall_ms and clock_start(o.cc, slot, stall_ms, now) or 0
+  if rc ~= 0 then error("stagehand: the core refused a stall clock (status " .. rc .. ")", 3) end
   local doomed = o.closing_jobs
   if doomed then
     -- (close is under way: a job started inside the cleanup of one it
@@ -524,10 +560,6 @@ function E.start(o, job, stall_ms, now)
     local cur = E.current
     if o.close_cancelling or (cur and doomed[cur]) then doomed[job] = true end
   end
-  job[STARTED] = now
-  o.nrunning = o.nrunning + 1
-  local rc = stall_ms and clock_start(o.cc, slot, stall_ms, now) or 0
-  if rc ~= 0 then error("stagehand: the core refused a stall clock (status " .. rc .. ")", 3) end
 end
 
 -- Runs made inside other jobs' first resumes, one inside another (counted
@@ -1210,6 +1242,7 @@ end
 -- here (a clock that broke mid-step, a fault of stagehand's own) ends the
 -- step, and E.step passes it on.
 local function step_body(o, now, deadline)
+  if o.prio_broken then priority.rebuild(o) end -- (memory ran out mid-change: priority.lua)
   E.wake_sleeps(o, now)
   if o.timeouts[1] ~= nil then E.fire_timeouts(o, now) end
   E.slots.new_step(o)
@@ -1248,12 +1281,14 @@ function E.step(o, budget_ms)
   end
   local now = read_clock(o)
   o.now = now
+  local cur, cur_at = E.current, E.current_at -- (restored whatever the step raises)
   o.settle_seq = -1 -- (settle_time's, whose reading is past)
   o.round = o.round + 1 -- (each priority function is read once a step: slots.read_ranks)
   o.stepping = true
   o.step_thread = co_running()
   local ok, err = pcall(step_body, o, now, budget_ms and now + budget_ms)
   o.stepping = false
+  E.current, E.current_at = cur, cur_at
   E.report_unhandled(o)
   if not ok then error(err, 0) end
   o.driver.reschedule(o)

@@ -31,8 +31,11 @@ end
 function M.set_add(map, key, v, x)
   local set = map[key]
   if not set then
-    set = { n = 0 }
+    -- (made whole before it is filed: memory that runs out here leaves
+    -- no empty set behind)
+    set = { n = 1, [v] = x == nil and true or x }
     map[key] = set
+    return true
   end
   local fresh = set[v] == nil
   if fresh then set.n = set.n + 1 end

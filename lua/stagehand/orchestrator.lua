@@ -154,12 +154,14 @@ end
 -- whose array LuaJIT rounds up to a power of two plus one (17 slots here),
 -- too big to sit in the table's own block, so every job was two
 -- allocations, its fields apart from its header.
+-- Its core id is taken by E.start, once everything the job needs has been
+-- allocated: memory that runs out while it is made leaves nothing taken.
 local no = false
 local function new_job(o, label, key)
   local id = o.next_id + 1
   o.next_id = id
   return setmetatable({
-    o, E.alloc_slot(o), no, no, no, no, no, no, key or no,
+    o, no, no, no, no, no, no, no, key or no,
     id, label, no, no, no, no,
   }, JobMT)
 end
@@ -192,7 +194,7 @@ function Orchestrator:run(label, work, opts)
   job[CO] = E.coroutine()
   local h = new_handle(job, prio)
   job[H] = h
-  if E.current then own(self, h, sig) end
+  if E.current and E.in_job() then own(self, h, sig) end
   self.now = now
   E.start(self, job, stall_ms or self.stall_ms, now)
   local waiting = false
@@ -291,11 +293,11 @@ function Orchestrator:when(key, label, opts)
   p[W] = E.KEYWAIT
   p[SINCE] = now -- (before start: its watchers may ask for a report)
   p.pending = true
+  local h = new_handle(p, prio)
+  p[H] = h
   self.now = now
   E.start(self, p, stall_ms or self.stall_ms, now)
   keys.add_pending(self, p)
-  local h = new_handle(p, prio)
-  p[H] = h
   own(self, h, sig)
   E.notify(self, p)
   if not handle.bind_signal(h, sig) and not self.stepping then self.driver.reschedule(self) end
@@ -310,9 +312,9 @@ local function standing_job(o, label, prio, sig, stall_ms, setup)
   local job = new_job(o, label, nil)
   o.now = now
   job[SINCE] = now -- (it waits from its start: the report says since when)
-  E.start(o, job, stall_ms, now)
   local h = new_handle(job, prio)
   job[H] = h
+  E.start(o, job, stall_ms, now)
   own(o, h, sig)
   setup(job, h)
   E.notify(o, job)
@@ -457,7 +459,7 @@ function Orchestrator:wait(h, timeout_ms)
   if timeout_ms ~= nil and (type(timeout_ms) ~= "number" or timeout_ms < 0 or timeout_ms ~= timeout_ms) then
     options.fail("wait", "timeout_ms", "a number >= 0", timeout_ms)
   end
-  if E.current then
+  if E.in_job() then
     error("orch:wait cannot be called inside a job (" .. E.current[LABEL] .. "): use h:await()", 2)
   end
   if self.stepping then error("orch:wait cannot be called while orch:step runs", 2) end
@@ -499,7 +501,7 @@ end
 ---@return integer running
 function Orchestrator:loop()
   check_self(self, "loop")
-  if E.current then error("orch:loop cannot be called inside a job", 2) end
+  if E.in_job() then error("orch:loop cannot be called inside a job", 2) end
   while self.nrunning > 0 do
     self:step(slice_of(self))
     if self.nrunning == 0 then break end
@@ -526,7 +528,7 @@ function Orchestrator:step(budget_ms)
     error("orch:step cannot be called from a watcher (orch:watch): a watcher is told of a job's start or"
       .. " end in the middle of it; step from the game's frame loop", 2)
   end
-  if E.current then
+  if E.in_job() then
     error("orch:step cannot be called inside a job (" .. E.current[LABEL] .. "); the driver runs it", 2)
   end
   local left = E.step(self, budget_ms)

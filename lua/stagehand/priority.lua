@@ -177,6 +177,8 @@ function M.init_groups(o)
   -- A grant round's reading of each source group (see slots.read_live):
   -- a function in several sets is called once per round.
   -- (Keyed by the function, weakly: fresh closures come and go.)
+  o.prio_broken = false -- (memory ran out mid-change: M.rebuild, at the end of this file)
+  o.prio_snapshot = false
   o.round = 0
   o.seen_round = setmetatable({}, { __mode = "k" })
   o.seen_rank = setmetatable({}, { __mode = "k" })
@@ -277,6 +279,7 @@ end
 
 --- The group a job waits under: its set of sources.
 function M.set_of(o, job)
+  if o.prio_broken then M.rebuild(o) end
   local g = o.set_of[job]
   if g then return g end
   local h = rawget(job, H)
@@ -662,7 +665,7 @@ local function add_set(o, job, set, d)
 end
 
 --- A new caller's Handle joins a running job.
-function M.add_caller(o, job, h)
+local function add_caller(o, job, h)
   if not rawget(job, H) and not o.src_count[job] and not o.awaiters[job] then
     job[H] = h -- its only caller: its set is h's source, nothing to count
     h[3] = H
@@ -678,7 +681,7 @@ end
 --- A caller's Handle leaves a running job: the last caller takes its
 --- place (callers have no order among them, and 10,000 soldiers leaving
 --- a shared job one by one must not shift the rest each time).
-function M.remove_caller(o, job, h)
+local function remove_caller(o, job, h)
   counts(o, job)
   local i, n = rawget(h, 3), #job
   if job[i] == h then
@@ -700,7 +703,7 @@ end
 --- compiles `t[k] = nil` for a missing k as an insertion (a new hash node
 --- holding nil), which cost every job two node inserts and the tables a
 --- rehash now and then.
-function M.forget_sets(o, job)
+local function forget_sets(o, job)
   local counted = o.src_count
   if counted[job] ~= nil then counted[job] = nil end
   if not o.followed[job] then
@@ -727,7 +730,7 @@ local function add(o, job, waiter)
 end
 
 -- Registers `waiter` as waiting on what `f` names (a job or a list of jobs).
-function M.follow(o, waiter, f)
+local function follow(o, waiter, f)
   o.followed[waiter] = f
   if is_job(f) then return add(o, f, waiter) end
   for i = 1, #f do add(o, f[i], waiter) end
@@ -740,7 +743,7 @@ local function leave(o, aws, job, waiter)
 end
 
 --- The waiter stops waiting on whatever it registered with.
-function M.unfollow(o, waiter)
+local function unfollow(o, waiter)
   local f = o.followed[waiter]
   if not f then return end
   o.followed[waiter] = nil
@@ -750,12 +753,12 @@ function M.unfollow(o, waiter)
   else
     for i = 1, #f do leave(o, aws, f[i], waiter) end
   end
-  if waiter[STATE] then M.forget_sets(o, waiter) end
+  if waiter[STATE] then forget_sets(o, waiter) end
 end
 
 --- Everyone waiting on `from` now waits on `to` (a `when` joining a run;
 --- `from` ends right after).
-function M.move_awaiters(o, from, to)
+local function move_awaiters(o, from, to)
   local set = o.awaiters[from]
   if not set then return end
   o.awaiters[from] = nil
@@ -773,6 +776,133 @@ function M.move_awaiters(o, from, to)
       end
     end
     if fresh then add_set(o, to, M.set_of(o, w), 1) end
+  end
+end
+
+-- Memory that runs out in the middle of a change of callers or awaiters
+-- leaves the counts half changed. So each change runs protected: one that
+-- raises marks the orchestrator's counts broken (o.prio_broken), and they
+-- are made anew (M.rebuild) from what they are counted from, each job's
+-- callers and what each waiter follows, before anything reads them again:
+-- at the next change, wait in a queue or step.
+local WAITQ = F.WAITQ
+local each = next -- (a table is walked with each, never pairs: see list.lua)
+
+local function broke(o)
+  for i = 1, cn do cj[i] = false end -- (changes pushed and not made)
+  cn = 0
+  o.prio_broken = true
+end
+
+-- An addition that fails raises (the caller's operation failed); a
+-- removal does not: what it removes from (a job's callers, what a waiter
+-- follows) is changed before any count, so the rebuild counts without it,
+-- and ending a job, which removes, never stops halfway.
+local function guarded(fn, raises)
+  return function(o, a, b)
+    if o.prio_broken then M.rebuild(o) end
+    local ok, err = pcall(fn, o, a, b)
+    if not ok then
+      broke(o)
+      if raises then error(err, 0) end
+    end
+  end
+end
+
+M.add_caller = guarded(add_caller, true)
+M.follow = guarded(follow, true)
+M.move_awaiters = guarded(move_awaiters, true)
+M.remove_caller = guarded(remove_caller, false)
+M.unfollow = guarded(unfollow, false)
+M.forget_sets = guarded(forget_sets, false)
+
+local function queued_jobs(o)
+  local js = {}
+  for _, job in each, o.by_slot do
+    if job[WAITQ] then js[#js + 1] = job end
+  end
+  sort(js, by_id)
+  return js
+end
+
+local function first_source(job)
+  local h = rawget(job, H)
+  return h and rawget(h, 2) or nil
+end
+
+local function rebuild(o)
+  o.prio_broken = false -- (what it calls reads the counts; a rebuild that fails marks them again)
+  -- What the counts are made from, kept until a rebuild ends: one that
+  -- runs out of memory itself starts again from the same list.
+  local snap = o.prio_snapshot
+  if not snap then
+    snap = {}
+    for w, f in each, o.followed do
+      if not w[STATE] then snap[#snap + 1] = { w, f } end
+    end
+    sort(snap, function(a, b) return a[1][F.ID] < b[1][F.ID] end)
+    o.prio_snapshot = snap
+  end
+  -- Every queued job waits under its first caller's source for a moment,
+  -- so that no set group is left with waiters when the sets are dropped.
+  local queued = queued_jobs(o)
+  for i = 1, #queued do M.moved(o, queued[i], M.group(o, first_source(queued[i]))) end
+  local sets = {}
+  for g in each, o.members do sets[#sets + 1] = g end
+  sort(sets)
+  for i = 1, #sets do
+    local g = sets[i]
+    o.members[g], o.fixed_rank[g], o.set_users[g] = nil, nil, nil
+    o.free_groups[#o.free_groups + 1] = g
+  end
+  o.set_group, o.set_key, o.set_plus, o.set_minus = {}, {}, {}, {}
+  o.set_pos, o.set_hash, o.big_by_hash = {}, {}, {}
+  o.nsets = 0
+  o.src_count, o.set_of, o.nset_of = {}, {}, 0
+  o.awaiters, o.followed = {}, {}
+  -- A job's callers first, as they joined: counted from its first, each
+  -- other one added as add_caller adds it.
+  local running = {}
+  for _, job in each, o.by_slot do
+    if rawget(job, H + 1) ~= nil then running[#running + 1] = job end
+  end
+  sort(running, by_id)
+  for i = 1, #running do
+    local job = running[i]
+    local g1 = M.group(o, rawget(job[H], 2))
+    o.src_count[job] = { [g1] = 1 }
+    o.set_of[job] = g1
+    o.nset_of = o.nset_of + 1
+    for k = H + 1, #job do change(o, job, M.group(o, rawget(job[k], 2)), 1) end
+  end
+  -- then what each waiter follows, as it came to follow it
+  for i = 1, #snap do
+    local w, f = snap[i][1], snap[i][2]
+    -- (jobs it followed that ended since count for nothing: left out)
+    if is_job(f) then
+      if f[STATE] then f = nil end
+    else
+      local live = {}
+      for k = 1, #f do
+        if not f[k][STATE] then live[#live + 1] = f[k] end
+      end
+      f = live[1] and live or nil
+    end
+    if f and not w[STATE] then follow(o, w, f) end
+  end
+  for i = 1, #queued do
+    local job = queued[i]
+    if job[WAITQ] then M.moved(o, job, M.set_of(o, job)) end
+  end
+  o.prio_snapshot = false
+end
+
+--- Makes the counts anew after a change that raised (see guarded).
+function M.rebuild(o)
+  local ok, err = pcall(rebuild, o)
+  if not ok then
+    broke(o)
+    error(err, 0)
   end
 end
 

@@ -187,18 +187,26 @@ local function releaser(o, job, q)
   return setmetatable({ q, job }, Release)
 end
 
-local function hold(o, job, q)
-  -- job[HELD] is the job's one release, or {n =, [queue] = release} once
-  -- it holds slots of several pools (most jobs hold one: no table for them).
+-- job[HELD] is the job's one release, or {n =, [queue] = release} once it
+-- holds slots of several pools (most jobs hold one: no table for them).
+-- Everything a hold needs is allocated before the core counts the slot
+-- (prepare_hold): memory that runs out then leaves no slot counted in use
+-- that nobody holds.
+local function prepare_hold(o, job, q)
   local release = releaser(o, job, q)
   local held = job[HELD]
+  if held then
+    if getmetatable(held) == Release then held = { n = 1, [held[1]] = held } end
+    held[q] = false -- (its place made now; filled by hold)
+  end
+  return release, held
+end
+
+local function hold(job, q, release, held)
   if not held then
     job[HELD] = release
   else
-    if getmetatable(held) == Release then
-      held = { n = 1, [held[1]] = held }
-      job[HELD] = held
-    end
+    job[HELD] = held
     held[q] = release
     held.n = held.n + 1
   end
@@ -224,7 +232,7 @@ end
 --- job:slot(name): waits for a slot; returns its release.
 function M.slot(job, name)
   if not is_job(job) then options.bad_self("job:slot", "a job (the one its work receives)", job, 2) end
-  local o, q = queue_of(job, "slot", name)
+  local _, q = queue_of(job, "slot", name)
   if holds(job[HELD], q) then
     raise("job:slot: " .. job[LABEL] .. " already holds a slot of pool '" .. name
       .. "' (asking for a second one is how slot deadlocks start)", 2)
@@ -237,7 +245,7 @@ end
 --- job:permit(name): waits for one unit of a per-step budget.
 function M.permit(job, name)
   if not is_job(job) then options.bad_self("job:permit", "a job (the one its work receives)", job, 2) end
-  local o, q = queue_of(job, "permit", name)
+  local _, q = queue_of(job, "permit", name)
   M.wait(job, q)
 end
 
@@ -285,6 +293,8 @@ local function best(o, q)
 end
 
 local function grant_one(o, q, job)
+  local release, held
+  if q.kind == "pool" then release, held = prepare_hold(o, job, q) end
   local rc = B.pool_grant(q.p, job[CID])
   if rc ~= 0 then core_refused("grant a slot to", job, rc) end
   -- Touched before the job leaves the group, so leaving takes the grant's
@@ -293,7 +303,7 @@ local function grant_one(o, q, job)
   B.clock_join(o.cc, job[CID], -1)
   job[WAITQ] = false
   if q.kind == "pool" then
-    hold(o, job, q)
+    hold(job, q, release, held)
   elseif q.ms then
     o.permit_of[job] = q
   end
@@ -323,7 +333,7 @@ local pool_set_rank, pool_new_reads, pool_next_unread = B.pool_set_rank, B.pool_
 local function read_group(o, p, g)
   local src = o.source_of[g]
   if src ~= nil then
-    local round, rank = o.round, nil
+    local round, rank = o.round
     if o.seen_round[src] == round then
       rank = o.seen_rank[src]
     else

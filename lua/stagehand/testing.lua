@@ -178,6 +178,7 @@ function T.leaks(orch)
     local job = orch.q[i]
     if job and job[STATE] and not job[CO] then out[#out + 1] = "a queued entry of an ended job" end
   end
+  if orch.prio_broken then out[#out + 1] = "priority counts broken and not yet made anew" end
   local deaf, waits = 0, orch.track_waits or {}
   local done = {}
   for job, x in each, waits do

@@ -1,0 +1,91 @@
+/*
+ * A Lua 5.4 host whose allocator fails on demand, as Lua's own ltests
+ * does: oom.fail_after(n) lets n more allocations (or growths) through and
+ * fails every one after; oom.off() turns failing off and returns how many
+ * went through. It runs the script named on its command line, which loads
+ * stagehand and fails each allocation of each operation in turn.
+ */
+#include <lauxlib.h>
+#include <lua.h>
+#include <lualib.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+
+static long limit = -1; /* allocations still allowed; -1: no limit */
+static long used = 0;
+static lua_State *main_state; /* for OOM_WHERE: where the first failure came */
+static int told;
+
+/* With OOM_WHERE set, the first failed allocation of each run prints the
+ * main thread's Lua stack (lua_getstack and lua_getinfo "Sl" allocate
+ * nothing). */
+static void tell_where(void) {
+  lua_Debug ar;
+  int level;
+  if (told || !main_state || !getenv("OOM_WHERE")) return;
+  told = 1;
+  fprintf(stderr, "  failed at allocation %ld:", used);
+  for (level = 0; level < 14 && lua_getstack(main_state, level, &ar); level++) {
+    if (lua_getinfo(main_state, "Sl", &ar) && ar.currentline > 0) fprintf(stderr, " %s:%d", ar.short_src, ar.currentline);
+  }
+  fprintf(stderr, "\n");
+}
+
+static void *oom_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
+  (void)ud;
+  if (nsize == 0) {
+    free(ptr);
+    return NULL;
+  }
+  /* (osize is a type tag when ptr is NULL: every new block counts) */
+  if (limit >= 0 && (ptr == NULL || nsize > osize)) {
+    if (used >= limit) {
+      tell_where();
+      return NULL;
+    }
+    used++;
+  }
+  return realloc(ptr, nsize);
+}
+
+static int l_fail_after(lua_State *L) {
+  limit = (long)luaL_checkinteger(L, 1);
+  used = 0;
+  told = 0;
+  return 0;
+}
+
+static int l_off(lua_State *L) {
+  limit = -1;
+  lua_pushinteger(L, (lua_Integer)used);
+  return 1;
+}
+
+static int traceback(lua_State *L) {
+  const char *msg = lua_tostring(L, 1);
+  luaL_traceback(L, L, msg ? msg : "(an error that is not a string)", 1);
+  return 1;
+}
+
+int main(int argc, char **argv) {
+  lua_State *L;
+  int rc;
+  static const luaL_Reg fns[] = {{"fail_after", l_fail_after}, {"off", l_off}, {NULL, NULL}};
+  if (argc < 2) {
+    fprintf(stderr, "usage: %s script.lua\n", argv[0]);
+    return 2;
+  }
+  L = lua_newstate(oom_alloc, NULL);
+  if (!L) return 1;
+  main_state = L;
+  luaL_openlibs(L);
+  luaL_newlib(L, fns);
+  lua_setglobal(L, "oom");
+  lua_pushcfunction(L, traceback);
+  rc = luaL_loadfile(L, argv[1]);
+  if (rc == LUA_OK) rc = lua_pcall(L, 0, 0, -2);
+  if (rc != LUA_OK) fprintf(stderr, "%s\n", lua_tostring(L, -1));
+  lua_close(L);
+  return rc == LUA_OK ? 0 : 1;
+}
