@@ -334,6 +334,7 @@ int sh_pool_fix_rank(sh_pool *p, int32_t g, int32_t rank) {
   int rc;
   if (!p || g < 0 || g >= SH_MAX_ID) return SH_EINVAL;
   if ((rc = grow_groups(p, g)) != SH_OK) return rc;
+  if (p->groups[g].fixed && p->groups[g].rank == rank) return SH_OK; /* (told already: the usual case) */
   p->groups[g].rank = rank;
   p->groups[g].fixed = 1;
   reorder(p, g);
