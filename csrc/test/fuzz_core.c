@@ -89,9 +89,22 @@ int sh_fuzz_one(const uint8_t *d, size_t n) {
       int32_t g, best, want = -1, k;
       ranks[v % GROUPS] = a % 3;
       sh_pool_fix_rank(p, 0, ranks[0]);
-      for (g = sh_pool_next_live(p, -1); g >= 0; g = sh_pool_next_live(p, g)) {
-        if (g == 0) fail("next_live walked a fixed group", at);
-        sh_pool_set_rank(p, g, ranks[g]);
+      if (v & 0x80) {
+        /* a new epoch of reads: every active group not fixed, once each */
+        int seen[GROUPS] = {0};
+        sh_pool_new_reads(p);
+        while ((g = sh_pool_next_unread(p)) >= 0) {
+          if (g == 0) fail("next_unread handed out a fixed group", at);
+          if (g >= GROUPS || seen[g]++) fail("next_unread handed out a group twice", at);
+          sh_pool_set_rank(p, g, ranks[g]);
+        }
+        for (k = 0; k < IDS; k++)
+          if (waiting[k] && group_of[k] != 0 && !seen[group_of[k]]) fail("next_unread missed an active group", at);
+      } else {
+        for (g = sh_pool_next_live(p, -1); g >= 0; g = sh_pool_next_live(p, g)) {
+          if (g == 0) fail("next_live walked a fixed group", at);
+          sh_pool_set_rank(p, g, ranks[g]);
+        }
       }
       {
         int32_t nw = 0, free_slots = sh_pool_capacity(p) - sh_pool_in_use(p), want_g;
