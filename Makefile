@@ -23,7 +23,9 @@ all: build
 deps:
 	@sh scripts/deps.sh
 
-build: deps $(foreach rt,$(RUNTIMES),build/$(rt)/stagehand/_core.so)
+# (Only deps, demo and test install what is missing: `make build` on a
+# machine that has it all asks apt nothing.)
+build: $(foreach rt,$(RUNTIMES),build/$(rt)/stagehand/_core.so)
 
 # The core's symbols stay exported: the FFI backend ffi.load()s this same file.
 # (It pins itself in memory, sh_pin_library, so finalizers never outlive it.)
@@ -66,10 +68,10 @@ build/oom_host: csrc/test/oom_host.c
 test-oom: build build/oom_host
 	@eval "$$(sh scripts/env.sh lua5.4)" && ./build/oom_host spec/oom/failing_alloc.lua
 
-test: build build/test_core build/oom_host
+test: deps build build/test_core build/oom_host
 	@sh scripts/test.sh $(RUNTIMES)
 
-demo: build
+demo: deps build
 	@eval "$$(sh scripts/env.sh luajit)" && luajit examples/scene_loader.lua
 
 bench: build
@@ -147,7 +149,7 @@ valgrind: build build/test_core
 	LUA_PATH="$$top/lua/?.lua;$$top/lua/?/init.lua;;" LUA_CPATH="$$top/build/lua5.4/?.so;;" \
 	$(VALGRIND) lua5.4 /usr/bin/busted -o utfTerminal spec
 
-check-warnings: deps
+check-warnings:
 	@mkdir -p build
 	$(CC) $(CFLAGS_CORE) -Werror -I$(INC_lua5.4) -fsyntax-only $(CORE_SRC) $(MODULE_SRC)
 

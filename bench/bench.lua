@@ -78,7 +78,8 @@ end
 -- A case and its baseline always share a process.
 local section = tonumber(arg and arg[1])
 if not section then
-  print(string.format("stagehand %s on %s, backend %s", stagehand.VERSION, jit and jit.version or _VERSION, stagehand.backend))
+  print(string.format("stagehand %s on %s, backend %s", stagehand.VERSION, jit and jit.version or _VERSION,
+    stagehand.backend))
   print()
   local interp = arg[-1] or "luajit"
   local me = arg[0]
@@ -98,13 +99,11 @@ end
 
 local trivial = function() return 1 end
 local N = 200000
-local bare_trip
 
 if section == 1 then
 -- 1. run -> done of a trivial job, against a bare coroutine create + finish.
 local function noop() return 1 end
 local orch = T.new()
-local function trivial() return 1 end
 local run_done, bare_create = time_pair(N, function(n)
   for _ = 1, n do orch:run("trivial", trivial) end
 end, function(n)
@@ -486,7 +485,7 @@ do
         local buf = ffi.new("uint8_t[?]", size) -- (zero-filled, so every page is touched)
         local dt = clock() - t0
         assert(buf[size - 1] == 0)
-        buf = nil
+        buf = nil -- luacheck: ignore 311 (let the collector have it)
         xs[r] = dt * 1e9 / math.max(1, minor_faults() - f0)
       end
       local per = median(xs)
@@ -535,7 +534,7 @@ do
   local o = T.new()
   local f = stagehand.future()
   local n = 100000
-  local keep = {}
+  local keep = {} -- luacheck: ignore 241
   collectgarbage()
   collectgarbage()
   local before = collectgarbage("count")

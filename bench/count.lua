@@ -117,11 +117,11 @@ end
 local SIZE = { all = 20000, controller = 20000, cancel = 20000 }
 local function per_job(name)
   local is, ms = {}, {}
-  local n = SIZE[name] or N
+  local jobs = SIZE[name] or N
   for r = 1, 3 do
-    local i1, m1 = counted(name, n)
+    local i1, m1 = counted(name, jobs)
     local i0, m0 = counted(name, 0)
-    is[r], ms[r] = (i1 - i0) / n, (m1 - m0) / n
+    is[r], ms[r] = (i1 - i0) / jobs, (m1 - m0) / jobs
   end
   return median3(is), median3(ms)
 end

@@ -97,6 +97,7 @@ sanitized() {
   grep -aE "passed|successes" "$out" | sed 's/^/  /'
 }
 
+check "luacheck (.luacheckrc): no warnings in lua/, spec/, bench/ and examples/" luacheck -q lua spec bench examples
 check "make demo: the example scene loader" demo_ends_every_job
 for rt in "$@"; do
   check "the example streaming world on $rt" world_streams_on "$rt"

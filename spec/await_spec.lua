@@ -59,7 +59,7 @@ describe("job:await", function()
     end)
     local got
     orch:run("outer", function(job)
-      local ok, err = job:pcall(inner.await, inner)
+      local _, err = job:pcall(inner.await, inner)
       got = err
     end)
     T.settle(orch, 100, 10)
@@ -70,7 +70,7 @@ describe("job:await", function()
   it("waits on any table with on_end", function()
     local listeners = {}
     local custom = {
-      on_end = function(self, fn) listeners[#listeners + 1] = fn end,
+      on_end = function(_, fn) listeners[#listeners + 1] = fn end,
     }
     local h = orch:run("custom", function(job) return job:await(custom) end)
     assert.equal("running", h:state())
@@ -80,7 +80,7 @@ describe("job:await", function()
   end)
 
   it("raises the error of a custom awaitable that fails", function()
-    local custom = { on_end = function(self, fn) fn("failed", "gpu lost") end }
+    local custom = { on_end = function(_, fn) fn("failed", "gpu lost") end }
     local h = orch:run("custom", function(job) return job:await(custom) end)
     local _, err = h:result()
     assert.equal("gpu lost", err.cause)
@@ -96,7 +96,7 @@ describe("job:await", function()
     local f = stagehand.future()
     local cleaned, reason
     local h = orch:run("loader", function(job)
-      local ok, err = job:pcall(job.await, job, f)
+      local _, err = job:pcall(job.await, job, f)
       cleaned = true
       reason = err
     end)
@@ -225,7 +225,7 @@ describe("cycles", function()
       return job:await(b)
     end)
     b = orch:run("B", function(job)
-      local ok, e = job:pcall(job.await, job, a)
+      local _, e = job:pcall(job.await, job, a)
       err_b = e
       return "B gave up"
     end)
@@ -402,7 +402,6 @@ describe("regressions", function()
   -- resume: its cleanup never ran and its follow registration leaked.
   it("runs the cleanup of a job cancelled between its wake and its resume", function()
     local orch = T.new { log = function() end }
-    local f = stagehand.future()
     local other = orch:run("other", function(job) job:sleep(100) end)
     local cleaned = false
     local h = orch:run("woken then cancelled", function(job)

@@ -43,7 +43,7 @@ describe(":barrier", function()
     b:arrive("portrait:thief")
     local caught
     orch:run("Maze", function(job)
-      local ok, err = job:pcall(job.await, job, b.settled)
+      local _, err = job:pcall(job.await, job, b.settled)
       caught = err
     end)
     T.settle(orch, 5000)
@@ -280,7 +280,6 @@ describe(":when_idle", function()
   it("never stalls, nor does a job awaiting it", function()
     local lines = {}
     local orch = T.new { log = function(m) lines[#lines + 1] = m end }
-    local busy = stagehand.future()
     orch:run("page", function(job)
       for _ = 1, 100 do
         job:sleep(1000)

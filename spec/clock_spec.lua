@@ -205,7 +205,7 @@ end)
 
 describe("the testing helpers", function()
   it("name a missing orchestrator or bad options instead of failing inside", function()
-    local missing -- (a typo in a spec: a variable never set)
+    local missing -- luacheck: ignore 221 -- (a typo in a spec: a variable never set)
     for _, case in ipairs {
       { function() T.settle(missing, 10) end, "bad argument 'orch' to settle: expected an orchestrator, got nil" },
       { function() T.leaks(missing) end, "bad argument 'orch' to leaks: expected an orchestrator, got nil" },

@@ -57,7 +57,7 @@ describe(":watch", function()
     local orch = T.new { log = function() end }
     local seen = {}
     local unwatch = orch:watch(function(rec) seen[#seen + 1] = rec.label .. ":" .. rec.state end)
-    local h = orch:run("a", function(job) job:sleep(10) end)
+    orch:run("a", function(job) job:sleep(10) end)
     orch:run("b", function() error("x") end)
     T.settle(orch, 20, 10)
     unwatch()

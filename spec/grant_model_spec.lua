@@ -18,7 +18,7 @@ local stagehand = require "stagehand"
 local T = require "stagehand.testing"
 local seeded = require "spec.seeded"
 
-local NAMES, RANK = seeded.NAMES, seeded.RANK
+local NAMES = seeded.NAMES
 
 -- kind: "pool" (slots of pool p), "budget" (permits of budget b, {ops = n})
 -- or "ms" (permits of budget b, {ms = m}: each holder runs for a cost of

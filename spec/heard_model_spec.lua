@@ -216,7 +216,8 @@ local function scene(seed, tally)
     function() -- a watcher awaits a Handle, an abortable over one or a group
       local hrec = pick(hrecs)
       if not hrec then return end
-      local w, x, target = {}, r(3), nil
+      local w, x = {}, r(3)
+      local target
       if x == 1 then
         target, w.on = hrec.h, hrec
       elseif x == 2 then

@@ -356,7 +356,8 @@ describe("hygiene", function()
 end)
 
 describe("an end that ends others in turn", function()
-  local function quiet() return T.new { log = function() end, stall_ms = 1e9 } end
+  -- (no stall while 10,000 levels settle)
+  local function patient() return T.new { log = function() end, stall_ms = 1e9 } end
   -- Each loader runs the next inside itself, after a first wait, and
   -- awaits it: 10,000 levels. Ending one ended the next inside its own end,
   -- so cancelling the root overflowed the Lua stack partway down and left
@@ -380,7 +381,7 @@ describe("an end that ends others in turn", function()
   end
 
   it("ends all 10,000 callers made inside one another", function()
-    local orch = quiet()
+    local orch = patient()
     local ended = 0
     orch:watch(function(r) if r.state == "cancelled" then ended = ended + 1 end end)
     local root = nested(orch, 10000, false)
@@ -392,7 +393,7 @@ describe("an end that ends others in turn", function()
   end)
 
   it("ends all 10,000 jobs that follow one another's signals", function()
-    local orch = quiet()
+    local orch = patient()
     local root = nested(orch, 10000, true)
     assert.equal(10000, #orch:report())
     assert.is_true(root:cancel("quit to menu"))
@@ -402,7 +403,7 @@ describe("an end that ends others in turn", function()
   end)
 
   it("aborts a job's signal before its Handles hear its end, and withdraws the callers it made last", function()
-    local orch = quiet()
+    local orch = patient()
     local order = {}
     local f = stagehand.future()
     local parent = orch:run("parent", function(job)
@@ -425,7 +426,7 @@ describe("an end that ends others in turn", function()
   -- handler's pcall: there the handler fails, is logged, and the end goes
   -- on at once.)
   it("goes on elsewhere while a handler of the game's own that yielded holds one end", function()
-    local orch = quiet()
+    local orch = patient()
     local f = stagehand.future()
     local function parent_with_children(label, yielding)
       local kids = {}
@@ -454,7 +455,7 @@ describe("an end that ends others in turn", function()
 
   it("goes on after a coroutine that yielded in the middle of an end is resumed later", function()
     local yields = select(2, coroutine.resume(coroutine.create(function() return pcall(coroutine.yield, 1) end))) == 1
-    local orch = quiet()
+    local orch = patient()
     local f = stagehand.future()
     local function started(label)
       local job

@@ -251,7 +251,7 @@ local function scene(seed, tally)
     function() track_when(later_key(0)) end, -- the game follows a key
   }
 
-  local function check(t)
+  local function check()
     if violation then error(violation) end
     local idle, busy = world_idle()
     local waiting = waiting_idles()

@@ -110,7 +110,7 @@ describe("the job object", function()
     end)
 
     it("calls what pcall calls: C functions, callable tables, non-callables", function()
-      local callable = setmetatable({}, { __call = function(self, a)
+      local callable = setmetatable({}, { __call = function(_, a)
         return a + 1
       end })
       local h = orch:run("x", function(job)
@@ -273,7 +273,7 @@ describe("the job object", function()
 
     it("aborts with the failure when the job fails", function()
       local sig
-      local h = orch:run("x", function(job)
+      orch:run("x", function(job)
         sig = job.signal
         error("broken")
       end)

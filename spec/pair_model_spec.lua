@@ -67,7 +67,8 @@ local function draw(seed)
       steps = {},
     }
     for _ = 1, 1 + r(5) do
-      local x, s = r(17), nil
+      local x = r(17)
+      local s
       if x == 1 then s = { "sleep", r(20) }
       elseif x == 2 then s = { "future", future() }
       elseif x <= 4 then s = { "await", r(nloaders) } -- (of either side)

@@ -22,7 +22,6 @@ end
 -- A job that reports its effective priority each time it is asked, until released.
 local function observed(orch, label, opts)
   local f = stagehand.future()
-  local seen = {}
   local job_ref
   local h = orch:run(label, function(job)
     job_ref = job
@@ -34,7 +33,7 @@ end
 describe("priorities", function()
   it("take the highest rank of the run's callers", function()
     local orch = quiet()
-    local h, prio, f = observed(orch, "armor", { key = "armor", priority = "background" })
+    local _, prio, f = observed(orch, "armor", { key = "armor", priority = "background" })
     assert.equal("background", prio())
     local page = orch:run("armor", function() end, { key = "armor", priority = "visible" })
     assert.equal("visible", prio())
@@ -45,7 +44,7 @@ describe("priorities", function()
 
   it("count a caller that names none as the default", function()
     local orch = quiet()
-    local h, prio, f = observed(orch, "armor", { key = "armor", priority = "background" })
+    local _, prio, f = observed(orch, "armor", { key = "armor", priority = "background" })
     orch:when("armor")
     assert.equal("scene", prio())
     f:resolve()
@@ -53,7 +52,7 @@ describe("priorities", function()
 
   it("raise a garment build queued behind an army to visible while a portrait awaits it, then drop it", function()
     local orch = quiet()
-    local garment, prio, f = observed(orch, "Building the cape", { key = "armor-build:cape", priority = "background" })
+    local _, prio, f = observed(orch, "Building the cape", { key = "armor-build:cape", priority = "background" })
     assert.equal("background", prio())
     local portrait = orch:run("Hero portrait", function(job)
       return job:await(orch:when("armor-build:cape"))
@@ -89,7 +88,7 @@ describe("priorities", function()
     local orch = quiet()
     local on_screen = true
     local battle = function() return on_screen and "scene" or "background" end
-    local h, prio, f = observed(orch, "Placing soldiers", { priority = battle })
+    local _, prio, f = observed(orch, "Placing soldiers", { priority = battle })
     assert.equal("scene", prio())
     on_screen = false
     assert.equal("background", prio())
@@ -245,7 +244,7 @@ describe("priorities", function()
 
   it("show the effective rank in the report", function()
     local orch = quiet()
-    local h, prio, f = observed(orch, "cloth", { priority = "background" })
+    local h, _, f = observed(orch, "cloth", { priority = "background" })
     orch:run("portrait", function(job) return job:await(h) end, { priority = "visible" })
     local r = orch:report()
     assert.equal("visible", r[1].priority)
@@ -263,7 +262,7 @@ describe("priorities", function()
         return "background"
       end
     end
-    local h, prio, f = observed(orch, "army", { key = "army", priority = fns[1] })
+    local _, prio, f = observed(orch, "army", { key = "army", priority = fns[1] })
     for i = 1, 999 do orch:run("army", function() end, { key = "army", priority = fns[i % 3 + 1] }) end
     calls = 0
     assert.equal("background", prio())
@@ -275,7 +274,7 @@ describe("priorities", function()
     local lines = {}
     local orch = T.new { log = function(m) lines[#lines + 1] = m end }
     local bad = function() error("camera missing") end
-    local h, prio, f = observed(orch, "x", { priority = bad })
+    local _, prio, f = observed(orch, "x", { priority = bad })
     assert.equal("scene", prio())
     assert.equal("scene", prio())
     assert.equal(1, #lines)

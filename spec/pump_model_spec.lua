@@ -81,7 +81,8 @@ local function draw(seed)
       steps = {},
     }
     for _ = 1, 1 + r(5) do
-      local x, s = r(15), nil
+      local x = r(15)
+      local s
       if x == 1 then s = { "sleep", r(20) }
       elseif x == 2 then s = { "future", future() }
       elseif x == 3 then s = { "slot", r(3) } -- (released that many steps on, if it gets there)

@@ -296,7 +296,7 @@ describe("game code inside callbacks", function()
   local layout_which = everyone and which or (" (" .. #list .. " seeded scenes)")
   it("ends the same way whatever the memory layout" .. layout_which, function()
     local function ends_with_ballast(seed, n)
-      local ballast = {} -- moves every table the scene makes
+      local ballast = {} -- luacheck: ignore 241 -- moves every table the scene makes
       for i = 1, n do ballast[i] = { i } end
       collectgarbage()
       local ok, handles = pcall(check, seed)

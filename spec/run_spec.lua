@@ -177,7 +177,7 @@ describe(":run", function()
 
   it("lets a job start another job", function()
     local orch = T.new()
-    local h = orch:run("parent", function(job)
+    local h = orch:run("parent", function()
       local child = orch:run("child", function(c)
         c:sleep(10)
         return "inner"
@@ -265,7 +265,7 @@ describe("unhandled failures", function()
       error("bad")
     end)
     orch:run("waiter", function(job)
-      local ok, err = job:pcall(h.await, h)
+      local _, err = job:pcall(h.await, h)
       caught = err
     end)
     T.settle(orch, 10, 1)

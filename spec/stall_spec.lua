@@ -44,7 +44,7 @@ describe("stall clocks", function()
   end)
 
   it("are reset by job:progress", function()
-    local orch, clock = new()
+    local orch = new()
     local f = stagehand.future()
     local h = orch:run("decoder", function(job)
       for _ = 1, 5 do
@@ -60,7 +60,7 @@ describe("stall clocks", function()
   end)
 
   it("never count hidden time", function()
-    local orch, clock = new()
+    local orch = new()
     local h = orch:run("x", function(job) job:await(stagehand.future()) end)
     T.settle(orch, 10000)
     orch:set_visible(false)
@@ -90,7 +90,7 @@ describe("stall clocks", function()
   end)
 
   it("pause while a job awaits another job, which alone can stall", function()
-    local orch, clock, lines = new()
+    local orch, _, lines = new()
     local slow = orch:run("slow build", function(job)
       for _ = 1, 10 do
         job:sleep(10000)
@@ -287,7 +287,7 @@ describe("stall clocks", function()
     local seen, cleanup
     local h = orch:run("x", function(job)
       job.signal:on_abort(function(reason) seen = reason end)
-      local ok, err = job:pcall(job.await, job, stagehand.future())
+      local _, err = job:pcall(job.await, job, stagehand.future())
       cleanup = err
     end, { stall_ms = 1000 })
     T.settle(orch, 5000)

@@ -69,7 +69,7 @@ function Waiting:_describe()
   return string.format("%d of %d keys (missing: %s)", b:arrived(), #b.keys, table.concat(b:missing(), ", "))
 end
 
-function M.new(o, label, keys, opts, make_job, join_opts)
+function M.new(_, label, keys, opts, make_job, join_opts)
   -- Errors name orch:barrier's caller: this, orch:barrier, then the caller.
   if type(label) ~= "string" or label == "" then options.fail("barrier", "label", "a non-empty string", label, 3) end
   if type(keys) ~= "table" then options.fail("barrier", "keys", "a list of strings", keys, 3) end

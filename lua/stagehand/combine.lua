@@ -49,7 +49,7 @@ function Group:_follows(loose)
       top = top - 1
     else
       is[top] = i + 1
-      if p._st then
+      if p._st then -- luacheck: ignore 542 (an empty branch, on purpose)
         -- (ended: follows nothing, and holds nothing up)
       elseif getmetatable(p) == Group then
         top = top + 1

@@ -264,7 +264,6 @@ E.notify = notify
 
 function E.describe_wait(job)
   local w = job[W]
-  local o = job[ORCH]
   if w == SLEEP then return "a sleep until " .. errors.ms(job[SLEEP_UNTIL]) end
   if w == QUEUED then return "its turn to run" end
   if w == KEYWAIT then return "a run of key " .. job[KEY] .. " to start" end
@@ -403,11 +402,11 @@ function E.cancel(job, reason)
 end
 
 function E.report_unhandled(o)
-  local list = o.unhandled
-  if list[1] == nil then return end
+  local failed = o.unhandled
+  if failed[1] == nil then return end
   o.unhandled = {}
-  for i = 1, #list do
-    local job = list[i]
+  for i = 1, #failed do
+    local job = failed[i]
     job.unheard = nil
     local seen = false
     for j = H, #job do
@@ -1215,10 +1214,10 @@ local by_id = F.by_id
 
 --- Every running job, in start order.
 function E.running_jobs(o)
-  local list = {}
-  for _, job in each, o.by_slot do list[#list + 1] = job end
-  table.sort(list, by_id)
-  return list
+  local jobs = {}
+  for _, job in each, o.by_slot do jobs[#jobs + 1] = job end
+  table.sort(jobs, by_id)
+  return jobs
 end
 
 --- Settles every when_idle waiter once each running job waits on one.
@@ -1232,10 +1231,10 @@ function E.idle_check(o)
   for _, job in each, o.by_slot do
     if not idle_blocked(o, job, memo) then return end
   end
-  local list = {}
-  for job in each, o.idle do list[#list + 1] = job end
-  table.sort(list, by_id)
-  for i = 1, #list do E.end_job(list[i], "done", pack()) end
+  local waiters = {}
+  for job in each, o.idle do waiters[#waiters + 1] = job end
+  table.sort(waiters, by_id)
+  for i = 1, #waiters do E.end_job(waiters[i], "done", pack()) end
 end
 
 -- The work of one step. Jobs' own errors end those jobs; anything raised

@@ -91,10 +91,12 @@ local path, err = package.searchpath("stagehand._core", package.cpath)
 if not path then
   error("stagehand: cannot find the native core (stagehand/_core.so) on package.cpath: " .. err, 0)
 end
-local ok = pcall(ffi.cdef, CDEF)
-if not ok then
-  -- Already declared by an earlier load of this module (busted re-requires
-  -- modules per spec file); the declarations are the same.
+-- A second load of this module (busted loads modules again for each spec
+-- file) finds the types declared already: "attempt to redefine". Anything
+-- else is a fault in the declarations, raised.
+local ok, cdef_err = pcall(ffi.cdef, CDEF)
+if not ok and not tostring(cdef_err):find("redefine", 1, true) then
+  error("stagehand: the FFI declarations of the core failed: " .. tostring(cdef_err), 0)
 end
 local C = ffi.load(path)
 -- Keep the library loaded past lua_close: ffi.gc finalizers call into it.

@@ -22,7 +22,8 @@ M.describe = describe
 local raise = require("stagehand.errors").raise
 
 function M.fail(fn, arg, expected, got, level)
-  raise("bad argument '" .. arg .. "' to " .. fn .. ": expected " .. expected .. ", got " .. describe(got), (level or 2) + 1)
+  raise("bad argument '" .. arg .. "' to " .. fn .. ": expected " .. expected .. ", got " .. describe(got),
+    (level or 2) + 1)
 end
 
 --- A method called on something other than its object: most often a dot
@@ -127,7 +128,8 @@ function M.new_options(opts, has_luv)
     bad("remember", "a whole number >= 0 (0: remember nothing)", opts.remember)
   end
   o.slice_ms = opts.slice_ms or 8
-  if type(o.slice_ms) ~= "number" or not (o.slice_ms >= 0) or o.slice_ms == math.huge then
+  local slice = o.slice_ms
+  if type(slice) ~= "number" or slice ~= slice or slice < 0 or slice == math.huge then
     bad("slice_ms", "a number >= 0", opts.slice_ms)
   end
   local ranks = opts.ranks or { "visible", "scene", "background" }

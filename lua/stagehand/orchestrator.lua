@@ -362,7 +362,7 @@ function Orchestrator:budget(name, spec)
   if ops ~= nil and not options.count_from(ops, 1) then
     options.fail("budget", "spec.ops", "a whole number from 1 to " .. options.MAX_COUNT, ops)
   end
-  if ms ~= nil and (type(ms) ~= "number" or not (ms > 0) or ms == math.huge) then
+  if ms ~= nil and (type(ms) ~= "number" or ms ~= ms or ms <= 0 or ms == math.huge) then
     options.fail("budget", "spec.ms", "a number > 0", ms)
   end
   slots.budget(self, name, ops, ms)
@@ -612,10 +612,10 @@ Orchestrator.__close = function(o) o:close("orchestrator closed") end
 -- their cancellation (an on_end or abort handler, a watcher): E.start adds
 -- those. A job started otherwise after close, say by the work that called
 -- it, is not close's to end.
-local function cancel(o, list, reason) -- (list in start order)
+local function cancel(o, jobs, reason) -- (jobs in start order)
   local was = o.close_cancelling -- (a close from a handler it runs nests here)
   o.close_cancelling = true
-  for i = 1, #list do E.cancel(list[i], reason) end
+  for i = 1, #jobs do E.cancel(jobs[i], reason) end
   o.close_cancelling = was
 end
 
@@ -626,13 +626,13 @@ local function cancel_running(o, reason)
     doomed = {}
     o.closing_jobs = doomed
   end
-  local list, cur = E.running_jobs(o), E.current
-  for i = 1, #list do
+  local running, cur = E.running_jobs(o), E.current
+  for i = 1, #running do
     -- (the job that called close is cancelled, but what its work goes on
     -- to start is not close's)
-    if list[i] ~= cur then doomed[list[i]] = true end
+    if running[i] ~= cur then doomed[running[i]] = true end
   end
-  cancel(o, list, reason)
+  cancel(o, running, reason)
 end
 
 -- A job cancelled while parked mid-work is queued for one more resume, in

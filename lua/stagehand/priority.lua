@@ -23,7 +23,7 @@ local F = require "stagehand.fields"
 local ORCH, H, STATE = F.ORCH, F.H, F.STATE
 local is_job, by_id = F.is_job, F.by_id
 
-local pairs, rawget, sort, concat = pairs, rawget, table.sort, table.concat
+local rawget, sort, concat = rawget, table.sort, table.concat
 
 local M = {}
 
@@ -512,7 +512,7 @@ end
 
 -- A job's counts, made from its callers and awaiters the first time it
 -- needs them (until then it has one caller and no awaiter).
-local function counts_of_many(o, job, set)
+local function counts_of_many(o, job)
   local cnt = {}
   for i = H, #job do
     local h = job[i]
@@ -547,7 +547,7 @@ local function counts(o, job)
   if h and rawget(job, H + 1) == nil and o.awaiters[job] == nil then
     cnt = { [M.group(o, rawget(h, 2))] = 1 }
   else
-    cnt = counts_of_many(o, job, set)
+    cnt = counts_of_many(o, job)
   end
   o.src_count[job] = cnt
   o.set_of[job] = set
@@ -771,8 +771,8 @@ local function move_awaiters(o, from, to)
     if f == from then
       o.followed[w] = to
     elseif f and not is_job(f) then
-      for i = 1, #f do
-        if f[i] == from then f[i] = to end
+      for k = 1, #f do
+        if f[k] == from then f[k] = to end
       end
     end
     if fresh then add_set(o, to, M.set_of(o, w), 1) end

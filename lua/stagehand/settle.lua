@@ -44,7 +44,8 @@ function M.listen(o, entry)
     o._w1 = entry
     return
   end
-  local ls, li = rawget(o, "_ls"), nil
+  local ls = rawget(o, "_ls")
+  local li
   if not ls then
     ls, li = {}, {}
     o._ls, o._li = ls, li

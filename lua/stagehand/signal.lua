@@ -91,7 +91,7 @@ function M.abort(sig, reason)
     for i = 1, #ls do
       local entry = ls[i]
       local fn, arg = entry[1], entry[2]
-      if fn == nil then -- (unsubscribed)
+      if fn == nil then -- luacheck: ignore 542 (unsubscribed: nothing to call)
       elseif arg == nil then
         logm.guard(sig._log, "an on_abort handler", fn, reason)
       else

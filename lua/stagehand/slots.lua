@@ -13,11 +13,10 @@
 local B = require "stagehand.backend"
 local raise = require("stagehand.errors").raise
 local E = require "stagehand.engine"
-local settle = require "stagehand.settle"
 local each = next -- (a table is walked with each, never pairs: see list.lua)
 local priority = require "stagehand.priority"
 local F = require "stagehand.fields"
-local ORCH, CID, CO, W, LABEL, HELD, WAITQ = F.ORCH, F.CID, F.CO, F.W, F.LABEL, F.HELD, F.WAITQ
+local ORCH, CID, W, LABEL, HELD, WAITQ = F.ORCH, F.CID, F.W, F.LABEL, F.HELD, F.WAITQ
 local STATE, SINCE = F.STATE, F.SINCE
 local co_yield, PARK = coroutine.yield, E.PARK
 local set_of = priority.set_of
@@ -183,7 +182,7 @@ local function holds(held, q)
   return held[q] ~= nil
 end
 
-local function releaser(o, job, q)
+local function releaser(job, q)
   return setmetatable({ q, job }, Release)
 end
 
@@ -192,8 +191,8 @@ end
 -- Everything a hold needs is allocated before the core counts the slot
 -- (prepare_hold): memory that runs out then leaves no slot counted in use
 -- that nobody holds.
-local function prepare_hold(o, job, q)
-  local release = releaser(o, job, q)
+local function prepare_hold(job, q)
+  local release = releaser(job, q)
   local held = job[HELD]
   if held then
     if getmetatable(held) == Release then held = { n = 1, [held[1]] = held } end
@@ -294,7 +293,7 @@ end
 
 local function grant_one(o, q, job)
   local release, held
-  if q.kind == "pool" then release, held = prepare_hold(o, job, q) end
+  if q.kind == "pool" then release, held = prepare_hold(job, q) end
   local rc = B.pool_grant(q.p, job[CID])
   if rc ~= 0 then core_refused("grant a slot to", job, rc) end
   -- Touched before the job leaves the group, so leaving takes the grant's
@@ -467,7 +466,7 @@ function M.ran(o, job, ms)
 end
 
 --- Ending is total: every slot a job holds goes back.
-function M.release_all(o, job)
+function M.release_all(_, job)
   local held = job[HELD]
   if getmetatable(held) == Release then
     held()

@@ -127,7 +127,9 @@ function T.core_faults(orch, out)
   if B.clock_check(orch.cc) ~= 0 then out[#out + 1] = "the core's stall clocks are inconsistent" end
   if B.timers_check(orch.tm) ~= 0 then out[#out + 1] = "the core's sleep timers are inconsistent" end
   for _, name in ipairs(sorted_keys(orch.pool_q)) do
-    if B.pool_check(orch.pool_q[name].p) ~= 0 then out[#out + 1] = "the core's pool '" .. name .. "' is inconsistent" end
+    if B.pool_check(orch.pool_q[name].p) ~= 0 then
+      out[#out + 1] = "the core's pool '" .. name .. "' is inconsistent"
+    end
   end
   for _, name in ipairs(sorted_keys(orch.budget_q)) do
     if B.pool_check(orch.budget_q[name].p) ~= 0 then
@@ -222,9 +224,11 @@ function T.leaks(orch)
   local counted = { nset_of = "set_of", nowners = "owned", nidle = "idle" }
   for _, count in ipairs(sorted_keys(counted)) do
     local t = counted[count]
-    local n = 0
-    for _ in each, orch[t] do n = n + 1 end
-    if orch[count] ~= n then out[#out + 1] = count .. " is " .. orch[count] .. " for " .. n .. " entries" end
+    local entries = 0
+    for _ in each, orch[t] do entries = entries + 1 end
+    if orch[count] ~= entries then
+      out[#out + 1] = count .. " is " .. orch[count] .. " for " .. entries .. " entries"
+    end
   end
   return out
 end
@@ -242,7 +246,7 @@ if ok_say and ok_assert then
   say:set("assertion.ended.negative", "Expected the handle to be running, but it is:\n%s")
   luassert:register("assertion", "ended", ended, "assertion.ended.positive", "assertion.ended.negative")
 
-  local function all_ended(state, args)
+  local function all_ended(_, args)
     local orch = args[1]
     check_orch("assert.all_ended", orch)
     local ok = orch.nrunning == 0
@@ -256,7 +260,7 @@ if ok_say and ok_assert then
   luassert:register("assertion", "all_ended", all_ended, "assertion.all_ended.positive",
     "assertion.all_ended.negative")
 
-  local function no_leaks(state, args)
+  local function no_leaks(_, args)
     local orch = args[1]
     check_orch("assert.no_leaks", orch)
     local leaks = T.leaks(orch)

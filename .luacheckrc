@@ -1,0 +1,10 @@
+-- luacheck (Debian lua-check): `make test` runs it over lua/, spec/,
+-- bench/ and examples/, and wants no warnings.
+std = "max" -- Lua 5.1 to 5.4 and LuaJIT: stagehand runs on all three
+self = false -- a method need not use its self
+max_line_length = 120
+files["spec/"] = {
+  std = "+busted",
+  globals = { "io" }, -- (specs that check what reaches stderr swap io.stderr)
+  max_line_length = 140, -- (a spec's name is a sentence)
+}
