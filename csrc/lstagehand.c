@@ -408,5 +408,14 @@ SH_EXPORT int luaopen_stagehand__core(lua_State *L) {
   new_mt(L, IDS_MT, l_ids_gc);
   lua_newtable(L);
   set_funcs(L, funcs);
+  /* the statuses, by the names the header gives them */
+  lua_pushinteger(L, SH_OK);
+  lua_setfield(L, -2, "SH_OK");
+  lua_pushinteger(L, SH_EINVAL);
+  lua_setfield(L, -2, "SH_EINVAL");
+  lua_pushinteger(L, SH_ENOMEM);
+  lua_setfield(L, -2, "SH_ENOMEM");
+  lua_pushinteger(L, SH_ESTATE);
+  lua_setfield(L, -2, "SH_ESTATE");
   return 1;
 }

@@ -20,16 +20,15 @@
 extern "C" {
 #endif
 
-#define SH_OK 0
-#define SH_EINVAL (-1) /* an argument out of range: a bad id, a bad time */
-#define SH_ENOMEM (-2)
-#define SH_ESTATE (-3) /* the id is not in the state the call needs */
-
 /* Ids run from 0 to SH_MAX_ID - 1; larger ones are refused, so a wild id
  * cannot make the core allocate without bound. */
 #define SH_MAX_ID (1 << 24)
 
 /* FFI-BEGIN */
+/* Every status a call returns. SH_EINVAL: an argument out of range (a bad
+ * id, a bad time); SH_ESTATE: the id is not in the state the call needs. */
+enum sh_status { SH_OK = 0, SH_EINVAL = -1, SH_ENOMEM = -2, SH_ESTATE = -3 };
+
 typedef struct sh_clock sh_clock;
 typedef struct sh_timers sh_timers;
 typedef struct sh_pool sh_pool;

@@ -29,7 +29,7 @@ describe("the FFI cdef", function()
       local ffi = require "ffi"
       local src = read("lua/stagehand/ffi_core.lua")
       local cdef = src:match("local CDEF = %[%[(.-)%]%]")
-      local ok = pcall(ffi.cdef, (cdef:gsub("sh_", "sh_probe_")))
+      local ok = pcall(ffi.cdef, (cdef:gsub("sh_", "sh_probe_"):gsub("SH_", "SH_PROBE_")))
       assert.is_true(ok)
     end)
   end

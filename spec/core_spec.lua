@@ -2,7 +2,32 @@
 -- the process; the core answers with a status.
 local B = require "stagehand.backend"
 
-local EINVAL, ESTATE = -1, -3
+local EINVAL, ESTATE = B.SH_EINVAL, B.SH_ESTATE
+
+describe("the core's statuses", function()
+  it("have the header's names and values, in either backend", function()
+    local f = assert(io.open("csrc/stagehand.h", "rb"))
+    local header = f:read("*a")
+    f:close()
+    local enum = assert(header:match("enum sh_status {(.-)}"))
+    local n = 0
+    for name, value in enum:gmatch("(SH_%u+) = (%-?%d+)") do
+      n = n + 1
+      assert.equal(tonumber(value), B[name], name)
+    end
+    assert.equal(4, n)
+  end)
+
+  it("turn into one clear internal error through B.check", function()
+    assert.has_no_error(function() B.check(B.SH_OK, "do nothing") end)
+    local ok, err = pcall(B.check, B.SH_ESTATE, "grant a slot")
+    assert.is_false(ok)
+    assert.equal("stagehand: internal error: the core refused to grant a slot (SH_ESTATE: not in the state the call"
+      .. " needs)", err)
+    ok, err = pcall(B.check, -42, "queue a waiter")
+    assert.matches("(status -42)", err, 1, true)
+  end)
+end)
 
 describe("the native core", function()
   it("refuses ids out of range", function()

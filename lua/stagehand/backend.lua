@@ -1,15 +1,41 @@
 -- The one seam between the Lua surface and the native core. On LuaJIT the
 -- FFI backend calls the core directly; elsewhere (or with
 -- STAGEHAND_BACKEND=c) the classic C module does. Both expose the same
--- functions, named after the C API without its sh_ prefix.
+-- functions, named after the C API without its sh_ prefix, and the same
+-- statuses, by the header's names (SH_OK, SH_EINVAL, SH_ENOMEM, SH_ESTATE);
+-- B.check is the one place a status that is not SH_OK turns into an error.
 local want = os.getenv("STAGEHAND_BACKEND")
 if want ~= nil and want ~= "" and want ~= "ffi" and want ~= "c" then
   error("stagehand: STAGEHAND_BACKEND must be 'ffi' or 'c', got '" .. want .. "'", 0)
 end
 
+-- What a status means, for the message of an internal error.
+local MEANING = {
+  SH_EINVAL = "an argument out of range",
+  SH_ENOMEM = "out of memory",
+  SH_ESTATE = "not in the state the call needs",
+}
+
+local function with_statuses(M)
+  local names = {}
+  local walk = next -- (never pairs: see list.lua)
+  for name in walk, MEANING do names[M[name]] = name end
+  --- Raises a clear internal error unless rc is SH_OK: the core refused
+  --- what the Lua side's records said it would take, a fault of
+  --- stagehand's own, raised rather than left to grow. `what` says what
+  --- was asked ("queue job 12").
+  function M.check(rc, what)
+    if rc == 0 then return end
+    local name = names[tonumber(rc)] or "status " .. tostring(rc)
+    error("stagehand: internal error: the core refused to " .. what .. " (" .. name
+      .. (MEANING[name] and ": " .. MEANING[name] or "") .. ")", 0)
+  end
+  return M
+end
+
 if want ~= "c" and rawget(_G, "jit") then
   local ok, ffi_core = pcall(require, "stagehand.ffi_core")
-  if ok then return ffi_core end
+  if ok then return with_statuses(ffi_core) end
   if want == "ffi" then error(ffi_core, 0) end
 end
 
@@ -45,4 +71,4 @@ if not ok then error(wrong_build(C) or C, 0) end
 local M = { name = "c" }
 local each = next -- (a table is walked with each, never pairs: see list.lua)
 for k, v in each, C do M[k] = v end
-return M
+return with_statuses(M)

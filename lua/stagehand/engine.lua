@@ -199,7 +199,7 @@ end
 -- 100,000 pooled jobs through an orchestrator kept from an earlier wave
 -- cost 1.17-1.32x what they cost through a new one, 0.83-1.03x now.)
 local ids_take, ids_give = B.ids_take, B.ids_give
-local ALL_TAKEN = -3 -- (SH_ESTATE: every one of the core's 2^24 ids is out)
+local ALL_TAKEN = B.SH_ESTATE -- (every one of the core's 2^24 ids is out)
 
 function E.alloc_slot(o)
   local s = ids_take(o.ids)
@@ -550,8 +550,7 @@ function E.start(o, job, stall_ms, now)
   job[CID] = slot
   job[STARTED] = now
   o.nrunning = o.nrunning + 1
-  local rc = stall_ms and clock_start(o.cc, slot, stall_ms, now) or 0
-  if rc ~= 0 then error("stagehand: the core refused a stall clock (status " .. rc .. ")", 3) end
+  if stall_ms then B.check(clock_start(o.cc, slot, stall_ms, now), "start a stall clock") end
   local doomed = o.closing_jobs
   if doomed then
     -- (close is under way: a job started inside the cleanup of one it
@@ -1022,8 +1021,7 @@ function E.check_stalls(o, now)
       -- A part settled deep in the group it awaits since it last heard:
       -- progress (taken now), not a stall.
       open_wait[job] = settle.seq
-      local rc = B.clock_start(cc, slot, B.clock_stall_ms(cc, slot), now)
-      if rc ~= 0 then error("stagehand: the core refused a stall clock (status " .. rc .. ")", 0) end
+      B.check(B.clock_start(cc, slot, B.clock_stall_ms(cc, slot), now), "restart a stall clock")
     elseif job then
       local err = errors.stalled(job[LABEL], B.clock_stall_ms(cc, slot))
       if job.barrier then

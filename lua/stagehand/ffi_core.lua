@@ -6,6 +6,8 @@ local ffi = require "ffi"
 -- A copy of the FFI block of csrc/stagehand.h; spec/cdef_spec.lua keeps the
 -- two in step.
 local CDEF = [[
+enum sh_status { SH_OK = 0, SH_EINVAL = -1, SH_ENOMEM = -2, SH_ESTATE = -3 };
+
 typedef struct sh_clock sh_clock;
 typedef struct sh_timers sh_timers;
 typedef struct sh_pool sh_pool;
@@ -103,6 +105,7 @@ local C = ffi.load(path)
 C.sh_pin_library()
 
 local M = { name = "ffi", CDEF = CDEF }
+for _, name in ipairs { "SH_OK", "SH_EINVAL", "SH_ENOMEM", "SH_ESTATE" } do M[name] = tonumber(ffi.C[name]) end
 
 function M.clock_new()
   local c = C.sh_clock_new()

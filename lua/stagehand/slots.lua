@@ -128,11 +128,6 @@ function Queue:_abandon(job)
   dirty(o, self) -- the queue changed; what stays may be grantable
 end
 
--- The core refused what the Lua side's records said it would take: a fault
--- of stagehand's own, raised rather than left to grow into a lost slot.
-local function core_refused(what, job, rc)
-  error("stagehand: the core refused to " .. what .. " " .. job[LABEL] .. " (status " .. rc .. ")", 0)
-end
 
 local function touch(o, q)
   B.clock_touch(o.cc, q.clock_group, o.now)
@@ -252,8 +247,7 @@ function M.wait(job, q)
   do -- (its locals end here, so the yield below sits just above job and q: see body in engine.lua)
     local o, slot = job[ORCH], job[CID]
     local g = set_of(o, job)
-    local rc = B.pool_enqueue(q.p, slot, g)
-    if rc ~= 0 then core_refused("queue", job, rc) end
+    B.check(B.pool_enqueue(q.p, slot, g), "queue a waiter")
     local fixed = o.fixed_rank[g]
     if fixed then B.pool_fix_rank(q.p, g, fixed) end
     B.clock_join(o.cc, slot, q.clock_group)
@@ -294,8 +288,7 @@ end
 local function grant_one(o, q, job)
   local release, held
   if q.kind == "pool" then release, held = prepare_hold(job, q) end
-  local rc = B.pool_grant(q.p, job[CID])
-  if rc ~= 0 then core_refused("grant a slot to", job, rc) end
+  B.check(B.pool_grant(q.p, job[CID]), "grant a slot")
   -- Touched before the job leaves the group, so leaving takes the grant's
   -- time as its own progress: the wait that ends is progress.
   touch(o, q)
@@ -509,8 +502,7 @@ priority.on_forget(function(o, g)
   for l = 1, 2 do
     local qs = lists[l]
     for i = 1, #qs do
-      local rc = B.pool_forget_group(qs[i].p, g)
-      if rc ~= 0 then error("stagehand: the core refused to reuse priority group " .. g .. " (status " .. rc .. ")") end
+      B.check(B.pool_forget_group(qs[i].p, g), "reuse a priority group")
     end
   end
 end)
