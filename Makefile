@@ -16,7 +16,7 @@ INC_lua5.1 := /usr/include/lua5.1
 
 SANITIZE := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
-.PHONY: all deps build test test-c test-oom test-lua demo bench bench-count env clean sanitize check-warnings chaos fuzz valgrind
+.PHONY: all deps build docs test test-c test-oom test-lua demo bench bench-count env clean sanitize check-warnings chaos fuzz valgrind
 
 all: build
 
@@ -73,6 +73,11 @@ test: deps build build/test_core build/oom_host
 
 demo: deps build
 	@eval "$$(sh scripts/env.sh luajit)" && luajit examples/scene_loader.lua
+
+# docs/reference.md and types/stagehand.lua (a LuaLS meta file), from the
+# annotations in lua/stagehand/; spec/docs_spec.lua fails when they are stale.
+docs:
+	@lua5.4 scripts/docgen.lua
 
 bench: build
 	@eval "$$(sh scripts/env.sh luajit)" && luajit bench/bench.lua

@@ -64,7 +64,7 @@ end
 local player = 1 -- the chunk the player stands on
 
 -- Each chunk's rank, read live. (A dozen small closures is fine; a game
--- queueing thousands of jobs shares a few functions instead: README, Slots.)
+-- queueing thousands of jobs shares a few functions instead: docs/guide.md, Slots.)
 local function nearness(n)
   return function()
     local d = math.abs(n - player)

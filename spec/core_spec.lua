@@ -25,6 +25,7 @@ describe("the core's statuses", function()
     assert.equal("stagehand: internal error: the core refused to grant a slot (SH_ESTATE: not in the state the call"
       .. " needs)", err)
     ok, err = pcall(B.check, -42, "queue a waiter")
+    assert.is_false(ok)
     assert.matches("(status -42)", err, 1, true)
   end)
 end)

@@ -10,7 +10,7 @@
 -- does not exist, or an error: the default then), cancels callers, aborts
 -- signals, settles futures, arrives at the barrier and moves the clock.
 --
--- The model (the SPEC's Priorities): a job's effective rank is the best of
+-- The model (the contract's Priorities): a job's effective rank is the best of
 -- the ranks of its callers still in (every Handle that follows it and is
 -- running; one that names no priority counts as the default, scene) and
 -- of the effective ranks of the loaders parked on a wait that leads to it

@@ -854,7 +854,7 @@ describe("budgets", function()
 end)
 
 describe(".cores", function()
-  it("sizes a pool as the README suggests: one slot per core beyond 2, at least 1", function()
+  it("sizes a pool as the guide suggests: one slot per core beyond 2, at least 1", function()
     local n = math.max(1, stagehand.cores() - 2)
     local orch = quiet { pools = { dressing = n, layering = 1 } }
     assert.equal(n, orch:pools().dressing.capacity)

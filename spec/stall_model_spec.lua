@@ -10,7 +10,7 @@
 -- so what it does comes later than the last step. Some steps have a budget, which a busy
 -- loader (one that moves the clock as it runs) spends, leaving jobs queued.
 --
--- The model keeps each job's last progress, as the SPEC counts it: the
+-- The model keeps each job's last progress, as the contract counts it: the
 -- job's start, `job:progress()`, the end of any wait but a sleep (and the
 -- job's resume after an await, when it sees that end), every
 -- slot handed out or freed in the pool a job waits for, every permit

@@ -105,7 +105,7 @@ local function parts_of(list, name)
   end
   local parts = {}
   for i = 1, #list do
-    local s = jobm.Job.as_settle(list[i])
+    local s = jobm.as_settle(list[i])
     if s == nil then
       raise("bad argument 'list' to " .. name .. ": item " .. i .. " is not awaitable (" .. type(list[i]) .. ")", 3)
     end
@@ -395,7 +395,7 @@ end
 --- reason if it aborts first (or had aborted already: then it wins even
 --- over a part that had ended).
 function M.abortable(awaitable, sig)
-  local part = jobm.Job.as_settle(awaitable)
+  local part = jobm.as_settle(awaitable)
   if part == nil then
     raise("bad argument 'awaitable' to abortable: expected a Handle, Future or awaitable, got " .. type(awaitable), 2)
   end

@@ -9,14 +9,18 @@ local combine = require "stagehand.combine"
 
 local M = {}
 
+--- The version, "MAJOR.MINOR.PATCH".
+---@type string
 M.VERSION = "0.1.0"
+--- The metatable of every stagehand.Error (`getmetatable(e) == stagehand.Error`).
+---@type table
 M.Error = errors.Error
 
 --- CPU cores the OS reports (>= 1).
 ---@return integer
 function M.cores() return tonumber(B.cores()) end
 
---- Makes an orchestrator (the README lists the options).
+--- Makes an orchestrator (docs/guide.md lists the options).
 ---@type fun(options: table?): stagehand.Orchestrator
 M.new = Orchestrator.new
 
@@ -49,6 +53,7 @@ M.race = combine.race
 M.is_error = errors.is_error
 
 --- The name of the native backend in use: "ffi" or "c".
+---@type string
 M.backend = B.name
 
 return M

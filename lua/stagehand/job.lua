@@ -91,7 +91,6 @@ local function as_settle(x)
   end
   return nil
 end
-Job.as_settle = as_settle
 
 --- Waits for a Handle, Future or any awaitable (a table with on_end);
 --- returns its values or raises its error. Raises the abort reason at once if
@@ -237,4 +236,4 @@ JobMT.__newindex = function(job, k, v)
 end
 JobMT.__tostring = function(job) return "stagehand.Job(" .. job[ID] .. ", " .. job[LABEL] .. ")" end
 
-return { Job = Job, JobMT = JobMT, is_callable = is_callable, errors = errors }
+return { Job = Job, JobMT = JobMT, is_callable = is_callable, as_settle = as_settle, errors = errors }

@@ -41,7 +41,7 @@ local function as_clock(c)
   return function() return c() end
 end
 
---- Makes an orchestrator; the README lists the options.
+--- Makes an orchestrator; docs/guide.md lists the options.
 ---@param opts table?
 ---@return stagehand.Orchestrator
 function Orchestrator.new(opts)
@@ -516,7 +516,7 @@ function Orchestrator:loop()
   return self.nrunning
 end
 
---- Runs what can run now (README, Pumping). Returns the jobs still running.
+--- Runs what can run now (docs/guide.md, Pumping). Returns the jobs still running.
 ---@param budget_ms number?
 ---@return integer
 function Orchestrator:step(budget_ms)

@@ -139,10 +139,6 @@ function T.core_faults(orch, out)
   return out
 end
 
---- What an orchestrator still holds, for assert.no_leaks: an empty list when
---- nothing is left behind.
----@param orch stagehand.Orchestrator
----@return string[]
 -- What each job awaited (engine.track_waits): an ended job still among
 -- its awaitable's listeners is a leak no table of the orchestrator shows.
 E.track_waits = package.loaded["busted"] ~= nil -- (in specs; a bench pays nothing)
@@ -153,6 +149,10 @@ local function still_listens(x, job)
   return li ~= nil and li[job] ~= nil
 end
 
+--- What an orchestrator still holds, for assert.no_leaks: an empty list when
+--- nothing is left behind.
+---@param orch stagehand.Orchestrator
+---@return string[]
 function T.leaks(orch)
   check_orch("leaks", orch, 2)
   local out = {}
