@@ -75,17 +75,20 @@ local function classes_of(lines)
   return out
 end
 
+-- Tables whose functions are methods (called with a colon); a `.`
+-- function on one of them (Orchestrator.new) belongs to the module.
+local method_of = setmetatable({ M = false, T = false }, { __index = function() return true end })
+
 local function entries_of(path, tbl)
   local lines = lines_of(read(path))
   local out = {}
   for i, l in ipairs(lines) do
     local sep, name, args = l:match("^function " .. tbl .. "([:%.])([%w_]+)%((.-)%)")
     local assigned = not name and l:match("^" .. tbl .. "%.([%w_]+)%s*=")
-    if assigned then name, sep, args = assigned, ".", nil end
+    if assigned then name, sep, args = assigned, method_of[tbl] and ":" or ".", nil end
     -- (a class's methods only: its `.` functions, like Orchestrator.new,
     -- are the module's, documented there)
-    local method_part = tbl ~= "M" and tbl ~= "T"
-    if name and not name:match("^_") and not (method_part and sep == ".") then
+    if name and not name:match("^_") and not (method_of[tbl] and sep == ".") then
       local text, tags = block_above(lines, i)
       if #text > 0 or #tags > 0 then
         local field = false
@@ -96,6 +99,7 @@ local function entries_of(path, tbl)
             if fun then
               local names = {}
               for a in (fun .. ","):gmatch("%s*([%w_%.]+)%??%s*:?[^,]*,") do names[#names + 1] = a end
+              if names[1] == "self" then table.remove(names, 1) end
               args = table.concat(names, ", ")
               field = false
             end

@@ -202,17 +202,17 @@ function stagehand_Job:await(x) end
 ---@return any ...
 function stagehand_Job:call(fn, ...) end
 
---- Waits for a slot of pool `name`, by effective priority then arrival;
---- returns its release (idempotent; ending releases it too).
----@param name string
----@return fun() release
-function stagehand_Job:slot(name) end
+--- Waits for a slot of pool `name`, granted in the step's grant rounds by
+--- effective priority then arrival; returns its release (idempotent;
+--- ending releases it too).
+---@type fun(self: stagehand.Job, name: string): fun()
+stagehand_Job.slot = nil
 
 --- Waits for one unit of the per-step budget `name`. A step grants its
 --- permits once everything runnable in it has run, by effective priority
 --- then arrival, and the holder runs in that same step.
----@param name string
-function stagehand_Job:permit(name) end
+---@type fun(self: stagehand.Job, name: string)
+stagehand_Job.permit = nil
 
 --- Pacing only: resumes after `ms` of clock time. Not progress.
 ---@param ms number

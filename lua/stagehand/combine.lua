@@ -187,9 +187,7 @@ end
 -- driver, which reads the game's clock.)
 local function part_settled(g, i, st)
   if g.open == nil then return end -- (still being gathered: nobody listens yet)
-  local stamp = settle.seq + 1
-  settle.seq = stamp
-  g.seq = stamp
+  g.seq = settle.stamp()
   local p = g.parts[i]
   local left
   if getmetatable(p) == Group then

@@ -33,6 +33,24 @@ local clock_pop_stalled = B.clock_pop_stalled
 local timers_add, timers_cancel, timers_pop = B.timers_add, B.timers_cancel, B.timers_pop
 
 local E = { errors = errors, F = F }
+
+-- Hooks: what the engine tells the features that register for it
+-- (E.on(name, fn)). The engine names no feature module: slots.lua
+-- registers these when it loads.
+local hooks = {
+  job_ended = function() end, -- (o, job): it releases what the job holds
+  grant_round = function() return false end, -- (o): grants what can be granted now; true if any
+  budget_round = function() return false end, -- (o): grants the budgets' permits; true if any
+  step_began = function() end, -- (o)
+  ran = function() end, -- (o, job, ms): a job that held a permit of an ms budget ran ms
+  budgets_waiting = function() return false end, -- (o): whether some budget has waiters
+}
+
+--- Registers `fn` as the hook `name` (one of the keys of hooks above).
+function E.on(name, fn)
+  if hooks[name] == nil then error("stagehand: no engine hook named " .. tostring(name), 2) end
+  hooks[name] = fn
+end
 local is_job = F.is_job
 local TOLD = F.TOLD
 
@@ -328,7 +346,7 @@ function E.end_job(job, st, v)
   -- (Most jobs never enter the side tables below: each is asked only when
   -- some job is in it, which saved about 100 instructions a pooled job.)
   if o.nset_of > 0 then priority.forget_sets(o, job) end
-  E.slots.release_all(o, job)
+  hooks.job_ended(o, job)
   if o.nidle > 0 and o.idle[job] then
     o.idle[job] = nil
     o.nidle = o.nidle - 1
@@ -571,6 +589,24 @@ end
 -- nest a job:pcall or two of its own.)
 E.MAX_NESTED_STARTS = 32
 E.start_depth = 0
+
+--- Runs a new job's work up to its first wait, nested in the current
+--- job's resume when there is one; past MAX_NESTED_STARTS, from the run
+--- queue instead.
+function E.start_work(o, job, work, now)
+  local depth = E.current and E.start_depth or 0 -- (outside every job: none, whatever was left)
+  if depth >= E.MAX_NESTED_STARTS then
+    E.queued_start(o, job, work)
+  else
+    E.start_depth = depth + 1
+    E.resume(job, now, work)
+    E.start_depth = depth
+  end
+end
+
+--- Under stagehand.testing: orchestrators made from now on note what every
+--- await listens to (track_waits above).
+function E.set_track_waits(on) E.track_waits = on and true or false end
 
 --- The coroutine a job's work runs in (placeholder jobs have none).
 function E.coroutine()
@@ -920,14 +956,14 @@ end
 -- left in the queue (a step's budget spent before its turn) counts its
 -- stall time from here, and a clock paused while it awaited jobs runs
 -- again from here. (Its resume counts once more: see E.await.)
-settle.wake = function(job, from)
+settle.on_wake(function(job, from)
   if job[W] ~= from then return end
   job[W] = QUEUED
   local o = job[ORCH]
   if o.followed[job] then priority.unfollow(o, job) end
   B.clock_resume(o.cc, job[CID], settle_time(o))
   enqueue(o, job)
-end
+end)
 
 -- Called when a part of the group `g` that `job` is parked on settled and
 -- g did not (combine.lua). A wait of the job's that ended: progress, while
@@ -938,7 +974,7 @@ end
 -- listed again, so its rank leaves those. And the world may
 -- have turned idle (a loader whose download came in, waiting now only on
 -- a preloader that waits on when_idle): the idle check looks again.
-settle.changed = function(job, g, freed, left)
+settle.on_changed(function(job, g, freed, left)
   if job[W] ~= g or job[STATE] then return end
   local o = job[ORCH]
   o.idle_dirty = true
@@ -957,7 +993,7 @@ settle.changed = function(job, g, freed, left)
     end
   end
   if o.nidle > 0 and not o.stepping then o.driver.reschedule(o) end
-end
+end)
 
 ---------------------------------------------------------------------------
 -- Pumping.
@@ -1056,9 +1092,9 @@ end
 local function run_queue(o, deadline)
   local clock = o.clock
   local now = o.now
-  local slots = E.slots
+  local grant_round, ran = hooks.grant_round, hooks.ran
   local permit_of = o.permit_of
-  if o.grantable then slots.grant(o) end
+  if o.grantable then grant_round(o) end
   local pass = o.qn -- continuations left before the next round of grants
   while o.qn > 0 do
     local job = dequeue(o)
@@ -1071,11 +1107,11 @@ local function run_queue(o, deadline)
     now = clock()
     if not finite(now) then bad_clock(now) end
     o.now = now
-    if permit_of[job] then slots.ran(o, job, now - before) end
+    if permit_of[job] then ran(o, job, now - before) end
     if deadline and now >= deadline then break end
     pass = pass - 1
     if pass <= 0 then
-      if o.grantable then slots.grant(o) end
+      if o.grantable then grant_round(o) end
       pass = o.qn
     end
   end
@@ -1089,7 +1125,7 @@ end
 local function drain(o, deadline)
   run_queue(o, deadline)
   while o.budget_due and not (deadline and o.now >= deadline) do
-    if not E.slots.grant_budgets(o) then break end
+    if not hooks.budget_round(o) then break end
     run_queue(o, deadline)
   end
 end
@@ -1242,7 +1278,7 @@ local function step_body(o, now, deadline)
   if o.prio_broken then priority.rebuild(o) end -- (memory ran out mid-change: priority.lua)
   E.wake_sleeps(o, now)
   if o.timeouts[1] ~= nil then E.fire_timeouts(o, now) end
-  E.slots.new_step(o)
+  hooks.step_began(o)
   drain(o, deadline)
   now = o.now
   if now >= o.next_check then
@@ -1310,7 +1346,7 @@ end
 function E.next_wake(o)
   -- (Not o.budget_due: a budget changed while nobody waits for a permit
   -- marks it, and a step would find nothing to grant.)
-  if o.qn > 0 or o.grantable or E.slots.budget_waiting(o) then return 0 end
+  if o.qn > 0 or o.grantable or hooks.budgets_waiting(o) then return 0 end
   -- (a when_idle waiter, and something changed since the last idle check)
   if o.idle_dirty and o.nidle > 0 then return 0 end
   local tdue = o.timeouts[1] ~= nil and next_timeout(o)

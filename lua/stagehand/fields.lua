@@ -38,13 +38,19 @@ local F = {
 -- the end was a cache miss more per job.
 F.TOLD = setmetatable({}, { __name = "stagehand.TOLD" })
 
--- The metatable every job has; job.lua fills it in. It lives here, where
--- nothing is required, so any module can tell a job from a list of jobs
--- (what a settle-able follows is one or the other) without a require cycle.
-local JobMT = {}
+-- The metatable every job has. It lives here, where nothing is required,
+-- so any module can tell a job from a list of jobs (what a settle-able
+-- follows is one or the other) without a require cycle; job.lua gives it
+-- its behaviour through define_jobs.
+local JobMT = { __name = "stagehand.Job" }
 F.JobMT = JobMT
 local getmetatable = getmetatable
 function F.is_job(f) return getmetatable(f) == JobMT end
+
+--- How a job reads, writes and prints (job.lua's, set once).
+function F.define_jobs(index, newindex, tostring)
+  JobMT.__index, JobMT.__newindex, JobMT.__tostring = index, newindex, tostring
+end
 
 --- Orders jobs by id, which is their start order (table.sort's less-than).
 local ID = F.ID

@@ -1,5 +1,6 @@
 -- The job object a job's `work` receives.
 local E = require "stagehand.engine"
+local slots = require "stagehand.slots"
 local raise = require("stagehand.errors").raise
 local B = require "stagehand.backend"
 local signal = require "stagehand.signal"
@@ -133,21 +134,21 @@ function Job:call(fn, ...)
   return E.await(self, box)
 end
 
---- Waits for a slot of pool `name`, by effective priority then arrival;
---- returns its release (idempotent; ending releases it too).
----@param name string
----@return fun() release
-function Job:slot(name) return E.slots.slot(self, name) end
+-- (job:slot and job:permit are slots.lua's functions themselves, not
+-- wrappers: a frame more at every wait is rebuilt by LuaJIT from a snapshot
+-- at each yield, 1,500 instructions per pooled job.)
+
+--- Waits for a slot of pool `name`, granted in the step's grant rounds by
+--- effective priority then arrival; returns its release (idempotent;
+--- ending releases it too).
+---@type fun(self: stagehand.Job, name: string): fun()
+Job.slot = slots.slot
 
 --- Waits for one unit of the per-step budget `name`. A step grants its
 --- permits once everything runnable in it has run, by effective priority
 --- then arrival, and the holder runs in that same step.
----@param name string
-function Job:permit(name) return E.slots.permit(self, name) end
--- (Both are replaced by slots.lua's own functions once it loads. A wrapper
--- is a frame more at every wait, which LuaJIT rebuilds from a snapshot at
--- each yield: 1,500 instructions per pooled job. A tail call leaves Lua 5.1
--- no line to name in a bad pool name's error.)
+---@type fun(self: stagehand.Job, name: string)
+Job.permit = slots.permit
 
 --- Pacing only: resumes after `ms` of clock time. Not progress.
 ---@param ms number
@@ -210,9 +211,7 @@ local SLOT_NAMES = {
   id = true, label = true, key = true,
 }
 
-local JobMT = F.JobMT
-JobMT.__name = "stagehand.Job"
-JobMT.__index = function(job, k)
+local function index(job, k)
   local m = methods[k]
   if m ~= nil then return m end
   local f = PUBLIC[k]
@@ -230,10 +229,10 @@ JobMT.__index = function(job, k)
   end
   return nil
 end
-JobMT.__newindex = function(job, k, v)
+local function newindex(job, k, v)
   if SLOT_NAMES[k] then error("stagehand: job." .. tostring(k) .. " is not writable", 2) end
   rawset(job, k, v)
 end
-JobMT.__tostring = function(job) return "stagehand.Job(" .. job[ID] .. ", " .. job[LABEL] .. ")" end
+F.define_jobs(index, newindex, function(job) return "stagehand.Job(" .. job[ID] .. ", " .. job[LABEL] .. ")" end)
 
-return { Job = Job, JobMT = JobMT, is_callable = is_callable, as_settle = as_settle, errors = errors }
+return { Job = Job, JobMT = F.JobMT, is_callable = is_callable, as_settle = as_settle, errors = errors }

@@ -236,14 +236,7 @@ function Orchestrator:run(label, work, opts)
     job[CO] = false -- (withdrawn already: its work never runs, its coroutine goes)
     return h
   end
-  local depth = E.current and E.start_depth or 0 -- (outside every job: none, whatever was left)
-  if depth >= E.MAX_NESTED_STARTS then
-    E.queued_start(self, job, work)
-  else
-    E.start_depth = depth + 1
-    E.resume(job, now, work)
-    E.start_depth = depth
-  end
+  E.start_work(self, job, work, now)
   if self.closing then
     -- The work closed this orchestrator (close, above); unless this run
     -- was itself made inside another of its jobs' first resume, nothing

@@ -140,7 +140,12 @@ end
 -- change of callers or awaiters goes through add_caller, remove_caller,
 -- follow, unfollow and move_awaiters below, and a set that changes is
 -- passed on to what the job waits on (waits never form a cycle: awaiting
--- one raises) and re-files the job in its queue (M.moved, set by slots.lua).
+-- one raises) and re-files the job in its queue (the hook slots.lua
+-- registers with on_moved).
+
+-- Registered by slots.lua (on_moved): re-files a waiting job under its new set.
+local moved = function() end
+function M.on_moved(fn) moved = fn end
 
 function M.init_groups(o)
   o.group_of = setmetatable({}, { __mode = "k" }) -- source -> group
@@ -624,7 +629,7 @@ local function change_one(o, job, g, d)
     if new ~= old then
       o.set_of[job] = new
       take_set(o, new)
-      M.moved(o, job, new)
+      moved(o, job, new)
     end
     if f then pass_to(f, nil, nil, g, added and 1 or -1) end
     if new ~= old then drop_set(o, old) end
@@ -635,7 +640,7 @@ local function change_one(o, job, g, d)
   o.set_of[job] = new
   take_set(o, new)
   if f then pass_to(f, members(o, old), members(o, new)) end
-  M.moved(o, job, new)
+  moved(o, job, new)
   drop_set(o, old)
 end
 
@@ -717,8 +722,7 @@ local function forget_sets(o, job)
   end
 end
 
--- Set by slots.lua: re-files a waiting job under its new set.
-M.moved = function() end
+
 
 -- (o.awaiters[job] is a counted set: list.lua.)
 local function add(o, job, waiter)
@@ -763,9 +767,9 @@ local function move_awaiters(o, from, to)
   if not set then return end
   o.awaiters[from] = nil
   counts(o, to)
-  local moved = list.members(set, by_id) -- (start order: see counts_of_many)
-  for i = 1, #moved do
-    local w = moved[i]
+  local waiters = list.members(set, by_id) -- (start order: see counts_of_many)
+  for i = 1, #waiters do
+    local w = waiters[i]
     local fresh = list.set_add(o.awaiters, to, w) -- (w may follow both: it counts once)
     local f = o.followed[w]
     if f == from then
@@ -846,7 +850,7 @@ local function rebuild(o)
   -- Every queued job waits under its first caller's source for a moment,
   -- so that no set group is left with waiters when the sets are dropped.
   local queued = queued_jobs(o)
-  for i = 1, #queued do M.moved(o, queued[i], M.group(o, first_source(queued[i]))) end
+  for i = 1, #queued do moved(o, queued[i], M.group(o, first_source(queued[i]))) end
   local sets = {}
   for g in each, o.members do sets[#sets + 1] = g end
   sort(sets)
@@ -892,7 +896,7 @@ local function rebuild(o)
   end
   for i = 1, #queued do
     local job = queued[i]
-    if job[WAITQ] then M.moved(o, job, M.set_of(o, job)) end
+    if job[WAITQ] then moved(o, job, M.set_of(o, job)) end
   end
   o.prio_snapshot = false
 end

@@ -22,15 +22,26 @@ local unpack = unpack or table.unpack
 
 local M = {}
 
--- Set by the engine: wake(job, from) queues a parked job's continuation.
-M.wake = function() end
--- Set by the engine: changed(job, group, freed, left), a part of the group
--- `job` is parked on settled and the group did not (combine.lua).
-M.changed = function() end
+-- The engine's, registered with on_wake and on_changed: wake(job, from)
+-- queues a parked job's continuation; changed(job, group, freed, left)
+-- says a part of the group `job` is parked on settled and the group did
+-- not (combine.lua).
+local wake = function() end
+local changed = function() end
+function M.on_wake(fn) wake = fn end
+function M.on_changed(fn) changed = fn end
+function M.changed(job, g, freed, left) return changed(job, g, freed, left) end
 -- Counts settles, in order: every fire below, and each partial settle of
--- a group (combine.lua), which stamps it. Everything one settle tells
--- happens at one moment (engine.settle_time).
+-- a group (combine.lua: M.stamp). Everything one settle tells happens at
+-- one moment (engine.settle_time). Read it; only this module writes it.
 M.seq = 0
+
+--- A new stamp in the count of settles (a group's part settled).
+function M.stamp()
+  local s = M.seq + 1
+  M.seq = s
+  return s
+end
 
 -- _w1 once its listener left: later listeners still come after it.
 local VACANT = setmetatable({}, { __name = "stagehand.VACANT" })
@@ -104,7 +115,7 @@ local function tell(o, entry, st, v)
   local fn = rawget(entry, "on_end")
   if fn == nil then
     fn = rawget(entry, "on_part")
-    if fn == nil then return M.wake(entry, o) end
+    if fn == nil then return wake(entry, o) end
     return fn(entry, st, v)
   elseif st == "done" then
     logm.guard(o:_log(), o, fn, st, unpack(v, 1, v.n or 1))

@@ -488,13 +488,14 @@ function M.report(o)
   return out
 end
 
-E.slots = M
--- job:slot and job:permit are these functions themselves (job.lua).
-do
-  local Job = require("stagehand.job").Job
-  Job.slot, Job.permit = M.slot, M.permit
-end
-priority.moved = moved
+-- What the engine tells this module (engine.lua, hooks), and priority.lua.
+E.on("job_ended", M.release_all)
+E.on("grant_round", M.grant)
+E.on("budget_round", M.grant_budgets)
+E.on("step_began", M.new_step)
+E.on("ran", M.ran)
+E.on("budgets_waiting", M.budget_waiting)
+priority.on_moved(moved)
 -- A group id about to be reused: no queue has waiters under it (its set or
 -- function is gone), and each queue's core forgets its rank.
 priority.on_forget(function(o, g)
