@@ -18,19 +18,22 @@ local keys = require "stagehand.keys"
 local list = require "stagehand.list"
 local F = require "stagehand.fields"
 local nest = require "stagehand.nest"
+local marks = require "stagehand.marks"
+local clock = require "stagehand.clock"
+local idle = require "stagehand.idle"
+local timeouts = require "stagehand.timeouts"
 
 local ORCH, CID, CO, W, STATE, OUT, ID, LABEL, KEY, H =
   F.ORCH, F.CID, F.CO, F.W, F.STATE, F.OUT, F.ID, F.LABEL, F.KEY, F.H
 local SINCE, STARTED, SLEEP_UNTIL = F.SINCE, F.STARTED, F.SLEEP_UNTIL
 
-local co_create, co_resume, co_yield = coroutine.create, coroutine.resume, coroutine.yield
+local co_create, co_resume = coroutine.create, coroutine.resume
 local traceback = debug.traceback
 local pack = settle.pack
-local unpack = unpack or table.unpack
 
 local clock_start, clock_stop = B.clock_start, B.clock_stop
 local clock_pop_stalled = B.clock_pop_stalled
-local timers_add, timers_cancel, timers_pop = B.timers_add, B.timers_cancel, B.timers_pop
+local timers_cancel, timers_pop = B.timers_cancel, B.timers_pop
 
 local E = { errors = errors, F = F }
 
@@ -51,25 +54,7 @@ function E.on(name, fn)
   if hooks[name] == nil then error("stagehand: no engine hook named " .. tostring(name), 2) end
   hooks[name] = fn
 end
-local is_job = F.is_job
 local TOLD = F.TOLD
-
--- What a waiting job's coroutine yields. Only a coroutine of the user's own
--- inside a job ever shows it to user code (see check_wait), so its name says
--- what went wrong.
-E.PARK = setmetatable({}, {
-  __name = "stagehand.PARK",
-  __tostring = function()
-    return "stagehand.PARK (a job waited inside a coroutine of its own; wait only in the job's coroutine)"
-  end,
-})
-E.QUEUED = setmetatable({}, { __name = "stagehand.QUEUED" })
-E.SLEEP = setmetatable({}, { __name = "stagehand.SLEEP" })
--- A placeholder job's w: it waits for a run of its key to start.
-E.KEYWAIT = setmetatable({}, { __name = "stagehand.KEYWAIT" })
--- A when_idle waiter's w.
-E.IDLE = setmetatable({}, { __name = "stagehand.IDLE" })
-local PARK, QUEUED, SLEEP, KEYWAIT = E.PARK, E.QUEUED, E.SLEEP, E.KEYWAIT
 
 -- The job whose coroutine runs now and the time it was resumed (jobs may
 -- start jobs, so both are saved and restored around every resume).
@@ -82,10 +67,15 @@ E.current_at = 0
 -- registration nothing else can reach from the orchestrator.
 E.track_waits = false
 
--- Waits tried after a job ended: each raises at once; past LATE_LIMIT the
--- coroutine is dropped, so a pcall loop cannot keep an ended job alive.
-local late = setmetatable({}, { __mode = "k" })
-local LATE_LIMIT = 100
+-- What a job is parked on besides an awaitable or a queue, and what a
+-- parking coroutine yields (marks.lua); the clock (clock.lua). Both read
+-- through the engine too.
+local PARK, QUEUED, SLEEP, KEYWAIT = marks.PARK, marks.QUEUED, marks.SLEEP, marks.KEYWAIT
+E.PARK, E.QUEUED, E.SLEEP, E.KEYWAIT, E.IDLE = PARK, QUEUED, SLEEP, KEYWAIT, marks.IDLE
+local open_wait, PAUSED = marks.open_wait, marks.PAUSED
+local read_clock, finite, bad_clock = clock.now, clock.finite, clock.bad_clock
+E.now, E.game_now, E.now_or_last, E.finite, E.bad_clock =
+  clock.now, clock.game_now, clock.now_or_last, clock.finite, clock.bad_clock
 
 ---------------------------------------------------------------------------
 -- The run queue: a ring buffer of jobs.
@@ -128,83 +118,6 @@ end
 function E.init_queue(o)
   o.q, o.qcap, o.qh, o.qt, o.qn = {}, 64, 1, 1, 0
   for i = 1, 64 do o.q[i] = false end
-end
-
----------------------------------------------------------------------------
--- The clock. Every reading that reaches the core is checked: a game's clock
--- that once returns nil, a string, NaN or infinity raises a clear error at
--- the call that read it, before anything was changed, instead of an error
--- from deep in the core that leaves a job half made or a step half run.
-
-local function bad_clock(now)
-  error("stagehand: the clock returned " .. (type(now) == "string" and string.format("%q", now) or tostring(now))
-    .. "; it must return a finite number of milliseconds", 0)
-end
-E.bad_clock = bad_clock
-
---- Whether v is a finite number: a time the core takes. (`v - v` is 0 for
---- every finite number, NaN for NaN and both infinities.)
-local function finite(v) return type(v) == "number" and v - v == 0 end
-E.finite = finite
-
--- The orchestrator's time never runs back. A clock that does (a wall
--- clock set back, a game resetting its own) counts as no time passing, and
--- the orchestrator's time goes on from where it was: o.clock_shift is what
--- the clock has lost so far, o.clock_high the latest time read. (Without
--- this a clock set back an hour held every sleep and stall clock for that
--- hour, and progress reported "earlier" than a job's last brought its
--- deadline forward under the one the core had filed.)
-local function shifted(o, now)
-  now = now + o.clock_shift
-  local high = o.clock_high
-  if now < high then
-    o.clock_shift = o.clock_shift + (high - now)
-    return high
-  end
-  o.clock_high = now
-  return now
-end
-
---- The orchestrator's clock, read and checked.
-function E.now(o)
-  local now = o.clock()
-  if not finite(now) then bad_clock(now) end
-  return shifted(o, now)
-end
-local read_clock = E.now
-
---- When a change happened: o.now inside a step; outside one (a future the
---- game settled between steps, a slot it freed, a caller it cancelled, or
---- a job's first resume inside run) the clock read now, kept as o.now.
---- What the change ended is progress then, not at the last step's time.
-function E.game_now(o)
-  if o.stepping then return o.now end
-  local now = E.now_or_last(o)
-  o.now = now
-  return now
-end
-
--- The time of the settle under way, for each wait it ends (settle.wake)
--- or each group it moves (settle.changed): o.now inside a step; outside
--- one, the clock read once per settle (settle.seq), not once per waiter
--- (a future that 10,000 loaders await wakes them all at one moment).
--- E.step forgets it. (A number, not what settled: that could hold a loaded
--- texture for as long as nobody steps.)
-local function settle_time(o)
-  if o.stepping then return o.now end
-  local seq = settle.seq
-  if o.settle_seq ~= seq then
-    o.settle_seq = seq
-    return E.game_now(o)
-  end
-  return o.now
-end
-
---- The clock without raising: the last good reading if it breaks.
-function E.now_or_last(o)
-  local ok, now = pcall(o.clock)
-  if ok and finite(now) then return shifted(o, now) end
-  return o.clock_high
 end
 
 ---------------------------------------------------------------------------
@@ -448,7 +361,7 @@ end
 -- parked one without asking coroutine.status (a C call that breaks
 -- LuaJIT's trace). Frames matter here: a parked coroutine's stack is 47
 -- slots until something deeper makes LuaJIT double it, so body is tiny and
--- the wait path (E.await) keeps few locals. They matter again when the job
+-- the wait path (wait.await) keeps few locals. They matter again when the job
 -- wakes: its stack, from the bottom to the wait, is read back, so each
 -- slot below the wait is memory read. DONE comes after the pack so that
 -- work's frame starts a slot lower, and slots.wait yields with two locals
@@ -626,73 +539,6 @@ function E.queued_start(o, job, work)
   enqueue(o, job)
 end
 
----------------------------------------------------------------------------
--- Waiting.
-
-local function misplaced(job, what, level)
-  if not is_job(job) then -- (the public methods ask first: this is for anything else)
-    require("stagehand.options").bad_self("job:" .. what, "a job (the one its work receives)", job, level + 1)
-  end
-  errors.raise("job:" .. what .. " must be called from inside the job's own work (" .. job[LABEL]
-    .. "), not from another coroutine", level + 1)
-end
-
--- Raises the end of an ended job at a wait inside its work.
-local function raise_ended(job)
-  local n = (late[job] or 0) + 1
-  late[job] = n
-  if n > LATE_LIMIT then
-    job[CO] = false
-    co_yield(PARK) -- never resumed: the coroutine is dropped
-  end
-  local err = job[STATE] ~= "done" and job[OUT] or nil
-  if err == nil then
-    err = errors.new("cancelled", job[LABEL], job[LABEL] .. " has already ended")
-  end
-  error(err, 0)
-end
-
--- Raises at a wait made after the job ended (a pcall that caught its end
--- and waited again, or a job kept and used later): which method, on which
--- job, and where in the game's code. The Error keeps the end's kind and
--- what caused it.
-function E.raise_late(job, what)
-  local n = (late[job] or 0) + 1
-  late[job] = n
-  if n > LATE_LIMIT and E.current == job then
-    job[CO] = false
-    co_yield(PARK) -- never resumed: the coroutine is dropped
-  end
-  local st, ended = job[STATE], job[OUT]
-  local at = errors.where(3)
-  local msg = "job:" .. what .. ": \"" .. job[LABEL] .. "\" has already ended"
-    .. (st ~= "done" and " (" .. st .. ")" or "") .. (at and " (at " .. at .. ")" or "")
-  local fields = { ended = st ~= "done" and ended or nil }
-  if st ~= "done" then fields.cause, fields.reason, fields.missing = ended.cause, ended.reason, ended.missing end
-  local kind = st == "done" and "cancelled" or ended.kind
-  error(errors.new(kind, job[LABEL], msg, fields), 0)
-end
-
---- Checks a wait is legal: inside the job's run, the job not ended.
----
---- Asking coroutine.running() here would stop LuaJIT's trace on every wait,
---- so the coroutine is checked by the token the wait is resumed with
---- (E.await): stagehand resumes a job with the job itself, and a wait made in
---- a coroutine of the user's own is resumed by the user, with anything else.
-function E.check_wait(job, what)
-  if type(job) ~= "table" then misplaced(job, what, 3) end -- (job.sleep(5): a dot for a colon)
-  if job[STATE] then E.raise_late(job, what) end
-  if E.current ~= job then misplaced(job, what, 3) end
-  if job[W] then
-    -- A running job still marked as parked: its last wait could not yield
-    -- (it was made inside a plain pcall on Lua 5.1, or in a coroutine of
-    -- the game's own). The job fails here, leaving what it waited on.
-    local err = E.unyielded(job)
-    E.fail(job, err, traceback(err, 2))
-    error(job[OUT], 0)
-  end
-end
-
 -- What a job that made a wait its coroutine could not yield from is told:
 -- where waits may be made. `raised` is what the failed yield raised, if
 -- the job ended with it.
@@ -709,292 +555,6 @@ function E.unyielded(job, raised)
   return msg
 end
 
-local function settled_values(x)
-  local v = x._v
-  if x._st == "done" then return unpack(v, 1, v.n or 1) end
-  error(v, 0)
-end
-
--- What a wait on `x` follows, seen from orchestrator `o`: the job or jobs of
--- `o` it waits on, or nil. A wait on any job of another orchestrator follows
--- nothing, as a wait on a future does: that orchestrator may be hidden or
--- never stepped, so the waiter keeps its own stall clock running, and
--- priorities, cycles and idleness stay within each orchestrator (the core's
--- priority groups and stall clocks are each orchestrator's own).
---
--- With `loose`, the jobs of `o` it waits on among whatever else (a group
--- holding a Future beside them, or jobs of another orchestrator), and
--- whether there is nothing else: a job awaiting it awaits those jobs (its
--- rank reaches them, a cycle through them raises), and its own clock
--- pauses only when there is nothing else.
-local function follows_in(o, x, loose)
-  local f, whole = x:_follows(loose)
-  if f == nil then return nil end
-  if is_job(f) then
-    if f[ORCH] ~= o then return nil end
-    return f, true
-  end
-  for i = 1, #f do
-    if f[i][ORCH] ~= o then
-      if not loose then return nil end
-      local own, n = {}, 0
-      for j = 1, #f do
-        if f[j][ORCH] == o then
-          n = n + 1
-          own[n] = f[j]
-        end
-      end
-      if n == 0 then return nil end
-      return own, false
-    end
-  end
-  return f, whole ~= false
-end
-E.follows_in = follows_in
-
--- A path of jobs from `job` back to `target` through what each awaits, or
--- nil. `seen` and `path` may be shared by searches from several starts (the
--- parts of stagehand.all): a job explored once without reaching target
--- never will, and a search that fails leaves path as it found it. (No
--- closures here: LuaJIT cannot compile making one, and an await on a
--- list of 10,000 Handles searches from each.)
---
--- Depth first with a stack of its own, not by recursion: a chain of awaits
--- may be thousands deep (job i awaiting job i-1), past Lua's own stack. The
--- stack is kept between calls (the search runs no game code, so none can
--- start another in the middle): frame k is the job path[base + k] and what
--- it follows, and how far along that the search has gone.
-local follows_stack, next_stack = {}, {}
-
-local function find_cycle(target, job, seen, path)
-  local base = #path
-  local top = 0
-  while true do
-    if job == target then
-      for k = 1, top do follows_stack[k] = false end
-      return path
-    end
-    if not (seen[job] or job[STATE]) then
-      seen[job] = true
-      local w = job[W]
-      if w and w ~= QUEUED and w ~= SLEEP and w ~= KEYWAIT and job[CO] then
-        local f = follows_in(job[ORCH], w, true)
-        if f ~= nil then
-          top = top + 1
-          path[base + top] = job
-          follows_stack[top], next_stack[top] = f, 1
-        end
-      end
-    end
-    -- The next job to explore: the next one the deepest frame follows,
-    -- dropping the frames that have none left.
-    job = nil
-    while top > 0 do
-      local f, i = follows_stack[top], next_stack[top]
-      if is_job(f) then
-        if i == 1 then job = f end
-      elseif i <= #f then
-        job = f[i]
-      end
-      if job ~= nil then
-        next_stack[top] = i + 1
-        break
-      end
-      follows_stack[top] = false
-      path[base + top] = nil
-      top = top - 1
-    end
-    if job == nil then return nil end
-  end
-end
-
-local function cycle_error(job, path)
-  if path[1] == nil then
-    return errors.new("cycle", job[LABEL], job[LABEL] .. " awaits its own Handle: a cycle of waits",
-      { jobs = { job[LABEL] } })
-  end
-  -- Every job of the cycle is in `jobs`; the message names at most a dozen
-  -- (a cycle may be thousands of links long).
-  local n = #path
-  local jobs = { job[LABEL] }
-  for i = 1, n do jobs[i + 1] = path[i].label end
-  local names
-  if n <= 10 then
-    names = table.concat(jobs, " -> ")
-  else
-    names = table.concat(jobs, " -> ", 1, 6) .. " -> ... (" .. (n - 10) .. " more) ... -> "
-      .. table.concat(jobs, " -> ", n - 3, n + 1)
-  end
-  return errors.new("cycle", job[LABEL], "awaiting " .. path[1].label
-    .. " would close a cycle of waits: " .. names .. " -> " .. job[LABEL], { jobs = jobs })
-end
-
--- Raises a cycle Error if waiting on what `x` follows would close a cycle;
--- returns the job or jobs x follows (its priority flows to them), or nil,
--- and whether that is all it waits on (the waiter's own clock then pauses).
-local function check_follows(job, x)
-  local o = job[ORCH]
-  local f, whole = follows_in(o, x, true)
-  if f == nil then return nil end
-  if o.awaiters[job] == nil then
-    -- Nothing waits on `job` (priority.lua files every job parked on
-    -- something that follows it), so no chain of waits leads back to it:
-    -- only a wait on itself would close a cycle. A chain of loaders each
-    -- awaiting the one made before it builds in O(n) this way, not O(n^2).
-    if f == job or (not is_job(f) and list.has(f, job)) then error(cycle_error(job, {}), 0) end
-    return f, whole
-  end
-  local path
-  if is_job(f) then
-    path = find_cycle(job, f, {}, {})
-  else
-    local seen, walked = {}, {}
-    for i = 1, #f do
-      path = find_cycle(job, f[i], seen, walked)
-      if path then break end
-    end
-  end
-  if path then error(cycle_error(job, path), 0) end
-  return f, whole
-end
-
--- Jobs parked on a group whose own clock runs (something beside jobs is
--- open in it): the stamp (settle.seq) of the last part it heard of, or
--- PAUSED once the group came to await only jobs (settle.changed). Weak: a
--- job that ends while parked leaves its entry.
-local open_wait = setmetatable({}, { __mode = "k" })
-local PAUSED = "paused"
-
---- Waits inside `job` for the settle-able `x`; returns its values or raises.
-function E.await(job, x)
-  E.check_wait(job, "await")
-  -- (Awaiting an ended Handle hears its end now; one still running is
-  -- heard while this job listens to it: see end_job.)
-  if x._st then
-    if x.__handle then x._seen = true end
-    local o = job[ORCH]
-    B.clock_progress(o.cc, job[CID], o.now)
-    return settled_values(x)
-  end
-  -- Parking here, not in a helper, with only job, x and follows live at
-  -- the yield: a parked job's stack, down to the yield, is read back when
-  -- it wakes (see body).
-  local follows
-  do
-    local whole
-    follows, whole = check_follows(job, x)
-    local o = job[ORCH]
-    settle.listen(x, job)
-    local tw = o.track_waits -- (under stagehand.testing: assert.no_leaks reads it)
-    if tw then tw[job] = x end
-    job[W] = x
-    -- (Only a wait that follows jobs may leave the world idle: one on a
-    -- future, like a start, a slot's queue or a sleep, keeps it busy.)
-    if follows then o.idle_dirty = true end
-    job[SINCE] = o.now
-    if whole then
-      B.clock_pause(o.cc, job[CID])
-    elseif rawget(x, "parts") then
-      open_wait[job] = settle.seq -- (a group: each part that settles is progress)
-    end
-    if follows then priority.follow(o, job, follows) end
-  end
-  if co_yield(PARK) ~= job then misplaced(job, "await", 2) end
-  local o = job[ORCH]
-  if follows then priority.unfollow(o, job) end
-  local open = rawget(x, "parts") and open_wait[job]
-  if open then open_wait[job] = nil end
-  if job[STATE] then raise_ended(job) end
-  if (follows and not open) or open == PAUSED then
-    B.clock_resume(o.cc, job[CID], E.current_at)
-  else
-    B.clock_progress(o.cc, job[CID], E.current_at)
-  end
-  return settled_values(x)
-end
-
---- Parks `job` on a sleep of `ms`; the end of a sleep is not progress.
-function E.sleep(job, ms)
-  E.check_wait(job, "sleep")
-  do -- (locals end before the yield: see E.await)
-    local o = job[ORCH]
-    local now = read_clock(o)
-    job[SLEEP_UNTIL] = now + ms
-    -- (A sleep of math.huge never wakes: the job's stall clock ends it.)
-    if ms < math.huge then timers_add(o.tm, job[CID], now + ms) end
-    job[W] = SLEEP
-    job[SINCE] = now
-  end
-  if co_yield(PARK) ~= job then misplaced(job, "sleep", 2) end
-  if job[STATE] then raise_ended(job) end
-end
-
--- For waits that park in their own frame (slots.lua's M.wait).
-E.misplaced, E.raise_ended = misplaced, raise_ended
-
---- Yields to the driver, to run again after what is queued.
-function E.yield_turn(job)
-  E.check_wait(job, "slice")
-  do
-    local o = job[ORCH]
-    job[W] = QUEUED
-    job[SINCE] = read_clock(o)
-    enqueue(o, job)
-  end
-  if co_yield(PARK) ~= job then misplaced(job, "slice", 2) end
-  if job[STATE] then raise_ended(job) end
-end
-
--- Called by a settle-able when it settles with `job` among its listeners.
--- A job woken from an await on jobs stops awaiting them now, not at its
--- resume: jobs that run before it in this step may come to await it, and
--- its rank still flowing to what it awaited then closed a loop in the
--- priority counts (the chaos scenes found it: a set's member list changed
--- under the walk that was passing a change along it).
---
--- The wait's end is the job's progress now, not when it next runs: a job
--- left in the queue (a step's budget spent before its turn) counts its
--- stall time from here, and a clock paused while it awaited jobs runs
--- again from here. (Its resume counts once more: see E.await.)
-settle.on_wake(function(job, from)
-  if job[W] ~= from then return end
-  job[W] = QUEUED
-  local o = job[ORCH]
-  if o.followed[job] then priority.unfollow(o, job) end
-  B.clock_resume(o.cc, job[CID], settle_time(o))
-  enqueue(o, job)
-end)
-
--- Called when a part of the group `g` that `job` is parked on settled and
--- g did not (combine.lua). A wait of the job's that ended: progress, while
--- its own clock runs. With `freed`, nothing but jobs may be left open in
--- g: if so, its clock pauses as for an await on jobs. With `left`, a
--- part ended while jobs it listed run on (a Handle withdrawn from its job,
--- a group that failed, in an all_settled): the jobs the waiter awaits are
--- listed again, so its rank leaves those. And the world may
--- have turned idle (a loader whose download came in, waiting now only on
--- a preloader that waits on when_idle): the idle check looks again.
-settle.on_changed(function(job, g, freed, left)
-  if job[W] ~= g or job[STATE] then return end
-  local o = job[ORCH]
-  o.idle_dirty = true
-  if left and o.followed[job] then
-    priority.unfollow(o, job)
-    local f = follows_in(o, g, true)
-    if f then priority.follow(o, job, f) end
-  end
-  local ow = open_wait[job]
-  if ow and ow ~= PAUSED then
-    B.clock_progress(o.cc, job[CID], settle_time(o))
-    open_wait[job] = settle.seq
-    if freed and follows_in(o, g) ~= nil then
-      B.clock_pause(o.cc, job[CID])
-      open_wait[job] = PAUSED
-    end
-  end
-  if o.nidle > 0 and not o.stepping then o.driver.reschedule(o) end
-end)
-
 ---------------------------------------------------------------------------
 -- Pumping.
 
@@ -1009,41 +569,6 @@ function E.wake_sleeps(o, now)
     end
     slot = timers_pop(tm, now)
   end
-end
-
----------------------------------------------------------------------------
--- Timeouts (orch:timeout): signals that abort at a time of this
--- orchestrator's clock. o.timeouts is kept sorted by due time, equal ones
--- in the order they were made; a game makes a few, so insertion is a walk.
-
-function E.add_timeout(o, due, sig, ms)
-  local ts = o.timeouts
-  local i = #ts
-  while i > 0 and ts[i].due > due do
-    ts[i + 1] = ts[i]
-    i = i - 1
-  end
-  ts[i + 1] = { due = due, sig = sig, ms = ms }
-end
-
---- Aborts every timeout due by `now`, earliest first.
-function E.fire_timeouts(o, now)
-  local ts = o.timeouts
-  while ts[1] ~= nil and ts[1].due <= now do
-    local t = table.remove(ts, 1)
-    signal.abort(t.sig, errors.new("timeout", "orch:timeout",
-      "timed out after " .. errors.ms(t.ms) .. " ms", { ms = t.ms }))
-  end
-end
-
--- The earliest due time of a timeout something listens to (a run's signal,
--- an abortable), or nil: one nobody listens to keeps no host awake.
-local function next_timeout(o)
-  local ts = o.timeouts
-  for i = 1, #ts do
-    if ts[i].sig._ls ~= nil then return ts[i].due end
-  end
-  return nil
 end
 
 function E.check_stalls(o, now)
@@ -1090,7 +615,7 @@ end
 -- record a return out of a loop to a lower frame, and a loop whose traces
 -- keep aborting is blacklisted, taking the step with it.)
 local function run_queue(o, deadline)
-  local clock = o.clock
+  local read = o.clock
   local now = o.now
   local grant_round, ran = hooks.grant_round, hooks.ran
   local permit_of = o.permit_of
@@ -1104,7 +629,7 @@ local function run_queue(o, deadline)
       E.resume(job, now)
     end
     local before = now -- (the resume above ran from `now` on)
-    now = clock()
+    now = read()
     if not finite(now) then bad_clock(now) end
     o.now = now
     if permit_of[job] then ran(o, job, now - before) end
@@ -1152,98 +677,6 @@ do
   drain(warm, nil)
 end
 
--- Jobs that are, directly or through what they await, waiting on when_idle.
--- What a job is parked on that may follow other jobs (an awaitable, a
--- queue), or nil: it has no coroutine, or it runs, is queued, asleep or
--- waiting for its key's run to start. (Both idle checks below start here.)
-local function parked_on(job)
-  if not job[CO] then return nil end
-  local w = job[W]
-  if not w or w == QUEUED or w == SLEEP or w == KEYWAIT then return nil end
-  return w
-end
-
--- Whether `start` is, directly or through what it awaits, waiting on
--- when_idle: an idle waiter itself, or parked following jobs that all are.
--- memo holds each job's answer (false while it is being worked out: a cycle
--- of waits is not idle). Depth first on a stack of its own, like
--- find_cycle: a chain of awaits thousands deep overflowed Lua's stack and
--- made every step raise. Frame k is a job, what it follows, and which of
--- those comes next; `got` is the answer for the job last finished.
-local idle_jobs, idle_follows, idle_next = {}, {}, {}
-
-local function idle_blocked(o, start, memo)
-  local m = memo[start]
-  if m ~= nil then return m end
-  local top = 0
-  local job = start -- a job to work out, or nil
-  local got
-  while true do
-    if job ~= nil then
-      memo[job] = false
-      got = false
-      if o.idle[job] then
-        memo[job] = true
-        got = true
-      else
-        local w = parked_on(job)
-        local f = w and follows_in(o, w)
-        if f ~= nil and (is_job(f) or #f > 0) then
-          top = top + 1
-          idle_jobs[top], idle_follows[top], idle_next[top] = job, f, 1
-          got = nil -- (a frame to work on, no answer yet)
-        end
-      end
-      job = nil
-    end
-    -- The top frame takes the answer for its last job: a job not waiting
-    -- on when_idle ends it false; else its next job, or true at the end.
-    while top > 0 and job == nil do
-      local finished
-      if got == false then
-        finished = false
-      else
-        local f, i = idle_follows[top], idle_next[top]
-        local nxt
-        if is_job(f) then
-          if i == 1 then nxt = f end
-        elseif i <= #f then
-          nxt = f[i]
-        end
-        if nxt == nil then
-          finished = true
-        else
-          idle_next[top] = i + 1
-          local known = memo[nxt]
-          if known == nil then job = nxt else got = known end
-        end
-      end
-      if finished ~= nil then
-        memo[idle_jobs[top]] = finished
-        idle_jobs[top], idle_follows[top] = false, false
-        top = top - 1
-        got = finished
-      end
-    end
-    if job == nil then return got end
-  end
-end
-
--- A job surely not waiting on when_idle, told in O(1): it has no
--- coroutine, is running, queued or asleep, or is parked on something that
--- follows no job (a future, a slot queue). The idle check looks for one of
--- these before it walks what the others await: a scene loader awaiting
--- `stagehand.all` of 10,000 assets made every step whose check met it first
--- list all 10,000 (half a millisecond a step), though any asset waiting on
--- its download already said "not idle".
-local function surely_busy(o, job)
-  if o.idle[job] then return false end
-  local w = parked_on(job)
-  if not w then return true end
-  if rawget(w, "parts") then return false end -- a group: walked if need be
-  return follows_in(o, w) == nil
-end
-
 local by_id = F.by_id
 
 --- Every running job, in start order.
@@ -1256,19 +689,10 @@ end
 
 --- Settles every when_idle waiter once each running job waits on one.
 function E.idle_check(o)
-  if o.nidle == 0 or not o.idle_dirty then return end
-  o.idle_dirty = false
-  for _, job in each, o.by_slot do
-    if surely_busy(o, job) then return end
+  local waiters = idle.settled(o)
+  if waiters then
+    for i = 1, #waiters do E.end_job(waiters[i], "done", pack()) end
   end
-  local memo = {}
-  for _, job in each, o.by_slot do
-    if not idle_blocked(o, job, memo) then return end
-  end
-  local waiters = {}
-  for job in each, o.idle do waiters[#waiters + 1] = job end
-  table.sort(waiters, by_id)
-  for i = 1, #waiters do E.end_job(waiters[i], "done", pack()) end
 end
 
 -- The work of one step. Jobs' own errors end those jobs; anything raised
@@ -1277,7 +701,7 @@ end
 local function step_body(o, now, deadline)
   if o.prio_broken then priority.rebuild(o) end -- (memory ran out mid-change: priority.lua)
   E.wake_sleeps(o, now)
-  if o.timeouts[1] ~= nil then E.fire_timeouts(o, now) end
+  if o.timeouts[1] ~= nil then timeouts.fire(o, now) end
   hooks.step_began(o)
   drain(o, deadline)
   now = o.now
@@ -1349,7 +773,7 @@ function E.next_wake(o)
   if o.qn > 0 or o.grantable or hooks.budgets_waiting(o) then return 0 end
   -- (a when_idle waiter, and something changed since the last idle check)
   if o.idle_dirty and o.nidle > 0 then return 0 end
-  local tdue = o.timeouts[1] ~= nil and next_timeout(o)
+  local tdue = o.timeouts[1] ~= nil and timeouts.next_due(o)
   if o.nrunning == 0 and not tdue then return nil end
   local now = read_clock(o)
   local best

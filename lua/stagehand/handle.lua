@@ -1,5 +1,6 @@
 -- Handles: each caller's view of a job it started, joined or waits on.
 local E = require "stagehand.engine"
+local wait = require "stagehand.wait"
 local raise = require("stagehand.errors").raise
 local settle = require "stagehand.settle"
 local priority = require "stagehand.priority"
@@ -67,7 +68,7 @@ function Handle:await()
     raise("h:await() must be called inside a job (" .. self[1][LABEL]
       .. "); outside jobs use orch:wait(h, timeout_ms)", 2)
   end
-  return E.await(job, self)
+  return wait.await(job, self)
 end
 
 --- Withdraws this caller, as if its signal aborted. The job itself is

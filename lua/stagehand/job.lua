@@ -1,5 +1,6 @@
 -- The job object a job's `work` receives.
 local E = require "stagehand.engine"
+local wait = require "stagehand.wait"
 local slots = require "stagehand.slots"
 local raise = require("stagehand.errors").raise
 local B = require "stagehand.backend"
@@ -23,7 +24,7 @@ local unpack = unpack or table.unpack
 local Job = {}
 
 -- Raises if a method was called on something else than a job (job.sleep(5)
--- for job:sleep(5)). Waits are checked by E.check_wait.
+-- for job:sleep(5)). Waits are checked by wait.check_wait.
 local function check_self(self, method)
   if not F.is_job(self) then options.bad_self("job:" .. method, "a job (the one its work receives)", self, 3) end
 end
@@ -102,11 +103,11 @@ function Job:await(x)
   check_self(self, "await")
   local s = as_settle(x)
   if s == nil then
-    E.check_wait(self, "await")
+    wait.check_wait(self, "await")
     raise("bad argument 'x' to await: expected a Handle, Future or awaitable (a table with on_end), got "
       .. type(x), 2)
   end
-  return E.await(self, s)
+  return wait.await(self, s)
 end
 
 --- Calls fn(..., callback) with an err-first callback and waits for it:
@@ -116,7 +117,7 @@ end
 ---@return any ...
 function Job:call(fn, ...)
   check_self(self, "call")
-  E.check_wait(self, "call")
+  wait.check_wait(self, "call")
   if not is_callable(fn) then
     raise("bad argument 'fn' to call: expected a function, got " .. type(fn), 2)
   end
@@ -131,7 +132,7 @@ function Job:call(fn, ...)
     end
   end
   fn(unpack(args, 1, n + 1))
-  return E.await(self, box)
+  return wait.await(self, box)
 end
 
 -- (job:slot and job:permit are slots.lua's functions themselves, not
@@ -157,7 +158,7 @@ function Job:sleep(ms)
   if type(ms) ~= "number" or ms < 0 or ms ~= ms then
     raise("bad argument 'ms' to sleep: expected a number >= 0, got " .. tostring(ms), 2)
   end
-  return E.sleep(self, ms)
+  return wait.sleep(self, ms)
 end
 
 --- Yields to the driver when the job has run slice_ms since it was resumed.
@@ -168,7 +169,7 @@ function Job:slice()
     local o = self[ORCH]
     if E.current == self and E.now(o) - E.current_at < o.slice_ms then return end
   end
-  return E.yield_turn(self)
+  return wait.yield_turn(self)
 end
 
 -- Lua 5.1 cannot yield across pcall; LuaJIT and 5.2+ can.

@@ -1,6 +1,7 @@
 -- The orchestrator: stagehand.new and the methods a game calls on it.
 local B = require "stagehand.backend"
 local E = require "stagehand.engine"
+local timeouts = require "stagehand.timeouts"
 local options = require "stagehand.options"
 local each = next -- (a table is walked with each, never pairs: see list.lua)
 local signal = require "stagehand.signal"
@@ -409,7 +410,7 @@ function Orchestrator:timeout(ms)
   if type(ms) ~= "number" or ms ~= ms or ms < 0 then options.fail("timeout", "ms", "a number >= 0", ms) end
   local sig = signal.new_signal(self.log)
   if ms == math.huge then return sig end
-  E.add_timeout(self, read_clock(self) + ms, sig, ms)
+  timeouts.add(self, read_clock(self) + ms, sig, ms)
   if not self.stepping then self.driver.reschedule(self) end
   return sig
 end

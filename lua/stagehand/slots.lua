@@ -13,6 +13,7 @@
 local B = require "stagehand.backend"
 local raise = require("stagehand.errors").raise
 local E = require "stagehand.engine"
+local wait = require "stagehand.wait"
 local each = next -- (a table is walked with each, never pairs: see list.lua)
 local priority = require "stagehand.priority"
 local F = require "stagehand.fields"
@@ -214,7 +215,7 @@ local KINDS = {
   permit = { "budget_q", "budget", "declare it with orch:budget(name, {ops = n}) or {ms = m}" },
 }
 local function queue_of(job, what, name)
-  E.check_wait(job, what)
+  wait.check_wait(job, what)
   local kind = KINDS[what]
   local q = job[ORCH][kind[1]][name]
   if q == nil then
@@ -266,8 +267,8 @@ function M.wait(job, q)
   -- rebuilds every frame down to it from a snapshot, so each frame between
   -- the job's work and this yield cost every pooled job hundreds of
   -- instructions. A grant queues the job again (grant_one).
-  if co_yield(PARK) ~= job then E.misplaced(job, q.kind == "pool" and "slot" or "permit", 2) end
-  if job[STATE] then E.raise_ended(job) end
+  if co_yield(PARK) ~= job then wait.misplaced(job, q.kind == "pool" and "slot" or "permit", 2) end
+  if job[STATE] then wait.raise_ended(job) end
   -- Granted; the grant counted as the job's progress (grant_one).
   if q.kind == "pool" then
     local held = job[HELD]
