@@ -22,10 +22,12 @@ local marks = require "stagehand.marks"
 local clock = require "stagehand.clock"
 local idle = require "stagehand.idle"
 local timeouts = require "stagehand.timeouts"
+local runqueue = require "stagehand.runqueue"
+local records = require "stagehand.records"
 
-local ORCH, CID, CO, W, STATE, OUT, ID, LABEL, KEY, H =
-  F.ORCH, F.CID, F.CO, F.W, F.STATE, F.OUT, F.ID, F.LABEL, F.KEY, F.H
-local SINCE, STARTED, SLEEP_UNTIL = F.SINCE, F.STARTED, F.SLEEP_UNTIL
+local ORCH, CID, CO, W, STATE, OUT, LABEL, KEY, H =
+  F.ORCH, F.CID, F.CO, F.W, F.STATE, F.OUT, F.LABEL, F.KEY, F.H
+local SINCE, STARTED = F.SINCE, F.STARTED
 
 local co_create, co_resume = coroutine.create, coroutine.resume
 local traceback = debug.traceback
@@ -77,58 +79,16 @@ local read_clock, finite, bad_clock = clock.now, clock.finite, clock.bad_clock
 E.now, E.game_now, E.now_or_last, E.finite, E.bad_clock =
   clock.now, clock.game_now, clock.now_or_last, clock.finite, clock.bad_clock
 
----------------------------------------------------------------------------
--- The run queue: a ring buffer of jobs.
-
-local function grow(o)
-  local q, cap, h = o.q, o.qcap, o.qh
-  local nq = {}
-  for i = 1, o.qn do
-    nq[i] = q[h]
-    h = h + 1
-    if h > cap then h = 1 end
-  end
-  for i = o.qn + 1, cap * 2 do nq[i] = false end
-  o.q, o.qcap, o.qh, o.qt = nq, cap * 2, 1, o.qn + 1
-end
-
-local function enqueue(o, job)
-  if o.qn == o.qcap then grow(o) end
-  local t = o.qt
-  o.q[t] = job
-  t = t + 1
-  if t > o.qcap then t = 1 end
-  o.qt = t
-  o.qn = o.qn + 1
-  if not o.stepping then o.driver.reschedule(o) end
-end
-E.enqueue = enqueue
-
-local function dequeue(o)
-  local h = o.qh
-  local job = o.q[h]
-  o.q[h] = false
-  h = h + 1
-  if h > o.qcap then h = 1 end
-  o.qh = h
-  o.qn = o.qn - 1
-  return job
-end
-
-function E.init_queue(o)
-  o.q, o.qcap, o.qh, o.qt, o.qn = {}, 64, 1, 1, 0
-  for i = 1, 64 do o.q[i] = false end
-end
+-- The run queue (runqueue.lua): jobs whose continuation is due, oldest first.
+local enqueue, dequeue = runqueue.push, runqueue.pop
+E.enqueue, E.init_queue = runqueue.push, runqueue.init
 
 ---------------------------------------------------------------------------
 -- Slots: small integers naming a running job in the C core.
 
 -- A new job takes the lowest id free, from the core: ids then stay as few
 -- and as ordered as the jobs running, and so do the reads of every array
--- the core and by_slot keep by id. (A Lua stack of freed ids handed a
--- later wave of jobs the ids of the last wave in reverse order of ending:
--- 100,000 pooled jobs through an orchestrator kept from an earlier wave
--- cost 1.17-1.32x what they cost through a new one, 0.83-1.03x now.)
+-- the core and by_slot keep by id (docs/performance.md, kept orchestrators).
 local ids_take, ids_give = B.ids_take, B.ids_give
 local ALL_TAKEN = B.SH_ESTATE -- (every one of the core's 2^24 ids is out)
 
@@ -146,62 +106,9 @@ local function free_slot(o, slot)
   ids_give(o.ids, slot)
 end
 
----------------------------------------------------------------------------
--- Watchers and records.
-
--- What report and watch show of a job. A job keeps its start time; its end
--- time is given by whoever saw it end (notify).
-function E.record(job, ended_at, cache)
-  local o = job[ORCH]
-  local slot = job[CID]
-  local st = job[STATE]
-  local err = st and st ~= "done" and job[OUT] or nil
-  local rec = {
-    id = job[ID],
-    key = job[KEY] or nil, -- (false in the job: no key)
-    label = job[LABEL],
-    state = st or "running",
-    priority = o.ranks[priority.effective(job, cache)],
-    started_at = job[STARTED],
-    ended_at = ended_at,
-    error = err and tostring(err) or nil,
-    done = rawget(job, "done_n"), -- (job:progress(done, total): how far it is)
-    total = rawget(job, "total_n"),
-  }
-  if slot and job[W] then
-    rec.waiting_on, rec.waiting_since = E.describe_wait(job), job[SINCE] or nil
-  end
-  return rec
-end
-
-local function notify(o, job, ending)
-  local ws = o.watchers
-  if ws[1] == nil then return end
-  local ended_at
-  if ending then
-    -- (A job's end is told in the middle of ending it: a clock that breaks
-    -- here gives way to the last good reading rather than stop the end.)
-    ended_at = E.now_or_last(o)
-  end
-  local rec = E.record(job, ended_at)
-  o.watching = o.watching + 1 -- (orch:step names a watcher that calls it)
-  for i = 1, #ws do
-    local fn = ws[i]
-    if fn then logm.guard(o.log, "a watcher", fn, rec) end
-  end
-  o.watching = o.watching - 1
-end
-E.notify = notify
-
-function E.describe_wait(job)
-  local w = job[W]
-  if w == SLEEP then return "a sleep until " .. errors.ms(job[SLEEP_UNTIL]) end
-  if w == QUEUED then return "its turn to run" end
-  if w == KEYWAIT then return "a run of key " .. job[KEY] .. " to start" end
-  if w == E.IDLE then return "every other job to be waiting (when_idle)" end
-  if w then return w:_describe() end
-  return nil
-end
+-- What report and watch show of a job (records.lua).
+local notify = records.notify
+E.notify, E.record, E.describe_wait = records.notify, records.record, records.describe_wait
 
 ---------------------------------------------------------------------------
 -- Ending. Total: the job leaves the clock, the timers and whatever it waits
@@ -225,8 +132,7 @@ end
 
 -- Withdraws the callers a job made that still run, in the order it made
 -- them. (Its own function: a closure in end_job, even one never made,
--- keeps LuaJIT from compiling end_job at all, which cost every job 3,000
--- instructions.)
+-- keeps LuaJIT from compiling end_job at all.)
 local function withdraw(owned, v)
   local hs = list.members(owned, function(a, b) return owned[a] < owned[b] end)
   for i = 1, #hs do hs[i]:cancel(v) end
@@ -257,7 +163,7 @@ function E.end_job(job, st, v)
   local suspended = job[CO] and job[W] and job[W] ~= QUEUED
   if job[W] ~= QUEUED then unpark(job) end
   -- (Most jobs never enter the side tables below: each is asked only when
-  -- some job is in it, which saved about 100 instructions a pooled job.)
+  -- some job is in it.)
   if o.nset_of > 0 then priority.forget_sets(o, job) end
   hooks.job_ended(o, job)
   if o.nidle > 0 and o.idle[job] then
@@ -361,23 +267,10 @@ end
 -- parked one without asking coroutine.status (a C call that breaks
 -- LuaJIT's trace). Frames matter here: a parked coroutine's stack is 47
 -- slots until something deeper makes LuaJIT double it, so body is tiny and
--- the wait path (wait.await) keeps few locals. They matter again when the job
--- wakes: its stack, from the bottom to the wait, is read back, so each
--- slot below the wait is memory read. DONE comes after the pack so that
--- work's frame starts a slot lower, and slots.wait yields with two locals
--- live: with 100,000 jobs waiting for a slot, each then reads 0.7 cache
--- lines fewer from memory when it wakes (counted: 8.56 to 7.9 per job).
---
--- (Finished coroutines are not reused. Measured again, counted on LuaJIT,
--- with a body that yields instead of returning and a spare list of 64: a
--- job that runs and ends costs 29% less with the collector running (4,030
--- instructions to 2,870; 17% less with it paused); the issue's pool case,
--- where every job is alive at once and none is reused, is unchanged with
--- the collector paused and 3% dearer with it running. Not taken, for what
--- a game would see: coroutine.running() in a job would name a coroutine an
--- earlier job ran in, and a spare coroutine parked in that body keeps the
--- last job, its values and its orchestrator alive in its frame until it
--- is reused. The second can be designed around; the first cannot.)
+-- the wait path (wait.await) keeps few locals; a woken job's stack, from
+-- the bottom to the wait, is read back, so each slot below the wait is
+-- memory read (docs/performance.md). Finished coroutines are not reused:
+-- coroutine.running() in a job would name one an earlier job ran in.
 --
 -- body packs work's values itself, so a resume always returns at most three
 -- values and after_resume takes fixed arguments: LuaJIT never starts a
@@ -602,14 +495,9 @@ end
 -- deadline passes; leaves the last clock reading in o.now. Slots freed
 -- while it runs are granted in passes: once every continuation queued at
 -- the last round has run, one round grants all the slots freed meanwhile,
--- and the jobs it grants run in the next pass, in the same step. A round
--- reads each priority source once, however many it grants. (A round after
--- every continuation read each waiting job's closure again at every
--- release: with a closure per portrait, 4,000 through a pool of 4 ran 2.2x
--- the instructions they do now. A round only when the queue ran dry held
--- every grant back while a sliced job kept queueing itself.) The granted
--- jobs would have run after everything queued before them anyway; reading
--- later only reads what the game changed meanwhile.
+-- and the jobs it grants run in the next pass, in the same step. (A round
+-- per continuation costs a grant per release; a round only when the queue
+-- ran dry held every grant back while a sliced job kept queueing itself.)
 --
 -- (The loop ends by its condition or break, never by return: LuaJIT cannot
 -- record a return out of a loop to a lower frame, and a loop whose traces
@@ -661,8 +549,7 @@ end
 -- resumes, LuaJIT (whose choices are partly random) may never close the
 -- loop: each turn's continuation records the next turn up to its resume,
 -- a new trace per turn, until the machine-code area runs out and every
--- trace is flushed. Measured: twice the instructions per pooled job in
--- about one process of three. So the loop is warmed here, at load, on a
+-- trace is flushed. So the loop is warmed here, at load, on a
 -- queue of stale entries (jobs no longer waiting to run), which records it
 -- as a closed loop; the resume is then a side exit whose stitched
 -- continuation links back to that loop.

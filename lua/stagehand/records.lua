@@ -1,0 +1,69 @@
+-- What report, dump and watch show of a job, and telling the watchers.
+local errors = require "stagehand.errors"
+local logm = require "stagehand.log"
+local priority = require "stagehand.priority"
+local F = require "stagehand.fields"
+local marks = require "stagehand.marks"
+local clock = require "stagehand.clock"
+
+local ORCH, CID, W, STATE, OUT, ID, LABEL, KEY = F.ORCH, F.CID, F.W, F.STATE, F.OUT, F.ID, F.LABEL, F.KEY
+local SINCE, STARTED, SLEEP_UNTIL = F.SINCE, F.STARTED, F.SLEEP_UNTIL
+local QUEUED, SLEEP, KEYWAIT = marks.QUEUED, marks.SLEEP, marks.KEYWAIT
+
+local M = {}
+
+
+-- What report and watch show of a job. A job keeps its start time; its end
+-- time is given by whoever saw it end (notify).
+function M.record(job, ended_at, cache)
+  local o = job[ORCH]
+  local slot = job[CID]
+  local st = job[STATE]
+  local err = st and st ~= "done" and job[OUT] or nil
+  local rec = {
+    id = job[ID],
+    key = job[KEY] or nil, -- (false in the job: no key)
+    label = job[LABEL],
+    state = st or "running",
+    priority = o.ranks[priority.effective(job, cache)],
+    started_at = job[STARTED],
+    ended_at = ended_at,
+    error = err and tostring(err) or nil,
+    done = rawget(job, "done_n"), -- (job:progress(done, total): how far it is)
+    total = rawget(job, "total_n"),
+  }
+  if slot and job[W] then
+    rec.waiting_on, rec.waiting_since = M.describe_wait(job), job[SINCE] or nil
+  end
+  return rec
+end
+
+function M.notify(o, job, ending)
+  local ws = o.watchers
+  if ws[1] == nil then return end
+  local ended_at
+  if ending then
+    -- (A job's end is told in the middle of ending it: a clock that breaks
+    -- here gives way to the last good reading rather than stop the end.)
+    ended_at = clock.now_or_last(o)
+  end
+  local rec = M.record(job, ended_at)
+  o.watching = o.watching + 1 -- (orch:step names a watcher that calls it)
+  for i = 1, #ws do
+    local fn = ws[i]
+    if fn then logm.guard(o.log, "a watcher", fn, rec) end
+  end
+  o.watching = o.watching - 1
+end
+
+function M.describe_wait(job)
+  local w = job[W]
+  if w == SLEEP then return "a sleep until " .. errors.ms(job[SLEEP_UNTIL]) end
+  if w == QUEUED then return "its turn to run" end
+  if w == KEYWAIT then return "a run of key " .. job[KEY] .. " to start" end
+  if w == marks.IDLE then return "every other job to be waiting (when_idle)" end
+  if w then return w:_describe() end
+  return nil
+end
+
+return M

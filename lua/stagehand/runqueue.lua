@@ -1,0 +1,45 @@
+-- The run queue: a ring buffer of the jobs whose continuation is due, oldest
+-- first (o.q, o.qcap, o.qh, o.qt, o.qn). Queueing from outside a step
+-- tells the driver, so the host steps soon.
+local M = {}
+
+local function grow(o)
+  local q, cap, h = o.q, o.qcap, o.qh
+  local nq = {}
+  for i = 1, o.qn do
+    nq[i] = q[h]
+    h = h + 1
+    if h > cap then h = 1 end
+  end
+  for i = o.qn + 1, cap * 2 do nq[i] = false end
+  o.q, o.qcap, o.qh, o.qt = nq, cap * 2, 1, o.qn + 1
+end
+
+function M.push(o, job)
+  if o.qn == o.qcap then grow(o) end
+  local t = o.qt
+  o.q[t] = job
+  t = t + 1
+  if t > o.qcap then t = 1 end
+  o.qt = t
+  o.qn = o.qn + 1
+  if not o.stepping then o.driver.reschedule(o) end
+end
+
+function M.pop(o)
+  local h = o.qh
+  local job = o.q[h]
+  o.q[h] = false
+  h = h + 1
+  if h > o.qcap then h = 1 end
+  o.qh = h
+  o.qn = o.qn - 1
+  return job
+end
+
+function M.init(o)
+  o.q, o.qcap, o.qh, o.qt, o.qn = {}, 64, 1, 1, 0
+  for i = 1, 64 do o.q[i] = false end
+end
+
+return M
