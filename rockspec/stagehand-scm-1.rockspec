@@ -54,6 +54,7 @@ build = {
     ["stagehand.wait"] = "lua/stagehand/wait.lua",
     ["stagehand.runqueue"] = "lua/stagehand/runqueue.lua",
     ["stagehand.records"] = "lua/stagehand/records.lua",
+    ["stagehand.sources"] = "lua/stagehand/sources.lua",
     ["stagehand.driver.luv"] = "lua/stagehand/driver/luv.lua",
     ["stagehand.driver.manual"] = "lua/stagehand/driver/manual.lua",
     ["stagehand._core"] = {

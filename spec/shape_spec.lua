@@ -1,7 +1,7 @@
 -- How stagehand's modules fit together: each owns its state. No module
 -- assigns into a table another module owns (a module required, or a table
 -- read out of one); where one must tell another something, it calls a
--- function the other offers (engine.on, settle.on_wake, priority.on_moved,
+-- function the other offers (engine.on, settle.on_wake, sources.on_moved,
 -- fields.define_jobs).
 local each = next -- (never pairs: see lua/stagehand/list.lua)
 
@@ -43,5 +43,14 @@ describe("stagehand's modules", function()
       end
     end
     assert.same({}, found)
+  end)
+
+  it("are each at most 700 lines, so the file list reads as the architecture", function()
+    local long = {}
+    for _, path in ipairs(files()) do
+      local n = select(2, read(path):gsub("\n", "\n"))
+      if n > 700 then long[#long + 1] = path .. " (" .. n .. " lines)" end
+    end
+    assert.same({}, long)
   end)
 end)

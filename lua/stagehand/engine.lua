@@ -13,7 +13,7 @@ local settle = require "stagehand.settle"
 local each = next -- (a table is walked with each, never pairs: see list.lua)
 local signal = require "stagehand.signal"
 local logm = require "stagehand.log"
-local priority = require "stagehand.priority"
+local sources = require "stagehand.sources"
 local keys = require "stagehand.keys"
 local list = require "stagehand.list"
 local F = require "stagehand.fields"
@@ -124,7 +124,7 @@ local function unpark(job)
     return -- a job with no work of its own: nothing to leave
   else
     settle.unlisten(w, job)
-    priority.unfollow(job[ORCH], job)
+    sources.unfollow(job[ORCH], job)
     if w._abandon then w:_abandon(job) end -- it waited in a slot or budget queue
   end
   job[W] = false
@@ -164,7 +164,7 @@ function E.end_job(job, st, v)
   if job[W] ~= QUEUED then unpark(job) end
   -- (Most jobs never enter the side tables below: each is asked only when
   -- some job is in it.)
-  if o.nset_of > 0 then priority.forget_sets(o, job) end
+  if o.nset_of > 0 then sources.forget_sets(o, job) end
   hooks.job_ended(o, job)
   if o.nidle > 0 and o.idle[job] then
     o.idle[job] = nil
@@ -586,7 +586,7 @@ end
 -- here (a clock that broke mid-step, a fault of stagehand's own) ends the
 -- step, and E.step passes it on.
 local function step_body(o, now, deadline)
-  if o.prio_broken then priority.rebuild(o) end -- (memory ran out mid-change: priority.lua)
+  if o.prio_broken then sources.rebuild(o) end -- (memory ran out mid-change: sources.lua)
   E.wake_sleeps(o, now)
   if o.timeouts[1] ~= nil then timeouts.fire(o, now) end
   hooks.step_began(o)

@@ -3,7 +3,7 @@ local E = require "stagehand.engine"
 local wait = require "stagehand.wait"
 local raise = require("stagehand.errors").raise
 local settle = require "stagehand.settle"
-local priority = require "stagehand.priority"
+local sources = require "stagehand.sources"
 local list = require "stagehand.list"
 local F = require "stagehand.fields"
 local options = require "stagehand.options"
@@ -89,7 +89,7 @@ function Handle:cancel(reason)
     E.cancel(job, reason)
     return true
   end
-  priority.remove_caller(job[ORCH], job, self)
+  sources.remove_caller(job[ORCH], job, self)
   settle.settle(self, "cancelled", E.errors.cancelled(job[LABEL], reason))
   if job[H] == nil and not job[STATE] then E.cancel(job, reason) end
   return true
@@ -144,7 +144,7 @@ end
 -- A Handle is {job, priority source, its index in the job} in its array
 -- part: a small table LuaJIT makes in one allocation, with no hash part,
 -- and one is made per caller. Its index lets a caller leave a job shared
--- by 10,000 in O(1) (priority.remove_caller); a new Handle is its job's
+-- by 10,000 in O(1) (sources.remove_caller); a new Handle is its job's
 -- first caller until placed elsewhere. Fields it gains later (_w1, _seen,
 -- ...) are rare. Read the source with rawget(h, 2): a Handle's __index is
 -- a function, and a missing [2] would call it.

@@ -11,7 +11,7 @@ local logm = require "stagehand.log"
 local keys = require "stagehand.keys"
 local slots = require "stagehand.slots"
 local barrier = require "stagehand.barrier"
-local priority = require "stagehand.priority"
+local sources = require "stagehand.sources"
 local list = require "stagehand.list"
 local errors = require "stagehand.errors"
 
@@ -28,16 +28,14 @@ local setmetatable, type = setmetatable, type
 local Orchestrator = {}
 Orchestrator.__index = Orchestrator
 
--- Whether luv loads (the luv driver's module requires it, and keeps luv's
--- loop from being closed under it: driver/luv.lua).
+-- Whether luv loads (through the luv driver, which keeps luv's loop open).
 local function has_luv()
   return (pcall(require, "stagehand.driver.luv"))
 end
 
 local function as_clock(c)
   if type(c) == "function" then return c end
-  -- A fake clock from stagehand.testing keeps its time in c.now: read it
-  -- there instead of through __call.
+  -- (stagehand.testing's fake clock keeps its time in c.now: read it there)
   if c.__now_field then return function() return c.now end end
   return function() return c() end
 end
@@ -142,21 +140,17 @@ end
 -- signal withdrawing only it.
 local function join(o, job, prio, sig)
   local h = new_handle(job, prio)
-  priority.add_caller(o, job, h) -- (its rank may rise: see priority.lua, Source sets)
+  sources.add_caller(o, job, h) -- (its rank may rise: see sources.lua)
   own(o, h, sig)
   handle.bind_signal(h, sig)
   return h
 end
 
 -- A job record: its fields in the array part (fields.lua), then a false
--- holding the place of its first caller's Handle, so the table is made at
--- its final size in one allocation. `no` is false held in a local on
--- purpose: a constructor with constants in it is copied from a template
--- whose array LuaJIT rounds up to a power of two plus one (17 slots here),
--- too big to sit in the table's own block, so every job was two
--- allocations, its fields apart from its header.
--- Its core id is taken by E.start, once everything the job needs has been
--- allocated: memory that runs out while it is made leaves nothing taken.
+-- holding the place of its first caller's Handle: one allocation at its
+-- final size. (`no` is false in a local on purpose: LuaJIT copies a
+-- constructor of constants from a template too big for one block.) Its
+-- core id is taken by E.start, once everything the job needs is made.
 local no = false
 local function new_job(o, label, key)
   local id = o.next_id + 1
@@ -213,9 +207,9 @@ function Orchestrator:run(label, work, opts)
           local ph = p[j]
           ph[1] = job
           p[j] = nil
-          priority.add_caller(self, job, ph)
+          sources.add_caller(self, job, ph)
         end
-        priority.move_awaiters(self, p, job)
+        sources.move_awaiters(self, p, job)
         p.pending = false -- it joined: nothing to leave, nothing to remember
       end
     end
@@ -474,7 +468,7 @@ function Orchestrator:wait(h, timeout_ms)
     end
     local nw = self:next_wake()
     if nw == nil then
-      if self.driver.name ~= "luv" then
+      if not self.driver.has_events then
         if not deadline then
           h._seen = seen
           error("orch:wait: nothing can end " .. tostring(h) .. " (no job is due to wake or stall;"
@@ -486,7 +480,7 @@ function Orchestrator:wait(h, timeout_ms)
       end
     end
     if deadline and now + nw > deadline then nw = deadline - now end
-    if nw > 0 or self.driver.name == "luv" then self.driver.pass(self, nw) end
+    if nw > 0 or self.driver.has_events then self.driver.pass(self, nw) end
   end
   return h:result()
 end
@@ -501,10 +495,10 @@ function Orchestrator:loop()
     if self.nrunning == 0 then break end
     local nw = self:next_wake()
     if nw == nil then
-      if self.driver.name ~= "luv" then break end
+      if not self.driver.has_events then break end
       nw = 1000
     end
-    if nw > 0 or self.driver.name == "luv" then self.driver.pass(self, nw) end
+    if nw > 0 or self.driver.has_events then self.driver.pass(self, nw) end
   end
   self:step()
   return self.nrunning

@@ -16,6 +16,7 @@ local E = require "stagehand.engine"
 local wait = require "stagehand.wait"
 local each = next -- (a table is walked with each, never pairs: see list.lua)
 local priority = require "stagehand.priority"
+local sources = require "stagehand.sources"
 local F = require "stagehand.fields"
 local ORCH, CID, W, LABEL, HELD, WAITQ = F.ORCH, F.CID, F.W, F.LABEL, F.HELD, F.WAITQ
 local STATE, SINCE = F.STATE, F.SINCE
@@ -496,7 +497,7 @@ E.on("budget_round", M.grant_budgets)
 E.on("step_began", M.new_step)
 E.on("ran", M.ran)
 E.on("budgets_waiting", M.budget_waiting)
-priority.on_moved(moved)
+sources.on_moved(moved)
 -- A group id about to be reused: no queue has waiters under it (its set or
 -- function is gone), and each queue's core forgets its rank.
 priority.on_forget(function(o, g)

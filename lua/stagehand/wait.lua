@@ -5,7 +5,7 @@ local B = require "stagehand.backend"
 local E = require "stagehand.engine"
 local errors = require "stagehand.errors"
 local settle = require "stagehand.settle"
-local priority = require "stagehand.priority"
+local sources = require "stagehand.sources"
 local F = require "stagehand.fields"
 local marks = require "stagehand.marks"
 local clock = require "stagehand.clock"
@@ -134,11 +134,11 @@ function M.await(job, x)
     elseif rawget(x, "parts") then
       open_wait[job] = settle.seq -- (a group: each part that settles is progress)
     end
-    if follows then priority.follow(o, job, follows) end
+    if follows then sources.follow(o, job, follows) end
   end
   if co_yield(PARK) ~= job then misplaced(job, "await", 2) end
   local o = job[ORCH]
-  if follows then priority.unfollow(o, job) end
+  if follows then sources.unfollow(o, job) end
   local open = rawget(x, "parts") and open_wait[job]
   if open then open_wait[job] = nil end
   if job[STATE] then raise_ended(job) end
@@ -197,7 +197,7 @@ settle.on_wake(function(job, from)
   if job[W] ~= from then return end
   job[W] = QUEUED
   local o = job[ORCH]
-  if o.followed[job] then priority.unfollow(o, job) end
+  if o.followed[job] then sources.unfollow(o, job) end
   B.clock_resume(o.cc, job[CID], settle_time(o))
   enqueue(o, job)
 end)
@@ -216,9 +216,9 @@ settle.on_changed(function(job, g, freed, left)
   local o = job[ORCH]
   o.idle_dirty = true
   if left and o.followed[job] then
-    priority.unfollow(o, job)
+    sources.unfollow(o, job)
     local f = follows_in(o, g, true)
-    if f then priority.follow(o, job, f) end
+    if f then sources.follow(o, job, f) end
   end
   local ow = open_wait[job]
   if ow and ow ~= PAUSED then

@@ -38,7 +38,9 @@ local function delay(ms, least)
 end
 
 function M.new(clock)
-  local d = { name = "luv", clock = clock or loop_clock }
+  -- (has_events: callbacks on the loop may end work while nothing is due,
+  -- so a wait passes the loop even when next_wake says nil)
+  local d = { name = "luv", clock = clock or loop_clock, has_events = true }
   local timer -- made on first need
   local due -- absolute clock time the timer is set for, or nil
   local orch

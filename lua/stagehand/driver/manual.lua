@@ -5,7 +5,8 @@ local B = require "stagehand.backend"
 local M = {}
 
 function M.new(clock)
-  local d = { name = "manual", clock = clock or B.now_ms }
+  -- (has_events: false, nothing happens between steps but the host's calls)
+  local d = { name = "manual", clock = clock or B.now_ms, has_events = false }
   d.reschedule = function() end
   -- Lets `ms` of time pass while orch:wait or orch:loop has nothing to run:
   -- a fake clock (one with :advance) is advanced, a real one slept on.
