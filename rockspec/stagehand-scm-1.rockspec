@@ -55,6 +55,7 @@ build = {
     ["stagehand.runqueue"] = "lua/stagehand/runqueue.lua",
     ["stagehand.records"] = "lua/stagehand/records.lua",
     ["stagehand.sources"] = "lua/stagehand/sources.lua",
+    ["stagehand.compat"] = "lua/stagehand/compat.lua",
     ["stagehand.driver.luv"] = "lua/stagehand/driver/luv.lua",
     ["stagehand.driver.manual"] = "lua/stagehand/driver/manual.lua",
     ["stagehand._core"] = {

@@ -8,7 +8,7 @@
 -- function is one defined as `function Table:name(...)`, `function
 -- Table.name(...)` or `Table.name = ...` in the files listed below, whose
 -- name does not start with "_", with a `---` comment block just above it.
-local each = next -- (never pairs: see lua/stagehand/list.lua)
+local each = next -- (never pairs: see lua/stagehand/compat.lua)
 
 -- Each part of the reference: the file, the table its functions are
 -- defined on, how a game writes a call, and a heading.

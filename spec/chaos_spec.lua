@@ -4,7 +4,7 @@
 -- Handle has ended, nothing runs and nothing is left behind. A failure names
 -- its seed; CHAOS_SEEDS=n runs more (make chaos), CHAOS_SEED=s replays one.
 local stagehand = require "stagehand"
-local each = next -- (never pairs: see lua/stagehand/list.lua)
+local each = require("stagehand.compat").each
 local T = require "stagehand.testing"
 local priority = require "stagehand.priority"
 local B = require "stagehand.backend"

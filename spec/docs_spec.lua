@@ -29,7 +29,7 @@ describe("the reference", function()
     local function want(entry)
       if not ref:find("### `" .. entry, 1, true) then missing[#missing + 1] = entry end
     end
-    local each = next -- (never pairs: see lua/stagehand/list.lua)
+    local each = require("stagehand.compat").each
     local function methods(class, prefix, skip)
       local names = {}
       for name, v in each, class do

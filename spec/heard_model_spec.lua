@@ -21,7 +21,7 @@
 -- The model reads nothing but public Handles' and groups' states.
 -- CHAOS_SEEDS=n runs more, CHAOS_SEED=s replays one (spec/seeded.lua).
 local stagehand = require "stagehand"
-local each = next -- (never pairs: see lua/stagehand/list.lua)
+local each = require("stagehand.compat").each
 local T = require "stagehand.testing"
 local seeded = require "spec.seeded"
 local is_handle = require("stagehand.handle").is_handle

@@ -70,7 +70,7 @@ describe("the JIT", function()
   -- made from another orchestrator's job found no job to cancel among
   -- five. Its parser specialises a loop whose iterator is spelled pairs or
   -- next (ISNEXT, ITERN); stagehand walks tables with next under another
-  -- name (list.lua), so none of its functions may hold such a loop.
+  -- name (compat.lua), so none of its functions may hold such a loop.
   it("finds no specialised pairs loop in stagehand's code (LuaJIT #827)", function()
     local bcnames = vmdef.bcnames
     local function op_name(fn, pc)

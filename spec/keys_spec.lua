@@ -1,5 +1,5 @@
 local stagehand = require "stagehand"
-local each = next -- (never pairs: see lua/stagehand/list.lua)
+local each = require("stagehand.compat").each
 local T = require "stagehand.testing"
 
 local function quiet(opts)

@@ -13,7 +13,7 @@
 -- `job:call` answered from game code.
 -- CHAOS_SEEDS=n runs more (make chaos), CHAOS_SEED=s replays one.
 local stagehand = require "stagehand"
-local each = next -- (never pairs: see lua/stagehand/list.lua)
+local each = require("stagehand.compat").each
 local T = require "stagehand.testing"
 local priority = require "stagehand.priority"
 local B = require "stagehand.backend"

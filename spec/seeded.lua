@@ -4,7 +4,7 @@
 -- make chaos runs 500), CHAOS_SEED=s replays one, and CHAOS_FIRST=f starts
 -- the n seeds at f (new ground for a long run: seeds 1..n are the usual ones).
 local stagehand = require "stagehand"
-local each = next -- (never pairs: see lua/stagehand/list.lua)
+local each = require("stagehand.compat").each
 local T = require "stagehand.testing"
 
 local M = {}

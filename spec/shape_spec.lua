@@ -3,7 +3,7 @@
 -- read out of one); where one must tell another something, it calls a
 -- function the other offers (engine.on, settle.on_wake, sources.on_moved,
 -- fields.define_jobs).
-local each = next -- (never pairs: see lua/stagehand/list.lua)
+local each = require("stagehand.compat").each
 
 local function files()
   local out = {}

@@ -18,7 +18,7 @@ local MEANING = {
 
 local function with_statuses(M)
   local names = {}
-  local walk = next -- (never pairs: see list.lua)
+  local walk = require("stagehand.compat").each
   for name in walk, MEANING do names[M[name]] = name end
   --- Raises a clear internal error unless rc is SH_OK: the core refused
   --- what the Lua side's records said it would take, a fault of
@@ -69,6 +69,6 @@ end
 local ok, C = pcall(require, "stagehand._core")
 if not ok then error(wrong_build(C) or C, 0) end
 local M = { name = "c" }
-local each = next -- (a table is walked with each, never pairs: see list.lua)
+local each = require("stagehand.compat").each
 for k, v in each, C do M[k] = v end
 return with_statuses(M)

@@ -10,7 +10,7 @@
 local B = require "stagehand.backend"
 local errors = require "stagehand.errors"
 local settle = require "stagehand.settle"
-local each = next -- (a table is walked with each, never pairs: see list.lua)
+local each = require("stagehand.compat").each
 local signal = require "stagehand.signal"
 local logm = require "stagehand.log"
 local sources = require "stagehand.sources"

@@ -34,7 +34,7 @@ M.show = show
 -- from run to run on Lua 5.4.)
 local function fields_of(t)
   local ks, n = {}, 0
-  local each = next -- (a table is walked with each, never pairs: see list.lua)
+  local each = require("stagehand.compat").each
   for k in each, t do
     n = n + 1
     ks[n] = k

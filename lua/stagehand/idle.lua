@@ -7,7 +7,7 @@ local follows_in = require("stagehand.follows").follows_in
 local CO, W = F.CO, F.W
 local QUEUED, SLEEP, KEYWAIT = marks.QUEUED, marks.SLEEP, marks.KEYWAIT
 local is_job, by_id = F.is_job, F.by_id
-local each = next -- (a table is walked with each, never pairs: see list.lua)
+local each = require("stagehand.compat").each
 
 local M = {}
 

@@ -54,18 +54,7 @@ function M.set_remove(map, key, v)
   return true
 end
 
--- Tables are walked as `for k, v in each, t do`, never with pairs. The
--- LuaJIT this project runs on (Debian's 2.1.0-beta3 snapshot of
--- 2022-03-20) ends a pairs loop early once the JIT blacklists it: the
--- loop's specialised iteration (ITERN) is patched back to a call of next
--- with the specialisation's own index as the key (LuaJIT issue #827, fixed
--- upstream soon after; #1510, fixed in 2026, drops an entry the same way).
--- A close from another orchestrator's job then found no job to cancel in
--- an orchestrator running five. LuaJIT's parser specialises only a loop
--- whose iterator is spelled pairs or next; `each` is next by another name,
--- so its loops call next plainly. (jit_spec checks that no function of
--- stagehand's holds a specialised loop.)
-local each = next
+local each = require("stagehand.compat").each
 
 --- A counted set's members as a list, sorted by `before` if given.
 function M.members(set, before)

@@ -10,7 +10,7 @@ end
 M.callable = callable
 
 local show = require("stagehand.errors").show
-local each = next -- (a table is walked with each, never pairs: see list.lua)
+local each = require("stagehand.compat").each
 local function describe(v)
   if type(v) == "string" then return string.format("%q", v) end
   return show(v)

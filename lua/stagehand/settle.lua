@@ -16,7 +16,7 @@
 local logm = require "stagehand.log"
 local raise = require("stagehand.errors").raise
 local options = require "stagehand.options"
-local each = next -- (a table is walked with each, never pairs: see list.lua)
+local each = require("stagehand.compat").each
 
 local unpack = unpack or table.unpack
 

@@ -298,7 +298,7 @@ end
 -- callers and what each waiter follows, before anything reads them again:
 -- at the next change, wait in a queue or step.
 local WAITQ = F.WAITQ
-local each = next -- (a table is walked with each, never pairs: see list.lua)
+local each = require("stagehand.compat").each
 
 local function broke(o)
   for i = 1, cn do cj[i] = false end -- (changes pushed and not made)

@@ -8,7 +8,7 @@
 local stagehand = require "stagehand"
 local E = require "stagehand.engine"
 local B = require "stagehand.backend"
-local each = next -- (a table is walked with each, never pairs: see list.lua)
+local each = require("stagehand.compat").each
 local F = require "stagehand.fields"
 local STATE, CO, HELD, WAITQ = F.STATE, F.CO, F.HELD, F.WAITQ
 -- (T.leaks and T.core_faults list what they find in the same order on every

@@ -1,0 +1,18 @@
+-- Walking a table: stagehand writes `for k, v in each, t do`, never
+-- `pairs(t)` nor `in next, t`. This is the one place that says why.
+--
+-- The LuaJIT Debian ships (2.1.0-beta3, a snapshot of 2022-03-20, which
+-- LÖVE 11.4 on Debian runs on too) ends a pairs loop early once the JIT
+-- blacklists it: the loop's specialised iteration (the ITERN bytecode) is
+-- patched back to a call of next with the specialisation's own index as
+-- the key (LuaJIT issue #827, fixed upstream soon after; #1510, fixed in
+-- 2026, drops an entry the same way). A close from another orchestrator's
+-- job once found no job to cancel in an orchestrator running five. LuaJIT's
+-- parser specialises only a loop whose iterator is spelled pairs or next;
+-- `each` is next by another name, so its loops call next plainly.
+--
+-- Enforced by spec/jit_spec.lua (no function of stagehand's holds a
+-- specialised loop) and by luacheck (.luacheckrc: pairs is no global in
+-- lua/). It can go once the LuaJIT stagehand supports on Debian has the
+-- fix: then `each` is next again, and pairs is fine.
+return { each = next }
