@@ -23,9 +23,10 @@ local function with_statuses(M)
   --- Raises a clear internal error unless rc is SH_OK: the core refused
   --- what the Lua side's records said it would take, a fault of
   --- stagehand's own, raised rather than left to grow. `what` says what
-  --- was asked ("queue job 12").
-  function M.check(rc, what)
-    if rc == 0 then return end
+  --- was asked ("queue job 12"); `also_fine`, a status the caller expects
+  --- at times and may ignore (named where it is passed).
+  function M.check(rc, what, also_fine)
+    if rc == 0 or rc == also_fine then return end
     local name = names[tonumber(rc)] or "status " .. tostring(rc)
     error("stagehand: internal error: the core refused to " .. what .. " (" .. name
       .. (MEANING[name] and ": " .. MEANING[name] or "") .. ")", 0)

@@ -34,7 +34,7 @@ function Barrier:arrive(key)
   local o = job[ORCH]
   local now = E.now(o) -- (first: a clock that fails leaves the count as it was)
   if B.barrier_arrive(self.c, i) == 1 then
-    B.clock_progress(o.cc, job[CID], now)
+    B.check(B.clock_progress(o.cc, job[CID], now), "count a barrier's arrival as progress")
     if B.barrier_arrived(self.c) == #self.keys then E.end_job(job, "done", settle.pack(#self.keys)) end
   end
 end

@@ -103,7 +103,7 @@ end
 
 local function free_slot(o, slot)
   o.by_slot[slot] = nil
-  ids_give(o.ids, slot)
+  B.check(ids_give(o.ids, slot), "give back a job's id")
 end
 
 -- What report and watch show of a job (records.lua).
@@ -119,7 +119,8 @@ local function unpark(job)
   if w == QUEUED then job[W] = false end
   if not w or w == QUEUED or w == KEYWAIT then return end
   if w == SLEEP then
-    timers_cancel(job[ORCH].tm, job[CID])
+    -- (SH_ESTATE: no timer, a sleep of math.huge)
+    B.check(timers_cancel(job[ORCH].tm, job[CID]), "cancel a sleep", B.SH_ESTATE)
   elseif w == E.IDLE or rawget(job, "barrier") then
     return -- a job with no work of its own: nothing to leave
   else
@@ -171,7 +172,9 @@ function E.end_job(job, st, v)
     o.nidle = o.nidle - 1
   end
   o.idle_dirty = true
-  clock_stop(o.cc, slot)
+  -- (SH_EINVAL: no clock to stop, a when_idle waiter's, or one the stall
+  -- check stopped as it stalled the job)
+  B.check(clock_stop(o.cc, slot), "stop a stall clock", B.SH_EINVAL)
   free_slot(o, slot)
   job[CID] = false
   local told = job[OUT] == TOLD

@@ -59,7 +59,7 @@ function Job:progress(done, total)
   local slot = self[CID]
   if slot then
     local o = self[ORCH]
-    B.clock_progress(o.cc, slot, E.now(o))
+    B.check(B.clock_progress(o.cc, slot, E.now(o)), "count progress")
   end
 end
 

@@ -540,7 +540,7 @@ end
 function Orchestrator:set_visible(visible)
   check_self(self, "set_visible")
   if type(visible) ~= "boolean" then options.fail("set_visible", "visible", "a boolean", visible) end
-  B.clock_set_visible(self.cc, visible, read_clock(self))
+  B.check(B.clock_set_visible(self.cc, visible, read_clock(self)), "show or hide the stall clocks")
   if not self.stepping then self.driver.reschedule(self) end
 end
 

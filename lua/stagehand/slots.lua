@@ -124,15 +124,16 @@ function Queue:_follows() return nil end
 -- The job stopped waiting (it ended): it leaves the queue.
 function Queue:_abandon(job)
   local o = job[ORCH]
-  B.pool_remove(self.p, job[CID])
-  B.clock_join(o.cc, job[CID], -1)
+  B.check(B.pool_remove(self.p, job[CID]), "take a waiter out of a queue")
+  -- (SH_EINVAL: the stall check stopped its clock as it stalled the job)
+  B.check(B.clock_join(o.cc, job[CID], -1), "unlink a stall clock from a queue", B.SH_EINVAL)
   job[WAITQ] = false
   dirty(o, self) -- the queue changed; what stays may be grantable
 end
 
 
 local function touch(o, q)
-  B.clock_touch(o.cc, q.clock_group, o.now)
+  B.check(B.clock_touch(o.cc, q.clock_group, o.now), "count a queue's activity")
 end
 
 -- A waiting job's set of sources changed (priority.lua): it moves to that
@@ -141,8 +142,8 @@ local function moved(o, job, g)
   local q = job[WAITQ]
   if not q then return end
   local fixed = o.fixed_rank[g]
-  if fixed then B.pool_fix_rank(q.p, g, fixed) end
-  B.pool_move(q.p, job[CID], g)
+  if fixed then B.check(B.pool_fix_rank(q.p, g, fixed), "fix a group's rank") end
+  B.check(B.pool_move(q.p, job[CID], g), "move a waiter to its new group")
 end
 
 -- A slot's release: called as release(), idempotent. A callable object, not
@@ -167,7 +168,7 @@ Release.__call = function(r)
     held.n = held.n - 1
     if held.n == 0 then job[HELD] = false end
   end
-  B.pool_release(q.p)
+  B.check(B.pool_release(q.p), "release a slot")
   touch(o, q)
   dirty(o, q)
   if not o.stepping then o.driver.reschedule(o) end
@@ -251,8 +252,8 @@ function M.wait(job, q)
     local g = set_of(o, job)
     B.check(B.pool_enqueue(q.p, slot, g), "queue a waiter")
     local fixed = o.fixed_rank[g]
-    if fixed then B.pool_fix_rank(q.p, g, fixed) end
-    B.clock_join(o.cc, slot, q.clock_group)
+    if fixed then B.check(B.pool_fix_rank(q.p, g, fixed), "fix a group's rank") end
+    B.check(B.clock_join(o.cc, slot, q.clock_group), "link a stall clock to a queue")
     job[WAITQ] = q
     -- (A budget grants once a step has run everything: the step must know.
     -- A pool needs a round for a new waiter only when it has a slot free;
@@ -294,7 +295,7 @@ local function grant_one(o, q, job)
   -- Touched before the job leaves the group, so leaving takes the grant's
   -- time as its own progress: the wait that ends is progress.
   touch(o, q)
-  B.clock_join(o.cc, job[CID], -1)
+  B.check(B.clock_join(o.cc, job[CID], -1), "unlink a stall clock from a queue")
   job[WAITQ] = false
   if q.kind == "pool" then
     hold(job, q, release, held)
@@ -335,11 +336,11 @@ local function read_group(o, p, g)
       rank = ok and o.rank_of[r] or priority.bad_source(o, src, ok, r)
       o.seen_round[src], o.seen_rank[src] = round, rank
     end
-    if o.source_of[g] == src then pool_set_rank(p, g, rank) end
+    if o.source_of[g] == src then B.check(pool_set_rank(p, g, rank), "set a group's rank") end
   else
     local ms = o.members[g]
     local rank = priority.set_rank(o, g) -- a set of sources: the best of its members
-    if o.members[g] == ms then pool_set_rank(p, g, rank) end
+    if o.members[g] == ms then B.check(pool_set_rank(p, g, rank), "set a set's rank") end
   end
 end
 
@@ -347,7 +348,7 @@ local function read_ranks(o, q)
   local p = q.p
   if q.read_round ~= o.round then
     q.read_round = o.round
-    pool_new_reads(p)
+    B.check(pool_new_reads(p), "start a step's reads")
   end
   local g = pool_next_unread(p)
   while g >= 0 do
@@ -444,7 +445,7 @@ function M.new_step(o)
   local budgets = o.budget_list
   for i = 1, #budgets do
     local q = budgets[i]
-    B.pool_reset_use(q.p)
+    B.check(B.pool_reset_use(q.p), "reset a budget")
     q.spent = 0
     if B.pool_waiting(q.p) > 0 then dirty(o, q) end
   end
@@ -456,7 +457,8 @@ function M.ran(o, job, ms)
   if not q then return end
   o.permit_of[job] = nil
   q.spent = q.spent + ms
-  B.pool_release(q.p)
+  -- (SH_ESTATE: the step's start zeroed the budget's count)
+  B.check(B.pool_release(q.p), "give back a permit", B.SH_ESTATE)
   dirty(o, q)
 end
 

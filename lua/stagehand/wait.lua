@@ -110,7 +110,7 @@ function M.await(job, x)
   if x._st then
     if x.__handle then x._seen = true end
     local o = job[ORCH]
-    B.clock_progress(o.cc, job[CID], o.now)
+    B.check(B.clock_progress(o.cc, job[CID], o.now), "count progress")
     return settled_values(x)
   end
   -- Parking here, not in a helper, with only job, x and follows live at
@@ -130,7 +130,7 @@ function M.await(job, x)
     if follows then o.idle_dirty = true end
     job[SINCE] = o.now
     if whole then
-      B.clock_pause(o.cc, job[CID])
+      B.check(B.clock_pause(o.cc, job[CID]), "pause a stall clock")
     elseif rawget(x, "parts") then
       open_wait[job] = settle.seq -- (a group: each part that settles is progress)
     end
@@ -143,9 +143,9 @@ function M.await(job, x)
   if open then open_wait[job] = nil end
   if job[STATE] then raise_ended(job) end
   if (follows and not open) or open == PAUSED then
-    B.clock_resume(o.cc, job[CID], E.current_at)
+    B.check(B.clock_resume(o.cc, job[CID], E.current_at), "resume a stall clock")
   else
-    B.clock_progress(o.cc, job[CID], E.current_at)
+    B.check(B.clock_progress(o.cc, job[CID], E.current_at), "count progress")
   end
   return settled_values(x)
 end
@@ -158,7 +158,7 @@ function M.sleep(job, ms)
     local now = read_clock(o)
     job[SLEEP_UNTIL] = now + ms
     -- (A sleep of math.huge never wakes: the job's stall clock ends it.)
-    if ms < math.huge then timers_add(o.tm, job[CID], now + ms) end
+    if ms < math.huge then B.check(timers_add(o.tm, job[CID], now + ms), "set a sleep") end
     job[W] = SLEEP
     job[SINCE] = now
   end
@@ -198,7 +198,7 @@ settle.on_wake(function(job, from)
   job[W] = QUEUED
   local o = job[ORCH]
   if o.followed[job] then sources.unfollow(o, job) end
-  B.clock_resume(o.cc, job[CID], settle_time(o))
+  B.check(B.clock_resume(o.cc, job[CID], settle_time(o)), "resume a stall clock")
   enqueue(o, job)
 end)
 
@@ -222,10 +222,10 @@ settle.on_changed(function(job, g, freed, left)
   end
   local ow = open_wait[job]
   if ow and ow ~= PAUSED then
-    B.clock_progress(o.cc, job[CID], settle_time(o))
+    B.check(B.clock_progress(o.cc, job[CID], settle_time(o)), "count progress")
     open_wait[job] = settle.seq
     if freed and follows_in(o, g) ~= nil then
-      B.clock_pause(o.cc, job[CID])
+      B.check(B.clock_pause(o.cc, job[CID]), "pause a stall clock")
       open_wait[job] = PAUSED
     end
   end
