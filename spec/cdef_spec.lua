@@ -34,3 +34,21 @@ describe("the FFI cdef", function()
     end)
   end
 end)
+
+-- The C API is declared once, in the header's FFI block; both backends
+-- export every function of it by the same name, without its sh_ prefix.
+describe("the backends", function()
+  it("export every function the header declares", function()
+    local f = assert(io.open("csrc/stagehand.h", "rb"))
+    local block = f:read("*a"):match("/%* FFI%-BEGIN %*/(.-)/%* FFI%-END %*/")
+    f:close()
+    local B = require "stagehand.backend"
+    local missing, n = {}, 0
+    for name in block:gmatch("[%w_%*]+%s+%**sh_([%w_]+)%(") do
+      n = n + 1
+      if B[name] == nil and not name:match("_free$") and name ~= "pin_library" then missing[#missing + 1] = name end
+    end
+    assert.is_true(n > 50)
+    assert.same({}, missing)
+  end)
+end)

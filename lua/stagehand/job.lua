@@ -137,7 +137,7 @@ end
 
 -- (job:slot and job:permit are slots.lua's functions themselves, not
 -- wrappers: a frame more at every wait is rebuilt by LuaJIT from a snapshot
--- at each yield, 1,500 instructions per pooled job.)
+-- at each yield.)
 
 --- Waits for a slot of pool `name`, granted in the step's grant rounds by
 --- effective priority then arrival; returns its release (idempotent;

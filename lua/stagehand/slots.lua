@@ -266,9 +266,8 @@ function M.wait(job, q)
     job[SINCE] = o.now
   end
   -- Parked here, not in a helper: on LuaJIT the yield is a trace exit that
-  -- rebuilds every frame down to it from a snapshot, so each frame between
-  -- the job's work and this yield cost every pooled job hundreds of
-  -- instructions. A grant queues the job again (grant_one).
+  -- rebuilds every frame down to it from a snapshot. A grant queues the
+  -- job again (grant_one).
   if co_yield(PARK) ~= job then wait.misplaced(job, q.kind == "pool" and "slot" or "permit", 2) end
   if job[STATE] then wait.raise_ended(job) end
   -- Granted; the grant counted as the job's progress (grant_one).
