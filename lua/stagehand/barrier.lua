@@ -6,6 +6,7 @@ local B = require "stagehand.backend"
 local E = require "stagehand.engine"
 local settle = require "stagehand.settle"
 local options = require "stagehand.options"
+local errors = require "stagehand.errors"
 local F = require "stagehand.fields"
 local ORCH, CID, STATE, W = F.ORCH, F.CID, F.STATE, F.W
 
@@ -91,10 +92,19 @@ function M.new(_, label, keys, opts, make_job, join_opts)
   local job = make_job(label, opts, function(j, h)
     b.job, b.settled = j, h
     j.barrier = b
-    j[W] = setmetatable({ b = b }, Waiting)
+    j[W] = setmetatable({ b = b, _standing = true }, Waiting)
   end)
   if #list == 0 then E.end_job(job, "done", settle.pack(0)) end
   return b
 end
+
+-- A stalled barrier's Error lists its missing keys, and its line names them.
+E.on("stalled", function(job, err)
+  local b = rawget(job, "barrier")
+  if not b then return end
+  local missing = b:missing()
+  err.missing = missing
+  err.message = err.message .. " Missing: " .. errors.list_keys(missing) .. "."
+end)
 
 return M

@@ -13,20 +13,16 @@ local settle = require "stagehand.settle"
 local each = require("stagehand.compat").each
 local signal = require "stagehand.signal"
 local logm = require "stagehand.log"
-local sources = require "stagehand.sources"
-local keys = require "stagehand.keys"
 local list = require "stagehand.list"
 local F = require "stagehand.fields"
 local nest = require "stagehand.nest"
 local marks = require "stagehand.marks"
 local clock = require "stagehand.clock"
-local idle = require "stagehand.idle"
-local timeouts = require "stagehand.timeouts"
 local runqueue = require "stagehand.runqueue"
 local records = require "stagehand.records"
 
-local ORCH, CID, CO, W, STATE, OUT, LABEL, KEY, H =
-  F.ORCH, F.CID, F.CO, F.W, F.STATE, F.OUT, F.LABEL, F.KEY, F.H
+local ORCH, CID, CO, W, STATE, OUT, LABEL, H =
+  F.ORCH, F.CID, F.CO, F.W, F.STATE, F.OUT, F.LABEL, F.H
 local SINCE, STARTED = F.SINCE, F.STARTED
 
 local co_create, co_resume = coroutine.create, coroutine.resume
@@ -39,22 +35,46 @@ local timers_cancel, timers_pop = B.timers_cancel, B.timers_pop
 
 local E = { errors = errors, F = F }
 
--- Hooks: what the engine tells the features that register for it
--- (E.on(name, fn)). The engine names no feature module: slots.lua
--- registers these when it loads.
+-- Hooks: what the engine tells the features that register for them
+-- (E.on(name, fn)) when they load. The engine names no feature module.
+local function none() end
 local hooks = {
-  job_ended = function() end, -- (o, job): it releases what the job holds
+  -- A job is ending, its end not yet seen, (o, job): sources forget its
+  -- counts, slots release what it holds, idle forgets a when_idle waiter.
+  -- (Three hooks called from end_job itself, not one chained: ending is
+  -- kept as shallow as it can be, for memory may run out in it.)
+  forget_counts = none,
+  release_holds = none,
+  leave_idle = none,
+  job_ended = none, -- (o, job, st): its end is set (keys forget or remember it)
+  job_gone = none, -- (o, job): its end is told to everyone (idle reschedules)
+  wait_left = none, -- (o, job): a job stops waiting on what it awaited (sources)
+  stalled = none, -- (job, err): a job stalls with err (a barrier names its missing keys)
+  step_began = none, -- (o, now): a step begins (budgets reset, timeouts fire)
+  quiet = none, -- (o): a step's run queue ran dry (idle settles when_idle waiters)
   grant_round = function() return false end, -- (o): grants what can be granted now; true if any
   budget_round = function() return false end, -- (o): grants the budgets' permits; true if any
-  step_began = function() end, -- (o)
-  ran = function() end, -- (o, job, ms): a job that held a permit of an ms budget ran ms
+  ran = none, -- (o, job, ms): a job that held a permit of an ms budget ran ms
   budgets_waiting = function() return false end, -- (o): whether some budget has waiters
+  idle_due = function() return false end, -- (o): whether an idle check is due
+  next_due = none, -- (o): the time of the next timeout something listens to, or nil
 }
+-- Hooks every registration adds to, in the order they came; the others
+-- take one function.
+local CHAINED = { step_began = true }
 
---- Registers `fn` as the hook `name` (one of the keys of hooks above).
+--- Registers `fn` for the hook `name` (one of the keys of hooks above).
 function E.on(name, fn)
-  if hooks[name] == nil then error("stagehand: no engine hook named " .. tostring(name), 2) end
-  hooks[name] = fn
+  local prev = hooks[name]
+  if prev == nil then error("stagehand: no engine hook named " .. tostring(name), 2) end
+  if CHAINED[name] and prev ~= none then
+    hooks[name] = function(a, b, c)
+      prev(a, b, c)
+      fn(a, b, c)
+    end
+  else
+    hooks[name] = fn
+  end
 end
 local TOLD = F.TOLD
 
@@ -121,11 +141,11 @@ local function unpark(job)
   if w == SLEEP then
     -- (SH_ESTATE: no timer, a sleep of math.huge)
     B.check(timers_cancel(job[ORCH].tm, job[CID]), "cancel a sleep", B.SH_ESTATE)
-  elseif w == E.IDLE or rawget(job, "barrier") then
-    return -- a job with no work of its own: nothing to leave
+  elseif w == E.IDLE or rawget(w, "_standing") then
+    return -- a job with no work of its own (when_idle, a barrier): nothing to leave
   else
     settle.unlisten(w, job)
-    sources.unfollow(job[ORCH], job)
+    hooks.wait_left(job[ORCH], job)
     if w._abandon then w:_abandon(job) end -- it waited in a slot or budget queue
   end
   job[W] = false
@@ -163,15 +183,9 @@ function E.end_job(job, st, v)
   -- resume is its cleanup. One parked mid-work is queued for it below.
   local suspended = job[CO] and job[W] and job[W] ~= QUEUED
   if job[W] ~= QUEUED then unpark(job) end
-  -- (Most jobs never enter the side tables below: each is asked only when
-  -- some job is in it.)
-  if o.nset_of > 0 then sources.forget_sets(o, job) end
-  hooks.job_ended(o, job)
-  if o.nidle > 0 and o.idle[job] then
-    o.idle[job] = nil
-    o.nidle = o.nidle - 1
-  end
-  o.idle_dirty = true
+  hooks.forget_counts(o, job)
+  hooks.release_holds(o, job)
+  hooks.leave_idle(o, job)
   -- (SH_EINVAL: no clock to stop, a when_idle waiter's, or one the stall
   -- check stopped as it stalled the job)
   B.check(clock_stop(o.cc, slot), "stop a stall clock", B.SH_EINVAL)
@@ -180,15 +194,7 @@ function E.end_job(job, st, v)
   local told = job[OUT] == TOLD
   job[STATE], job[OUT] = st, v
   o.nrunning = o.nrunning - 1
-  local key = job[KEY]
-  if key then
-    if job.pending then
-      keys.leave_pending(o, job)
-    elseif o.keyed[key] == job then
-      o.keyed[key] = nil
-      if st ~= "cancelled" then keys.remember(o, key, job) end
-    end
-  end
+  hooks.job_ended(o, job, st)
   if st ~= "done" then
     local sig = rawget(job, "signal")
     -- (At once, unless this end is itself one that an end reached: then
@@ -226,10 +232,7 @@ function E.end_job(job, st, v)
     o.nowners = o.nowners - 1
     if st ~= "done" then ends:call(withdraw, owned, v) end
   end
-  -- An end from outside a step (a barrier's last arrival, a cancel) may
-  -- leave the world idle with nothing queued: the driver's timer, set for
-  -- a stall check seconds away, must come back now for the idle check.
-  if o.nidle > 0 and not o.stepping then o.driver.reschedule(o) end
+  hooks.job_gone(o, job)
   return true
 end
 
@@ -481,11 +484,7 @@ function E.check_stalls(o, now)
       B.check(B.clock_start(cc, slot, B.clock_stall_ms(cc, slot), now), "restart a stall clock")
     elseif job then
       local err = errors.stalled(job[LABEL], B.clock_stall_ms(cc, slot))
-      if job.barrier then
-        local missing = job.barrier:missing()
-        err.missing = missing
-        err.message = err.message .. " Missing: " .. errors.list_keys(missing) .. "."
-      end
+      hooks.stalled(job, err)
       logm.guard(nil, "the log function", o.log, "[stagehand] " .. err.message)
       E.end_job(job, "stalled", err)
     end
@@ -577,22 +576,12 @@ function E.running_jobs(o)
   return jobs
 end
 
---- Settles every when_idle waiter once each running job waits on one.
-function E.idle_check(o)
-  local waiters = idle.settled(o)
-  if waiters then
-    for i = 1, #waiters do E.end_job(waiters[i], "done", pack()) end
-  end
-end
-
 -- The work of one step. Jobs' own errors end those jobs; anything raised
 -- here (a clock that broke mid-step, a fault of stagehand's own) ends the
 -- step, and E.step passes it on.
 local function step_body(o, now, deadline)
-  if o.prio_broken then sources.rebuild(o) end -- (memory ran out mid-change: sources.lua)
   E.wake_sleeps(o, now)
-  if o.timeouts[1] ~= nil then timeouts.fire(o, now) end
-  hooks.step_began(o)
+  hooks.step_began(o, now)
   drain(o, deadline)
   now = o.now
   if now >= o.next_check then
@@ -602,7 +591,7 @@ local function step_body(o, now, deadline)
   end
   if o.qn == 0 then
     -- Once a step, so a preloader whose tasks end at once cannot spin here.
-    E.idle_check(o)
+    hooks.quiet(o)
     if o.qn > 0 and (not deadline or o.now < deadline) then drain(o, deadline) end
   end
 end
@@ -661,9 +650,8 @@ function E.next_wake(o)
   -- (Not o.budget_due: a budget changed while nobody waits for a permit
   -- marks it, and a step would find nothing to grant.)
   if o.qn > 0 or o.grantable or hooks.budgets_waiting(o) then return 0 end
-  -- (a when_idle waiter, and something changed since the last idle check)
-  if o.idle_dirty and o.nidle > 0 then return 0 end
-  local tdue = o.timeouts[1] ~= nil and timeouts.next_due(o)
+  if hooks.idle_due(o) then return 0 end
+  local tdue = hooks.next_due(o)
   if o.nrunning == 0 and not tdue then return nil end
   local now = read_clock(o)
   local best

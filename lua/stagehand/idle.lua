@@ -9,6 +9,9 @@ local QUEUED, SLEEP, KEYWAIT = marks.QUEUED, marks.SLEEP, marks.KEYWAIT
 local is_job, by_id = F.is_job, F.by_id
 local each = require("stagehand.compat").each
 
+local E = require "stagehand.engine"
+local settle = require "stagehand.settle"
+
 local M = {}
 
 -- Jobs that are, directly or through what they await, waiting on when_idle.
@@ -120,5 +123,30 @@ function M.settled(o)
   table.sort(waiters, by_id)
   return waiters
 end
+
+-- What the engine tells idleness. A job that ends may leave the world
+-- idle: the check is due; an end from outside a step (a barrier's last
+-- arrival, a cancel) reschedules, for the driver's timer may be set for a
+-- stall check seconds away.
+E.on("leave_idle", function(o, job)
+  if o.nidle > 0 and o.idle[job] then
+    o.idle[job] = nil
+    o.nidle = o.nidle - 1
+  end
+  o.idle_dirty = true
+end)
+E.on("job_gone", function(o)
+  if o.nidle > 0 and not o.stepping then o.driver.reschedule(o) end
+end)
+-- Once a step, when its run queue ran dry: settles the waiters.
+E.on("quiet", function(o)
+  local waiters = M.settled(o)
+  if waiters then
+    local done = settle.pack()
+    for i = 1, #waiters do E.end_job(waiters[i], "done", done) end
+  end
+end)
+-- (a when_idle waiter, and something changed since the last idle check)
+E.on("idle_due", function(o) return o.idle_dirty and o.nidle > 0 end)
 
 return M

@@ -12,6 +12,7 @@
 local list = require "stagehand.list"
 local F = require "stagehand.fields"
 local KEY = F.KEY
+local E = require "stagehand.engine"
 
 local M = {}
 
@@ -62,6 +63,19 @@ end
 local by_id = F.by_id
 
 --- The placeholders waiting for `key`, oldest first; they stop waiting.
+-- A keyed job's end: a placeholder stops waiting; a run leaves its key,
+-- and is remembered unless it was cancelled.
+E.on("job_ended", function(o, job, st)
+  local key = job[KEY]
+  if not key then return end
+  if job.pending then
+    M.leave_pending(o, job)
+  elseif o.keyed[key] == job then
+    o.keyed[key] = nil
+    if st ~= "cancelled" then M.remember(o, key, job) end
+  end
+end)
+
 function M.take_pending(o, key)
   local set = o.pending[key]
   if not set then return nil end

@@ -2,6 +2,7 @@
 local B = require "stagehand.backend"
 local E = require "stagehand.engine"
 local timeouts = require "stagehand.timeouts"
+require "stagehand.idle" -- (when_idle: its checks run through the engine's hooks)
 local options = require "stagehand.options"
 local each = require("stagehand.compat").each
 local signal = require "stagehand.signal"

@@ -492,7 +492,7 @@ function M.report(o)
 end
 
 -- What the engine tells this module (engine.lua, hooks), and priority.lua.
-E.on("job_ended", M.release_all)
+E.on("release_holds", M.release_all)
 E.on("grant_round", M.grant)
 E.on("budget_round", M.grant_budgets)
 E.on("step_began", M.new_step)

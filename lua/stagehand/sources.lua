@@ -9,6 +9,7 @@
 local list = require "stagehand.list"
 local F = require "stagehand.fields"
 local priority = require "stagehand.priority"
+local E = require "stagehand.engine"
 
 local H, STATE = F.H, F.STATE
 local is_job, by_id = F.is_job, F.by_id
@@ -417,5 +418,16 @@ function M.rebuild(o)
 end
 
 priority.on_repair(M.rebuild)
+
+-- What the engine tells this module: a job stops waiting; a job ends (its
+-- counts go, asked only when some job has any); a step begins (counts that
+-- memory ran out on are made anew first).
+E.on("wait_left", function(o, job) M.unfollow(o, job) end)
+E.on("forget_counts", function(o, job)
+  if o.nset_of > 0 then M.forget_sets(o, job) end
+end)
+E.on("step_began", function(o)
+  if o.prio_broken then M.rebuild(o) end
+end)
 
 return M

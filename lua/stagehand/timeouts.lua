@@ -1,5 +1,6 @@
 local signal = require "stagehand.signal"
 local errors = require "stagehand.errors"
+local E = require "stagehand.engine"
 
 local M = {}
 
@@ -36,5 +37,13 @@ function M.next_due(o)
   end
   return nil
 end
+
+E.on("step_began", function(o, now)
+  if o.timeouts[1] ~= nil then M.fire(o, now) end
+end)
+E.on("next_due", function(o)
+  if o.timeouts[1] == nil then return nil end
+  return M.next_due(o)
+end)
 
 return M
