@@ -56,6 +56,7 @@ build = {
     ["stagehand.records"] = "lua/stagehand/records.lua",
     ["stagehand.sources"] = "lua/stagehand/sources.lua",
     ["stagehand.compat"] = "lua/stagehand/compat.lua",
+    ["stagehand.owners"] = "lua/stagehand/owners.lua",
     ["stagehand.driver.luv"] = "lua/stagehand/driver/luv.lua",
     ["stagehand.driver.manual"] = "lua/stagehand/driver/manual.lua",
     ["stagehand._core"] = {

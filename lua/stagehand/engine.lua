@@ -13,7 +13,6 @@ local settle = require "stagehand.settle"
 local each = require("stagehand.compat").each
 local signal = require "stagehand.signal"
 local logm = require "stagehand.log"
-local list = require "stagehand.list"
 local F = require "stagehand.fields"
 local nest = require "stagehand.nest"
 local marks = require "stagehand.marks"
@@ -61,7 +60,7 @@ local hooks = {
 }
 -- Hooks every registration adds to, in the order they came; the others
 -- take one function.
-local CHAINED = { step_began = true }
+local CHAINED = { step_began = true, job_gone = true }
 
 --- Registers `fn` for the hook `name` (one of the keys of hooks above).
 function E.on(name, fn)
@@ -151,14 +150,6 @@ local function unpark(job)
   job[W] = false
 end
 
--- Withdraws the callers a job made that still run, in the order it made
--- them. (Its own function: a closure in end_job, even one never made,
--- keeps LuaJIT from compiling end_job at all.)
-local function withdraw(owned, v)
-  local hs = list.members(owned, function(a, b) return owned[a] < owned[b] end)
-  for i = 1, #hs do hs[i]:cancel(v) end
-end
-
 -- What ending a job ends in turn: those following its signal (signal.abort)
 -- and the callers it made (withdraw). A loader that runs the next inside
 -- itself, 10,000 deep, ended each inside the end of the one above,
@@ -223,18 +214,13 @@ function E.end_job(job, st, v)
     for i = H, #hs do settle.fire(hs[i], st, v) end
   end
   notify(o, job, true) -- (job[STARTED] is read only for a watcher: see fields.lua)
-  -- Callers this job made (run or when inside its work, without a signal of
-  -- their own) leave with it unless it finished: nothing it asked for is
-  -- kept alive, or kept at its priority, by a job that is gone.
-  local owned = o.nowners > 0 and o.owned[job]
-  if owned then
-    o.owned[job] = nil
-    o.nowners = o.nowners - 1
-    if st ~= "done" then ends:call(withdraw, owned, v) end
-  end
   hooks.job_gone(o, job)
   return true
 end
+
+--- Runs fn(a, b) as an end that an end reached: at once, unless this end
+--- is itself one that an end reached; then after it (see `ends`).
+function E.after_end(fn, a, b) return ends:call(fn, a, b) end
 
 function E.fail(job, cause, tb)
   return E.end_job(job, "failed", errors.failed(job[LABEL], cause, tb))
@@ -381,13 +367,6 @@ function E.start(o, job, stall_ms, now)
   job[STARTED] = now
   o.nrunning = o.nrunning + 1
   if stall_ms then B.check(clock_start(o.cc, slot, stall_ms, now), "start a stall clock") end
-  local doomed = o.closing_jobs
-  if doomed then
-    -- (close is under way: a job started inside the cleanup of one it
-    -- ended, or in reaction to ending it, is close's to end too)
-    local cur = E.current
-    if o.close_cancelling or (cur and doomed[cur]) then doomed[job] = true end
-  end
 end
 
 -- Runs made inside other jobs' first resumes, one inside another (counted

@@ -1,10 +1,10 @@
 -- Handles: each caller's view of a job it started, joined or waits on.
 local E = require "stagehand.engine"
 local wait = require "stagehand.wait"
+local owners = require "stagehand.owners"
 local raise = require("stagehand.errors").raise
 local settle = require "stagehand.settle"
 local sources = require "stagehand.sources"
-local list = require "stagehand.list"
 local F = require "stagehand.fields"
 local options = require "stagehand.options"
 local signal = require "stagehand.signal"
@@ -113,12 +113,7 @@ function Handle:_settled()
     self._unsig = nil
     signal.unwatch(sub)
   end
-  local owner = rawget(self, "_own") -- (the job that made this caller: orchestrator.own)
-  if owner then
-    self._own = nil
-    local o = owner[ORCH]
-    if list.set_remove(o.owned, owner, self) and o.owned[owner] == nil then o.nowners = o.nowners - 1 end
-  end
+  owners.settled(self) -- (a caller a job made leaves its owner's set)
 end
 
 local M = { Handle = Handle, HandleMT = HandleMT }

@@ -13,6 +13,7 @@ local keys = require "stagehand.keys"
 local slots = require "stagehand.slots"
 local barrier = require "stagehand.barrier"
 local sources = require "stagehand.sources"
+local owners = require "stagehand.owners"
 local list = require "stagehand.list"
 local errors = require "stagehand.errors"
 
@@ -120,22 +121,7 @@ local function check_self(self, method)
   if getmetatable(self) ~= Orchestrator then options.bad_self("orch:" .. method, "an orchestrator", self, 3) end
 end
 
--- A caller made inside a job, with no signal of its own, belongs to that job:
--- it is withdrawn if the job ends other than done (engine.end_job). The job
--- keeps only its callers still running: each leaves o.owned[job] as it
--- settles (Handle:_settled), so a streamer that runs sub-jobs for the whole
--- session does not keep every one it ever ran. The number is its order.
-local function own(o, h, sig)
-  if sig then return end
-  local cur = E.current
-  if cur and cur[ORCH] == o and not cur[STATE] then
-    local n = o.nowned + 1
-    o.nowned = n
-    if o.owned[cur] == nil then o.nowners = o.nowners + 1 end
-    list.set_add(o.owned, cur, h, n)
-    h._own = cur
-  end
-end
+local own = owners.own -- (callers made inside a job belong to it: owners.lua)
 
 -- A new caller of a running job: its own Handle, its priority counted, its
 -- signal withdrawing only it.
@@ -160,6 +146,18 @@ local function new_job(o, label, key)
     o, no, no, no, no, no, no, no, key or no,
     id, label, no, no, no, no,
   }, JobMT)
+end
+
+-- close is under way: a job started inside the cleanup of one it ended,
+-- or in reaction to ending it, is close's to end too (run cancels one
+-- before its work runs).
+local function start(o, job, stall_ms, now)
+  E.start(o, job, stall_ms, now)
+  local doomed = o.closing_jobs
+  if doomed then
+    local cur = E.current
+    if o.close_cancelling or (cur and doomed[cur]) then doomed[job] = true end
+  end
 end
 
 --- Starts `work(job)` in a new coroutine at once, up to its first wait.
@@ -192,7 +190,7 @@ function Orchestrator:run(label, work, opts)
   job[H] = h
   if E.current and E.in_job() then own(self, h, sig) end
   self.now = now
-  E.start(self, job, stall_ms or self.stall_ms, now)
+  start(self, job, stall_ms or self.stall_ms, now)
   local waiting = false
   -- A caller withdrawn before it asked (its signal aborted already) starts
   -- no run of its key: `when`s waiting for one go on waiting for the next.
@@ -285,7 +283,7 @@ function Orchestrator:when(key, label, opts)
   local h = new_handle(p, prio)
   p[H] = h
   self.now = now
-  E.start(self, p, stall_ms or self.stall_ms, now)
+  start(self, p, stall_ms or self.stall_ms, now)
   keys.add_pending(self, p)
   own(self, h, sig)
   E.notify(self, p)
@@ -303,7 +301,7 @@ local function standing_job(o, label, prio, sig, stall_ms, setup)
   job[SINCE] = now -- (it waits from its start: the report says since when)
   local h = new_handle(job, prio)
   job[H] = h
-  E.start(o, job, stall_ms, now)
+  start(o, job, stall_ms, now)
   own(o, h, sig)
   setup(job, h)
   E.notify(o, job)
