@@ -14,6 +14,8 @@ local M = {}
 ---@class stagehand.Group
 ---@field what string what it gathers ("all of 3", "abortable ...")
 local Group = settle.extend({})
+-- (Every group is made with _group = true: how a wait tells a group, whose
+-- parts settling is progress, from any other awaitable.)
 
 --- "pending", "done", or the state of the part that ended it otherwise
 --- ("failed", "cancelled", "stalled"). Also `g:result()` and `g:on_end(fn)`,
@@ -281,7 +283,7 @@ end
 -- until the group has settled. A part settled already reports at once; no
 -- parts at all settle the group at once, done with an empty list.
 local function gather(parts, what, on_part)
-  local g = setmetatable({ parts = parts, what = what, values = {}, left = #parts }, Group)
+  local g = setmetatable({ _group = true, parts = parts, what = what, values = {}, left = #parts }, Group)
   if #parts == 0 then settle.settle(g, "done", settle.pack(g.values)) end
   -- (what holds it open is counted here: a gather of Handles only, the
   -- usual gather of loads, then asks nothing more of a part that settles)
@@ -362,7 +364,7 @@ end
 function M.any(list)
   local parts = parts_of(list, "any")
   if #parts == 0 then -- (none can end done)
-    local g = setmetatable({ parts = parts, what = "any of 0", values = {}, left = 0 }, Group)
+    local g = setmetatable({ _group = true, parts = parts, what = "any of 0", values = {}, left = 0 }, Group)
     settle.settle(g, "failed", M.every_part_failed(g.what, {}))
     return g
   end
@@ -405,7 +407,7 @@ function M.abortable(awaitable, sig)
   -- (open while its part is: a loose part settles it, an open group below
   -- may stop being open first)
   local open = holds_open(part) and 1 or 0
-  local g = setmetatable({ parts = { part }, what = "abortable " .. part:_describe(), open = open,
+  local g = setmetatable({ _group = true, parts = { part }, what = "abortable " .. part:_describe(), open = open,
     open_at = open == 1 and { true } or nil }, Group)
   if sig.aborted then
     settle.settle(g, "cancelled", sig.reason)

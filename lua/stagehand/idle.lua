@@ -102,7 +102,7 @@ local function surely_busy(o, job)
   if o.idle[job] then return false end
   local w = parked_on(job)
   if not w then return true end
-  if rawget(w, "parts") then return false end -- a group: walked if need be
+  if rawget(w, "_group") then return false end -- a group: walked if need be
   return follows_in(o, w) == nil
 end
 
@@ -123,6 +123,20 @@ function M.settled(o)
   table.sort(waiters, by_id)
   return waiters
 end
+
+--- Makes `job` a when_idle waiter (a job with no work of its own).
+function M.add_waiter(job)
+  local o = job[F.ORCH]
+  job[W] = marks.IDLE
+  o.idle[job] = true
+  -- (No idle check is marked due: with no waiter the mark is never
+  -- cleared, a new orchestrator starts with it set, and a world a check
+  -- found busy since is busy still.)
+  o.nidle = o.nidle + 1
+end
+
+--- Whether any when_idle waiter waits.
+function M.waiting(o) return o.nidle > 0 end
 
 -- What the engine tells idleness. A job that ends may leave the world
 -- idle: the check is due; an end from outside a step (a barrier's last

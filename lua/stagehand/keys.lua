@@ -11,8 +11,9 @@
 --                     by key, each O(1) (a list linked through two maps)
 local list = require "stagehand.list"
 local F = require "stagehand.fields"
-local KEY = F.KEY
+local KEY, OUT, H, TOLD = F.KEY, F.OUT, F.H, F.TOLD
 local E = require "stagehand.engine"
+local sources = require "stagehand.sources"
 
 local M = {}
 
@@ -57,12 +58,12 @@ end
 
 --- Adds a placeholder job waiting for a run of its key.
 function M.add_pending(o, p)
+  p.pending = true
   list.set_add(o.pending, p[KEY], p)
 end
 
 local by_id = F.by_id
 
---- The placeholders waiting for `key`, oldest first; they stop waiting.
 -- A keyed job's end: a placeholder stops waiting; a run leaves its key,
 -- and is remembered unless it was cancelled.
 E.on("job_ended", function(o, job, st)
@@ -76,11 +77,35 @@ E.on("job_ended", function(o, job, st)
   end
 end)
 
-function M.take_pending(o, key)
+-- The placeholders waiting for `key`, oldest first; they stop waiting.
+local function take_pending(o, key)
   local set = o.pending[key]
   if not set then return nil end
   o.pending[key] = nil
   return list.members(set, by_id)
+end
+
+--- A run of `key` starts as `job`: the `when` waiters for it become its
+--- callers before its work starts (their Handles follow the run, and what
+--- awaited them awaits it). Returns the placeholders, to be ended once the
+--- game has heard of the run, or nil.
+function M.join_pending(o, key, job)
+  o.keyed[key] = job
+  local waiting = take_pending(o, key)
+  if not waiting then return nil end
+  for i = 1, #waiting do
+    local p = waiting[i]
+    if p[OUT] == TOLD then job[OUT] = TOLD end -- (its Handles had listeners)
+    for j = H, #p do
+      local ph = p[j]
+      ph[1] = job
+      p[j] = nil
+      sources.add_caller(o, job, ph)
+    end
+    sources.move_awaiters(o, p, job)
+    p.pending = false -- it joined: nothing to leave, nothing to remember
+  end
+  return waiting
 end
 
 return M

@@ -2,7 +2,7 @@
 local B = require "stagehand.backend"
 local E = require "stagehand.engine"
 local timeouts = require "stagehand.timeouts"
-require "stagehand.idle" -- (when_idle: its checks run through the engine's hooks)
+local idle = require "stagehand.idle"
 local options = require "stagehand.options"
 local each = require("stagehand.compat").each
 local signal = require "stagehand.signal"
@@ -19,8 +19,7 @@ local errors = require "stagehand.errors"
 
 local JobMT = jobm.JobMT
 local F = require "stagehand.fields"
-local ORCH, CO, W, STATE, OUT, LABEL, SINCE, H = F.ORCH, F.CO, F.W, F.STATE, F.OUT, F.LABEL, F.SINCE, F.H
-local TOLD = F.TOLD
+local ORCH, CO, W, STATE, LABEL, SINCE, H = F.ORCH, F.CO, F.W, F.STATE, F.LABEL, F.SINCE, F.H
 local settle_empty = require("stagehand.settle").pack()
 local new_handle = handle.new
 local read_clock = E.now
@@ -195,23 +194,8 @@ function Orchestrator:run(label, work, opts)
   -- A caller withdrawn before it asked (its signal aborted already) starts
   -- no run of its key: `when`s waiting for one go on waiting for the next.
   if key and not (sig and sig.aborted) then
-    self.keyed[key] = job
-    -- `when` waiters for this key become callers before the work starts.
-    waiting = keys.take_pending(self, key)
-    if waiting then
-      for i = 1, #waiting do
-        local p = waiting[i]
-        if p[OUT] == TOLD then job[OUT] = TOLD end -- (its Handles had listeners)
-        for j = H, #p do
-          local ph = p[j]
-          ph[1] = job
-          p[j] = nil
-          sources.add_caller(self, job, ph)
-        end
-        sources.move_awaiters(self, p, job)
-        p.pending = false -- it joined: nothing to leave, nothing to remember
-      end
-    end
+    -- (`when` waiters for this key become callers before the work starts)
+    waiting = keys.join_pending(self, key, job) or false
   end
   -- Only now, with the job whole (registered under its key, every `when`
   -- joined), does game code run: its watchers, then the placeholders'
@@ -279,7 +263,6 @@ function Orchestrator:when(key, label, opts)
   local p = new_job(self, label, key)
   p[W] = E.KEYWAIT
   p[SINCE] = now -- (before start: its watchers may ask for a report)
-  p.pending = true
   local h = new_handle(p, prio)
   p[H] = h
   self.now = now
@@ -382,15 +365,7 @@ end
 function Orchestrator:when_idle(sig)
   check_self(self, "when_idle")
   if sig ~= nil and not signal.is_signal(sig) then options.fail("when_idle", "signal", "a Signal", sig) end
-  local o = self
-  local _, h = standing_job(self, "when idle", nil, sig, false, function(job)
-    job[W] = E.IDLE
-    o.idle[job] = true
-    -- (No idle check is marked due: with no waiter the mark is never
-    -- cleared, a new orchestrator starts with it set, and a world a check
-    -- found busy since is busy still.)
-    o.nidle = o.nidle + 1
-  end)
+  local _, h = standing_job(self, "when idle", nil, sig, false, idle.add_waiter)
   return h
 end
 

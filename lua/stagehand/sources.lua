@@ -20,6 +20,9 @@ local next_big, next_set = priority.next_big, priority.next_set
 
 local M = {}
 
+--- Whether `waiter` is registered as waiting on jobs (follow).
+function M.following(o, waiter) return o.followed[waiter] ~= nil end
+
 -- Registered by slots.lua: re-files a waiting job under its new set.
 local moved = function() end
 function M.on_moved(fn) moved = fn end

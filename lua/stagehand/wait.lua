@@ -6,6 +6,7 @@ local E = require "stagehand.engine"
 local errors = require "stagehand.errors"
 local settle = require "stagehand.settle"
 local sources = require "stagehand.sources"
+local idle = require "stagehand.idle"
 local F = require "stagehand.fields"
 local marks = require "stagehand.marks"
 local clock = require "stagehand.clock"
@@ -131,7 +132,7 @@ function M.await(job, x)
     job[SINCE] = o.now
     if whole then
       B.check(B.clock_pause(o.cc, job[CID]), "pause a stall clock")
-    elseif rawget(x, "parts") then
+    elseif rawget(x, "_group") then
       open_wait[job] = settle.seq -- (a group: each part that settles is progress)
     end
     if follows then sources.follow(o, job, follows) end
@@ -139,7 +140,7 @@ function M.await(job, x)
   if co_yield(PARK) ~= job then misplaced(job, "await", 2) end
   local o = job[ORCH]
   if follows then sources.unfollow(o, job) end
-  local open = rawget(x, "parts") and open_wait[job]
+  local open = rawget(x, "_group") and open_wait[job]
   if open then open_wait[job] = nil end
   if job[STATE] then raise_ended(job) end
   if (follows and not open) or open == PAUSED then
@@ -197,7 +198,7 @@ settle.on_wake(function(job, from)
   if job[W] ~= from then return end
   job[W] = QUEUED
   local o = job[ORCH]
-  if o.followed[job] then sources.unfollow(o, job) end
+  if sources.following(o, job) then sources.unfollow(o, job) end
   B.check(B.clock_resume(o.cc, job[CID], settle_time(o)), "resume a stall clock")
   enqueue(o, job)
 end)
@@ -215,7 +216,7 @@ settle.on_changed(function(job, g, freed, left)
   if job[W] ~= g or job[STATE] then return end
   local o = job[ORCH]
   o.idle_dirty = true
-  if left and o.followed[job] then
+  if left and sources.following(o, job) then
     sources.unfollow(o, job)
     local f = follows_in(o, g, true)
     if f then sources.follow(o, job, f) end
@@ -229,7 +230,7 @@ settle.on_changed(function(job, g, freed, left)
       open_wait[job] = PAUSED
     end
   end
-  if o.nidle > 0 and not o.stepping then o.driver.reschedule(o) end
+  if idle.waiting(o) and not o.stepping then o.driver.reschedule(o) end
 end)
 
 return M
