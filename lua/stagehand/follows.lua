@@ -5,6 +5,7 @@ local errors = require "stagehand.errors"
 local list = require "stagehand.list"
 local F = require "stagehand.fields"
 local marks = require "stagehand.marks"
+local sources = require "stagehand.sources"
 
 local ORCH, CO, W, STATE, LABEL = F.ORCH, F.CO, F.W, F.STATE, F.LABEL
 local QUEUED, SLEEP, KEYWAIT = marks.QUEUED, marks.SLEEP, marks.KEYWAIT
@@ -133,8 +134,8 @@ function M.check_follows(job, x)
   local o = job[ORCH]
   local f, whole = follows_in(o, x, true)
   if f == nil then return nil end
-  if o.awaiters[job] == nil then
-    -- Nothing waits on `job` (priority.lua files every job parked on
+  if not sources.awaited(o, job) then
+    -- Nothing waits on `job` (sources.lua files every job parked on
     -- something that follows it), so no chain of waits leads back to it:
     -- only a wait on itself would close a cycle. A chain of loaders each
     -- awaiting the one made before it builds in O(n) this way, not O(n^2).

@@ -51,6 +51,9 @@ end
 
 function M.recall(o, key) return o.mem[key] end
 
+--- The running job of `key`, or nil.
+function M.running(o, key) return o.keyed[key] end
+
 --- A placeholder job stops waiting for its key (it ended, or joined a run).
 function M.leave_pending(o, p)
   list.set_remove(o.pending, p[KEY], p)

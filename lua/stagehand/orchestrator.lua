@@ -3,6 +3,7 @@ local B = require "stagehand.backend"
 local E = require "stagehand.engine"
 local timeouts = require "stagehand.timeouts"
 local idle = require "stagehand.idle"
+local records = require "stagehand.records"
 local options = require "stagehand.options"
 local each = require("stagehand.compat").each
 local signal = require "stagehand.signal"
@@ -14,7 +15,6 @@ local slots = require "stagehand.slots"
 local barrier = require "stagehand.barrier"
 local sources = require "stagehand.sources"
 local owners = require "stagehand.owners"
-local list = require "stagehand.list"
 local errors = require "stagehand.errors"
 
 local JobMT = jobm.JobMT
@@ -173,7 +173,7 @@ function Orchestrator:run(label, work, opts)
     check_run_opts(self, opts, "run", signal.is_signal, true)
     prio, sig, stall_ms, key = opts.priority, opts.signal, opts.stall_ms, opts.key
     if key then
-      local running = self.keyed[key]
+      local running = keys.running(self, key)
       if running then return join(self, running, prio, sig) end
       if opts.reuse then
         -- Get-or-load: a remembered `done` settles this call at once.
@@ -244,7 +244,7 @@ function Orchestrator:when(key, label, opts)
     check_run_opts(self, opts, "when", signal.is_signal, false)
     prio, sig, stall_ms = opts.priority, opts.signal, opts.stall_ms
   end
-  local running = self.keyed[key]
+  local running = keys.running(self, key)
   if running then return join(self, running, prio, sig) end
   local ended = keys.recall(self, key)
   if ended then
@@ -389,7 +389,7 @@ end
 function Orchestrator:running(key)
   check_self(self, "running")
   if type(key) ~= "string" then options.fail("running", "key", "a string", key) end
-  return self.keyed[key] ~= nil
+  return keys.running(self, key) ~= nil
 end
 
 --- Drops the remembered outcome of `key` (a no-op for an unknown key).
@@ -541,9 +541,7 @@ end
 function Orchestrator:watch(fn)
   check_self(self, "watch")
   if not options.callable(fn) then options.fail("watch", "fn", "a function", fn) end
-  local ws = self.watchers
-  ws[#ws + 1] = fn
-  return function() list.remove_value(ws, fn) end
+  return records.watch(self, fn)
 end
 
 --- The report as readable text, one job a line.

@@ -5,6 +5,7 @@ local priority = require "stagehand.priority"
 local F = require "stagehand.fields"
 local marks = require "stagehand.marks"
 local clock = require "stagehand.clock"
+local list = require "stagehand.list"
 
 local ORCH, CID, W, STATE, OUT, ID, LABEL, KEY = F.ORCH, F.CID, F.W, F.STATE, F.OUT, F.ID, F.LABEL, F.KEY
 local SINCE, STARTED, SLEEP_UNTIL = F.SINCE, F.STARTED, F.SLEEP_UNTIL
@@ -64,6 +65,13 @@ function M.describe_wait(job)
   if w == marks.IDLE then return "every other job to be waiting (when_idle)" end
   if w then return w:_describe() end
   return nil
+end
+
+--- Adds a watcher (told of every start and end); returns an unsubscribe.
+function M.watch(o, fn)
+  local ws = o.watchers
+  ws[#ws + 1] = fn
+  return function() list.remove_value(ws, fn) end
 end
 
 return M

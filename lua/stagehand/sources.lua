@@ -20,6 +20,9 @@ local next_big, next_set = priority.next_big, priority.next_set
 
 local M = {}
 
+--- Whether any job waits on `job` (through what it awaits).
+function M.awaited(o, job) return o.awaiters[job] ~= nil end
+
 --- Whether `waiter` is registered as waiting on jobs (follow).
 function M.following(o, waiter) return o.followed[waiter] ~= nil end
 
