@@ -147,16 +147,13 @@ local function new_job(o, label, key)
   }, JobMT)
 end
 
--- close is under way: a job started inside the cleanup of one it ended,
--- or in reaction to ending it, is close's to end too (run cancels one
--- before its work runs).
-local function start(o, job, stall_ms, now)
-  E.start(o, job, stall_ms, now)
+-- close is under way (o.closing_jobs): a job started inside the cleanup of
+-- one it ended, or in reaction to ending it, is close's to end too (run
+-- cancels one before its work runs).
+local function doom(o, job)
   local doomed = o.closing_jobs
-  if doomed then
-    local cur = E.current
-    if o.close_cancelling or (cur and doomed[cur]) then doomed[job] = true end
-  end
+  local cur = E.current
+  if o.close_cancelling or (cur and doomed[cur]) then doomed[job] = true end
 end
 
 --- Starts `work(job)` in a new coroutine at once, up to its first wait.
@@ -189,7 +186,8 @@ function Orchestrator:run(label, work, opts)
   job[H] = h
   if E.current and E.in_job() then own(self, h, sig) end
   self.now = now
-  start(self, job, stall_ms or self.stall_ms, now)
+  E.start(self, job, stall_ms or self.stall_ms, now)
+  if self.closing_jobs then doom(self, job) end
   local waiting = false
   -- A caller withdrawn before it asked (its signal aborted already) starts
   -- no run of its key: `when`s waiting for one go on waiting for the next.
@@ -266,7 +264,8 @@ function Orchestrator:when(key, label, opts)
   local h = new_handle(p, prio)
   p[H] = h
   self.now = now
-  start(self, p, stall_ms or self.stall_ms, now)
+  E.start(self, p, stall_ms or self.stall_ms, now)
+  if self.closing_jobs then doom(self, p) end
   keys.add_pending(self, p)
   own(self, h, sig)
   E.notify(self, p)
@@ -284,7 +283,8 @@ local function standing_job(o, label, prio, sig, stall_ms, setup)
   job[SINCE] = now -- (it waits from its start: the report says since when)
   local h = new_handle(job, prio)
   job[H] = h
-  start(o, job, stall_ms, now)
+  E.start(o, job, stall_ms, now)
+  if o.closing_jobs then doom(o, job) end
   own(o, h, sig)
   setup(job, h)
   E.notify(o, job)

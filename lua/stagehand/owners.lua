@@ -47,7 +47,7 @@ end
 -- finished, so nothing it asked for is kept alive, or kept at its
 -- priority, by a job that is gone. (After the end that reached them, as
 -- every end an end reaches: E.after_end.)
-E.on("job_gone", function(o, job)
+E.on("owned_left", function(o, job)
   local owned = o.nowners > 0 and o.owned[job]
   if owned then
     o.owned[job] = nil

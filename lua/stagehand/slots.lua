@@ -11,6 +11,7 @@
 -- Every grant and every release touches the pool's clock group, which each
 -- waiter's stall clock is linked to: a busy pool is not a stall.
 local B = require "stagehand.backend"
+local check = B.check
 local raise = require("stagehand.errors").raise
 local E = require "stagehand.engine"
 local wait = require "stagehand.wait"
@@ -124,16 +125,16 @@ function Queue:_follows() return nil end
 -- The job stopped waiting (it ended): it leaves the queue.
 function Queue:_abandon(job)
   local o = job[ORCH]
-  B.check(B.pool_remove(self.p, job[CID]), "take a waiter out of a queue")
+  check(B.pool_remove(self.p, job[CID]), "take a waiter out of a queue")
   -- (SH_EINVAL: the stall check stopped its clock as it stalled the job)
-  B.check(B.clock_join(o.cc, job[CID], -1), "unlink a stall clock from a queue", B.SH_EINVAL)
+  check(B.clock_join(o.cc, job[CID], -1), "unlink a stall clock from a queue", B.SH_EINVAL)
   job[WAITQ] = false
   dirty(o, self) -- the queue changed; what stays may be grantable
 end
 
 
 local function touch(o, q)
-  B.check(B.clock_touch(o.cc, q.clock_group, o.now), "count a queue's activity")
+  check(B.clock_touch(o.cc, q.clock_group, o.now), "count a queue's activity")
 end
 
 -- A waiting job's set of sources changed (priority.lua): it moves to that
@@ -142,8 +143,8 @@ local function moved(o, job, g)
   local q = job[WAITQ]
   if not q then return end
   local fixed = o.fixed_rank[g]
-  if fixed then B.check(B.pool_fix_rank(q.p, g, fixed), "fix a group's rank") end
-  B.check(B.pool_move(q.p, job[CID], g), "move a waiter to its new group")
+  if fixed then check(B.pool_fix_rank(q.p, g, fixed), "fix a group's rank") end
+  check(B.pool_move(q.p, job[CID], g), "move a waiter to its new group")
 end
 
 -- A slot's release: called as release(), idempotent. A callable object, not
@@ -168,7 +169,7 @@ Release.__call = function(r)
     held.n = held.n - 1
     if held.n == 0 then job[HELD] = false end
   end
-  B.check(B.pool_release(q.p), "release a slot")
+  check(B.pool_release(q.p), "release a slot")
   touch(o, q)
   dirty(o, q)
   if not o.stepping then o.driver.reschedule(o) end
@@ -250,10 +251,10 @@ function M.wait(job, q)
   do -- (its locals end here, so the yield below sits just above job and q: see body in engine.lua)
     local o, slot = job[ORCH], job[CID]
     local g = set_of(o, job)
-    B.check(B.pool_enqueue(q.p, slot, g), "queue a waiter")
+    check(B.pool_enqueue(q.p, slot, g), "queue a waiter")
     local fixed = o.fixed_rank[g]
-    if fixed then B.check(B.pool_fix_rank(q.p, g, fixed), "fix a group's rank") end
-    B.check(B.clock_join(o.cc, slot, q.clock_group), "link a stall clock to a queue")
+    if fixed then check(B.pool_fix_rank(q.p, g, fixed), "fix a group's rank") end
+    check(B.clock_join(o.cc, slot, q.clock_group), "link a stall clock to a queue")
     job[WAITQ] = q
     -- (A budget grants once a step has run everything: the step must know.
     -- A pool needs a round for a new waiter only when it has a slot free;
@@ -290,11 +291,11 @@ end
 local function grant_one(o, q, job)
   local release, held
   if q.kind == "pool" then release, held = prepare_hold(job, q) end
-  B.check(B.pool_grant(q.p, job[CID]), "grant a slot")
+  check(B.pool_grant(q.p, job[CID]), "grant a slot")
   -- Touched before the job leaves the group, so leaving takes the grant's
   -- time as its own progress: the wait that ends is progress.
   touch(o, q)
-  B.check(B.clock_join(o.cc, job[CID], -1), "unlink a stall clock from a queue")
+  check(B.clock_join(o.cc, job[CID], -1), "unlink a stall clock from a queue")
   job[WAITQ] = false
   if q.kind == "pool" then
     hold(job, q, release, held)
@@ -335,11 +336,11 @@ local function read_group(o, p, g)
       rank = ok and o.rank_of[r] or priority.bad_source(o, src, ok, r)
       o.seen_round[src], o.seen_rank[src] = round, rank
     end
-    if o.source_of[g] == src then B.check(pool_set_rank(p, g, rank), "set a group's rank") end
+    if o.source_of[g] == src then check(pool_set_rank(p, g, rank), "set a group's rank") end
   else
     local ms = o.members[g]
     local rank = priority.set_rank(o, g) -- a set of sources: the best of its members
-    if o.members[g] == ms then B.check(pool_set_rank(p, g, rank), "set a set's rank") end
+    if o.members[g] == ms then check(pool_set_rank(p, g, rank), "set a set's rank") end
   end
 end
 
@@ -347,7 +348,7 @@ local function read_ranks(o, q)
   local p = q.p
   if q.read_round ~= o.round then
     q.read_round = o.round
-    B.check(pool_new_reads(p), "start a step's reads")
+    check(pool_new_reads(p), "start a step's reads")
   end
   local g = pool_next_unread(p)
   while g >= 0 do
@@ -444,7 +445,7 @@ function M.new_step(o)
   local budgets = o.budget_list
   for i = 1, #budgets do
     local q = budgets[i]
-    B.check(B.pool_reset_use(q.p), "reset a budget")
+    check(B.pool_reset_use(q.p), "reset a budget")
     q.spent = 0
     if B.pool_waiting(q.p) > 0 then dirty(o, q) end
   end
@@ -457,7 +458,7 @@ function M.ran(o, job, ms)
   o.permit_of[job] = nil
   q.spent = q.spent + ms
   -- (SH_ESTATE: the step's start zeroed the budget's count)
-  B.check(B.pool_release(q.p), "give back a permit", B.SH_ESTATE)
+  check(B.pool_release(q.p), "give back a permit", B.SH_ESTATE)
   dirty(o, q)
 end
 
@@ -506,7 +507,7 @@ priority.on_forget(function(o, g)
   for l = 1, 2 do
     local qs = lists[l]
     for i = 1, #qs do
-      B.check(B.pool_forget_group(qs[i].p, g), "reuse a priority group")
+      check(B.pool_forget_group(qs[i].p, g), "reuse a priority group")
     end
   end
 end)

@@ -2,6 +2,7 @@
 -- parks in its own queues with check_wait and raise_ended), and what wakes
 -- a parked job (the settle hooks this module registers).
 local B = require "stagehand.backend"
+local check = B.check
 local E = require "stagehand.engine"
 local errors = require "stagehand.errors"
 local settle = require "stagehand.settle"
@@ -111,7 +112,7 @@ function M.await(job, x)
   if x._st then
     if x.__handle then x._seen = true end
     local o = job[ORCH]
-    B.check(B.clock_progress(o.cc, job[CID], o.now), "count progress")
+    check(B.clock_progress(o.cc, job[CID], o.now), "count progress")
     return settled_values(x)
   end
   -- Parking here, not in a helper, with only job, x and follows live at
@@ -131,7 +132,7 @@ function M.await(job, x)
     if follows then o.idle_dirty = true end
     job[SINCE] = o.now
     if whole then
-      B.check(B.clock_pause(o.cc, job[CID]), "pause a stall clock")
+      check(B.clock_pause(o.cc, job[CID]), "pause a stall clock")
     elseif rawget(x, "_group") then
       open_wait[job] = settle.seq -- (a group: each part that settles is progress)
     end
@@ -144,9 +145,9 @@ function M.await(job, x)
   if open then open_wait[job] = nil end
   if job[STATE] then raise_ended(job) end
   if (follows and not open) or open == PAUSED then
-    B.check(B.clock_resume(o.cc, job[CID], E.current_at), "resume a stall clock")
+    check(B.clock_resume(o.cc, job[CID], E.current_at), "resume a stall clock")
   else
-    B.check(B.clock_progress(o.cc, job[CID], E.current_at), "count progress")
+    check(B.clock_progress(o.cc, job[CID], E.current_at), "count progress")
   end
   return settled_values(x)
 end
@@ -159,7 +160,7 @@ function M.sleep(job, ms)
     local now = read_clock(o)
     job[SLEEP_UNTIL] = now + ms
     -- (A sleep of math.huge never wakes: the job's stall clock ends it.)
-    if ms < math.huge then B.check(timers_add(o.tm, job[CID], now + ms), "set a sleep") end
+    if ms < math.huge then check(timers_add(o.tm, job[CID], now + ms), "set a sleep") end
     job[W] = SLEEP
     job[SINCE] = now
   end
@@ -199,7 +200,7 @@ settle.on_wake(function(job, from)
   job[W] = QUEUED
   local o = job[ORCH]
   if sources.following(o, job) then sources.unfollow(o, job) end
-  B.check(B.clock_resume(o.cc, job[CID], settle_time(o)), "resume a stall clock")
+  check(B.clock_resume(o.cc, job[CID], settle_time(o)), "resume a stall clock")
   enqueue(o, job)
 end)
 
@@ -223,10 +224,10 @@ settle.on_changed(function(job, g, freed, left)
   end
   local ow = open_wait[job]
   if ow and ow ~= PAUSED then
-    B.check(B.clock_progress(o.cc, job[CID], settle_time(o)), "count progress")
+    check(B.clock_progress(o.cc, job[CID], settle_time(o)), "count progress")
     open_wait[job] = settle.seq
     if freed and follows_in(o, g) ~= nil then
-      B.check(B.clock_pause(o.cc, job[CID]), "pause a stall clock")
+      check(B.clock_pause(o.cc, job[CID]), "pause a stall clock")
       open_wait[job] = PAUSED
     end
   end
