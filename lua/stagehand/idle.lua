@@ -135,6 +135,9 @@ function M.add_waiter(job)
   o.nidle = o.nidle + 1
 end
 
+--- Something changed that may leave the world idle: a check is due.
+function M.mark_due(o) o.idle_dirty = true end
+
 --- Whether any when_idle waiter waits.
 function M.waiting(o) return o.nidle > 0 end
 

@@ -129,7 +129,7 @@ function M.await(job, x)
     job[W] = x
     -- (Only a wait that follows jobs may leave the world idle: one on a
     -- future, like a start, a slot's queue or a sleep, keeps it busy.)
-    if follows then o.idle_dirty = true end
+    if follows then idle.mark_due(o) end
     job[SINCE] = o.now
     if whole then
       check(B.clock_pause(o.cc, job[CID]), "pause a stall clock")
@@ -216,7 +216,7 @@ end)
 settle.on_changed(function(job, g, freed, left)
   if job[W] ~= g or job[STATE] then return end
   local o = job[ORCH]
-  o.idle_dirty = true
+  idle.mark_due(o)
   if left and sources.following(o, job) then
     sources.unfollow(o, job)
     local f = follows_in(o, g, true)
