@@ -1,11 +1,6 @@
 -- STYLE practice 2: the Lua-side cdef must match the header's FFI block.
 describe("the FFI cdef", function()
-  local function read(path)
-    local f = assert(io.open(path, "rb"))
-    local s = f:read("*a")
-    f:close()
-    return s
-  end
+  local read = require("spec.helpers").read
 
   local function normalise(s)
     s = s:gsub("/%*.-%*/", "")

@@ -4,17 +4,8 @@
 local stagehand = require "stagehand"
 local T = require "stagehand.testing"
 
-local function interpreter()
-  if rawget(_G, "jit") then return "luajit" end
-  return _VERSION == "Lua 5.4" and "lua5.4" or "lua5.1"
-end
-
-local function read(path)
-  local f = assert(io.open(path, "rb"))
-  local s = f:read("*a")
-  f:close()
-  return s
-end
+local helpers = require "spec.helpers"
+local interpreter, read = helpers.interpreter, helpers.read
 
 describe("the reference", function()
   it("and the meta file are what scripts/docgen.lua makes of the code now", function()

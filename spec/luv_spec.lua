@@ -5,10 +5,7 @@ local stagehand = require "stagehand"
 local uv = require "luv"
 
 -- The interpreter running this spec, to run a script in a process of its own.
-local function interpreter()
-  if jit then return "luajit" end
-  return _VERSION == "Lua 5.4" and "lua5.4" or "lua5.1"
-end
+local interpreter = require("spec.helpers").interpreter
 
 -- Runs `source` in a process of its own (luv ends the whole process on an
 -- error a callback lets out, and a crash must not take busted with it):

@@ -12,12 +12,7 @@ local function files()
   return out
 end
 
-local function read(path)
-  local f = assert(io.open(path, "rb"))
-  local s = f:read("*a")
-  f:close()
-  return s
-end
+local read = require("spec.helpers").read
 
 describe("stagehand's modules", function()
   it("never assign into another module's tables", function()
