@@ -101,11 +101,10 @@ E.track_waits = false
 -- parking coroutine yields (marks.lua); the clock (clock.lua). Both read
 -- through the engine too.
 local PARK, QUEUED, SLEEP, KEYWAIT = marks.PARK, marks.QUEUED, marks.SLEEP, marks.KEYWAIT
-E.PARK, E.QUEUED, E.SLEEP, E.KEYWAIT, E.IDLE = PARK, QUEUED, SLEEP, KEYWAIT, marks.IDLE
+E.PARK, E.QUEUED, E.KEYWAIT = PARK, QUEUED, KEYWAIT
 local open_wait, PAUSED = marks.open_wait, marks.PAUSED
 local read_clock, finite, bad_clock = clock.now, clock.finite, clock.bad_clock
-E.now, E.game_now, E.now_or_last, E.finite, E.bad_clock =
-  clock.now, clock.game_now, clock.now_or_last, clock.finite, clock.bad_clock
+E.now, E.game_now, E.finite = clock.now, clock.game_now, clock.finite
 
 -- The run queue (runqueue.lua): jobs whose continuation is due, oldest first.
 local enqueue, dequeue = runqueue.push, runqueue.pop
@@ -136,7 +135,7 @@ end
 
 -- What report and watch show of a job (records.lua).
 local notify = records.notify
-E.notify, E.record, E.describe_wait = records.notify, records.record, records.describe_wait
+E.notify, E.record = records.notify, records.record
 
 ---------------------------------------------------------------------------
 -- Ending. Total: the job leaves the clock, the timers and whatever it waits
@@ -149,7 +148,7 @@ local function unpark(job)
   if w == SLEEP then
     -- (SH_ESTATE: no timer, a sleep of math.huge)
     B.check(timers_cancel(job[ORCH].tm, job[CID]), "cancel a sleep", B.SH_ESTATE)
-  elseif w == E.IDLE or rawget(w, "_standing") then
+  elseif w == marks.IDLE or rawget(w, "_standing") then
     return -- a job with no work of its own (when_idle, a barrier): nothing to leave
   else
     settle.unlisten(w, job)

@@ -132,7 +132,6 @@ function Queue:_abandon(job)
   dirty(o, self) -- the queue changed; what stays may be grantable
 end
 
-
 local function touch(o, q)
   check(B.clock_touch(o.cc, q.clock_group, o.now), "count a queue's activity")
 end
@@ -224,13 +223,13 @@ local function queue_of(job, what, name)
   if q == nil then
     raise("job:" .. what .. ": no " .. kind[2] .. " named '" .. tostring(name) .. "' (" .. kind[3] .. ")", 3)
   end
-  return job[ORCH], q
+  return q
 end
 
 --- job:slot(name): waits for a slot; returns its release.
 function M.slot(job, name)
   if not is_job(job) then options.bad_self("job:slot", "a job (the one its work receives)", job, 2) end
-  local _, q = queue_of(job, "slot", name)
+  local q = queue_of(job, "slot", name)
   if holds(job[HELD], q) then
     raise("job:slot: " .. job[LABEL] .. " already holds a slot of pool '" .. name
       .. "' (asking for a second one is how slot deadlocks start)", 2)
@@ -243,7 +242,7 @@ end
 --- job:permit(name): waits for one unit of a per-step budget.
 function M.permit(job, name)
   if not is_job(job) then options.bad_self("job:permit", "a job (the one its work receives)", job, 2) end
-  local _, q = queue_of(job, "permit", name)
+  local q = queue_of(job, "permit", name)
   M.wait(job, q)
 end
 
