@@ -6,9 +6,10 @@ RUNTIMES := luajit lua5.4 lua5.1
 CC ?= cc
 WARN := -Wall -Wextra -Wshadow -Wconversion -Wstrict-prototypes -Wmissing-prototypes
 CFLAGS_CORE := -std=c99 -O2 -g -fPIC $(WARN)
-CORE_SRC := csrc/sh_heap.c csrc/sh_clock.c csrc/sh_timer.c csrc/sh_pool.c csrc/sh_barrier.c csrc/sh_ids.c csrc/sh_sys.c
-CORE_HDR := csrc/stagehand.h csrc/sh_heap.h csrc/sh_grow.h
-MODULE_SRC := csrc/lstagehand.c
+CORE_SRC := csrc/sh_heap.c csrc/sh_clock.c csrc/sh_timer.c csrc/sh_pool.c csrc/sh_barrier.c csrc/sh_ids.c csrc/sh_sys.c \
+	csrc/sh_notify.c csrc/sh_msg.c csrc/sh_port.c csrc/sh_rounds.c csrc/sh_work.c
+CORE_HDR := csrc/stagehand.h csrc/sh_heap.h csrc/sh_grow.h csrc/sh_threads.h csrc/sh_sync.h csrc/sh_watchers.h
+MODULE_SRC := csrc/lstagehand.c csrc/lthreads.c
 
 INC_luajit := /usr/include/luajit-2.1
 INC_lua5.4 := /usr/include/lua5.4
@@ -32,7 +33,7 @@ build: $(foreach rt,$(RUNTIMES),build/$(rt)/stagehand/_core.so)
 define module_rule
 build/$(1)/stagehand/_core.so: $(CORE_SRC) $(MODULE_SRC) $(CORE_HDR)
 	@mkdir -p $$(@D)
-	$$(CC) $$(CFLAGS_CORE) -I$$(INC_$(1)) -shared -o $$@ $(CORE_SRC) $(MODULE_SRC) -lm -ldl
+	$$(CC) $$(CFLAGS_CORE) -I$$(INC_$(1)) -shared -o $$@ $(CORE_SRC) $(MODULE_SRC) -lm -ldl -lpthread
 endef
 $(foreach rt,$(RUNTIMES),$(eval $(call module_rule,$(rt))))
 
@@ -41,14 +42,14 @@ TEST_DEFS := -DSH_DEBUG_CHECKS -DCORPUS_DIR='"csrc/test/corpus"' -D_DEFAULT_SOUR
 
 build/test_core: $(CORE_SRC) $(CORE_HDR) $(TEST_SRC) csrc/test/fuzz_core.h
 	@mkdir -p $(@D)
-	$(CC) -std=c99 -O1 -g $(WARN) $(TEST_DEFS) -o $@ $(CORE_SRC) $(TEST_SRC) -lm -ldl
+	$(CC) -std=c99 -O1 -g $(WARN) $(TEST_DEFS) -o $@ $(CORE_SRC) $(TEST_SRC) -lm -ldl -lpthread
 
 # libFuzzer over the core (clang): FUZZ_SECONDS of it; new inputs that find
 # new paths land in csrc/test/corpus, which the C tests replay every run.
 FUZZ_SECONDS ?= 60
 build/fuzz_core: $(CORE_SRC) $(CORE_HDR) csrc/test/fuzz_core.c csrc/test/fuzz_core.h
 	@mkdir -p $(@D)
-	clang -std=c99 -O1 -g -DSH_LIBFUZZER -DSH_DEBUG_CHECKS -fsanitize=fuzzer,address,undefined -o $@ $(CORE_SRC) csrc/test/fuzz_core.c -lm -ldl
+	clang -std=c99 -O1 -g -DSH_LIBFUZZER -DSH_DEBUG_CHECKS -fsanitize=fuzzer,address,undefined -o $@ $(CORE_SRC) csrc/test/fuzz_core.c -lm -ldl -lpthread
 
 fuzz:
 	@EXTRA_PKGS="clang libclang-rt-14-dev" sh scripts/deps.sh
@@ -118,12 +119,12 @@ chaos: build
 # minutes); their outputs are printed in order once all are done.
 build/sanitize/test_core: $(CORE_SRC) $(CORE_HDR) $(TEST_SRC) csrc/test/fuzz_core.h
 	@mkdir -p $(@D)
-	$(CC) -std=c99 -O1 -g $(WARN) $(SANITIZE) $(TEST_DEFS) -o $@ $(CORE_SRC) $(TEST_SRC) -lm -ldl
+	$(CC) -std=c99 -O1 -g $(WARN) $(SANITIZE) $(TEST_DEFS) -o $@ $(CORE_SRC) $(TEST_SRC) -lm -ldl -lpthread
 
 define sanitized_rule
 build/sanitize/$(1)/stagehand/_core.so: $(CORE_SRC) $(MODULE_SRC) $(CORE_HDR)
 	@mkdir -p $$(@D)
-	$$(CC) -std=c99 -O1 -g -fPIC $$(WARN) $$(SANITIZE) -DSH_DEBUG_CHECKS -I$$(INC_$(1)) -shared -o $$@ $(CORE_SRC) $(MODULE_SRC) -lm -ldl
+	$$(CC) -std=c99 -O1 -g -fPIC $$(WARN) $$(SANITIZE) -DSH_DEBUG_CHECKS -I$$(INC_$(1)) -shared -o $$@ $(CORE_SRC) $(MODULE_SRC) -lm -ldl -lpthread
 endef
 $(foreach rt,lua5.4 luajit,$(eval $(call sanitized_rule,$(rt))))
 

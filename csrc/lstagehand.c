@@ -398,6 +398,8 @@ static void new_mt(lua_State *L, const char *name, lua_CFunction gc) {
 #define SH_EXPORT __attribute__((visibility("default")))
 #endif
 
+int sh__open_threads(lua_State *L); /* lthreads.c */
+
 SH_EXPORT int luaopen_stagehand__core(lua_State *L);
 SH_EXPORT int luaopen_stagehand__core(lua_State *L) {
   sh_pin_library(); /* __gc of our userdata may run after the module is closed */
@@ -417,5 +419,7 @@ SH_EXPORT int luaopen_stagehand__core(lua_State *L) {
   lua_setfield(L, -2, "SH_ENOMEM");
   lua_pushinteger(L, SH_ESTATE);
   lua_setfield(L, -2, "SH_ESTATE");
+  sh__open_threads(L);
+  lua_setfield(L, -2, "threads");
   return 1;
 }

@@ -11,7 +11,7 @@ stagehand runs loading work (requests, file reads, decodes, bakes, compiles)
 as jobs: every job ends (done, failed, cancelled or stalled), work asked for
 under one key runs once, scarce capacity goes to what is on screen, and a
 frame's main-thread work stays within budget. A C core (stall clocks,
-timers) under a Lua surface; LuaJIT reaches it through the FFI, PUC Lua
+timers, worker threads, ports) under a Lua surface; LuaJIT reaches it through the FFI, PUC Lua
 5.1-5.4 through a C module. Drivers for luv and for a host's frame loop.
 ]],
   license = "MIT",
@@ -57,15 +57,21 @@ build = {
     ["stagehand.sources"] = "lua/stagehand/sources.lua",
     ["stagehand.compat"] = "lua/stagehand/compat.lua",
     ["stagehand.owners"] = "lua/stagehand/owners.lua",
+    ["stagehand.outside"] = "lua/stagehand/outside.lua",
+    ["stagehand.workers"] = "lua/stagehand/workers.lua",
+    ["stagehand.worker"] = "lua/stagehand/worker.lua",
+    ["stagehand.ports"] = "lua/stagehand/ports.lua",
+    ["stagehand.threads_native"] = "lua/stagehand/threads_native.lua",
     ["stagehand.driver.luv"] = "lua/stagehand/driver/luv.lua",
     ["stagehand.driver.manual"] = "lua/stagehand/driver/manual.lua",
     ["stagehand._core"] = {
       sources = {
         "csrc/sh_heap.c", "csrc/sh_clock.c", "csrc/sh_timer.c", "csrc/sh_pool.c", "csrc/sh_barrier.c",
-        "csrc/sh_ids.c", "csrc/sh_sys.c", "csrc/lstagehand.c",
+        "csrc/sh_ids.c", "csrc/sh_sys.c", "csrc/sh_notify.c", "csrc/sh_msg.c", "csrc/sh_port.c",
+        "csrc/sh_rounds.c", "csrc/sh_work.c", "csrc/lstagehand.c", "csrc/lthreads.c",
       },
       incdirs = { "csrc" },
-      libraries = { "m", "dl" },
+      libraries = { "m", "dl", "pthread" },
     },
   },
   copy_directories = { "examples" },

@@ -169,7 +169,7 @@ describe("a C module built for another runtime", function()
       .. " -e 'require \"stagehand\"' 2>&1"
     local out = io.popen(cmd):read("*a")
     assert.matches(so .. " was built for " .. other_name, out, 1, true)
-    assert.matches("undefined symbol: lua_", out, 1, true)
+    assert.matches("undefined symbol: lua", out, 1, true) -- (lua_... or luaL_...: whichever the linker meets first)
     assert.matches('make -s env LUA=', out, 1, true)
   end)
 end)

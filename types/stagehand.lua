@@ -54,6 +54,34 @@ stagehand.race = nil
 ---@type fun(e: any, kind: string?): boolean
 stagehand.is_error = nil
 
+--- The default number of worker threads: one fewer than the cores, at
+--- least 1, at most 4.
+---@return integer
+function stagehand.threads() end
+
+--- A pool of worker threads running a module's functions (docs/guide.md,
+--- Threads): `pool:run(fn_name, payload, opts)` returns a Handle.
+---@param orch stagehand.Orchestrator
+---@param opts table
+---@return stagehand.WorkerPool
+function stagehand.pool(orch, opts) end
+
+--- A long-lived worker running `module.function(...)` on a thread of its own.
+---@param orch stagehand.Orchestrator
+---@param name string
+---@return stagehand.Worker
+function stagehand.spawn(orch, name, ...) end
+
+--- A port: a channel between threads, in either direction.
+---@return userdata
+function stagehand.port() end
+
+--- Round barriers for `participants` threads, each share `share_len` numbers.
+---@param participants integer
+---@param share_len integer?
+---@return userdata
+function stagehand.rounds(participants, share_len) end
+
 --- The name of the native backend in use: "ffi" or "c".
 ---@type string
 stagehand.backend = nil

@@ -58,6 +58,13 @@ local hooks = {
   ran = none, -- (o, job, ms): a job that held a permit of an ms budget ran ms
   budgets_waiting = function() return false end, -- (o): whether some budget has waiters
   idle_due = function() return false end, -- (o): whether an idle check is due
+  -- Work on other threads (outside.lua): whether something they sent waits
+  -- to be collected by a step; whether any may still come; and a wait
+  -- (o, ms) that blocks until something comes or ms pass (true if it came).
+  outside_ready = function() return false end,
+  outside_pending = function() return false end,
+  outside_wait = function() return false end,
+  closed = none, -- (o): close is done, or orch:loop returns (threads name what they still wait on)
   next_due = none, -- (o): the time of the next timeout something listens to, or nil
 }
 -- Hooks every registration adds to, in the order they came; the others
@@ -634,11 +641,19 @@ function E.cleanups_queued(o)
   return n
 end
 
+--- Says that o closed, or that orch:loop returned (the closed hook).
+function E.closed(o) return hooks.closed(o) end
+
+--- Whether work on other threads may still end one of o's jobs.
+function E.outside_pending(o) return hooks.outside_pending(o) end
+--- Blocks until other threads send o something or `ms` pass: true if they did.
+function E.outside_wait(o, ms) return hooks.outside_wait(o, ms) end
+
 function E.next_wake(o)
   -- (Not o.budget_due: a budget changed while nobody waits for a permit
   -- marks it, and a step would find nothing to grant.)
   if o.qn > 0 or o.grantable or hooks.budgets_waiting(o) then return 0 end
-  if hooks.idle_due(o) then return 0 end
+  if hooks.idle_due(o) or hooks.outside_ready(o) then return 0 end
   local tdue = hooks.next_due(o)
   if o.nrunning == 0 and not tdue then return nil end
   local now = read_clock(o)

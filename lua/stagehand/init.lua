@@ -52,6 +52,39 @@ M.race = combine.race
 ---@type fun(e: any, kind: string?): boolean
 M.is_error = errors.is_error
 
+-- Threads: loaded on first use (a game that runs no worker makes no
+-- notifier and loads none of it).
+local function workers() return require "stagehand.workers" end
+local function ports() return require "stagehand.ports" end
+
+--- The default number of worker threads: one fewer than the cores, at
+--- least 1, at most 4.
+---@return integer
+function M.threads() return workers().threads() end
+
+--- A pool of worker threads running a module's functions (docs/guide.md,
+--- Threads): `pool:run(fn_name, payload, opts)` returns a Handle.
+---@param orch stagehand.Orchestrator
+---@param opts table
+---@return stagehand.WorkerPool
+function M.pool(orch, opts) return workers().pool(orch, opts) end
+
+--- A long-lived worker running `module.function(...)` on a thread of its own.
+---@param orch stagehand.Orchestrator
+---@param name string
+---@return stagehand.Worker
+function M.spawn(orch, name, ...) return workers().spawn(orch, name, ...) end
+
+--- A port: a channel between threads, in either direction.
+---@return userdata
+function M.port() return ports().port() end
+
+--- Round barriers for `participants` threads, each share `share_len` numbers.
+---@param participants integer
+---@param share_len integer?
+---@return userdata
+function M.rounds(participants, share_len) return ports().rounds(participants, share_len) end
+
 --- The name of the native backend in use: "ffi" or "c".
 ---@type string
 M.backend = B.name

@@ -441,8 +441,11 @@ function Orchestrator:wait(h, timeout_ms)
       return nil, "timeout"
     end
     local nw = self:next_wake()
+    local outside = E.outside_pending(self) -- (a worker's reply may end it)
     if nw == nil then
-      if not self.driver.has_events then
+      if outside then
+        nw = deadline and (deadline - now) or 1000
+      elseif not self.driver.has_events then
         if not deadline then
           h._seen = seen
           error("orch:wait: nothing can end " .. tostring(h) .. " (no job is due to wake or stall;"
@@ -454,7 +457,7 @@ function Orchestrator:wait(h, timeout_ms)
       end
     end
     if deadline and now + nw > deadline then nw = deadline - now end
-    if nw > 0 or self.driver.has_events then self.driver.pass(self, nw) end
+    if nw > 0 or self.driver.has_events or outside then self.driver.pass(self, nw) end
   end
   return h:result()
 end
@@ -468,13 +471,15 @@ function Orchestrator:loop()
     self:step(slice_of(self))
     if self.nrunning == 0 then break end
     local nw = self:next_wake()
+    local outside = E.outside_pending(self) -- (a worker's reply may end one)
     if nw == nil then
-      if not self.driver.has_events then break end
+      if not self.driver.has_events and not outside then break end
       nw = 1000
     end
-    if nw > 0 or self.driver.has_events then self.driver.pass(self, nw) end
+    if nw > 0 or self.driver.has_events or outside then self.driver.pass(self, nw) end
   end
   self:step()
+  E.closed(self) -- (workers still waiting are named in the log)
   return self.nrunning
 end
 
@@ -622,6 +627,7 @@ local function finish(o, reason)
     cancel(o, running, reason)
   end
   o.closing = false
+  E.closed(o)
   o.driver.close()
 end
 

@@ -152,6 +152,47 @@ function M.await(job, x)
   return settled_values(x)
 end
 
+-- Jobs whose stall clock is paused while what they await from another
+-- thread waits its turn there (await_outside).
+local queued_outside = setmetatable({}, { __mode = "k" })
+
+--- Waits inside `job` for `x`, which another thread settles (a worker's
+--- reply): while the work waits its turn there, the job's stall clock is
+--- paused (queued time is not stalling); outside_started runs it.
+function M.await_outside(job, x)
+  M.check_wait(job, "await")
+  if not x._st then
+    do
+      local o = job[ORCH]
+      settle.listen(x, job)
+      local tw = o.track_waits
+      if tw then tw[job] = x end
+      job[W] = x
+      job[SINCE] = o.now
+      if not x.started then
+        check(B.clock_pause(o.cc, job[CID]), "pause a stall clock")
+        queued_outside[job] = true
+      end
+    end
+    if co_yield(PARK) ~= job then misplaced(job, "await", 2) end
+    queued_outside[job] = nil
+    if job[STATE] then raise_ended(job) end
+  end
+  local o = job[ORCH]
+  check(B.clock_progress(o.cc, job[CID], E.current_at), "count progress")
+  return settled_values(x)
+end
+
+--- The work `job` awaits on another thread has begun: its stall clock runs
+--- from now (a resume is progress).
+function M.outside_started(job)
+  if queued_outside[job] and not job[STATE] then
+    queued_outside[job] = nil
+    local o = job[ORCH]
+    check(B.clock_resume(o.cc, job[CID], read_clock(o)), "resume a stall clock")
+  end
+end
+
 --- Parks `job` on a sleep of `ms`; the end of a sleep is not progress.
 function M.sleep(job, ms)
   M.check_wait(job, "sleep")

@@ -3,6 +3,7 @@
 -- when nothing is pending, so the loop ends when the jobs do.
 local uv = require "luv"
 local logm = require "stagehand.log"
+local E = require "stagehand.engine"
 
 local M = {}
 
@@ -67,8 +68,32 @@ function M.new(clock)
     end
   end
 
+  -- While work on other threads may end a job, the loop polls the
+  -- orchestrator's notifier (a pipe its threads write to: outside.lua), so
+  -- a reply wakes the loop and steps it, with no polling by time; and the
+  -- poll keeps the loop alive until then.
+  local poll
+  local function heard()
+    local outside = require "stagehand.outside"
+    if orch then outside.clear(orch) end
+    fire()
+  end
+  local function watch_threads(o)
+    local want = E.outside_pending(o)
+    if want and not poll then
+      poll = uv.new_poll(require("stagehand.outside").fd(o))
+      poll:start("r", heard)
+    elseif not want and poll then
+      poll:stop()
+      poll:close()
+      poll = nil
+    end
+  end
+
   function d.reschedule(o)
     orch = o
+    if poll and poll:is_closing() then poll = nil end -- (closed from outside: made again)
+    watch_threads(o)
     if timer and timer:is_closing() then
       -- Closed from outside (shutdown code that walks every handle and
       -- closes it): a new timer takes its place.
@@ -103,6 +128,11 @@ function M.new(clock)
   end
 
   function d.close()
+    if poll and not poll:is_closing() and not (orch and E.outside_pending(orch)) then
+      poll:stop()
+      poll:close()
+      poll = nil
+    end
     if timer and not timer:is_closing() then
       timer:close()
       timer, due = nil, nil

@@ -1,0 +1,1480 @@
+/*
+ * stagehand._core's threads: worker states, and the Lua side of messages,
+ * ports and round barriers (csrc/sh_threads.h holds everything that needs
+ * no Lua). Part of the classic C module on every runtime: LuaJIT's FFI
+ * backend reaches the hot paths of jobs, not these.
+ *
+ * A worker is a POSIX thread with a Lua state of its own, made with the
+ * same runtime the module was built for (luaL_newstate of the host's own
+ * library): standard libraries, the creating state's package.path and
+ * package.cpath, and `stagehand.worker` preloaded. Values cross as deep
+ * copies (encode/decode below); ports and round barriers as references.
+ */
+#define _GNU_SOURCE
+#include "sh_threads.h"
+#include "stagehand.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lauxlib.h"
+#include "lua.h"
+#include "lualib.h"
+
+#define NOTIFY_MT "stagehand.notifier"
+#define PORT_MT "stagehand.port"
+#define ROUNDS_MT "stagehand.rounds"
+#define WORK_MT "stagehand.workers"
+#define MSG_MT "stagehand.message"
+#define WORKER_KEY "stagehand.worker context"
+
+#if LUA_VERSION_NUM >= 502
+#define rawlen(L, i) lua_rawlen(L, i)
+#else
+#define rawlen(L, i) lua_objlen(L, i)
+#endif
+
+#if LUA_VERSION_NUM >= 503
+#define HAS_INTEGERS 1
+#else
+#define HAS_INTEGERS 0
+#endif
+
+/* Deeper tables than this are refused (a copy recurses once a level). */
+#define MAX_DEPTH 200
+
+typedef struct box {
+  void *p;
+} box;
+
+static void *check_box(lua_State *L, int arg, const char *mt) {
+  box *b = (box *)luaL_checkudata(L, arg, mt);
+  if (!b->p) luaL_argerror(L, arg, "already closed");
+  return b->p;
+}
+
+/* ------------------------------------------------------------------------
+ * Values across threads. A message's bytes are tags, each followed by what
+ * it needs:
+ *   'n' nil, 'f' false, 't' true, 'd' a double, 'i' an integer (5.3+),
+ *   's' a length and bytes, 'T' a new table (numbered in order of first
+ *   sight) then key, value pairs and 'E', 'R' a table seen already (its
+ *   number), 'P' / 'B' a port / round barrier (an index into the refs).
+ */
+
+typedef struct seg { /* one step of the path to a value, for messages */
+  const struct seg *up;
+  int key; /* stack index of the key, or 0 at the root */
+} seg;
+
+typedef struct enc {
+  lua_State *L;
+  sh_msg *m;
+  int seen; /* stack index of {table = number} */
+  uint32_t ntables;
+  const char *root; /* "payload", "result", "value" */
+} enc;
+
+static void put(enc *e, const void *p, size_t n) {
+  if (sh_msg_put(e->m, p, n) != SH_OK) luaL_error(e->L, "not enough memory");
+}
+static void put_tag(enc *e, char t) { put(e, &t, 1); }
+static void put_u32(enc *e, uint32_t v) { put(e, &v, sizeof v); }
+
+static int is_ident(const char *s, size_t n) {
+  size_t i;
+  if (n == 0 || !(s[0] == '_' || (s[0] >= 'a' && s[0] <= 'z') || (s[0] >= 'A' && s[0] <= 'Z'))) return 0;
+  for (i = 1; i < n; i++)
+    if (!(s[i] == '_' || (s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') || (s[i] >= '0' && s[i] <= '9')))
+      return 0;
+  return 1;
+}
+
+/* Pushes the path of a value: payload.mesh.on_done, payload[3], ... */
+static void push_path(lua_State *L, const char *root, const seg *s) {
+  luaL_Buffer b;
+  const seg *chain[MAX_DEPTH + 2];
+  int n = 0, i;
+  for (; s && s->key && n < MAX_DEPTH + 2; s = s->up) chain[n++] = s;
+  luaL_buffinit(L, &b);
+  luaL_addstring(&b, root);
+  for (i = n - 1; i >= 0; i--) {
+    int k = chain[i]->key;
+    if (lua_type(L, k) == LUA_TSTRING) {
+      size_t len;
+      const char *str = lua_tolstring(L, k, &len);
+      if (is_ident(str, len)) {
+        luaL_addchar(&b, '.');
+        luaL_addlstring(&b, str, len);
+      } else {
+        luaL_addstring(&b, "[\"");
+        luaL_addlstring(&b, str, len > 40 ? 40 : len);
+        luaL_addstring(&b, len > 40 ? "...\"]" : "\"]");
+      }
+    } else if (lua_type(L, k) == LUA_TNUMBER) {
+      char num[64];
+      lua_Number x = lua_tonumber(L, k);
+      if (x == floor(x) && fabs(x) < 1e15) snprintf(num, sizeof num, "[%.0f]", (double)x);
+      else snprintf(num, sizeof num, "[%.17g]", (double)x);
+      luaL_addstring(&b, num);
+    } else {
+      luaL_addstring(&b, "[<");
+      luaL_addstring(&b, luaL_typename(L, k));
+      luaL_addstring(&b, " key>]");
+    }
+  }
+  luaL_pushresult(&b);
+}
+
+static void refuse(enc *e, int idx, const seg *s, const char *why) {
+  lua_State *L = e->L;
+  const char *tn = luaL_typename(L, idx);
+  push_path(L, e->root, s);
+  lua_pushfstring(L, "%s is %s %s%s; only plain data, ports and round barriers cross threads", lua_tostring(L, -1),
+                  (tn[0] == 'u') ? "a" : "a", tn, why);
+  lua_error(L);
+}
+
+static int is_box_of(lua_State *L, int idx, const char *mt) {
+  int same = 0;
+  if (lua_type(L, idx) != LUA_TUSERDATA || !lua_getmetatable(L, idx)) return 0;
+  luaL_getmetatable(L, mt);
+  same = lua_rawequal(L, -1, -2);
+  lua_pop(L, 2);
+  return same && rawlen(L, idx) == sizeof(box);
+}
+
+static void encode(enc *e, int idx, const seg *s, int depth);
+
+static void encode_ref(enc *e, int idx, const seg *s, int kind, char tag) {
+  box *b = (box *)lua_touserdata(e->L, idx);
+  int32_t r;
+  if (!b->p) refuse(e, idx, s, " that is closed");
+  r = sh_msg_add_ref(e->m, kind, b->p);
+  if (r < 0) luaL_error(e->L, "not enough memory");
+  put_tag(e, tag);
+  put_u32(e, (uint32_t)r);
+}
+
+static void encode_table(enc *e, int idx, const seg *s, int depth) {
+  lua_State *L = e->L;
+  uint32_t num;
+  if (depth > MAX_DEPTH) {
+    push_path(L, e->root, s);
+    lua_pushfstring(L, "%s is nested deeper than %d tables; it cannot cross threads", lua_tostring(L, -1),
+                    MAX_DEPTH);
+    lua_error(L);
+  }
+  lua_pushvalue(L, idx);
+  lua_rawget(L, e->seen);
+  if (!lua_isnil(L, -1)) {
+    num = (uint32_t)lua_tonumber(L, -1);
+    lua_pop(L, 1);
+    put_tag(e, 'R');
+    put_u32(e, num);
+    return;
+  }
+  lua_pop(L, 1);
+  num = e->ntables++;
+  lua_pushvalue(L, idx);
+  lua_pushnumber(L, (lua_Number)num);
+  lua_rawset(L, e->seen);
+  put_tag(e, 'T');
+  luaL_checkstack(L, 6, "a table too deep to copy");
+  lua_pushnil(L);
+  while (lua_next(L, idx)) {
+    seg here;
+    int key = lua_gettop(L) - 1, val = lua_gettop(L);
+    here.up = s;
+    here.key = key;
+    if (lua_type(L, key) == LUA_TTABLE || lua_type(L, key) == LUA_TUSERDATA) {
+      /* (a table key is copied like any table; its path is its holder's) */
+      seg at_key = *s;
+      encode(e, key, &at_key, depth + 1);
+    } else {
+      encode(e, key, &here, depth + 1);
+    }
+    encode(e, val, &here, depth + 1);
+    lua_pop(L, 1);
+  }
+  put_tag(e, 'E');
+}
+
+static void encode(enc *e, int idx, const seg *s, int depth) {
+  lua_State *L = e->L;
+  switch (lua_type(L, idx)) {
+    case LUA_TNIL: put_tag(e, 'n'); break;
+    case LUA_TBOOLEAN: put_tag(e, lua_toboolean(L, idx) ? 't' : 'f'); break;
+    case LUA_TNUMBER: {
+#if HAS_INTEGERS
+      if (lua_isinteger(L, idx)) {
+        lua_Integer i = lua_tointeger(L, idx);
+        put_tag(e, 'i');
+        put(e, &i, sizeof i);
+        break;
+      }
+#endif
+      {
+        double d = (double)lua_tonumber(L, idx);
+        put_tag(e, 'd');
+        put(e, &d, sizeof d);
+      }
+      break;
+    }
+    case LUA_TSTRING: {
+      size_t len;
+      const char *str = lua_tolstring(L, idx, &len);
+      if (len > 0xffffffffu) luaL_error(L, "a string of %d MB cannot cross threads", (int)(len >> 20));
+      put_tag(e, 's');
+      put_u32(e, (uint32_t)len);
+      put(e, str, len);
+      break;
+    }
+    case LUA_TTABLE: encode_table(e, idx < 0 ? lua_gettop(L) + idx + 1 : idx, s, depth); break;
+    case LUA_TUSERDATA:
+      if (is_box_of(L, idx, PORT_MT)) encode_ref(e, idx, s, SH_REF_PORT, 'P');
+      else if (is_box_of(L, idx, ROUNDS_MT)) encode_ref(e, idx, s, SH_REF_ROUNDS, 'B');
+      else refuse(e, idx, s, "");
+      break;
+    default: refuse(e, idx, s, ""); break;
+  }
+}
+
+/* The message being built sits in a userdata, so an error raised partway
+ * (a value refused, memory out) frees it with the userdata. */
+static int msg_gc(lua_State *L) {
+  box *b = (box *)lua_touserdata(L, 1);
+  if (b->p) sh_msg_free((sh_msg *)b->p);
+  b->p = NULL;
+  return 0;
+}
+
+static box *new_msg_box(lua_State *L) {
+  box *b = (box *)lua_newuserdata(L, sizeof *b);
+  b->p = NULL;
+  if (luaL_newmetatable(L, MSG_MT)) {
+    lua_pushcfunction(L, msg_gc);
+    lua_setfield(L, -2, "__gc");
+  }
+  lua_setmetatable(L, -2);
+  b->p = sh_msg_new();
+  if (!b->p) luaL_error(L, "not enough memory");
+  return b;
+}
+
+/* Encodes the values at first..last (a name string first, when given)
+ * into a new message; `root` names them in errors. Leaves the stack as it
+ * was and returns the message, which the caller owns. */
+static sh_msg *encode_values(lua_State *L, int first, int last, const char *root, int counted) {
+  enc e;
+  box *b;
+  seg top;
+  int i, base = lua_gettop(L);
+  sh_msg *m;
+  b = new_msg_box(L);
+  lua_newtable(L);
+  e.L = L, e.m = (sh_msg *)b->p, e.seen = lua_gettop(L), e.ntables = 0, e.root = root;
+  top.up = NULL, top.key = 0;
+  if (counted) put_u32(&e, (uint32_t)(last - first + 1));
+  for (i = first; i <= last; i++) encode(&e, i, &top, 0);
+  m = (sh_msg *)b->p;
+  b->p = NULL;
+  lua_settop(L, base);
+  return m;
+}
+
+typedef struct dec {
+  lua_State *L;
+  const unsigned char *p, *end;
+  const sh_msg *m;
+  int tables; /* stack index of {number = table} */
+} dec;
+
+static void get(dec *d, void *out, size_t n) {
+  if ((size_t)(d->end - d->p) < n) luaL_error(d->L, "stagehand: a message was cut short");
+  memcpy(out, d->p, n);
+  d->p += n;
+}
+
+static void push_port(lua_State *L, sh_port *p);
+static void push_rounds(lua_State *L, sh_rounds *b);
+
+static void decode(dec *d, int depth) {
+  lua_State *L = d->L;
+  char tag;
+  uint32_t u;
+  luaL_checkstack(L, 4, "a message too deep to read");
+  get(d, &tag, 1);
+  switch (tag) {
+    case 'n': lua_pushnil(L); break;
+    case 'f': lua_pushboolean(L, 0); break;
+    case 't': lua_pushboolean(L, 1); break;
+    case 'd': {
+      double x;
+      get(d, &x, sizeof x);
+      lua_pushnumber(L, (lua_Number)x);
+      break;
+    }
+#if HAS_INTEGERS
+    case 'i': {
+      lua_Integer i;
+      get(d, &i, sizeof i);
+      lua_pushinteger(L, i);
+      break;
+    }
+#endif
+    case 's':
+      get(d, &u, sizeof u);
+      if ((size_t)(d->end - d->p) < u) luaL_error(L, "stagehand: a message was cut short");
+      lua_pushlstring(L, (const char *)d->p, u);
+      d->p += u;
+      break;
+    case 'T': {
+      int t;
+      lua_newtable(L);
+      t = lua_gettop(L);
+      lua_pushvalue(L, t);
+      lua_rawseti(L, d->tables, (int)rawlen(L, d->tables) + 1);
+      for (;;) {
+        if (d->p < d->end && *d->p == 'E') {
+          d->p++;
+          break;
+        }
+        decode(d, depth + 1);
+        decode(d, depth + 1);
+        if (lua_isnil(L, -2)) lua_pop(L, 2); /* (cannot happen: nil keys are never written) */
+        else lua_rawset(L, t);
+      }
+      break;
+    }
+    case 'R':
+      get(d, &u, sizeof u);
+      lua_rawgeti(L, d->tables, (int)u + 1);
+      break;
+    case 'P':
+    case 'B': {
+      int kind = 0;
+      void *obj;
+      get(d, &u, sizeof u);
+      obj = sh_msg_ref(d->m, (int32_t)u, &kind);
+      if (!obj) luaL_error(L, "stagehand: a message names a reference it does not hold");
+      if (tag == 'P') push_port(L, (sh_port *)obj);
+      else push_rounds(L, (sh_rounds *)obj);
+      break;
+    }
+    default: luaL_error(L, "stagehand: a message holds an unknown tag"); break;
+  }
+  (void)depth;
+}
+
+/* Pushes the values of a message (all of them: `counted` messages start
+ * with their number) and returns how many. Frees nothing. */
+static int decode_values(lua_State *L, const sh_msg *m, int counted) {
+  dec d;
+  size_t len;
+  uint32_t n = 1, i;
+  int tables;
+  d.L = L, d.m = m;
+  d.p = sh_msg_data(m, &len);
+  d.end = d.p + len;
+  lua_newtable(L);
+  tables = lua_gettop(L);
+  d.tables = tables;
+  if (counted) get(&d, &n, sizeof n);
+  luaL_checkstack(L, (int)(n > 200 ? 200 : n) + 4, "too many values to read");
+  for (i = 0; i < n; i++) {
+    if (i >= 200) luaL_checkstack(L, 4, "too many values to read");
+    decode(&d, 0);
+  }
+  lua_remove(L, tables);
+  return (int)n;
+}
+
+/* Decodes a message owned by nobody else and frees it, even when the
+ * decoding raises (it is parked in a userdata meanwhile). */
+static int decode_owned(lua_State *L, sh_msg *m, int counted) {
+  box *b = new_msg_box(L);
+  int n, at = lua_gettop(L);
+  sh_msg_free((sh_msg *)b->p);
+  b->p = m;
+  n = decode_values(L, m, counted);
+  sh_msg_free(m);
+  b->p = NULL;
+  lua_remove(L, at);
+  return n;
+}
+
+/* ------------------------------------------------------------------------
+ * The worker a thread runs, as its state knows it. */
+
+typedef struct worker_ctx {
+  sh_work *work;
+  int32_t index;
+  int64_t request;
+  pthread_t thread;
+  char *module, *source, *path, *cpath;
+  size_t source_len;
+} worker_ctx;
+
+static worker_ctx *this_worker(lua_State *L) {
+  worker_ctx *w;
+  lua_getfield(L, LUA_REGISTRYINDEX, WORKER_KEY);
+  w = (worker_ctx *)lua_touserdata(L, -1);
+  lua_pop(L, 1);
+  return w;
+}
+
+static const int *stop_flag(lua_State *L) {
+  worker_ctx *w = this_worker(L);
+  return w ? sh_work_stop_flag(w->work, w->index) : NULL;
+}
+
+static void set_waiting(lua_State *L, const char *what) {
+  worker_ctx *w = this_worker(L);
+  if (w) sh_work_set_waiting(w->work, w->index, what);
+}
+
+/* ------------------------------------------------------------------------
+ * Notifiers (the main side's; a worker never needs one). */
+
+static int l_notify_new(lua_State *L) {
+  box *b = (box *)lua_newuserdata(L, sizeof *b);
+  b->p = NULL;
+  luaL_getmetatable(L, NOTIFY_MT);
+  lua_setmetatable(L, -2);
+  b->p = sh_notify_new();
+  if (!b->p) return luaL_error(L, "stagehand: cannot make a notifier (out of memory or file descriptors)");
+  return 1;
+}
+static int l_notify_gc(lua_State *L) {
+  box *b = (box *)lua_touserdata(L, 1);
+  if (b->p) sh_notify_unref((sh_notify *)b->p);
+  b->p = NULL;
+  return 0;
+}
+static int l_notify_gen(lua_State *L) {
+  lua_pushnumber(L, (lua_Number)sh_notify_gen((sh_notify *)check_box(L, 1, NOTIFY_MT)));
+  return 1;
+}
+static int l_notify_wait(lua_State *L) {
+  sh_notify *n = (sh_notify *)check_box(L, 1, NOTIFY_MT);
+  uint64_t seen = (uint64_t)luaL_checknumber(L, 2);
+  double ms = (double)luaL_checknumber(L, 3);
+  lua_pushboolean(L, sh_notify_wait(n, seen, ms));
+  return 1;
+}
+static int l_notify_signal(lua_State *L) {
+  sh_notify_signal((sh_notify *)check_box(L, 1, NOTIFY_MT));
+  return 0;
+}
+static int l_notify_fd(lua_State *L) {
+  lua_pushinteger(L, sh_notify_fd((sh_notify *)check_box(L, 1, NOTIFY_MT)));
+  return 1;
+}
+static int l_notify_clear(lua_State *L) {
+  sh_notify_clear((sh_notify *)check_box(L, 1, NOTIFY_MT));
+  return 0;
+}
+
+/* ------------------------------------------------------------------------
+ * Ports. */
+
+static void push_port(lua_State *L, sh_port *p) {
+  box *b = (box *)lua_newuserdata(L, sizeof *b);
+  b->p = NULL;
+  luaL_getmetatable(L, PORT_MT);
+  lua_setmetatable(L, -2);
+  sh_port_ref(p);
+  b->p = p;
+}
+static int l_port_new(lua_State *L) {
+  sh_port *p = sh_port_new();
+  if (!p) return luaL_error(L, "not enough memory");
+  push_port(L, p);
+  sh_port_unref(p);
+  return 1;
+}
+static int l_port_gc(lua_State *L) {
+  box *b = (box *)lua_touserdata(L, 1);
+  if (b->p) sh_port_unref((sh_port *)b->p);
+  b->p = NULL;
+  return 0;
+}
+#define PORT(L) ((sh_port *)check_box(L, 1, PORT_MT))
+
+static int l_port_post(lua_State *L) {
+  sh_port *p = PORT(L);
+  sh_msg *m;
+  int rc;
+  luaL_checkany(L, 2);
+  if (lua_isnil(L, 2)) return luaL_error(L, "port:post: nil cannot be posted (a closed port answers nil)");
+  lua_settop(L, 2);
+  m = encode_values(L, 2, 2, "value", 0);
+  rc = sh_port_post(p, m);
+  if (rc != SH_OK) sh_msg_free(m);
+  if (rc == SH_ENOMEM) return luaL_error(L, "not enough memory");
+  lua_pushboolean(L, rc == SH_OK);
+  return 1;
+}
+
+/* port:try_receive(): true and the value, or false and "empty" / "closed". */
+static int l_port_try(lua_State *L) {
+  sh_msg *m = NULL;
+  int rc = sh_port_take(PORT(L), &m);
+  if (rc != SH_OK) {
+    lua_pushboolean(L, 0);
+    lua_pushstring(L, rc == SH_ECLOSED ? "closed" : "empty");
+    return 2;
+  }
+  lua_pushboolean(L, 1);
+  decode_owned(L, m, 0);
+  return 2;
+}
+
+/* Waits for a value at most ms (math.huge: no limit; a worker's wait also
+ * ends when it is told to stop). The value, or nil. */
+static int receive_for(lua_State *L, double ms) {
+  sh_port *p = PORT(L);
+  const int *stop = stop_flag(L);
+  for (;;) {
+    sh_msg *m = NULL;
+    int rc = sh_port_take(p, &m);
+    if (rc == SH_OK) return decode_owned(L, m, 0);
+    if (rc == SH_ECLOSED) return 0;
+    set_waiting(L, "a port");
+    rc = sh_port_wait(p, ms, stop);
+    set_waiting(L, NULL);
+    if (rc != SH_OK) {
+      if (rc == SH_ECLOSED || rc == SH_ESTOPPED || rc == SH_ETIMEDOUT) return 0;
+    }
+  }
+}
+
+static double check_ms(lua_State *L, int arg) {
+  lua_Number ms = luaL_checknumber(L, arg);
+  if (!(ms >= 0)) luaL_argerror(L, arg, "a number of ms >= 0");
+  return (double)ms;
+}
+
+static int l_port_receive(lua_State *L) { return receive_for(L, HUGE_VAL); }
+static int l_port_receive_within(lua_State *L) { return receive_for(L, check_ms(L, 2)); }
+
+/* drain(fn[, ms]): fn(v) for each value queued, without waiting, for at
+ * most ms (at least one when any is queued). Returns the count. */
+static int drain_for(lua_State *L, double ms) {
+  sh_port *p = PORT(L);
+  double until = sh_now_ms() + ms;
+  lua_Integer n = 0;
+  luaL_checktype(L, 2, LUA_TFUNCTION);
+  for (;;) {
+    sh_msg *m = NULL;
+    if (n > 0 && sh_now_ms() >= until) break;
+    if (sh_port_take(p, &m) != SH_OK) break;
+    lua_pushvalue(L, 2);
+    decode_owned(L, m, 0);
+    lua_call(L, 1, 0);
+    n++;
+  }
+  lua_pushinteger(L, n);
+  return 1;
+}
+static int l_port_drain(lua_State *L) { return drain_for(L, HUGE_VAL); }
+static int l_port_drain_for(lua_State *L) { return drain_for(L, check_ms(L, 3)); }
+
+static int l_port_close(lua_State *L) {
+  sh_port_close(PORT(L));
+  return 0;
+}
+static int l_port_closed(lua_State *L) {
+  lua_pushboolean(L, sh_port_closed(PORT(L)));
+  return 1;
+}
+static int l_port_count(lua_State *L) {
+  lua_pushinteger(L, sh_port_count(PORT(L)));
+  return 1;
+}
+static int l_port_watch(lua_State *L) {
+  sh_port *p = PORT(L);
+  if (sh_port_watch(p, (sh_notify *)check_box(L, 2, NOTIFY_MT)) != SH_OK) return luaL_error(L, "not enough memory");
+  return 0;
+}
+static int l_port_unwatch(lua_State *L) {
+  sh_port *p = PORT(L);
+  sh_port_unwatch(p, (sh_notify *)check_box(L, 2, NOTIFY_MT));
+  return 0;
+}
+static int l_port_tostring(lua_State *L) {
+  box *b = (box *)luaL_checkudata(L, 1, PORT_MT);
+  lua_pushfstring(L, "stagehand.port (%p)", b->p);
+  return 1;
+}
+static int l_port_eq(lua_State *L) {
+  box *a = (box *)luaL_checkudata(L, 1, PORT_MT), *b = (box *)luaL_checkudata(L, 2, PORT_MT);
+  lua_pushboolean(L, a->p == b->p);
+  return 1;
+}
+
+/* ------------------------------------------------------------------------
+ * Round barriers. */
+
+static void push_rounds(lua_State *L, sh_rounds *r) {
+  box *b = (box *)lua_newuserdata(L, sizeof *b);
+  b->p = NULL;
+  luaL_getmetatable(L, ROUNDS_MT);
+  lua_setmetatable(L, -2);
+  sh_rounds_ref(r);
+  b->p = r;
+}
+static int l_rounds_new(lua_State *L) {
+  lua_Number n = luaL_checknumber(L, 1), len = luaL_optnumber(L, 2, 0);
+  sh_rounds *r;
+  if (!(n >= 1 && n <= 4096 && floor(n) == n)) return luaL_argerror(L, 1, "an integer from 1 to 4096");
+  if (!(len >= 0 && len <= 65536 && floor(len) == len)) return luaL_argerror(L, 2, "an integer from 0 to 65536");
+  r = sh_rounds_new((int32_t)n, (int32_t)len);
+  if (!r) return luaL_error(L, "not enough memory");
+  push_rounds(L, r);
+  sh_rounds_unref(r);
+  return 1;
+}
+static int l_rounds_gc(lua_State *L) {
+  box *b = (box *)lua_touserdata(L, 1);
+  if (b->p) sh_rounds_unref((sh_rounds *)b->p);
+  b->p = NULL;
+  return 0;
+}
+#define ROUNDS(L) ((sh_rounds *)check_box(L, 1, ROUNDS_MT))
+
+static const char *const OPS[] = {"arrive", "sum", "min", "max", NULL};
+
+/* Reads share_len numbers from the table at arg into out. */
+static void read_share(lua_State *L, int arg, int32_t len, double *out, const char *method) {
+  int32_t i;
+  if (lua_type(L, arg) != LUA_TTABLE)
+    luaL_error(L, "bad argument 'share' to b:%s: expected a table of %d numbers, got %s", method, (int)len,
+               luaL_typename(L, arg));
+  for (i = 0; i < len; i++) {
+    lua_rawgeti(L, arg, i + 1);
+    if (lua_type(L, -1) != LUA_TNUMBER)
+      luaL_error(L, "bad argument 'share' to b:%s: share[%d] is %s, not a number", method, (int)i + 1,
+                 luaL_typename(L, -1));
+    out[i] = (double)lua_tonumber(L, -1);
+    lua_pop(L, 1);
+  }
+}
+
+static void write_out(lua_State *L, int arg, int32_t len, const double *res) {
+  int32_t i;
+  for (i = 0; i < len; i++) {
+    lua_pushnumber(L, (lua_Number)res[i]);
+    lua_rawseti(L, arg, i + 1);
+  }
+}
+
+/* The arrival a wait makes: b:_arrive(op, round, count[, index, share])
+ * returns a status name: "ok", or raises naming the bad argument. */
+static int arrive_args(lua_State *L, sh_rounds *r, int op, double *round_no, double **share) {
+  const char *method = OPS[op];
+  lua_Number rn = luaL_checknumber(L, 2), count = luaL_checknumber(L, 3);
+  int32_t len = sh_rounds_share_len(r), index = 0;
+  int rc;
+  if (rn != rn) luaL_error(L, "bad argument 'round' to b:%s: expected a number, got nan", method);
+  if (!(count >= 1 && count <= sh_rounds_participants(r) && floor(count) == count))
+    luaL_error(L, "bad argument 'count' to b:%s: expected an integer from 1 to %d", method,
+               (int)sh_rounds_participants(r));
+  *round_no = (double)rn;
+  *share = NULL;
+  if (op != SH_OP_COUNT) {
+    lua_Number ix = luaL_checknumber(L, 4);
+    if (!(ix >= 1 && ix <= sh_rounds_participants(r) && floor(ix) == ix))
+      luaL_error(L, "bad argument 'index' to b:%s: expected an integer from 1 to %d", method,
+                 (int)sh_rounds_participants(r));
+    index = (int32_t)ix;
+    if (lua_type(L, 6) != LUA_TTABLE)
+      luaL_error(L, "bad argument 'out' to b:%s: expected a table, got %s", method, luaL_typename(L, 6));
+    *share = (double *)lua_newuserdata(L, (size_t)(len ? len : 1) * sizeof(double));
+    read_share(L, 5, len, *share, method);
+  }
+  rc = sh_rounds_arrive(r, *round_no, (int32_t)count, op, index, *share);
+  if (rc == SH_EINVAL)
+    luaL_error(L, "b:%s: round %f was begun with another count or operation, or is complete", method,
+               (double)rn);
+  if (rc == SH_ESTATE) luaL_error(L, "b:%s: index %d arrived at round %f already", method, (int)index, (double)rn);
+  if (rc == SH_ENOMEM) luaL_error(L, "not enough memory");
+  return rc;
+}
+
+/* b:arrive / sum / min / max as a thread waits: blocking (a worker stops
+ * waiting when told to stop). */
+static int rounds_blocking(lua_State *L, int op) {
+  sh_rounds *r = ROUNDS(L);
+  double round_no, *share, *res = NULL;
+  int32_t len = sh_rounds_share_len(r);
+  int rc = arrive_args(L, r, op, &round_no, &share);
+  if (rc == SH_ECLOSED) {
+    lua_pushboolean(L, 0);
+    return 1;
+  }
+  if (op != SH_OP_COUNT) res = (double *)lua_newuserdata(L, (size_t)(len ? len : 1) * sizeof(double));
+  set_waiting(L, "a round barrier");
+  rc = sh_rounds_wait(r, round_no, res, HUGE_VAL, stop_flag(L));
+  set_waiting(L, NULL);
+  sh_rounds_leave(r, round_no);
+  if (rc == SH_OK && op != SH_OP_COUNT) write_out(L, 6, len, res);
+  lua_pushboolean(L, rc == SH_OK);
+  return 1;
+}
+static int l_rounds_arrive(lua_State *L) { return rounds_blocking(L, SH_OP_COUNT); }
+static int l_rounds_sum(lua_State *L) { return rounds_blocking(L, SH_OP_SUM); }
+static int l_rounds_min(lua_State *L) { return rounds_blocking(L, SH_OP_MIN); }
+static int l_rounds_max(lua_State *L) { return rounds_blocking(L, SH_OP_MAX); }
+
+/* The main side's halves: b:_begin(op, round, count[, index, share, out])
+ * arrives without waiting (true; false when aborted); b:_poll(round, op,
+ * out) answers "done" (out written), "wait" or "aborted"; b:_leave(round). */
+static int l_rounds_begin(lua_State *L) {
+  sh_rounds *r = ROUNDS(L);
+  int op = luaL_checkoption(L, 7, NULL, OPS);
+  double round_no, *share;
+  int rc;
+  lua_settop(L, 6);
+  rc = arrive_args(L, r, op, &round_no, &share);
+  lua_pushboolean(L, rc == SH_OK);
+  return 1;
+}
+static int l_rounds_poll(lua_State *L) {
+  sh_rounds *r = ROUNDS(L);
+  double round_no = (double)luaL_checknumber(L, 2);
+  int32_t len = sh_rounds_share_len(r);
+  double *res = (double *)lua_newuserdata(L, (size_t)(len ? len : 1) * sizeof(double));
+  int rc = sh_rounds_poll(r, round_no, res);
+  if (rc == SH_OK) {
+    if (lua_type(L, 3) == LUA_TTABLE) write_out(L, 3, len, res);
+    lua_pushstring(L, "done");
+  } else {
+    lua_pushstring(L, rc == SH_EAGAIN ? "wait" : "aborted");
+  }
+  return 1;
+}
+static int l_rounds_leave(lua_State *L) {
+  sh_rounds_leave(ROUNDS(L), (double)luaL_checknumber(L, 2));
+  return 0;
+}
+static int l_rounds_abort(lua_State *L) {
+  sh_rounds_abort(ROUNDS(L));
+  return 0;
+}
+static int l_rounds_aborted(lua_State *L) {
+  lua_pushboolean(L, sh_rounds_aborted(ROUNDS(L)));
+  return 1;
+}
+static int l_rounds_info(lua_State *L) {
+  sh_rounds *r = ROUNDS(L);
+  lua_pushinteger(L, sh_rounds_participants(r));
+  lua_pushinteger(L, sh_rounds_share_len(r));
+  return 2;
+}
+static int l_rounds_watch(lua_State *L) {
+  sh_rounds *r = ROUNDS(L);
+  if (sh_rounds_watch(r, (sh_notify *)check_box(L, 2, NOTIFY_MT)) != SH_OK) return luaL_error(L, "not enough memory");
+  return 0;
+}
+static int l_rounds_unwatch(lua_State *L) {
+  sh_rounds *r = ROUNDS(L);
+  sh_rounds_unwatch(r, (sh_notify *)check_box(L, 2, NOTIFY_MT));
+  return 0;
+}
+static int l_rounds_tostring(lua_State *L) {
+  box *b = (box *)luaL_checkudata(L, 1, ROUNDS_MT);
+  lua_pushfstring(L, "stagehand.rounds (%p)", b->p);
+  return 1;
+}
+static int l_rounds_eq(lua_State *L) {
+  box *a = (box *)luaL_checkudata(L, 1, ROUNDS_MT), *b = (box *)luaL_checkudata(L, 2, ROUNDS_MT);
+  lua_pushboolean(L, a->p == b->p);
+  return 1;
+}
+
+/* ------------------------------------------------------------------------
+ * Inside a worker: require "stagehand.worker". */
+
+static int w_stopping(lua_State *L) {
+  const int *stop = stop_flag(L);
+  lua_pushboolean(L, stop && __atomic_load_n(stop, __ATOMIC_ACQUIRE));
+  return 1;
+}
+
+static int w_progress(lua_State *L) {
+  worker_ctx *w = this_worker(L);
+  lua_Number done = luaL_optnumber(L, 1, -1), total = luaL_optnumber(L, 2, -1);
+  if (lua_gettop(L) >= 1) {
+    if (!(done >= 0)) return luaL_error(L, "bad argument 'done' to worker.progress: expected a number >= 0");
+    if (!(total > 0) || done > total)
+      return luaL_error(L, "bad argument 'total' to worker.progress: expected a number > 0 and >= done");
+  }
+  if (w && w->request >= 0) sh_work_report(w->work, w->index, w->request, SH_EV_PROGRESS, NULL, done, total);
+  return 0;
+}
+
+static int w_sleep(lua_State *L) {
+  double ms = check_ms(L, 1), until = sh_now_ms() + ms;
+  const int *stop = stop_flag(L);
+  set_waiting(L, "a sleep");
+  for (;;) {
+    double left = until - sh_now_ms();
+    if (left <= 0) break;
+    if (stop && __atomic_load_n(stop, __ATOMIC_ACQUIRE)) break;
+    sh_sleep_ms(left > 10 ? 10 : left);
+  }
+  set_waiting(L, NULL);
+  lua_pushboolean(L, !(stop && __atomic_load_n(stop, __ATOMIC_ACQUIRE)));
+  return 1;
+}
+
+static int open_worker_api(lua_State *L) {
+  lua_newtable(L);
+  lua_pushcfunction(L, w_stopping);
+  lua_setfield(L, -2, "stopping");
+  lua_pushcfunction(L, w_progress);
+  lua_setfield(L, -2, "progress");
+  lua_pushcfunction(L, w_sleep);
+  lua_setfield(L, -2, "sleep");
+  lua_pushcfunction(L, l_port_new);
+  lua_setfield(L, -2, "port");
+  return 1;
+}
+
+/* ------------------------------------------------------------------------
+ * Metatables, in any state (the main one and each worker's). */
+
+static void set_methods(lua_State *L, const luaL_Reg *l) {
+  for (; l->name; l++) {
+    lua_pushcfunction(L, l->func);
+    lua_setfield(L, -2, l->name);
+  }
+}
+
+static const luaL_Reg port_methods[] = {
+    {"post", l_port_post}, {"try_receive", l_port_try}, {"receive", l_port_receive},
+    {"receive_within", l_port_receive_within}, {"drain", l_port_drain}, {"drain_for", l_port_drain_for},
+    {"close", l_port_close}, {"closed", l_port_closed}, {"count", l_port_count},
+    {"_watch", l_port_watch}, {"_unwatch", l_port_unwatch}, {NULL, NULL}};
+
+static const luaL_Reg rounds_methods[] = {
+    {"arrive", l_rounds_arrive}, {"sum", l_rounds_sum}, {"min", l_rounds_min}, {"max", l_rounds_max},
+    {"abort", l_rounds_abort}, {"aborted", l_rounds_aborted}, {"_begin", l_rounds_begin},
+    {"_poll", l_rounds_poll}, {"_leave", l_rounds_leave}, {"_info", l_rounds_info},
+    {"_watch", l_rounds_watch}, {"_unwatch", l_rounds_unwatch}, {NULL, NULL}};
+
+static void open_types(lua_State *L) {
+  if (luaL_newmetatable(L, PORT_MT)) {
+    lua_pushcfunction(L, l_port_gc);
+    lua_setfield(L, -2, "__gc");
+    lua_pushcfunction(L, l_port_tostring);
+    lua_setfield(L, -2, "__tostring");
+    lua_pushcfunction(L, l_port_eq);
+    lua_setfield(L, -2, "__eq");
+    lua_pushstring(L, PORT_MT);
+    lua_setfield(L, -2, "__name");
+    lua_newtable(L);
+    set_methods(L, port_methods);
+    lua_setfield(L, -2, "__index");
+  }
+  lua_pop(L, 1);
+  if (luaL_newmetatable(L, ROUNDS_MT)) {
+    lua_pushcfunction(L, l_rounds_gc);
+    lua_setfield(L, -2, "__gc");
+    lua_pushcfunction(L, l_rounds_tostring);
+    lua_setfield(L, -2, "__tostring");
+    lua_pushcfunction(L, l_rounds_eq);
+    lua_setfield(L, -2, "__eq");
+    lua_pushstring(L, ROUNDS_MT);
+    lua_setfield(L, -2, "__name");
+    lua_newtable(L);
+    set_methods(L, rounds_methods);
+    lua_setfield(L, -2, "__index");
+  }
+  lua_pop(L, 1);
+  if (luaL_newmetatable(L, NOTIFY_MT)) {
+    lua_pushcfunction(L, l_notify_gc);
+    lua_setfield(L, -2, "__gc");
+    lua_pushstring(L, NOTIFY_MT);
+    lua_setfield(L, -2, "__name");
+  }
+  lua_pop(L, 1);
+}
+
+/* ------------------------------------------------------------------------
+ * Worker threads. */
+
+static char *dup_str(const char *s, size_t n) {
+  char *d;
+  if (!s) return NULL;
+  d = malloc(n + 1);
+  if (!d) return NULL;
+  memcpy(d, s, n);
+  d[n] = '\0';
+  return d;
+}
+
+static void free_ctx(worker_ctx *w) {
+  free(w->module);
+  free(w->source);
+  free(w->path);
+  free(w->cpath);
+  free(w);
+}
+
+#ifndef LUAJIT_VERSION
+/* A worker retired (its pool destroyed, or its request aborted with
+ * respawn_on_abort) whose function never looks at stopping(): PUC Lua runs
+ * this hook every HOOK_COUNT instructions, and it ends the function.
+ * (LuaJIT's compiled loops run no hooks, and a count hook there would keep
+ * every worker from compiling: LuaJIT workers get none.) */
+#define HOOK_COUNT 10000
+static void stop_hook(lua_State *L, lua_Debug *ar) {
+  worker_ctx *w = this_worker(L);
+  (void)ar;
+  if (w && __atomic_load_n(sh_work_stop_flag(w->work, w->index), __ATOMIC_ACQUIRE) && sh_work_retired(w->work, w->index))
+    luaL_error(L, "stopped: the worker was retired while its function ran");
+}
+#endif
+
+/* The message handler of a worker's function: keeps the message (a
+ * string, or what a table or other value raised says of itself) in the
+ * registry, and returns the traceback. */
+static int traceback(lua_State *L) {
+  const char *msg = lua_tostring(L, 1);
+  if (!msg) {
+    if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING) msg = lua_tostring(L, -1);
+    else if (lua_type(L, 1) == LUA_TTABLE) {
+      lua_getfield(L, 1, "message");
+      msg = lua_tostring(L, -1);
+    }
+    if (!msg) msg = lua_pushfstring(L, "(a %s was raised)", luaL_typename(L, 1));
+  }
+  lua_pushstring(L, msg);
+  lua_setfield(L, LUA_REGISTRYINDEX, "stagehand.worker error");
+  lua_getglobal(L, "debug");
+  if (lua_type(L, -1) == LUA_TTABLE) {
+    lua_getfield(L, -1, "traceback");
+    if (lua_type(L, -1) == LUA_TFUNCTION) {
+      lua_pushstring(L, msg);
+      lua_pushinteger(L, 2);
+      lua_call(L, 2, 1);
+      return 1;
+    }
+  }
+  lua_pushstring(L, msg);
+  return 1;
+}
+
+/* Builds the worker's module: its table, or an error message, left in the
+ * registry under "stagehand.worker module" / "stagehand.worker load error". */
+static int load_module(lua_State *L) {
+  worker_ctx *w = (worker_ctx *)lua_touserdata(L, 1);
+  lua_getglobal(L, "package");
+  if (w->path) {
+    lua_pushstring(L, w->path);
+    lua_setfield(L, -2, "path");
+  }
+  if (w->cpath) {
+    lua_pushstring(L, w->cpath);
+    lua_setfield(L, -2, "cpath");
+  }
+  lua_getfield(L, -1, "preload");
+  lua_pushcfunction(L, open_worker_api);
+  lua_setfield(L, -2, "stagehand.worker");
+  lua_pop(L, 2);
+  if (w->source) {
+    lua_pushfstring(L, "=%s", w->module);
+    if (luaL_loadbuffer(L, w->source, w->source_len, lua_tostring(L, -1)) != 0) return lua_error(L);
+    lua_pushstring(L, w->module);
+    lua_call(L, 1, 1);
+  } else {
+    lua_getglobal(L, "require");
+    lua_pushstring(L, w->module);
+    lua_call(L, 1, 1);
+  }
+  if (lua_type(L, -1) != LUA_TTABLE)
+    return luaL_error(L, "it returned %s, not a table of functions", luaL_typename(L, -1));
+  lua_setfield(L, LUA_REGISTRYINDEX, "stagehand.worker module");
+  return 0;
+}
+
+/* A request, run under lua_pcall: its message (the function's name, then
+ * its arguments) decoded, the function called under a traceback handler,
+ * its results encoded. Raises the failure's message; leaves the encoded
+ * results in upvalue-free form in the ctx. */
+typedef struct running {
+  worker_ctx *w;
+  sh_msg *payload, *result;
+} running;
+
+/* A request, run under lua_pcall: its message (the function's name, then
+ * its arguments) decoded, the function called under the traceback handler,
+ * its results encoded into r->result. A failure raises its message; when
+ * the function itself raised, its traceback is left in the registry. */
+static int protected_run(lua_State *L) {
+  running *r = (running *)lua_touserdata(L, 1);
+  int base, n;
+  const char *fname;
+  sh_msg *payload = r->payload;
+  lua_settop(L, 0);
+  lua_pushcfunction(L, traceback); /* 1 */
+  base = lua_gettop(L);
+  r->payload = NULL;
+  n = decode_owned(L, payload, 1); /* the name at base + 1, the arguments after */
+  fname = lua_tostring(L, base + 1);
+  lua_getfield(L, LUA_REGISTRYINDEX, "stagehand.worker module");
+  if (lua_type(L, -1) != LUA_TTABLE) {
+    lua_getfield(L, LUA_REGISTRYINDEX, "stagehand.worker load error");
+    return luaL_error(L, "module '%s' failed to load: %s", r->w->module, lua_tostring(L, -1));
+  }
+  lua_getfield(L, -1, fname ? fname : "");
+  if (lua_type(L, -1) != LUA_TFUNCTION)
+    return luaL_error(L, "module '%s' has no function '%s'", r->w->module, fname ? fname : "?");
+  lua_replace(L, base + 1);
+  lua_settop(L, base + n);
+  if (lua_pcall(L, n - 1, LUA_MULTRET, 1) != 0) {
+    lua_setfield(L, LUA_REGISTRYINDEX, "stagehand.worker traceback");
+    lua_getfield(L, LUA_REGISTRYINDEX, "stagehand.worker error");
+    return lua_error(L);
+  }
+  r->result = encode_values(L, 2, lua_gettop(L), "result", 1);
+  return 0;
+}
+
+/* A message of strings (counted), or NULL without memory. */
+static sh_msg *strings_msg(const char *const *s, const size_t *lens, uint32_t n) {
+  sh_msg *m = sh_msg_new();
+  uint32_t k;
+  int ok;
+  if (!m) return NULL;
+  ok = sh_msg_put(m, &n, sizeof n) == SH_OK;
+  for (k = 0; k < n && ok; k++) {
+    char tag = 's';
+    uint32_t len = (uint32_t)lens[k];
+    ok = sh_msg_put(m, &tag, 1) == SH_OK && sh_msg_put(m, &len, sizeof len) == SH_OK &&
+         sh_msg_put(m, s[k], lens[k]) == SH_OK;
+  }
+  if (!ok) {
+    sh_msg_free(m);
+    return NULL;
+  }
+  return m;
+}
+
+static void run_request(lua_State *L, worker_ctx *w, int64_t id, sh_msg *payload) {
+  running r;
+  r.w = w, r.payload = payload, r.result = NULL;
+  w->request = id;
+  lua_pushnil(L);
+  lua_setfield(L, LUA_REGISTRYINDEX, "stagehand.worker traceback");
+  lua_pushcfunction(L, protected_run);
+  lua_pushlightuserdata(L, &r);
+  if (lua_pcall(L, 1, 0, 0) == 0) {
+    if (sh_work_report(w->work, w->index, id, SH_EV_DONE, r.result, 0, 0) != SH_OK) sh_msg_free(r.result);
+  } else {
+    /* The failure: what was raised, and the traceback (the function's, or
+     * the message again when the failure came before or after it ran). */
+    const char *pieces[2];
+    size_t lens[2];
+    sh_msg *m;
+    if (r.payload) sh_msg_free(r.payload); /* (failed before decoding: out of memory) */
+    if (!lua_tostring(L, -1)) {
+      lua_pop(L, 1);
+      lua_pushstring(L, "(an error without a message)");
+    }
+    lua_getfield(L, LUA_REGISTRYINDEX, "stagehand.worker traceback");
+    if (!lua_tostring(L, -1)) {
+      lua_pop(L, 1);
+      lua_pushvalue(L, -1);
+    }
+    pieces[0] = lua_tolstring(L, -2, &lens[0]);
+    pieces[1] = lua_tolstring(L, -1, &lens[1]);
+    m = strings_msg(pieces, lens, 2);
+    if (sh_work_report(w->work, w->index, id, SH_EV_FAILED, m, 0, 0) != SH_OK) sh_msg_free(m);
+  }
+  w->request = -1;
+  lua_settop(L, 0);
+}
+
+static void *worker_main(void *arg) {
+  worker_ctx *w = (worker_ctx *)arg;
+  lua_State *L = luaL_newstate();
+  int64_t id;
+  sh_msg *payload;
+  if (L) {
+    luaL_openlibs(L);
+    open_types(L);
+    lua_pushlightuserdata(L, w);
+    lua_setfield(L, LUA_REGISTRYINDEX, WORKER_KEY);
+#ifndef LUAJIT_VERSION
+    lua_sethook(L, stop_hook, LUA_MASKCOUNT, HOOK_COUNT);
+#endif
+    lua_pushcfunction(L, load_module);
+    lua_pushlightuserdata(L, w);
+    if (lua_pcall(L, 1, 0, 0) != 0) {
+      if (!lua_tostring(L, -1)) {
+        lua_pop(L, 1);
+        lua_pushstring(L, "(an error without a message)");
+      }
+      lua_setfield(L, LUA_REGISTRYINDEX, "stagehand.worker load error");
+    }
+    lua_settop(L, 0);
+  }
+  while (sh_work_take(w->work, w->index, &id, &payload) == SH_OK) {
+    if (!L) {
+      /* (no state could be made: every request fails, with no message) */
+      sh_msg_free(payload);
+      sh_work_report(w->work, w->index, id, SH_EV_FAILED, NULL, 0, 0);
+      continue;
+    }
+    run_request(L, w, id, payload);
+    if (sh_work_retired(w->work, w->index)) break;
+  }
+  if (L) lua_close(L);
+  sh_work_exited(w->work, w->index);
+  sh_work_unref(w->work);
+  free_ctx(w);
+  return NULL;
+}
+
+/* ------------------------------------------------------------------------
+ * A worker pool's queue and threads, as the main side holds them. */
+
+typedef struct thread_slot {
+  pthread_t thread;
+  int started, joined; /* joined: joined or detached */
+} thread_slot;
+
+typedef struct pool_ud {
+  sh_work *work;
+  thread_slot *threads;
+  int32_t nthreads, capthreads;
+  char *module, *source, *path, *cpath;
+  size_t source_len;
+} pool_ud;
+
+static pool_ud *check_pool(lua_State *L) {
+  pool_ud *p = (pool_ud *)luaL_checkudata(L, 1, WORK_MT);
+  if (!p->work) luaL_argerror(L, 1, "already closed");
+  return p;
+}
+
+static void detach_all(pool_ud *p) {
+  int32_t i;
+  for (i = 0; i < p->nthreads; i++) {
+    if (p->threads[i].started && !p->threads[i].joined) {
+      pthread_detach(p->threads[i].thread);
+      p->threads[i].joined = 1;
+    }
+  }
+}
+
+static int l_pool_gc(lua_State *L) {
+  pool_ud *p = (pool_ud *)lua_touserdata(L, 1);
+  if (p->work) {
+    /* Collected without destroy: every worker is told to stop, and each
+     * closes its own state when its function returns. */
+    sh_work_close(p->work);
+    detach_all(p);
+    sh_work_unref(p->work);
+    p->work = NULL;
+  }
+  free(p->threads);
+  free(p->module);
+  free(p->source);
+  free(p->path);
+  free(p->cpath);
+  p->threads = NULL, p->module = p->source = p->path = p->cpath = NULL;
+  return 0;
+}
+
+/* _new_pool(notifier, module, source|nil, path, cpath) */
+static int l_pool_new(lua_State *L) {
+  sh_notify *n = (sh_notify *)check_box(L, 1, NOTIFY_MT);
+  size_t mlen, slen = 0, plen, clen;
+  const char *module = luaL_checklstring(L, 2, &mlen);
+  const char *source = luaL_optlstring(L, 3, NULL, &slen);
+  const char *path = luaL_checklstring(L, 4, &plen), *cpath = luaL_checklstring(L, 5, &clen);
+  pool_ud *p = (pool_ud *)lua_newuserdata(L, sizeof *p);
+  memset(p, 0, sizeof *p);
+  luaL_getmetatable(L, WORK_MT);
+  lua_setmetatable(L, -2);
+  p->module = dup_str(module, mlen);
+  p->source = dup_str(source, slen);
+  p->source_len = slen;
+  p->path = dup_str(path, plen);
+  p->cpath = dup_str(cpath, clen);
+  if (!p->module || (source && !p->source) || !p->path || !p->cpath) return luaL_error(L, "not enough memory");
+  p->work = sh_work_new(n);
+  if (!p->work) return luaL_error(L, "not enough memory");
+  return 1;
+}
+
+/* pool:_add_worker(): starts a worker thread; returns its number (from 0). */
+static int l_pool_add_worker(lua_State *L) {
+  pool_ud *p = check_pool(L);
+  worker_ctx *w;
+  int32_t idx;
+  pthread_attr_t attr;
+  int rc;
+  if (p->nthreads == p->capthreads) {
+    int32_t cap = p->capthreads ? p->capthreads * 2 : 4;
+    thread_slot *grown = realloc(p->threads, (size_t)cap * sizeof *grown);
+    if (!grown) return luaL_error(L, "not enough memory");
+    p->threads = grown;
+    p->capthreads = cap;
+  }
+  w = (worker_ctx *)calloc(1, sizeof *w);
+  if (!w) return luaL_error(L, "not enough memory");
+  w->module = dup_str(p->module, strlen(p->module));
+  w->source = p->source ? dup_str(p->source, p->source_len) : NULL;
+  w->source_len = p->source_len;
+  w->path = dup_str(p->path, strlen(p->path));
+  w->cpath = dup_str(p->cpath, strlen(p->cpath));
+  w->request = -1;
+  if (!w->module || (p->source && !w->source) || !w->path || !w->cpath) {
+    free_ctx(w);
+    return luaL_error(L, "not enough memory");
+  }
+  idx = sh_work_add_worker(p->work);
+  if (idx < 0) {
+    free_ctx(w);
+    return luaL_error(L, idx == SH_ECLOSED ? "the pool is closed" : "not enough memory");
+  }
+  if (idx != p->nthreads) {
+    /* (workers and threads are numbered alike: one thread per worker) */
+    sh_work_exited(p->work, idx);
+    free_ctx(w);
+    return luaL_error(L, "stagehand: internal error: worker numbers out of step");
+  }
+  w->work = p->work;
+  w->index = idx;
+  sh_work_ref(p->work);
+  pthread_attr_init(&attr);
+  rc = pthread_create(&p->threads[idx].thread, &attr, worker_main, w);
+  pthread_attr_destroy(&attr);
+  p->nthreads++;
+  p->threads[idx].started = rc == 0;
+  p->threads[idx].joined = 0;
+  if (rc != 0) {
+    sh_work_exited(p->work, idx);
+    sh_work_unref(p->work);
+    free_ctx(w);
+    return luaL_error(L, "cannot start a worker thread (error %d)", rc);
+  }
+  lua_pushinteger(L, idx);
+  return 1;
+}
+
+/* encode(root, ...): the values as a message (a userdata that frees it
+ * unless a push takes it), the name of the first value that cannot cross
+ * raised as "<root>.mesh.on_done is a function; ...". */
+static int l_encode(lua_State *L) {
+  const char *root = luaL_checkstring(L, 1);
+  int top = lua_gettop(L);
+  sh_msg *m;
+  box *b;
+  lua_pushvalue(L, 1); /* (kept: root's string stays referenced) */
+  m = encode_values(L, 2, top, root, 1);
+  b = new_msg_box(L);
+  sh_msg_free((sh_msg *)b->p);
+  b->p = m;
+  return 1;
+}
+
+/* pool:_push(id, priority, message): queues a request made of a message
+ * from encode (the function's name, then its arguments), which it takes.
+ * False once the pool is closed. */
+static int l_pool_push(lua_State *L) {
+  pool_ud *p = check_pool(L);
+  lua_Number id = luaL_checknumber(L, 2), prio = luaL_checknumber(L, 3);
+  box *b = (box *)luaL_checkudata(L, 4, MSG_MT);
+  int rc;
+  if (!b->p) return luaL_argerror(L, 4, "a message pushed already");
+  rc = sh_work_push(p->work, (int64_t)id, (double)prio, (sh_msg *)b->p);
+  if (rc == SH_ENOMEM) return luaL_error(L, "not enough memory");
+  if (rc == SH_OK) b->p = NULL;
+  lua_pushboolean(L, rc == SH_OK);
+  return 1;
+}
+
+static int64_t check_request(lua_State *L, int arg) { return (int64_t)luaL_checknumber(L, arg); }
+
+static int l_pool_remove(lua_State *L) {
+  pool_ud *p = check_pool(L);
+  lua_pushboolean(L, sh_work_remove(p->work, check_request(L, 2)) == SH_OK);
+  return 1;
+}
+static int l_pool_abort(lua_State *L) {
+  pool_ud *p = check_pool(L);
+  int32_t on = sh_work_abort_running(p->work, check_request(L, 2), lua_toboolean(L, 3));
+  if (on < 0) return 0;
+  lua_pushinteger(L, on);
+  return 1;
+}
+static int l_pool_set_priority(lua_State *L) {
+  pool_ud *p = check_pool(L);
+  lua_pushboolean(L, sh_work_set_priority(p->work, check_request(L, 2), (double)luaL_checknumber(L, 3)) == SH_OK);
+  return 1;
+}
+static int l_pool_counts(lua_State *L) {
+  pool_ud *p = check_pool(L);
+  lua_pushinteger(L, sh_work_queued(p->work));
+  lua_pushinteger(L, sh_work_running(p->work));
+  lua_pushinteger(L, sh_work_live_workers(p->work));
+  return 3;
+}
+static int l_pool_queued_ids(lua_State *L) {
+  pool_ud *p = check_pool(L);
+  int32_t n = sh_work_queued(p->work), got, i;
+  int64_t *ids = (int64_t *)lua_newuserdata(L, (size_t)(n > 0 ? n : 1) * sizeof(int64_t));
+  got = sh_work_queued_ids(p->work, ids, n);
+  if (got < 0) return luaL_error(L, "not enough memory");
+  lua_createtable(L, got, 0);
+  for (i = 0; i < got; i++) {
+    lua_pushnumber(L, (lua_Number)ids[i]);
+    lua_rawseti(L, -2, i + 1);
+  }
+  return 1;
+}
+static int l_pool_pause(lua_State *L) {
+  pool_ud *p = check_pool(L);
+  sh_work_pause(p->work, lua_toboolean(L, 2));
+  return 0;
+}
+static int l_pool_close(lua_State *L) {
+  pool_ud *p = check_pool(L);
+  sh_work_close(p->work);
+  return 0;
+}
+static int l_pool_stop_worker(lua_State *L) {
+  pool_ud *p = check_pool(L);
+  lua_Number i = luaL_checknumber(L, 2);
+  sh_work_stop_worker(p->work, (int32_t)i, lua_toboolean(L, 3));
+  return 0;
+}
+
+/* pool:_next_event(): nil, or id, kind, worker, then by kind: progress's
+ * done and total; a reply's values (as a packed table); a failure's
+ * message and traceback. */
+static int l_pool_next_event(lua_State *L) {
+  pool_ud *p = check_pool(L);
+  int64_t id;
+  int kind;
+  int32_t wk;
+  sh_msg *m = NULL;
+  double a, b;
+  if (sh_work_next_event(p->work, &id, &kind, &wk, &m, &a, &b) != SH_OK) return 0;
+  lua_pushinteger(L, (lua_Integer)id);
+  lua_pushinteger(L, kind);
+  lua_pushinteger(L, wk);
+  if (kind == SH_EV_PROGRESS) {
+    lua_pushnumber(L, (lua_Number)a);
+    lua_pushnumber(L, (lua_Number)b);
+    return 5;
+  }
+  if (kind == SH_EV_EXITED && wk >= 0 && wk < p->nthreads && p->threads[wk].started && !p->threads[wk].joined) {
+    pthread_join(p->threads[wk].thread, NULL);
+    p->threads[wk].joined = 1;
+  }
+  if (kind == SH_EV_DONE || kind == SH_EV_FAILED) {
+    int n, i, base;
+    if (!m) {
+      lua_pushstring(L, "not enough memory for a worker's reply");
+      lua_pushnil(L);
+      return 5;
+    }
+    base = lua_gettop(L);
+    n = decode_owned(L, m, 1);
+    if (kind == SH_EV_FAILED) return 3 + n;
+    lua_createtable(L, n, 1);
+    for (i = n; i >= 1; i--) {
+      lua_pushvalue(L, base + i);
+      lua_rawseti(L, -2, i);
+    }
+    lua_pushinteger(L, n);
+    lua_setfield(L, -2, "n");
+    lua_replace(L, base + 1);
+    lua_settop(L, base + 1);
+    return 4;
+  }
+  return 3;
+}
+
+/* pool:_worker(i): its request (or nil), and what it waits on and since
+ * when (sh_now_ms), or nil. */
+static int l_pool_worker(lua_State *L) {
+  pool_ud *p = check_pool(L);
+  int32_t i = (int32_t)luaL_checknumber(L, 2);
+  int64_t cur = sh_work_current(p->work, i);
+  double since = 0;
+  const char *what = sh_work_waiting(p->work, i, &since);
+  if (cur >= 0) lua_pushnumber(L, (lua_Number)cur);
+  else lua_pushnil(L);
+  if (what) {
+    lua_pushstring(L, what);
+    lua_pushnumber(L, (lua_Number)since);
+    return 3;
+  }
+  return 1;
+}
+
+/* pool:_detach(): the threads still running go on alone. */
+static int l_pool_detach(lua_State *L) {
+  pool_ud *p = check_pool(L);
+  detach_all(p);
+  return 0;
+}
+
+static const luaL_Reg pool_methods[] = {
+    {"_add_worker", l_pool_add_worker}, {"_push", l_pool_push}, {"_remove", l_pool_remove},
+    {"_abort", l_pool_abort}, {"_set_priority", l_pool_set_priority}, {"_counts", l_pool_counts},
+    {"_queued_ids", l_pool_queued_ids}, {"_pause", l_pool_pause}, {"_close", l_pool_close},
+    {"_stop_worker", l_pool_stop_worker}, {"_next_event", l_pool_next_event}, {"_worker", l_pool_worker},
+    {"_detach", l_pool_detach}, {NULL, NULL}};
+
+static int l_threads_default(lua_State *L) {
+  lua_pushinteger(L, sh_threads_default());
+  return 1;
+}
+
+static const luaL_Reg funcs[] = {
+    {"notifier", l_notify_new}, {"notifier_gen", l_notify_gen}, {"notifier_wait", l_notify_wait},
+    {"notifier_signal", l_notify_signal}, {"notifier_fd", l_notify_fd}, {"notifier_clear", l_notify_clear},
+    {"port", l_port_new}, {"rounds", l_rounds_new}, {"pool", l_pool_new},
+    {"default_threads", l_threads_default}, {"encode", l_encode}, {NULL, NULL}};
+
+/* Pushes the threads' table of stagehand._core (`threads`), with the
+ * metatables of ports and round barriers (port_methods, rounds_methods:
+ * the Lua side adds the waits a job makes). */
+int sh__open_threads(lua_State *L);
+int sh__open_threads(lua_State *L) {
+  open_types(L);
+  if (luaL_newmetatable(L, WORK_MT)) {
+    lua_pushcfunction(L, l_pool_gc);
+    lua_setfield(L, -2, "__gc");
+    lua_pushstring(L, WORK_MT);
+    lua_setfield(L, -2, "__name");
+    lua_newtable(L);
+    set_methods(L, pool_methods);
+    lua_setfield(L, -2, "__index");
+  }
+  lua_pop(L, 1);
+  lua_newtable(L);
+  set_methods(L, funcs);
+  luaL_getmetatable(L, PORT_MT);
+  lua_getfield(L, -1, "__index");
+  lua_setfield(L, -3, "port_methods");
+  lua_pop(L, 1);
+  luaL_getmetatable(L, ROUNDS_MT);
+  lua_getfield(L, -1, "__index");
+  lua_setfield(L, -3, "rounds_methods");
+  lua_pop(L, 1);
+  return 1;
+}

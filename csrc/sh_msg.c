@@ -1,0 +1,78 @@
+#include "sh_threads.h"
+#include "stagehand.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct ref {
+  int kind;
+  void *obj;
+} ref;
+
+struct sh_msg {
+  unsigned char *data;
+  size_t len, cap;
+  ref *refs;
+  int32_t nrefs, refcap;
+};
+
+sh_msg *sh_msg_new(void) { return calloc(1, sizeof(sh_msg)); }
+
+void sh_msg_free(sh_msg *m) {
+  int32_t i;
+  if (!m) return;
+  for (i = 0; i < m->nrefs; i++) {
+    if (m->refs[i].kind == SH_REF_PORT) sh_port_unref((sh_port *)m->refs[i].obj);
+    else sh_rounds_unref((sh_rounds *)m->refs[i].obj);
+  }
+  free(m->refs);
+  free(m->data);
+  free(m);
+}
+
+int sh_msg_put(sh_msg *m, const void *p, size_t n) {
+  if (n > m->cap - m->len) {
+    size_t cap = m->cap ? m->cap : 64;
+    unsigned char *grown;
+    while (cap - m->len < n) {
+      if (cap > ((size_t)-1) / 2) return SH_ENOMEM;
+      cap *= 2;
+    }
+    grown = realloc(m->data, cap);
+    if (!grown) return SH_ENOMEM;
+    m->data = grown;
+    m->cap = cap;
+  }
+  if (n) memcpy(m->data + m->len, p, n);
+  m->len += n;
+  return SH_OK;
+}
+
+const unsigned char *sh_msg_data(const sh_msg *m, size_t *len) {
+  *len = m->len;
+  return m->data;
+}
+
+int32_t sh_msg_add_ref(sh_msg *m, int kind, void *obj) {
+  if (kind != SH_REF_PORT && kind != SH_REF_ROUNDS) return SH_EINVAL;
+  if (m->nrefs == m->refcap) {
+    int32_t cap = m->refcap ? m->refcap * 2 : 4;
+    ref *grown = realloc(m->refs, (size_t)cap * sizeof *grown);
+    if (!grown) return SH_ENOMEM;
+    m->refs = grown;
+    m->refcap = cap;
+  }
+  if (kind == SH_REF_PORT) sh_port_ref((sh_port *)obj);
+  else sh_rounds_ref((sh_rounds *)obj);
+  m->refs[m->nrefs].kind = kind;
+  m->refs[m->nrefs].obj = obj;
+  return m->nrefs++;
+}
+
+int32_t sh_msg_nrefs(const sh_msg *m) { return m->nrefs; }
+
+void *sh_msg_ref(const sh_msg *m, int32_t i, int *kind) {
+  if (i < 0 || i >= m->nrefs) return NULL;
+  *kind = m->refs[i].kind;
+  return m->refs[i].obj;
+}

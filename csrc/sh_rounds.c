@@ -1,0 +1,249 @@
+#include "sh_sync.h"
+#include "sh_threads.h"
+#include "sh_watchers.h"
+#include "stagehand.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* One round under way: its arrivals, the shares by index, and once
+ * complete, the combined result. */
+typedef struct round {
+  struct round *next;
+  double number;
+  int32_t count, arrived, left;
+  int op, complete;
+  double *shares; /* participants * share_len, by index */
+  uint8_t *have;  /* which indices brought a share */
+  double *result;
+} round;
+
+struct sh_rounds {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int32_t participants, share_len;
+  int refs, aborted;
+  round *rounds;
+  sh__watchers watchers;
+};
+
+sh_rounds *sh_rounds_new(int32_t participants, int32_t share_len) {
+  sh_rounds *b;
+  if (participants < 1 || participants > 4096 || share_len < 0 || share_len > 65536) return NULL;
+  b = calloc(1, sizeof *b);
+  if (!b) return NULL;
+  if (pthread_mutex_init(&b->mu, NULL)) {
+    free(b);
+    return NULL;
+  }
+  if (sh__cond_init(&b->cv)) {
+    pthread_mutex_destroy(&b->mu);
+    free(b);
+    return NULL;
+  }
+  b->participants = participants;
+  b->share_len = share_len;
+  b->refs = 1;
+  return b;
+}
+
+static void free_round(round *r) {
+  free(r->shares);
+  free(r->have);
+  free(r->result);
+  free(r);
+}
+
+void sh_rounds_ref(sh_rounds *b) {
+  pthread_mutex_lock(&b->mu);
+  b->refs++;
+  pthread_mutex_unlock(&b->mu);
+}
+
+void sh_rounds_unref(sh_rounds *b) {
+  int left;
+  if (!b) return;
+  pthread_mutex_lock(&b->mu);
+  left = --b->refs;
+  pthread_mutex_unlock(&b->mu);
+  if (left) return;
+  while (b->rounds) {
+    round *r = b->rounds;
+    b->rounds = r->next;
+    free_round(r);
+  }
+  sh__drop_watchers(&b->watchers);
+  pthread_cond_destroy(&b->cv);
+  pthread_mutex_destroy(&b->mu);
+  free(b);
+}
+
+int32_t sh_rounds_participants(const sh_rounds *b) { return b->participants; }
+int32_t sh_rounds_share_len(const sh_rounds *b) { return b->share_len; }
+
+static round *find(sh_rounds *b, double number) {
+  round *r;
+  for (r = b->rounds; r; r = r->next)
+    if (r->number == number) return r;
+  return NULL;
+}
+
+/* The last arrival combines every share in index order: the same
+ * additions in the same order, whoever arrives last. */
+static void combine(sh_rounds *b, round *r) {
+  int32_t i, k, n = b->share_len, first = 1;
+  if (r->op == SH_OP_COUNT) return;
+  for (i = 0; i < b->participants; i++) {
+    const double *s;
+    if (!r->have[i]) continue;
+    s = r->shares + (size_t)i * (size_t)n;
+    for (k = 0; k < n; k++) {
+      if (first) r->result[k] = s[k];
+      else if (r->op == SH_OP_SUM) r->result[k] += s[k];
+      else if (r->op == SH_OP_MIN) r->result[k] = s[k] < r->result[k] ? s[k] : r->result[k];
+      else r->result[k] = s[k] > r->result[k] ? s[k] : r->result[k];
+    }
+    first = 0;
+  }
+}
+
+int sh_rounds_arrive(sh_rounds *b, double round_no, int32_t count, int op, int32_t index, const double *share) {
+  round *r;
+  int rc = SH_OK;
+  if (count < 1 || count > b->participants || op < SH_OP_COUNT || op > SH_OP_MAX || round_no != round_no)
+    return SH_EINVAL;
+  if (op != SH_OP_COUNT && (index < 1 || index > b->participants || (!share && b->share_len > 0)))
+    return SH_EINVAL;
+  pthread_mutex_lock(&b->mu);
+  if (b->aborted) {
+    pthread_mutex_unlock(&b->mu);
+    return SH_ECLOSED;
+  }
+  r = find(b, round_no);
+  if (!r) {
+    size_t n = (size_t)b->participants * (size_t)b->share_len;
+    r = calloc(1, sizeof *r);
+    if (!r) goto nomem;
+    r->number = round_no;
+    r->count = count;
+    r->op = op;
+    if (op != SH_OP_COUNT) {
+      r->shares = calloc(n ? n : 1, sizeof(double));
+      r->have = calloc((size_t)b->participants, 1);
+      r->result = calloc(b->share_len ? (size_t)b->share_len : 1, sizeof(double));
+      if (!r->shares || !r->have || !r->result) {
+        free_round(r);
+        goto nomem;
+      }
+    }
+    r->next = b->rounds;
+    b->rounds = r;
+  } else if (r->count != count || r->op != op || r->complete) {
+    rc = SH_EINVAL; /* a different count or operation, or a round already complete */
+  } else if (op != SH_OP_COUNT && r->have[index - 1]) {
+    rc = SH_ESTATE; /* this index arrived already */
+  }
+  if (rc == SH_OK) {
+    if (op != SH_OP_COUNT) {
+      r->have[index - 1] = 1;
+      if (b->share_len)
+        memcpy(r->shares + (size_t)(index - 1) * (size_t)b->share_len, share,
+               (size_t)b->share_len * sizeof(double));
+    }
+    if (++r->arrived == r->count) {
+      combine(b, r);
+      r->complete = 1;
+      pthread_cond_broadcast(&b->cv);
+      sh__signal_all(&b->watchers);
+    }
+  }
+  pthread_mutex_unlock(&b->mu);
+  return rc;
+nomem:
+  pthread_mutex_unlock(&b->mu);
+  return SH_ENOMEM;
+}
+
+static int answer(sh_rounds *b, round *r, double *out) {
+  if (b->aborted) return SH_ECLOSED;
+  if (!r) return SH_EINVAL;
+  if (!r->complete) return SH_EAGAIN;
+  if (out && r->op != SH_OP_COUNT && b->share_len)
+    memcpy(out, r->result, (size_t)b->share_len * sizeof(double));
+  return SH_OK;
+}
+
+int sh_rounds_poll(sh_rounds *b, double round_no, double *out) {
+  int rc;
+  pthread_mutex_lock(&b->mu);
+  rc = answer(b, find(b, round_no), out);
+  pthread_mutex_unlock(&b->mu);
+  return rc;
+}
+
+int sh_rounds_wait(sh_rounds *b, double round_no, double *out, double timeout_ms, const int *stop) {
+  int rc;
+  double until = sh_now_ms() + timeout_ms;
+  pthread_mutex_lock(&b->mu);
+  for (;;) {
+    double left;
+    rc = answer(b, find(b, round_no), out);
+    if (rc != SH_EAGAIN) break;
+    if (stop && SH__LOAD(stop)) { rc = SH_ESTOPPED; break; }
+    left = until - sh_now_ms();
+    if (left <= 0) { rc = SH_ETIMEDOUT; break; }
+    if (stop && left > SH__STOP_SLICE_MS) left = SH__STOP_SLICE_MS;
+    sh__cond_wait_ms(&b->cv, &b->mu, left);
+  }
+  pthread_mutex_unlock(&b->mu);
+  return rc;
+}
+
+void sh_rounds_leave(sh_rounds *b, double round_no) {
+  round **at, *r;
+  pthread_mutex_lock(&b->mu);
+  for (at = &b->rounds; (r = *at) != NULL; at = &r->next) {
+    if (r->number != round_no) continue;
+    if (++r->left >= r->count && (r->complete || b->aborted)) {
+      *at = r->next;
+      free_round(r);
+    }
+    break;
+  }
+  pthread_mutex_unlock(&b->mu);
+}
+
+void sh_rounds_abort(sh_rounds *b) {
+  pthread_mutex_lock(&b->mu);
+  b->aborted = 1;
+  while (b->rounds) {
+    round *r = b->rounds;
+    b->rounds = r->next;
+    free_round(r);
+  }
+  pthread_cond_broadcast(&b->cv);
+  sh__signal_all(&b->watchers);
+  pthread_mutex_unlock(&b->mu);
+}
+
+int sh_rounds_aborted(sh_rounds *b) {
+  int a;
+  pthread_mutex_lock(&b->mu);
+  a = b->aborted;
+  pthread_mutex_unlock(&b->mu);
+  return a;
+}
+
+int sh_rounds_watch(sh_rounds *b, sh_notify *n) {
+  int rc;
+  pthread_mutex_lock(&b->mu);
+  rc = sh__watch(&b->watchers, n);
+  pthread_mutex_unlock(&b->mu);
+  return rc;
+}
+
+void sh_rounds_unwatch(sh_rounds *b, sh_notify *n) {
+  pthread_mutex_lock(&b->mu);
+  sh__unwatch(&b->watchers, n);
+  pthread_mutex_unlock(&b->mu);
+}

@@ -1,0 +1,169 @@
+/*
+ * stagehand core, threads: messages, notifiers, ports, round barriers and
+ * the request queue of a worker pool.
+ *
+ * Plain C with no Lua in it, like stagehand.h: a C or C++ engine can link
+ * these and drive its own worker threads. Everything here may be called
+ * from any thread; each object guards itself with a mutex of its own.
+ * Objects shared between threads are reference counted: *_ref adds one,
+ * *_unref drops one and frees the object with the last. Threads are POSIX
+ * threads (pthreads); times are milliseconds.
+ *
+ * Messages (sh_msg_*) are a value encoded for another thread: bytes, plus
+ * references to ports and round barriers (each holds one count of the
+ * object until the message is freed). What the bytes mean is the encoder's
+ * business (the Lua binding, csrc/lthreads.c).
+ *
+ * A notifier (sh_notify_*) is how other threads wake one waiting thread (a
+ * game's main thread): signal bumps a generation count and makes a file
+ * descriptor readable; wait blocks until the generation differs from one
+ * the waiter saw, or until a timeout. An event loop can watch the
+ * descriptor instead (clear makes it unreadable again).
+ *
+ * A port (sh_port_*) is a queue of messages between threads, in order. post
+ * takes the message (SH_OK) or refuses it once the port is closed
+ * (SH_ECLOSED, the caller keeps it). take returns the oldest message
+ * without waiting: SH_OK, SH_EAGAIN when empty, SH_ECLOSED when closed.
+ * wait blocks until take would not answer SH_EAGAIN, the timeout passes
+ * (SH_ETIMEDOUT) or *stop turns non-zero (SH_ESTOPPED). Closing drops what
+ * is queued. watch adds a notifier signalled at every post and at close.
+ *
+ * Round barriers (sh_rounds_*): participants meet in numbered rounds.
+ * arrive counts one arrival at a round (each with the same count, the
+ * number that completes it); with an op other than SH_OP_COUNT it brings
+ * share_len numbers under its index (1..participants), combined by the last
+ * arrival in index order, so every participant reads the same bits. poll
+ * says whether the round is complete (SH_OK, result copied out), not yet
+ * (SH_EAGAIN) or aborted (SH_ECLOSED); wait blocks like a port's. Every
+ * arrival must leave once it has its answer: the round is forgotten when
+ * all have.
+ *
+ * Work queues (sh_work_*) hold a worker pool's requests: queued by
+ * priority (higher first), then in order of pushing. Workers (numbered by
+ * add_worker) take the best request, blocking while none is queued or the
+ * queue is paused; take answers SH_ECLOSED when the worker should exit (the
+ * queue is closed, or the worker was retired). Every change a worker makes
+ * (a request started, progress, a reply, its exit) is queued as an event
+ * for the owning thread, which the notifier given at creation announces.
+ */
+#ifndef STAGEHAND_THREADS_H
+#define STAGEHAND_THREADS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Statuses beyond stagehand.h's (SH_OK, SH_EINVAL, SH_ENOMEM, SH_ESTATE). */
+enum { SH_EAGAIN = -4, SH_ECLOSED = -5, SH_ETIMEDOUT = -6, SH_ESTOPPED = -7 };
+
+enum sh_ref_kind { SH_REF_PORT = 1, SH_REF_ROUNDS = 2 };
+
+typedef struct sh_msg sh_msg;
+typedef struct sh_notify sh_notify;
+typedef struct sh_port sh_port;
+typedef struct sh_rounds sh_rounds;
+typedef struct sh_work sh_work;
+
+sh_msg *sh_msg_new(void);
+void sh_msg_free(sh_msg *m);
+int sh_msg_put(sh_msg *m, const void *p, size_t n);
+const unsigned char *sh_msg_data(const sh_msg *m, size_t *len);
+/* Adds a reference (taking a count of obj); returns its index, or a status. */
+int32_t sh_msg_add_ref(sh_msg *m, int kind, void *obj);
+int32_t sh_msg_nrefs(const sh_msg *m);
+void *sh_msg_ref(const sh_msg *m, int32_t i, int *kind);
+
+sh_notify *sh_notify_new(void);
+void sh_notify_ref(sh_notify *n);
+void sh_notify_unref(sh_notify *n);
+void sh_notify_signal(sh_notify *n);
+uint64_t sh_notify_gen(sh_notify *n);
+/* 1 once the generation differs from seen, 0 when timeout_ms passed first. */
+int sh_notify_wait(sh_notify *n, uint64_t seen, double timeout_ms);
+int sh_notify_fd(const sh_notify *n);
+void sh_notify_clear(sh_notify *n);
+
+sh_port *sh_port_new(void);
+void sh_port_ref(sh_port *p);
+void sh_port_unref(sh_port *p);
+int sh_port_post(sh_port *p, sh_msg *m);
+int sh_port_take(sh_port *p, sh_msg **out);
+int sh_port_wait(sh_port *p, double timeout_ms, const int *stop);
+void sh_port_close(sh_port *p);
+int sh_port_closed(sh_port *p);
+int32_t sh_port_count(sh_port *p);
+int sh_port_watch(sh_port *p, sh_notify *n);
+void sh_port_unwatch(sh_port *p, sh_notify *n);
+
+enum { SH_OP_COUNT = 0, SH_OP_SUM = 1, SH_OP_MIN = 2, SH_OP_MAX = 3 };
+sh_rounds *sh_rounds_new(int32_t participants, int32_t share_len);
+void sh_rounds_ref(sh_rounds *b);
+void sh_rounds_unref(sh_rounds *b);
+int32_t sh_rounds_participants(const sh_rounds *b);
+int32_t sh_rounds_share_len(const sh_rounds *b);
+int sh_rounds_arrive(sh_rounds *b, double round, int32_t count, int op, int32_t index, const double *share);
+int sh_rounds_poll(sh_rounds *b, double round, double *out);
+int sh_rounds_wait(sh_rounds *b, double round, double *out, double timeout_ms, const int *stop);
+void sh_rounds_leave(sh_rounds *b, double round);
+void sh_rounds_abort(sh_rounds *b);
+int sh_rounds_aborted(sh_rounds *b);
+int sh_rounds_watch(sh_rounds *b, sh_notify *n);
+void sh_rounds_unwatch(sh_rounds *b, sh_notify *n);
+
+/* Events a work queue reports to its owner (sh_work_next_event). */
+enum sh_work_event {
+  SH_EV_STARTED = 1,  /* a worker took request id */
+  SH_EV_PROGRESS = 2, /* a, b: done and total */
+  SH_EV_DONE = 3,     /* msg: what the function returned */
+  SH_EV_FAILED = 4,   /* msg: the error */
+  SH_EV_EXITED = 5    /* worker `worker` exited (id: -1) */
+};
+sh_work *sh_work_new(sh_notify *owner);
+void sh_work_ref(sh_work *w);
+void sh_work_unref(sh_work *w);
+int sh_work_push(sh_work *w, int64_t id, double priority, sh_msg *payload);
+int sh_work_remove(sh_work *w, int64_t id);
+int32_t sh_work_running_on(sh_work *w, int64_t id);
+int sh_work_set_priority(sh_work *w, int64_t id, double priority);
+int32_t sh_work_queued(sh_work *w);
+int32_t sh_work_running(sh_work *w);
+/* Writes up to cap queued ids (in queue order: best first); returns the count. */
+int32_t sh_work_queued_ids(sh_work *w, int64_t *ids, int32_t cap);
+void sh_work_pause(sh_work *w, int paused);
+void sh_work_close(sh_work *w);
+int sh_work_closed(sh_work *w);
+int32_t sh_work_add_worker(sh_work *w);
+/* Aborts a running request: its worker's stop flag is set (with retire,
+ * the worker also exits once its function returns). Returns the worker,
+ * or -1 when no worker runs id. */
+int32_t sh_work_abort_running(sh_work *w, int64_t id, int retire);
+/* Tells a worker to stop what it runs (stopping() turns true); with retire,
+ * it also exits once that returns. */
+int sh_work_stop_worker(sh_work *w, int32_t worker, int retire);
+const int *sh_work_stop_flag(sh_work *w, int32_t worker);
+int sh_work_retired(sh_work *w, int32_t worker);
+int32_t sh_work_live_workers(sh_work *w);
+/* A worker's side: take blocks for the next request (SH_OK with id and
+ * payload, the caller frees it), or answers SH_ECLOSED: exit. */
+int sh_work_take(sh_work *w, int32_t worker, int64_t *id, sh_msg **payload);
+int sh_work_report(sh_work *w, int32_t worker, int64_t id, int event, sh_msg *m, double a, double b);
+void sh_work_exited(sh_work *w, int32_t worker);
+/* The owner's side: the oldest event (SH_OK) or SH_EAGAIN. */
+int sh_work_next_event(sh_work *w, int64_t *id, int *event, int32_t *worker, sh_msg **m, double *a,
+                       double *b);
+/* What a worker is doing, for the log: its request (or -1), and what it
+ * waits on ("port", "round", "sleep" or NULL), since when (sh_now_ms). */
+int64_t sh_work_current(sh_work *w, int32_t worker);
+void sh_work_set_waiting(sh_work *w, int32_t worker, const char *what);
+const char *sh_work_waiting(sh_work *w, int32_t worker, double *since);
+
+int sh_threads_default(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

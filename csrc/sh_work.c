@@ -1,0 +1,488 @@
+#include "sh_sync.h"
+#include "sh_threads.h"
+#include "stagehand.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct request {
+  int64_t id;
+  double priority;
+  uint64_t seq;
+  sh_msg *payload;
+} request;
+
+typedef struct event {
+  int64_t id;
+  int kind;
+  int32_t worker;
+  sh_msg *msg;
+  double a, b;
+} event;
+
+/* One worker's state. Each is allocated on its own and never moves: its
+ * thread holds a pointer to its stop flag. */
+typedef struct worker {
+  int stop; /* read by the worker's thread without the lock (SH__LOAD) */
+  int retired, exited, taken;
+  int64_t current;
+  const char *waiting;
+  double since;
+} worker;
+
+struct sh_work {
+  pthread_mutex_t mu;
+  pthread_cond_t cv; /* workers wait here for requests */
+  sh_notify *owner;
+  request *heap; /* best first: higher priority, then lower seq */
+  int32_t nheap, capheap;
+  uint64_t seq;
+  event *events; /* a ring, oldest at ehead */
+  int32_t ehead, elen, ecap;
+  worker **workers;
+  int32_t nworkers, capworkers, live, running;
+  int refs, paused, closed;
+};
+
+static int better(const request *a, const request *b) {
+  if (a->priority != b->priority) return a->priority > b->priority;
+  return a->seq < b->seq;
+}
+
+static void sift_up(request *h, int32_t i) {
+  request r = h[i];
+  while (i > 0) {
+    int32_t up = (i - 1) / 2;
+    if (!better(&r, &h[up])) break;
+    h[i] = h[up];
+    i = up;
+  }
+  h[i] = r;
+}
+
+static void sift_down(request *h, int32_t n, int32_t i) {
+  request r = h[i];
+  for (;;) {
+    int32_t c = 2 * i + 1;
+    if (c >= n) break;
+    if (c + 1 < n && better(&h[c + 1], &h[c])) c++;
+    if (!better(&h[c], &r)) break;
+    h[i] = h[c];
+    i = c;
+  }
+  h[i] = r;
+}
+
+sh_work *sh_work_new(sh_notify *owner) {
+  sh_work *w;
+  if (!owner) return NULL;
+  w = calloc(1, sizeof *w);
+  if (!w) return NULL;
+  if (pthread_mutex_init(&w->mu, NULL)) {
+    free(w);
+    return NULL;
+  }
+  if (sh__cond_init(&w->cv)) {
+    pthread_mutex_destroy(&w->mu);
+    free(w);
+    return NULL;
+  }
+  sh_notify_ref(owner);
+  w->owner = owner;
+  w->refs = 1;
+  return w;
+}
+
+void sh_work_ref(sh_work *w) {
+  pthread_mutex_lock(&w->mu);
+  w->refs++;
+  pthread_mutex_unlock(&w->mu);
+}
+
+void sh_work_unref(sh_work *w) {
+  int left;
+  int32_t i;
+  if (!w) return;
+  pthread_mutex_lock(&w->mu);
+  left = --w->refs;
+  pthread_mutex_unlock(&w->mu);
+  if (left) return;
+  for (i = 0; i < w->nheap; i++) sh_msg_free(w->heap[i].payload);
+  for (i = 0; i < w->elen; i++) sh_msg_free(w->events[(w->ehead + i) % w->ecap].msg);
+  for (i = 0; i < w->nworkers; i++) free(w->workers[i]);
+  free(w->heap);
+  free(w->events);
+  free(w->workers);
+  sh_notify_unref(w->owner);
+  pthread_cond_destroy(&w->cv);
+  pthread_mutex_destroy(&w->mu);
+  free(w);
+}
+
+/* (lock held) Queues an event for the owner; the owner hears of the first
+ * one queued since it last looked. */
+static int add_event(sh_work *w, int64_t id, int kind, int32_t wk, sh_msg *m, double a, double b) {
+  event *e;
+  if (w->elen == w->ecap) {
+    int32_t cap = w->ecap ? w->ecap * 2 : 64, i;
+    event *grown = malloc((size_t)cap * sizeof *grown);
+    if (!grown) return SH_ENOMEM;
+    for (i = 0; i < w->elen; i++) grown[i] = w->events[(w->ehead + i) % w->ecap];
+    free(w->events);
+    w->events = grown;
+    w->ehead = 0;
+    w->ecap = cap;
+  }
+  e = &w->events[(w->ehead + w->elen) % w->ecap];
+  e->id = id, e->kind = kind, e->worker = wk, e->msg = m, e->a = a, e->b = b;
+  if (w->elen++ == 0) sh_notify_signal(w->owner);
+  return SH_OK;
+}
+
+int sh_work_push(sh_work *w, int64_t id, double priority, sh_msg *payload) {
+  request *r;
+  if (priority != priority) return SH_EINVAL;
+  pthread_mutex_lock(&w->mu);
+  if (w->closed) {
+    pthread_mutex_unlock(&w->mu);
+    return SH_ECLOSED;
+  }
+  if (w->nheap == w->capheap) {
+    int32_t cap = w->capheap ? w->capheap * 2 : 16;
+    request *grown = realloc(w->heap, (size_t)cap * sizeof *grown);
+    if (!grown) {
+      pthread_mutex_unlock(&w->mu);
+      return SH_ENOMEM;
+    }
+    w->heap = grown;
+    w->capheap = cap;
+  }
+  r = &w->heap[w->nheap];
+  r->id = id, r->priority = priority, r->seq = w->seq++, r->payload = payload;
+  sift_up(w->heap, w->nheap++);
+  if (!w->paused) pthread_cond_signal(&w->cv);
+  pthread_mutex_unlock(&w->mu);
+  return SH_OK;
+}
+
+static int32_t find(const sh_work *w, int64_t id) {
+  int32_t i;
+  for (i = 0; i < w->nheap; i++)
+    if (w->heap[i].id == id) return i;
+  return -1;
+}
+
+static void take_at(sh_work *w, int32_t i) {
+  w->heap[i] = w->heap[--w->nheap];
+  if (i < w->nheap) {
+    sift_down(w->heap, w->nheap, i);
+    sift_up(w->heap, i);
+  }
+}
+
+int sh_work_remove(sh_work *w, int64_t id) {
+  sh_msg *m = NULL;
+  int32_t i;
+  pthread_mutex_lock(&w->mu);
+  i = find(w, id);
+  if (i >= 0) {
+    m = w->heap[i].payload;
+    take_at(w, i);
+  }
+  pthread_mutex_unlock(&w->mu);
+  if (i < 0) return SH_ESTATE;
+  sh_msg_free(m);
+  return SH_OK;
+}
+
+int32_t sh_work_running_on(sh_work *w, int64_t id) {
+  int32_t i, on = -1;
+  pthread_mutex_lock(&w->mu);
+  for (i = 0; i < w->nworkers; i++)
+    if (!w->workers[i]->exited && w->workers[i]->current == id) on = i;
+  pthread_mutex_unlock(&w->mu);
+  return on;
+}
+
+int sh_work_set_priority(sh_work *w, int64_t id, double priority) {
+  int32_t i;
+  if (priority != priority) return SH_EINVAL;
+  pthread_mutex_lock(&w->mu);
+  i = find(w, id);
+  if (i >= 0) {
+    w->heap[i].priority = priority;
+    sift_down(w->heap, w->nheap, i);
+    sift_up(w->heap, i);
+  }
+  pthread_mutex_unlock(&w->mu);
+  return i >= 0 ? SH_OK : SH_ESTATE;
+}
+
+int32_t sh_work_queued(sh_work *w) {
+  int32_t n;
+  pthread_mutex_lock(&w->mu);
+  n = w->nheap;
+  pthread_mutex_unlock(&w->mu);
+  return n;
+}
+
+int32_t sh_work_running(sh_work *w) {
+  int32_t n;
+  pthread_mutex_lock(&w->mu);
+  n = w->running;
+  pthread_mutex_unlock(&w->mu);
+  return n;
+}
+
+static int by_order(const void *a, const void *b) {
+  const request *x = a, *y = b;
+  return better(x, y) ? -1 : better(y, x) ? 1 : 0;
+}
+
+int32_t sh_work_queued_ids(sh_work *w, int64_t *ids, int32_t cap) {
+  int32_t i, n;
+  request *copy;
+  pthread_mutex_lock(&w->mu);
+  n = w->nheap < cap ? w->nheap : cap;
+  copy = malloc((size_t)(w->nheap ? w->nheap : 1) * sizeof *copy);
+  if (!copy) {
+    pthread_mutex_unlock(&w->mu);
+    return SH_ENOMEM;
+  }
+  if (w->nheap) memcpy(copy, w->heap, (size_t)w->nheap * sizeof *copy);
+  qsort(copy, (size_t)w->nheap, sizeof *copy, by_order);
+  for (i = 0; i < n; i++) ids[i] = copy[i].id;
+  pthread_mutex_unlock(&w->mu);
+  free(copy);
+  return n;
+}
+
+void sh_work_pause(sh_work *w, int paused) {
+  pthread_mutex_lock(&w->mu);
+  w->paused = paused != 0;
+  if (!w->paused) pthread_cond_broadcast(&w->cv);
+  pthread_mutex_unlock(&w->mu);
+}
+
+void sh_work_close(sh_work *w) {
+  int32_t i, n;
+  request *heap;
+  pthread_mutex_lock(&w->mu);
+  w->closed = 1;
+  for (i = 0; i < w->nworkers; i++) SH__STORE(&w->workers[i]->stop, 1);
+  heap = w->heap, n = w->nheap;
+  w->heap = NULL, w->nheap = w->capheap = 0;
+  pthread_cond_broadcast(&w->cv);
+  pthread_mutex_unlock(&w->mu);
+  for (i = 0; i < n; i++) sh_msg_free(heap[i].payload);
+  free(heap);
+}
+
+int sh_work_closed(sh_work *w) {
+  int c;
+  pthread_mutex_lock(&w->mu);
+  c = w->closed;
+  pthread_mutex_unlock(&w->mu);
+  return c;
+}
+
+int32_t sh_work_add_worker(sh_work *w) {
+  worker *k;
+  int32_t i;
+  pthread_mutex_lock(&w->mu);
+  if (w->closed) {
+    pthread_mutex_unlock(&w->mu);
+    return SH_ECLOSED;
+  }
+  if (w->nworkers == w->capworkers) {
+    int32_t cap = w->capworkers ? w->capworkers * 2 : 4;
+    worker **grown = realloc(w->workers, (size_t)cap * sizeof *grown);
+    if (!grown) goto nomem;
+    w->workers = grown;
+    w->capworkers = cap;
+  }
+  k = calloc(1, sizeof *k);
+  if (!k) goto nomem;
+  k->current = -1;
+  i = w->nworkers++;
+  w->workers[i] = k;
+  w->live++;
+  pthread_mutex_unlock(&w->mu);
+  return i;
+nomem:
+  pthread_mutex_unlock(&w->mu);
+  return SH_ENOMEM;
+}
+
+static worker *at(sh_work *w, int32_t i) { return i >= 0 && i < w->nworkers ? w->workers[i] : NULL; }
+
+int sh_work_stop_worker(sh_work *w, int32_t i, int retire) {
+  worker *k;
+  pthread_mutex_lock(&w->mu);
+  k = at(w, i);
+  if (k) {
+    SH__STORE(&k->stop, 1);
+    if (retire) k->retired = 1;
+    pthread_cond_broadcast(&w->cv);
+  }
+  pthread_mutex_unlock(&w->mu);
+  return k ? SH_OK : SH_EINVAL;
+}
+
+int32_t sh_work_abort_running(sh_work *w, int64_t id, int retire) {
+  int32_t i, on = -1;
+  pthread_mutex_lock(&w->mu);
+  for (i = 0; i < w->nworkers; i++) {
+    worker *k = w->workers[i];
+    if (k->exited || !k->taken || k->current != id) continue;
+    SH__STORE(&k->stop, 1);
+    if (retire) k->retired = 1;
+    on = i;
+    break;
+  }
+  pthread_mutex_unlock(&w->mu);
+  return on;
+}
+
+const int *sh_work_stop_flag(sh_work *w, int32_t i) {
+  worker *k;
+  pthread_mutex_lock(&w->mu);
+  k = at(w, i);
+  pthread_mutex_unlock(&w->mu);
+  return k ? &k->stop : NULL;
+}
+
+int sh_work_retired(sh_work *w, int32_t i) {
+  worker *k;
+  int r;
+  pthread_mutex_lock(&w->mu);
+  k = at(w, i);
+  r = !k || k->retired || w->closed;
+  pthread_mutex_unlock(&w->mu);
+  return r;
+}
+
+int32_t sh_work_live_workers(sh_work *w) {
+  int32_t n;
+  pthread_mutex_lock(&w->mu);
+  n = w->live;
+  pthread_mutex_unlock(&w->mu);
+  return n;
+}
+
+int sh_work_take(sh_work *w, int32_t i, int64_t *id, sh_msg **payload) {
+  worker *k;
+  int rc;
+  pthread_mutex_lock(&w->mu);
+  k = at(w, i);
+  if (k && k->taken) { /* the last request is over */
+    k->taken = 0;
+    k->current = -1;
+    w->running--;
+  }
+  for (;;) {
+    if (!k || w->closed || k->retired) {
+      rc = SH_ECLOSED;
+      break;
+    }
+    if (!w->paused && w->nheap > 0) {
+      request r = w->heap[0];
+      take_at(w, 0);
+      SH__STORE(&k->stop, 0);
+      k->current = r.id;
+      k->taken = 1;
+      w->running++;
+      *id = r.id;
+      *payload = r.payload;
+      rc = add_event(w, r.id, SH_EV_STARTED, i, NULL, 0, 0);
+      if (rc != SH_OK) { /* the owner could not be told: give the request back */
+        k->taken = 0, k->current = -1, w->running--;
+        r.seq = 0;
+        w->heap[w->nheap] = r;
+        sift_up(w->heap, w->nheap++);
+        pthread_mutex_unlock(&w->mu);
+        sh_sleep_ms(1);
+        pthread_mutex_lock(&w->mu);
+        continue;
+      }
+      break;
+    }
+    pthread_cond_wait(&w->cv, &w->mu);
+  }
+  pthread_mutex_unlock(&w->mu);
+  return rc;
+}
+
+int sh_work_report(sh_work *w, int32_t i, int64_t id, int kind, sh_msg *m, double a, double b) {
+  int rc;
+  if (kind < SH_EV_STARTED || kind > SH_EV_FAILED) return SH_EINVAL;
+  pthread_mutex_lock(&w->mu);
+  rc = add_event(w, id, kind, i, m, a, b);
+  pthread_mutex_unlock(&w->mu);
+  return rc;
+}
+
+void sh_work_exited(sh_work *w, int32_t i) {
+  worker *k;
+  pthread_mutex_lock(&w->mu);
+  k = at(w, i);
+  if (k && !k->exited) {
+    if (k->taken) w->running--;
+    k->exited = 1, k->taken = 0, k->current = -1;
+    w->live--;
+    /* (out of memory here loses the event; the owner also counts live) */
+    add_event(w, -1, SH_EV_EXITED, i, NULL, 0, 0);
+    sh_notify_signal(w->owner);
+  }
+  pthread_mutex_unlock(&w->mu);
+}
+
+int sh_work_next_event(sh_work *w, int64_t *id, int *kind, int32_t *wk, sh_msg **m, double *a, double *b) {
+  pthread_mutex_lock(&w->mu);
+  if (w->elen == 0) {
+    pthread_mutex_unlock(&w->mu);
+    return SH_EAGAIN;
+  }
+  {
+    event *e = &w->events[w->ehead];
+    *id = e->id, *kind = e->kind, *wk = e->worker, *m = e->msg, *a = e->a, *b = e->b;
+    w->ehead = (w->ehead + 1) % w->ecap;
+    w->elen--;
+  }
+  pthread_mutex_unlock(&w->mu);
+  return SH_OK;
+}
+
+int64_t sh_work_current(sh_work *w, int32_t i) {
+  worker *k;
+  int64_t id;
+  pthread_mutex_lock(&w->mu);
+  k = at(w, i);
+  id = k && !k->exited ? k->current : -1;
+  pthread_mutex_unlock(&w->mu);
+  return id;
+}
+
+void sh_work_set_waiting(sh_work *w, int32_t i, const char *what) {
+  worker *k;
+  pthread_mutex_lock(&w->mu);
+  k = at(w, i);
+  if (k) {
+    k->waiting = what;
+    k->since = sh_now_ms();
+  }
+  pthread_mutex_unlock(&w->mu);
+}
+
+const char *sh_work_waiting(sh_work *w, int32_t i, double *since) {
+  worker *k;
+  const char *what = NULL;
+  pthread_mutex_lock(&w->mu);
+  k = at(w, i);
+  if (k && !k->exited) {
+    what = k->waiting;
+    *since = k->since;
+  }
+  pthread_mutex_unlock(&w->mu);
+  return what;
+}

@@ -1,0 +1,98 @@
+-- Work on other threads, as an orchestrator sees it: one notifier per
+-- orchestrator that worker threads, ports and round barriers signal, and
+-- the sources (worker pools, jobs waiting on ports and rounds) whose news
+-- a step collects. The drivers wait on the notifier when nothing else is
+-- due: the manual one blocks on it, the luv one watches its descriptor.
+local E = require "stagehand.engine"
+local native = require("stagehand.threads_native")
+
+local M = {}
+
+-- orch -> { n = notifier, seen = generation collected, sources = {list} }
+local states = setmetatable({}, { __mode = "k" })
+
+local function state(o)
+  local s = states[o]
+  if not s then
+    s = { n = native.notifier(), seen = -1, sources = {} }
+    states[o] = s
+  end
+  return s
+end
+
+--- The notifier of `o` (made on first use).
+function M.notifier(o) return state(o).n end
+
+--- Adds a source to o: a table with collect(src, o) (takes what arrived),
+--- outside_pending(src) (whether more may come) and waiting(src, now) (lines
+--- naming what its threads wait on, for the log).
+function M.add(o, src)
+  local list = state(o).sources
+  list[#list + 1] = src
+end
+
+function M.remove(o, src)
+  local s = states[o]
+  if not s then return end
+  local list = s.sources
+  for i = #list, 1, -1 do
+    if list[i] == src then table.remove(list, i) end
+  end
+end
+
+local gen = native.notifier_gen
+
+E.on("step_began", function(o)
+  local s = states[o]
+  if not s then return end
+  s.seen = gen(s.n)
+  local list = s.sources
+  for i = 1, #list do
+    local src = list[i]
+    if src then src:collect(o) end
+  end
+end)
+
+E.on("outside_ready", function(o)
+  local s = states[o]
+  return s ~= nil and gen(s.n) ~= s.seen
+end)
+
+local function pending(o)
+  local s = states[o]
+  if not s then return false end
+  local list = s.sources
+  for i = 1, #list do
+    if list[i]:outside_pending() then return true end
+  end
+  return false
+end
+E.on("outside_pending", pending)
+
+E.on("outside_wait", function(o, ms)
+  local s = states[o]
+  if not s then return false end
+  return native.notifier_wait(s.n, s.seen, ms)
+end)
+
+--- The descriptor that turns readable when o's notifier is signalled
+--- (the luv driver polls it), and the call that makes it quiet again.
+function M.fd(o) return native.notifier_fd(state(o).n) end
+function M.clear(o) native.notifier_clear(state(o).n) end
+M.pending = pending
+
+-- At close, and when orch:loop returns: each worker still waiting on a
+-- port, a round or a sleep is named in the log, with for how long.
+E.on("closed", function(o)
+  local s = states[o]
+  if not s then return end
+  local now = require("stagehand.backend").now_ms()
+  for i = 1, #s.sources do
+    local lines = s.sources[i]:waiting(now)
+    for j = 1, #(lines or {}) do
+      require("stagehand.log").guard(nil, "the log function", o.log, "[stagehand] " .. lines[j])
+    end
+  end
+end)
+
+return M

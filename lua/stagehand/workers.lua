@@ -1,0 +1,429 @@
+-- Worker pools and long-lived workers: CPU work on other threads, each
+-- request a job of the orchestrator that follows every rule of jobs.
+--
+-- A request is a job whose work pushes the request onto the pool's queue
+-- (csrc/sh_work.c) and awaits its reply, with its stall clock paused until
+-- a worker takes it. The pool is one of the orchestrator's outside sources
+-- (outside.lua): each step collects what its workers reported (a request
+-- started, progress, a reply, a failure, a worker's exit).
+local E = require "stagehand.engine"
+local F = require "stagehand.fields"
+local native = require "stagehand.threads_native"
+local outside = require "stagehand.outside"
+local settle = require "stagehand.settle"
+local wait = require "stagehand.wait"
+local options = require "stagehand.options"
+local signal = require "stagehand.signal"
+local logm = require "stagehand.log"
+local B = require "stagehand.backend"
+
+local STATE = F.STATE
+local fail = options.fail
+
+local M = {}
+
+-- Events a pool's queue reports (csrc/sh_threads.h, enum sh_work_event).
+local STARTED, PROGRESS, DONE, FAILED, EXITED = 1, 2, 3, 4, 5
+
+--- The default number of worker threads: one fewer than the cores, at
+--- least 1, at most 4.
+---@return integer
+function M.threads() return native.default_threads() end
+
+---------------------------------------------------------------------------
+-- Requests: what a request's job awaits.
+
+local Request = settle.extend({})
+function Request:state() return self._st or "pending" end
+function Request:_describe()
+  return (self.started and "a reply from a worker of " or "a worker of ") .. self.pool:_describe()
+    .. (self.started and "" or " (queued)")
+end
+-- The job stopped waiting before the reply (cancelled, stalled, its last
+-- caller withdrew): a queued request leaves the queue; a running one's
+-- worker is told to stop, and its reply is dropped when it comes.
+function Request:_abandon()
+  local pool = self.pool
+  if pool.reqs[self.id] ~= self then return end
+  pool.reqs[self.id] = nil
+  pool.nreq = pool.nreq - 1
+  if pool.service then return pool.ud:_close() end -- (a long-lived worker: told to stop, it exits)
+  if pool.ud:_remove(self.id) then return end
+  local retire = pool.respawn
+  local on = pool.ud:_abort(self.id, retire)
+  if on and retire and not pool.destroyed then pool:_add_worker() end
+end
+
+---------------------------------------------------------------------------
+-- Pools.
+
+---@class stagehand.WorkerPool
+---@field module string
+local Pool = {}
+Pool.__index = Pool
+
+local function check_pool(self, method)
+  if getmetatable(self) ~= Pool then options.bad_self("pool:" .. method, "a worker pool", self, 3) end
+end
+
+function Pool:_describe() return "pool '" .. self.module .. "'" end
+
+function Pool:_add_worker()
+  local idx = self.ud:_add_worker()
+  self.workers[idx] = true
+  self.live = self.live + 1
+end
+
+local function is_int(v, lo, hi) return type(v) == "number" and v >= lo and v <= hi and v % 1 == 0 end
+
+local POOL_FIELDS = { module = true, source = true, size = true, respawn_on_abort = true, close_timeout_ms = true,
+  stall_ms = true }
+
+local function check_orch(orch, fn)
+  local Orchestrator = require "stagehand.orchestrator"
+  if getmetatable(orch) ~= Orchestrator then fail(fn, "orch", "an orchestrator", orch, 3) end
+end
+
+--- A pool of worker threads running the functions of a module: `module`
+--- (a name each worker `require`s) or `source` (the module's Lua text, for
+--- hosts whose `require` reads an archive a worker cannot see; `module`
+--- then names it in messages), `size` (1 to 64, default
+--- stagehand.threads()), `respawn_on_abort`, `close_timeout_ms` (default
+--- 1000), `stall_ms` (default the orchestrator's).
+---@param orch stagehand.Orchestrator
+---@param opts table
+---@return stagehand.WorkerPool
+function M.pool(orch, opts)
+  check_orch(orch, "stagehand.pool")
+  if type(opts) ~= "table" then fail("stagehand.pool", "opts", "a table with module or source", opts) end
+  for k in require("stagehand.compat").each, opts do
+    if not POOL_FIELDS[k] then
+      fail("stagehand.pool", "opts." .. tostring(k), "one of module, source, size, respawn_on_abort,"
+        .. " close_timeout_ms, stall_ms", opts[k])
+    end
+  end
+  local module, source = opts.module, opts.source
+  if source ~= nil and type(source) ~= "string" then fail("stagehand.pool", "opts.source", "a string", source) end
+  if module == nil and source == nil then
+    fail("stagehand.pool", "opts.module", "a module name (or opts.source, a module's text)", module)
+  end
+  if module ~= nil and (type(module) ~= "string" or module == "") then
+    fail("stagehand.pool", "opts.module", "a non-empty string", module)
+  end
+  local size = opts.size
+  if size == nil then size = M.threads() end
+  if not is_int(size, 1, 64) then fail("stagehand.pool", "opts.size", "an integer from 1 to 64", size) end
+  local respawn = opts.respawn_on_abort
+  if respawn ~= nil and type(respawn) ~= "boolean" then
+    fail("stagehand.pool", "opts.respawn_on_abort", "a boolean", respawn)
+  end
+  local close_ms = opts.close_timeout_ms
+  if close_ms == nil then close_ms = 1000 end
+  if type(close_ms) ~= "number" or close_ms ~= close_ms or close_ms < 0 then
+    fail("stagehand.pool", "opts.close_timeout_ms", "a number >= 0", close_ms)
+  end
+  local stall_ms = opts.stall_ms
+  if stall_ms ~= nil and not (type(stall_ms) == "number" and stall_ms > 0) then
+    fail("stagehand.pool", "opts.stall_ms", options.STALL_EXPECTED, stall_ms)
+  end
+  module = module or "source"
+  local self = setmetatable({
+    orch = orch,
+    module = module,
+    ud = native.pool(outside.notifier(orch), module, source, package.path, package.cpath),
+    respawn = respawn or false,
+    close_ms = close_ms,
+    stall_ms = stall_ms,
+    reqs = {}, -- id -> Request, until its reply or its job's end
+    nreq = 0,
+    next_id = 0,
+    workers = {}, -- worker number -> true while its thread runs
+    live = 0,
+    destroyed = false, -- the Box destroy returned
+  }, Pool)
+  for _ = 1, size do self:_add_worker() end
+  outside.add(orch, self)
+  return self
+end
+
+local RUN_FIELDS = { priority = true, signal = true, label = true, key = true, stall_ms = true }
+
+local function request_work(pool, msg, priority, payload)
+  return function(job)
+    local id = pool.next_id + 1
+    pool.next_id = id
+    local req = setmetatable({ pool = pool, id = id, job = job, payload = payload, priority = priority,
+      started = false, _st = false, _v = false, _w1 = false }, Request)
+    if not pool.ud:_push(id, priority, msg) then
+      error("pool:run: " .. pool:_describe() .. " was destroyed", 0)
+    end
+    pool.reqs[id] = req
+    pool.nreq = pool.nreq + 1
+    return wait.await_outside(job, req)
+  end
+end
+
+--- Runs `module[fn_name](payload)` on a worker; returns a Handle on a job
+--- of the pool's orchestrator. `opts`: `priority` (a number, higher
+--- first), `signal`, `label`, `key`, `stall_ms`.
+---@param fn_name string
+---@param payload any plain data, ports and round barriers
+---@param opts table?
+---@return stagehand.Handle
+function Pool:run(fn_name, payload, opts)
+  check_pool(self, "run")
+  if type(fn_name) ~= "string" or fn_name == "" then fail("pool:run", "fn_name", "a non-empty string", fn_name) end
+  local priority, label, run_opts = 0, nil, nil
+  if opts ~= nil then
+    if type(opts) ~= "table" then fail("pool:run", "opts", "a table", opts) end
+    for k in require("stagehand.compat").each, opts do
+      if not RUN_FIELDS[k] then
+        fail("pool:run", "opts." .. tostring(k), "one of priority, signal, label, key, stall_ms", opts[k])
+      end
+    end
+    if opts.priority ~= nil then
+      priority = opts.priority
+      if type(priority) ~= "number" or priority ~= priority then
+        fail("pool:run", "opts.priority", "a number (higher first)", priority)
+      end
+    end
+    label = opts.label
+    if label ~= nil and (type(label) ~= "string" or label == "") then
+      fail("pool:run", "opts.label", "a non-empty string", label)
+    end
+    if opts.key ~= nil and (type(opts.key) ~= "string" or opts.key == "") then
+      fail("pool:run", "opts.key", "a non-empty string", opts.key)
+    end
+    if opts.signal ~= nil and not signal.is_signal(opts.signal) then
+      fail("pool:run", "opts.signal", "a Signal (stagehand.controller().signal)", opts.signal)
+    end
+    if opts.stall_ms ~= nil and not (type(opts.stall_ms) == "number" and opts.stall_ms > 0) then
+      fail("pool:run", "opts.stall_ms", options.STALL_EXPECTED, opts.stall_ms)
+    end
+    run_opts = { signal = opts.signal, key = opts.key, stall_ms = opts.stall_ms }
+  end
+  if self.destroyed then error("pool:run: " .. self:_describe() .. " was destroyed", 2) end
+  -- (Copied now: a payload that cannot cross raises here, nothing queued.)
+  local ok, msg = pcall(native.encode, "payload", fn_name, payload)
+  if not ok then
+    error("bad argument 'payload' to pool:run: " .. tostring(msg):gsub("^[^:]*:%d+: ", ""), 2)
+  end
+  if self.stall_ms and not (run_opts and run_opts.stall_ms) then
+    run_opts = run_opts or {}
+    run_opts.stall_ms = self.stall_ms
+  end
+  return self.orch:run(label or (self.module .. "." .. fn_name), request_work(self, msg, priority, payload), run_opts)
+end
+
+--- Requests queued, not started.
+---@return integer
+function Pool:queued()
+  check_pool(self, "queued")
+  return (self.ud:_counts())
+end
+
+--- Requests queued or running.
+---@return integer
+function Pool:pending()
+  check_pool(self, "pending")
+  return self.nreq
+end
+
+--- Starts nothing new until resume; running requests go on.
+function Pool:pause()
+  check_pool(self, "pause")
+  self.ud:_pause(true)
+end
+
+function Pool:resume()
+  check_pool(self, "resume")
+  self.ud:_pause(false)
+end
+
+--- Gives each queued request the priority `fn(payload, priority)` returns;
+--- within a priority, requests keep their queue order.
+---@param fn fun(payload: any, priority: number): number
+function Pool:reprioritise(fn)
+  check_pool(self, "reprioritise")
+  if type(fn) ~= "function" then fail("pool:reprioritise", "fn", "a function", fn) end
+  local ids = self.ud:_queued_ids()
+  local new = {}
+  for i = 1, #ids do
+    local req = self.reqs[ids[i]]
+    if req then
+      local p = fn(req.payload, req.priority)
+      if type(p) ~= "number" or p ~= p then
+        error("pool:reprioritise: fn returned " .. tostring(p) .. " for a request of " .. req.job[F.LABEL]
+          .. "; expected a number", 2)
+      end
+      new[i] = p
+    end
+  end
+  for i = 1, #ids do
+    local req = self.reqs[ids[i]]
+    if req and new[i] then
+      req.priority = new[i]
+      self.ud:_set_priority(ids[i], new[i])
+    end
+  end
+end
+
+-- Ends the destroy: every worker exited, or close_timeout_ms passed (the
+-- rest are named in the log and go on alone).
+local function end_destroy(self)
+  local box = self.destroyed
+  if box._st then return end
+  if self.live > 0 then
+    for line in require("stagehand.compat").each, self:waiting(B.now_ms(), true) do
+      logm.guard(nil, "the log function", self.orch.log, "[stagehand] " .. line)
+    end
+    self.ud:_detach()
+  end
+  outside.remove(self.orch, self)
+  settle.settle(box, "done", settle.pack())
+  self.orch.driver.reschedule(self.orch)
+end
+
+--- Cancels queued and running requests, tells every worker to stop, and
+--- returns a Handle that settles once every worker thread has exited (or
+--- after close_timeout_ms, the workers still running named in the log and
+--- left to close their own state when their function returns).
+---@return stagehand.Handle
+function Pool:destroy()
+  check_pool(self, "destroy")
+  if self.destroyed then return self.destroyed end
+  local box = settle.box("the destroy of " .. self:_describe())
+  self.destroyed = box
+  local jobs = {}
+  for _, req in require("stagehand.compat").each, self.reqs do jobs[#jobs + 1] = req.job end
+  table.sort(jobs, F.by_id)
+  self.ud:_close()
+  for i = 1, #jobs do
+    local job = jobs[i]
+    if not job[STATE] then E.cancel(job, self:_describe() .. " was destroyed") end
+  end
+  if self.live == 0 then
+    end_destroy(self)
+  else
+    local sig = self.orch:timeout(self.close_ms)
+    signal.watch(sig, end_destroy, self)
+    self.orch.driver.reschedule(self.orch)
+  end
+  return box
+end
+
+-- Outside source: what the workers reported since the last step.
+function Pool:collect()
+  local ud, reqs = self.ud, self.reqs
+  while true do
+    local id, kind, worker, a, b = ud:_next_event()
+    if id == nil then break end
+    local req = reqs[id]
+    if kind == STARTED then
+      if req then
+        req.started = true
+        wait.outside_started(req.job)
+      end
+    elseif kind == PROGRESS then
+      if req and not req.job[STATE] then
+        if a >= 0 then req.job:progress(a, b) else req.job:progress() end
+      end
+    elseif kind == DONE or kind == FAILED then
+      if req then
+        reqs[id] = nil
+        self.nreq = self.nreq - 1
+        if kind == DONE then
+          settle.settle(req, "done", a)
+        elseif not req.job[STATE] then
+          E.fail(req.job, a, b)
+        end
+        if self.service then ud:_close() end -- (its one request is over: its worker exits)
+      end
+    elseif kind == EXITED then
+      if self.workers[worker] then
+        self.workers[worker] = nil
+        self.live = self.live - 1
+      end
+      if self.destroyed and self.live == 0 then end_destroy(self) end
+      if self.service and self.live == 0 then outside.remove(self.orch, self) end
+    end
+  end
+end
+
+function Pool:outside_pending() return self.nreq > 0 or (self.destroyed and not self.destroyed._st) end
+
+-- Lines naming each worker that waits on a port, a round or a sleep (or,
+-- with `all`, that still runs at all), for the log.
+function Pool:waiting(now, all)
+  local lines = {}
+  local idxs = {}
+  for i in require("stagehand.compat").each, self.workers do idxs[#idxs + 1] = i end
+  table.sort(idxs)
+  for _, i in ipairs(idxs) do
+    local cur, what, since = self.ud:_worker(i)
+    local req = cur and self.reqs[cur]
+    local doing = req and (" running " .. req.job[F.LABEL]) or (cur and " running an abandoned request" or "")
+    if what then
+      lines[#lines + 1] = string.format("worker %d of %s waits on %s for %.1f s%s", i + 1, self:_describe(), what,
+        (now - since) / 1000, doing)
+    elseif all and cur then
+      lines[#lines + 1] = string.format("worker %d of %s still runs%s; it is left to end alone", i + 1,
+        self:_describe(), doing)
+    end
+  end
+  return lines
+end
+
+---------------------------------------------------------------------------
+-- Long-lived workers: a pool of one worker running one request that is
+-- never stalled by its own clock.
+
+---@class stagehand.Worker
+---@field done stagehand.Handle
+local Service = {}
+Service.__index = Service
+
+--- Tells the worker to stop: stopping() turns true in it, and its waits
+--- on ports and rounds return nil or false from now on.
+function Service:stop()
+  if getmetatable(self) ~= Service then options.bad_self("w:stop", "a worker from stagehand.spawn", self, 2) end
+  self.stopped = true
+  if not self.done._st then self.pool.ud:_stop_worker(0, false) end
+end
+
+--- "running", "done", "failed" or "stopped".
+---@return string
+function Service:state()
+  if getmetatable(self) ~= Service then options.bad_self("w:state", "a worker from stagehand.spawn", self, 2) end
+  local st = self.done._st
+  if not st then return "running" end
+  if st == "failed" then return "failed" end
+  if st ~= "done" or self.stopped then return "stopped" end
+  return "done"
+end
+
+--- Runs `module.function(...)` on a thread of its own (the part after the
+--- last dot names the function), its arguments copied in. Returns `w`:
+--- `w.done` (a Handle on what it returned; it never stalls), `w:stop()`,
+--- `w:state()`.
+---@param orch stagehand.Orchestrator
+---@param name string "module.function"
+---@return stagehand.Worker
+function M.spawn(orch, name, ...)
+  check_orch(orch, "stagehand.spawn")
+  local module, fn
+  if type(name) == "string" then module, fn = name:match("^(.+)%.([^.]+)$") end
+  if not module then fail("stagehand.spawn", "name", "\"module.function\"", name) end
+  local ok, msg = pcall(native.encode, "args", fn, ...)
+  if not ok then
+    error("bad argument 'args' to stagehand.spawn: " .. tostring(msg):gsub("^[^:]*:%d+: ", ""), 2)
+  end
+  local pool = M.pool(orch, { module = module, size = 1, stall_ms = math.huge })
+  pool.service = true
+  local w = setmetatable({ pool = pool, stopped = false }, Service)
+  w.done = orch:run(name, request_work(pool, msg, 0, nil), { stall_ms = math.huge })
+  return w
+end
+
+M.Pool = Pool
+return M
