@@ -17,7 +17,7 @@ INC_lua5.1 := /usr/include/lua5.1
 
 SANITIZE := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
-.PHONY: all deps build docs test test-c test-oom test-lua demo bench bench-count env clean sanitize check-warnings chaos fuzz valgrind
+.PHONY: all deps build docs test test-c test-oom tsan test-lua demo bench bench-count env clean sanitize check-warnings chaos fuzz valgrind
 
 all: build
 
@@ -56,8 +56,33 @@ fuzz:
 	$(MAKE) build/fuzz_core
 	./build/fuzz_core -max_total_time=$(FUZZ_SECONDS) -max_len=512 csrc/test/corpus
 
-test-c: deps build/test_core
+test-c: deps build/test_core build/test_threads
 	./build/test_core
+	./build/test_threads
+
+# The threads' core (messages, notifiers, ports, round barriers, work
+# queues) driven from several threads at once; `make tsan` runs it, and the
+# thread specs on Lua 5.4 against a module built the same way, under
+# ThreadSanitizer, which fails on any data race.
+THREADS_TEST := csrc/test/test_threads.c
+build/test_threads: $(CORE_SRC) $(CORE_HDR) $(THREADS_TEST)
+	@mkdir -p $(@D)
+	$(CC) -std=c99 -O1 -g $(WARN) -D_DEFAULT_SOURCE -o $@ $(CORE_SRC) $(THREADS_TEST) -lm -ldl -lpthread
+
+TSAN := -fsanitize=thread -fno-omit-frame-pointer
+build/tsan/test_threads: $(CORE_SRC) $(CORE_HDR) $(THREADS_TEST)
+	@mkdir -p $(@D)
+	$(CC) -std=c99 -O1 -g $(WARN) $(TSAN) -D_DEFAULT_SOURCE -o $@ $(CORE_SRC) $(THREADS_TEST) -lm -ldl -lpthread
+
+build/tsan/lua5.4/stagehand/_core.so: $(CORE_SRC) $(MODULE_SRC) $(CORE_HDR)
+	@mkdir -p $(@D)
+	$(CC) -std=c99 -O1 -g -fPIC $(WARN) $(TSAN) -I$(INC_lua5.4) -shared -o $@ $(CORE_SRC) $(MODULE_SRC) -lm -ldl -lpthread
+
+tsan: deps build/tsan/test_threads build/tsan/lua5.4/stagehand/_core.so
+	TSAN_OPTIONS=halt_on_error=1 ./build/tsan/test_threads
+	@top=$$(pwd); LUA_PATH="$$top/lua/?.lua;$$top/lua/?/init.lua;;" LUA_CPATH="$$top/build/tsan/lua5.4/?.so;;" \
+	  LD_PRELOAD="$$($(CC) -print-file-name=libtsan.so)" TSAN_OPTIONS=halt_on_error=1:report_signal_unsafe=0 \
+	  lua5.4 /usr/bin/busted -o utfTerminal spec/threads_spec.lua spec/ports_spec.lua
 
 # A Lua 5.4 host whose allocator fails on demand (as Lua's own ltests does):
 # every allocation of each operation in spec/oom/failing_alloc.lua fails in
@@ -69,7 +94,7 @@ build/oom_host: csrc/test/oom_host.c
 test-oom: build build/oom_host
 	@eval "$$(sh scripts/env.sh lua5.4)" && ./build/oom_host spec/oom/failing_alloc.lua
 
-test: deps build build/test_core build/oom_host
+test: deps build build/test_core build/test_threads build/oom_host
 	@sh scripts/test.sh $(RUNTIMES)
 
 demo: deps build
@@ -148,9 +173,10 @@ sanitize: deps build/sanitize/test_core build/sanitize/lua5.4/stagehand/_core.so
 # definitely lost, fails the run.
 VALGRIND := valgrind --quiet --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite \
 	--show-leak-kinds=definite
-valgrind: build build/test_core
+valgrind: build build/test_core build/test_threads
 	@EXTRA_PKGS=valgrind sh scripts/deps.sh
 	$(VALGRIND) ./build/test_core
+	$(VALGRIND) ./build/test_threads
 	@top=$$(pwd); \
 	LUA_PATH="$$top/lua/?.lua;$$top/lua/?/init.lua;;" LUA_CPATH="$$top/build/lua5.4/?.so;;" \
 	$(VALGRIND) lua5.4 /usr/bin/busted -o utfTerminal spec

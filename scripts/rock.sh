@@ -31,7 +31,12 @@ for rt in "$@"; do
         local h = orch:run("smoke", function(job) job:sleep(0) return "ok" end)
         local st, v = orch:wait(h, 1000)
         assert(st == "done" and v == "ok", tostring(st) .. " " .. tostring(v))
-        print("rock on '"$rt"': installed and ran a job through the " .. stagehand.backend .. " backend")'); then
+        local pool = stagehand.pool(orch, { module = "inline", size = 1,
+          source = "return { twice = function(x) return 2 * x end }" })
+        st, v = orch:wait(pool:run("twice", 21), 10000)
+        assert(st == "done" and v == 42, "a worker pool: " .. tostring(st) .. " " .. tostring(v))
+        orch:wait(pool:destroy(), 10000)
+        print("rock on '"$rt"': installed, and ran a job through the " .. stagehand.backend .. " backend and one on a worker")'); then
     :
   else
     failed=$((failed + 1))

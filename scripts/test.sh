@@ -80,6 +80,7 @@ world_streams_on() ( # $1: runtime (a subshell: its environment stays here)
 # their Handles ended to $ends/<run>; scripts/same_ends.sh compares the runs.
 
 count "C core tests" ./build/test_core
+count "C threads tests (messages, notifiers, ports, round barriers, work queues)" ./build/test_threads
 for rt in "$@"; do
   eval "$(sh scripts/env.sh "$rt")"
   count "busted on $rt ($(sh -c "$rt -v 2>&1" | head -1))" \
@@ -97,12 +98,18 @@ sanitized() {
   grep -aE "passed|successes" "$out" | sed 's/^/  /'
 }
 
+threads_under_tsan() {
+  make -s tsan >"$out" 2>&1 || { cat "$out"; return 1; }
+  grep -aE "passed|successes" "$out" | sed 's/^/  /'
+}
+
 check "luacheck (.luacheckrc): no warnings in lua/, spec/, bench/ and examples/" luacheck -q lua spec bench examples
 check "make demo: the example scene loader" demo_ends_every_job
 for rt in "$@"; do
   check "the example streaming world on $rt" world_streams_on "$rt"
 done
 check "make sanitize: C tests, then specs on Lua 5.4 and LuaJIT (both backends) under ASan and UBSan" sanitized
+check "make tsan: the threads' C tests, then the thread specs on Lua 5.4, under ThreadSanitizer" threads_under_tsan
 check "luarocks make of the rockspec into a temporary tree" sh scripts/rock.sh "$@"
 echo
 echo "$passed passed, $failed failed"

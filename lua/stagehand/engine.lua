@@ -64,7 +64,7 @@ local hooks = {
   outside_ready = function() return false end,
   outside_pending = function() return false end,
   outside_wait = function() return false end,
-  closed = none, -- (o): close is done, or orch:loop returns (threads name what they still wait on)
+  closed = none, -- (o): close begins, or orch:loop returns (threads name what they still wait on)
   next_due = none, -- (o): the time of the next timeout something listens to, or nil
 }
 -- Hooks every registration adds to, in the order they came; the others
@@ -641,7 +641,7 @@ function E.cleanups_queued(o)
   return n
 end
 
---- Says that o closed, or that orch:loop returned (the closed hook).
+--- Says that o is closing, or that orch:loop returned (the closed hook).
 function E.closed(o) return hooks.closed(o) end
 
 --- Whether work on other threads may still end one of o's jobs.

@@ -627,7 +627,6 @@ local function finish(o, reason)
     cancel(o, running, reason)
   end
   o.closing = false
-  E.closed(o)
   o.driver.close()
 end
 
@@ -671,6 +670,7 @@ end
 function Orchestrator:close(reason)
   check_self(self, "close")
   reason = reason or "orchestrator closed"
+  E.closed(self) -- (workers still waiting are named in the log, before their jobs are cancelled)
   under_way(close, self, reason)
 end
 

@@ -274,9 +274,8 @@ local function end_destroy(self)
   local box = self.destroyed
   if box._st then return end
   if self.live > 0 then
-    for line in require("stagehand.compat").each, self:waiting(B.now_ms(), true) do
-      logm.guard(nil, "the log function", self.orch.log, "[stagehand] " .. line)
-    end
+    local lines = self:waiting(B.now_ms(), true)
+    for i = 1, #lines do logm.guard(nil, "the log function", self.orch.log, "[stagehand] " .. lines[i]) end
     self.ud:_detach()
   end
   outside.remove(self.orch, self)
@@ -359,10 +358,12 @@ function Pool:waiting(now, all)
   local idxs = {}
   for i in require("stagehand.compat").each, self.workers do idxs[#idxs + 1] = i end
   table.sort(idxs)
-  for _, i in ipairs(idxs) do
+  for k = 1, #idxs do
+    local i = idxs[k]
     local cur, what, since = self.ud:_worker(i)
     local req = cur and self.reqs[cur]
-    local doing = req and (" running " .. req.job[F.LABEL]) or (cur and " running an abandoned request" or "")
+    local doing = req and (" (running " .. req.job[F.LABEL] .. ")")
+      or (cur and " (running a request whose job ended)" or "")
     if what then
       lines[#lines + 1] = string.format("worker %d of %s waits on %s for %.1f s%s", i + 1, self:_describe(), what,
         (now - since) / 1000, doing)

@@ -1,0 +1,413 @@
+/*
+ * C tests for the threads' core: messages, notifiers, ports, round barriers
+ * and work queues, each driven from several threads at once. `make tsan`
+ * builds them under ThreadSanitizer, which fails the run on any data race.
+ * Prints "N passed, N failed" and exits non-zero on any failure.
+ */
+#define _GNU_SOURCE
+#include "../sh_threads.h"
+#include "../stagehand.h"
+
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int passed, failed;
+static pthread_mutex_t count_mu = PTHREAD_MUTEX_INITIALIZER;
+
+#define CHECK(cond)                                                                            \
+  do {                                                                                         \
+    int ok_ = (cond) ? 1 : 0;                                                                  \
+    pthread_mutex_lock(&count_mu);                                                             \
+    if (ok_) passed++;                                                                         \
+    else {                                                                                     \
+      failed++;                                                                                \
+      fprintf(stderr, "%s:%d: %s: check failed: %s\n", __FILE__, __LINE__, __func__, #cond); \
+    }                                                                                          \
+    pthread_mutex_unlock(&count_mu);                                                           \
+  } while (0)
+
+static sh_msg *int_msg(int v) {
+  sh_msg *m = sh_msg_new();
+  sh_msg_put(m, &v, sizeof v);
+  return m;
+}
+
+static int msg_int(const sh_msg *m) {
+  size_t len;
+  int v;
+  const unsigned char *d = sh_msg_data(m, &len);
+  memcpy(&v, d, sizeof v);
+  return v;
+}
+
+static void messages_hold_bytes_and_counted_refs(void) {
+  sh_msg *m = sh_msg_new();
+  sh_port *p = sh_port_new();
+  size_t len;
+  int kind = 0;
+  char big[1000];
+  memset(big, 'x', sizeof big);
+  CHECK(sh_msg_put(m, "ab\0c", 4) == SH_OK);
+  CHECK(sh_msg_put(m, big, sizeof big) == SH_OK);
+  CHECK(memcmp(sh_msg_data(m, &len), "ab\0c", 4) == 0 && len == 1004);
+  CHECK(sh_msg_add_ref(m, SH_REF_PORT, p) == 0);
+  CHECK(sh_msg_add_ref(m, 99, p) == SH_EINVAL);
+  CHECK(sh_msg_nrefs(m) == 1 && sh_msg_ref(m, 0, &kind) == p && kind == SH_REF_PORT);
+  CHECK(sh_msg_ref(m, 1, &kind) == NULL);
+  sh_port_unref(p); /* the message's count keeps it */
+  CHECK(sh_port_post(p, int_msg(1)) == SH_OK);
+  sh_msg_free(m); /* the last count: the port and its queue go */
+}
+
+/* ---- ports ---- */
+
+static void ports_keep_order_and_refuse_after_close(void) {
+  sh_port *p = sh_port_new();
+  sh_msg *m = NULL;
+  int i, stop = 0;
+  for (i = 0; i < 20; i++) CHECK(sh_port_post(p, int_msg(i)) == SH_OK);
+  CHECK(sh_port_count(p) == 20);
+  for (i = 0; i < 10; i++) {
+    CHECK(sh_port_take(p, &m) == SH_OK && msg_int(m) == i);
+    sh_msg_free(m);
+  }
+  for (i = 20; i < 40; i++) CHECK(sh_port_post(p, int_msg(i)) == SH_OK); /* (wraps the ring, then grows it) */
+  for (i = 10; i < 40; i++) {
+    CHECK(sh_port_take(p, &m) == SH_OK && msg_int(m) == i);
+    sh_msg_free(m);
+  }
+  CHECK(sh_port_take(p, &m) == SH_EAGAIN);
+  CHECK(sh_port_wait(p, 5, NULL) == SH_ETIMEDOUT);
+  stop = 1;
+  CHECK(sh_port_wait(p, 1000, &stop) == SH_ESTOPPED);
+  CHECK(sh_port_post(p, int_msg(1)) == SH_OK);
+  sh_port_close(p);
+  CHECK(sh_port_closed(p));
+  CHECK(sh_port_count(p) == 0); /* closing drops the queue */
+  m = int_msg(2);
+  CHECK(sh_port_post(p, m) == SH_ECLOSED);
+  sh_msg_free(m);
+  CHECK(sh_port_take(p, &m) == SH_ECLOSED);
+  CHECK(sh_port_wait(p, 1000, NULL) == SH_ECLOSED);
+  sh_port_unref(p);
+}
+
+#define PRODUCERS 4
+#define PER_PRODUCER 5000
+
+typedef struct port_run {
+  sh_port *p;
+  int id;
+  int got[PRODUCERS];
+  int in_order;
+} port_run;
+
+static void *producer(void *arg) {
+  port_run *r = (port_run *)arg;
+  int i;
+  for (i = 0; i < PER_PRODUCER; i++) sh_port_post(r->p, int_msg(r->id * PER_PRODUCER + i));
+  return NULL;
+}
+
+static void *consumer(void *arg) {
+  port_run *r = (port_run *)arg;
+  int last[PRODUCERS], i;
+  for (i = 0; i < PRODUCERS; i++) last[i] = -1;
+  r->in_order = 1;
+  for (;;) {
+    sh_msg *m = NULL;
+    int rc = sh_port_wait(r->p, 5000, NULL);
+    if (rc != SH_OK) break;
+    if (sh_port_take(r->p, &m) != SH_OK) continue; /* (the other consumer took it) */
+    {
+      int v = msg_int(m), who = v / PER_PRODUCER;
+      if (v % PER_PRODUCER <= last[who]) r->in_order = 0;
+      last[who] = v % PER_PRODUCER;
+      r->got[who]++;
+    }
+    sh_msg_free(m);
+  }
+  return NULL;
+}
+
+static void ports_carry_everything_between_threads_in_order(void) {
+  sh_port *p = sh_port_new();
+  pthread_t prod[PRODUCERS], cons[2];
+  port_run pr[PRODUCERS], cr[2];
+  int i, k, total = 0;
+  memset(cr, 0, sizeof cr);
+  for (i = 0; i < 2; i++) {
+    cr[i].p = p;
+    pthread_create(&cons[i], NULL, consumer, &cr[i]);
+  }
+  for (i = 0; i < PRODUCERS; i++) {
+    pr[i].p = p;
+    pr[i].id = i;
+    pthread_create(&prod[i], NULL, producer, &pr[i]);
+  }
+  for (i = 0; i < PRODUCERS; i++) pthread_join(prod[i], NULL);
+  while (sh_port_count(p) > 0) sh_sleep_ms(1);
+  sh_port_close(p);
+  for (i = 0; i < 2; i++) pthread_join(cons[i], NULL);
+  for (i = 0; i < 2; i++) {
+    CHECK(cr[i].in_order); /* each producer's values arrive in the order it posted them */
+    for (k = 0; k < PRODUCERS; k++) total += cr[i].got[k];
+  }
+  CHECK(total == PRODUCERS * PER_PRODUCER);
+  sh_port_unref(p);
+}
+
+/* ---- notifiers ---- */
+
+static void *signal_later(void *arg) {
+  sh_sleep_ms(5);
+  sh_notify_signal((sh_notify *)arg);
+  return NULL;
+}
+
+static void notifiers_wake_a_waiter_and_its_descriptor(void) {
+  sh_notify *n = sh_notify_new();
+  sh_port *p = sh_port_new();
+  pthread_t t;
+  struct pollfd pfd;
+  uint64_t seen = sh_notify_gen(n);
+  CHECK(sh_notify_wait(n, seen, 1) == 0);
+  pfd.fd = sh_notify_fd(n);
+  pfd.events = POLLIN;
+  CHECK(poll(&pfd, 1, 0) == 0);
+  pthread_create(&t, NULL, signal_later, n);
+  CHECK(sh_notify_wait(n, seen, 5000) == 1);
+  pthread_join(t, NULL);
+  CHECK(poll(&pfd, 1, 0) == 1);
+  sh_notify_clear(n);
+  CHECK(poll(&pfd, 1, 0) == 0);
+  /* a port it watches signals it at every post */
+  CHECK(sh_port_watch(p, n) == SH_OK);
+  seen = sh_notify_gen(n);
+  sh_port_post(p, int_msg(3));
+  CHECK(sh_notify_gen(n) != seen);
+  sh_port_unwatch(p, n);
+  seen = sh_notify_gen(n);
+  sh_port_post(p, int_msg(4));
+  CHECK(sh_notify_gen(n) == seen);
+  sh_port_unref(p);
+  sh_notify_unref(n);
+}
+
+/* ---- round barriers ---- */
+
+#define RB_THREADS 4
+#define RB_ROUNDS 200
+
+typedef struct rb_run {
+  sh_rounds *b;
+  int index;
+  double results[RB_ROUNDS][2];
+  int ok;
+} rb_run;
+
+static void *rounds_participant(void *arg) {
+  rb_run *r = (rb_run *)arg;
+  int round;
+  r->ok = 1;
+  for (round = 0; round < RB_ROUNDS; round++) {
+    /* shares whose sum depends on the order they are added in */
+    double share[2];
+    share[0] = (r->index == 2 ? 1e16 : r->index == 3 ? -1e16 : 0.1 * r->index) + round;
+    share[1] = 1.0 / (r->index + round + 1);
+    if (sh_rounds_arrive(r->b, round, RB_THREADS, SH_OP_SUM, r->index, share) != SH_OK) r->ok = 0;
+    if (sh_rounds_wait(r->b, round, r->results[round], 10000, NULL) != SH_OK) r->ok = 0;
+    sh_rounds_leave(r->b, round);
+  }
+  return NULL;
+}
+
+static void rounds_give_every_participant_the_same_bits(void) {
+  sh_rounds *b = sh_rounds_new(RB_THREADS, 2);
+  pthread_t t[RB_THREADS];
+  rb_run *r = calloc(RB_THREADS, sizeof *r);
+  int i, round, same = 1;
+  for (i = 0; i < RB_THREADS; i++) {
+    r[i].b = b;
+    r[i].index = i + 1;
+    pthread_create(&t[i], NULL, rounds_participant, &r[i]);
+  }
+  for (i = 0; i < RB_THREADS; i++) pthread_join(t[i], NULL);
+  for (i = 0; i < RB_THREADS; i++) CHECK(r[i].ok);
+  for (round = 0; round < RB_ROUNDS; round++) {
+    double want = 0;
+    for (i = 0; i < RB_THREADS; i++) {
+      int ix = i + 1;
+      double s = (ix == 2 ? 1e16 : ix == 3 ? -1e16 : 0.1 * ix) + round;
+      want = i == 0 ? s : want + s; /* index order */
+    }
+    for (i = 0; i < RB_THREADS; i++) {
+      if (memcmp(&r[i].results[round], &r[0].results[round], sizeof r[0].results[round]) != 0) same = 0;
+      if (r[i].results[round][0] != want) same = 0;
+    }
+  }
+  CHECK(same);
+  /* every round was left by all: nothing is kept */
+  CHECK(sh_rounds_poll(b, 0, NULL) == SH_EINVAL);
+  free(r);
+  sh_rounds_unref(b);
+}
+
+static void *arrive_and_wait(void *arg) {
+  sh_rounds *b = (sh_rounds *)arg;
+  int rc = sh_rounds_arrive(b, 7, 3, SH_OP_COUNT, 0, NULL);
+  if (rc == SH_OK) rc = sh_rounds_wait(b, 7, NULL, 10000, NULL);
+  sh_rounds_leave(b, 7);
+  return (void *)(intptr_t)rc;
+}
+
+static void rounds_abort_releases_everyone(void) {
+  sh_rounds *b = sh_rounds_new(3, 0);
+  pthread_t t[2];
+  void *rc;
+  int i, stop = 1;
+  double share[1] = {1};
+  for (i = 0; i < 2; i++) pthread_create(&t[i], NULL, arrive_and_wait, b);
+  sh_sleep_ms(5); /* (they wait for a third that never comes) */
+  sh_rounds_abort(b);
+  for (i = 0; i < 2; i++) {
+    pthread_join(t[i], &rc);
+    CHECK((intptr_t)rc == SH_ECLOSED);
+  }
+  CHECK(sh_rounds_arrive(b, 8, 1, SH_OP_COUNT, 0, NULL) == SH_ECLOSED);
+  CHECK(sh_rounds_aborted(b));
+  sh_rounds_unref(b);
+  /* bad arguments, repeats and a stopped wait */
+  b = sh_rounds_new(2, 1);
+  CHECK(sh_rounds_new(0, 1) == NULL);
+  CHECK(sh_rounds_arrive(b, 1, 3, SH_OP_COUNT, 0, NULL) == SH_EINVAL);
+  CHECK(sh_rounds_arrive(b, 1, 2, SH_OP_SUM, 3, share) == SH_EINVAL);
+  CHECK(sh_rounds_arrive(b, 1, 2, SH_OP_SUM, 1, share) == SH_OK);
+  CHECK(sh_rounds_arrive(b, 1, 2, SH_OP_SUM, 1, share) == SH_ESTATE);
+  CHECK(sh_rounds_arrive(b, 1, 2, SH_OP_MAX, 2, share) == SH_EINVAL);
+  CHECK(sh_rounds_poll(b, 1, NULL) == SH_EAGAIN);
+  CHECK(sh_rounds_wait(b, 1, NULL, 1000, &stop) == SH_ESTOPPED);
+  CHECK(sh_rounds_wait(b, 1, NULL, 2, NULL) == SH_ETIMEDOUT);
+  sh_rounds_unref(b);
+}
+
+/* ---- work queues ---- */
+
+typedef struct wq_worker {
+  sh_work *w;
+  int32_t index;
+  int ran;
+} wq_worker;
+
+static void *queue_worker(void *arg) {
+  wq_worker *k = (wq_worker *)arg;
+  int64_t id;
+  sh_msg *payload;
+  while (sh_work_take(k->w, k->index, &id, &payload) == SH_OK) {
+    const int *stop = sh_work_stop_flag(k->w, k->index);
+    int v = msg_int(payload);
+    sh_msg_free(payload);
+    if (v < 0) { /* a request that runs until told to stop */
+      while (!__atomic_load_n(stop, __ATOMIC_ACQUIRE)) sh_sleep_ms(1);
+    }
+    k->ran++;
+    sh_work_report(k->w, k->index, id, SH_EV_PROGRESS, NULL, 1, 2);
+    sh_work_report(k->w, k->index, id, SH_EV_DONE, int_msg(v * 2), 0, 0);
+    if (sh_work_retired(k->w, k->index)) break;
+  }
+  sh_work_exited(k->w, k->index);
+  return NULL;
+}
+
+static void work_queues_run_by_priority_and_report_everything(void) {
+  sh_notify *n = sh_notify_new();
+  sh_work *w = sh_work_new(n);
+  wq_worker k[3];
+  pthread_t t[3];
+  int i, started = 0, done = 0, progress = 0, exited = 0, sum = 0;
+  int64_t ids[8];
+  int64_t id;
+  int kind;
+  int32_t wk;
+  sh_msg *m;
+  double a, b;
+  sh_work_pause(w, 1);
+  for (i = 0; i < 6; i++) CHECK(sh_work_push(w, i, i % 3, int_msg(i)) == SH_OK);
+  m = int_msg(0);
+  CHECK(sh_work_push(w, 99, 0.0 / 0.0, m) == SH_EINVAL); /* (NaN: refused, the message is the caller's) */
+  sh_msg_free(m);
+  CHECK(sh_work_queued(w) == 6);
+  CHECK(sh_work_queued_ids(w, ids, 8) == 6);
+  CHECK(ids[0] == 2 && ids[1] == 5 && ids[2] == 1 && ids[3] == 4 && ids[4] == 0 && ids[5] == 3);
+  CHECK(sh_work_set_priority(w, 3, 10) == SH_OK);
+  CHECK(sh_work_queued_ids(w, ids, 8) == 6 && ids[0] == 3);
+  CHECK(sh_work_remove(w, 4) == SH_OK);
+  CHECK(sh_work_remove(w, 4) == SH_ESTATE);
+  for (i = 0; i < 3; i++) {
+    k[i].w = w;
+    k[i].ran = 0;
+    k[i].index = sh_work_add_worker(w);
+    CHECK(k[i].index == i);
+    sh_work_ref(w);
+    pthread_create(&t[i], NULL, queue_worker, &k[i]);
+  }
+  sh_sleep_ms(5);
+  CHECK(sh_work_queued(w) == 5); /* paused: nothing taken */
+  sh_work_pause(w, 0);
+  for (i = 100; i < 400; i++) sh_work_push(w, i, 0, int_msg(i));
+  while (done < 305) {
+    uint64_t seen = sh_notify_gen(n);
+    if (sh_work_next_event(w, &id, &kind, &wk, &m, &a, &b) != SH_OK) {
+      sh_notify_wait(n, seen, 1000);
+      continue;
+    }
+    if (kind == SH_EV_STARTED) started++;
+    if (kind == SH_EV_PROGRESS) progress += a == 1 && b == 2;
+    if (kind == SH_EV_DONE) {
+      done++;
+      sum += msg_int(m);
+      sh_msg_free(m);
+    }
+  }
+  CHECK(started == 305 && progress == 305);
+  {
+    int want = 0;
+    for (i = 0; i < 6; i++) want += i == 4 ? 0 : 2 * i;
+    for (i = 100; i < 400; i++) want += 2 * i;
+    CHECK(sum == want);
+  }
+  /* a request that runs until aborted, on a worker that then retires */
+  CHECK(sh_work_push(w, 500, 0, int_msg(-1)) == SH_OK);
+  while (sh_work_running_on(w, 500) < 0) sh_sleep_ms(1);
+  CHECK(sh_work_abort_running(w, 12345, 0) == -1);
+  CHECK(sh_work_abort_running(w, 500, 1) >= 0);
+  sh_work_close(w);
+  m = int_msg(1);
+  CHECK(sh_work_push(w, 600, 0, m) == SH_ECLOSED);
+  sh_msg_free(m);
+  for (i = 0; i < 3; i++) pthread_join(t[i], NULL);
+  while (sh_work_next_event(w, &id, &kind, &wk, &m, &a, &b) == SH_OK) {
+    if (kind == SH_EV_EXITED) exited++;
+    if (m) sh_msg_free(m);
+  }
+  CHECK(exited == 3);
+  CHECK(sh_work_live_workers(w) == 0);
+  for (i = 0; i < 3; i++) sh_work_unref(w);
+  sh_work_unref(w);
+  sh_notify_unref(n);
+}
+
+int main(void) {
+  messages_hold_bytes_and_counted_refs();
+  ports_keep_order_and_refuse_after_close();
+  ports_carry_everything_between_threads_in_order();
+  notifiers_wake_a_waiter_and_its_descriptor();
+  rounds_give_every_participant_the_same_bits();
+  rounds_abort_releases_everyone();
+  work_queues_run_by_priority_and_report_everything();
+  printf("threads: %d passed, %d failed\n", passed, failed);
+  return failed ? 1 : 0;
+}

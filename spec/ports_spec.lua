@@ -1,0 +1,324 @@
+-- Ports, round barriers and long-lived workers: threads that talk while
+-- they run. Workers run spec/fixtures/fixture_worker.lua.
+local stagehand = require "stagehand"
+local T = require "stagehand.testing"
+
+if not package.path:find("spec/fixtures/?.lua", 1, true) then
+  package.path = "spec/fixtures/?.lua;" .. package.path
+end
+
+local WAIT = 10000 -- (ms a worker may take on a loaded host before a spec gives up)
+
+describe("stagehand.port", function()
+  it("carries values in order, copied, between states", function()
+    local p = stagehand.port()
+    assert.is_true(p:post({ n = 1 }))
+    assert.is_true(p:post("two"))
+    assert.same({ n = 1 }, p:receive_within(0))
+    assert.equal("two", p:receive_within(0))
+    assert.equal(0, p:count())
+  end)
+
+  it("refuses to post nil, and anything that cannot cross, naming where it is", function()
+    local p = stagehand.port()
+    assert.has_error(function() p:post(nil) end, "port:post: nil cannot be posted (a closed port answers nil)")
+    local ok, err = pcall(p.post, p, { cb = print })
+    assert.is_false(ok)
+    assert.matches("value.cb is a function; only plain data, ports and round barriers cross threads", err, 1, true)
+    assert.equal(0, p:count())
+  end)
+
+  it("answers false and nil once closed, and drops what was queued", function()
+    local p = stagehand.port()
+    p:post(1)
+    p:close()
+    assert.is_true(p:closed())
+    assert.is_false(p:post(2))
+    assert.is_nil(p:receive_within(0))
+    assert.same({ false, "closed" }, { p:try_receive() })
+    assert.equal(0, p:drain(function() end))
+  end)
+
+  it("returns nil from receive_within once the time passes with nothing posted", function()
+    local p = stagehand.port()
+    assert.is_nil(p:receive_within(20))
+  end)
+
+  it("drains every queued value without waiting, and drain_for at least one", function()
+    local p = stagehand.port()
+    for i = 1, 5 do p:post(i) end
+    local got = {}
+    local function slow(v) -- (each takes 20 ms: drain_for stops after the first)
+      got[#got + 1] = v
+      local t0 = os.clock()
+      while os.clock() - t0 < 0.02 do end
+    end
+    assert.equal(1, p:drain_for(slow, 10))
+    assert.equal(4, p:drain(function(v) got[#got + 1] = v end))
+    assert.same({ 1, 2, 3, 4, 5 }, got)
+  end)
+
+  it("raises when receive would block the main thread outside a job", function()
+    local p = stagehand.port()
+    local ok, err = pcall(p.receive, p)
+    assert.is_false(ok)
+    assert.matches("port:receive cannot wait on the main thread outside a job", err, 1, true)
+    assert.matches("receive_within", err, 1, true)
+  end)
+
+  describe("in a job", function()
+    it("suspends the job until a value is posted, and hands it over", function()
+      local orch = T.new()
+      local p = stagehand.port()
+      local h = orch:run("listener", function(job) return p:receive(), job end)
+      assert.equal("running", h:state())
+      orch:step()
+      assert.equal("running", h:state())
+      p:post("hello")
+      assert.equal(0, orch:next_wake()) -- (what was posted waits to be collected)
+      orch:step()
+      assert.equal("hello", select(2, h:result()))
+    end)
+
+    it("takes a value queued already at once", function()
+      local orch = T.new()
+      local p = stagehand.port()
+      p:post(42)
+      local h = orch:run("listener", function() return p:receive() end)
+      assert.same({ "done", 42 }, { h:result() })
+    end)
+
+    it("wakes waiting jobs in the order they waited, and with nil once the port closes", function()
+      local orch = T.new()
+      local p = stagehand.port()
+      local a = orch:run("a", function() return p:receive() end)
+      local b = orch:run("b", function() return p:receive() end)
+      local c = orch:run("c", function() return p:receive() end)
+      p:post("first")
+      p:post("second")
+      orch:step()
+      assert.same({ "done", "first" }, { a:result() })
+      assert.same({ "done", "second" }, { b:result() })
+      assert.equal("running", c:state())
+      p:close()
+      orch:step()
+      assert.same({ "done" }, { c:result() })
+      assert.no_leaks(orch)
+    end)
+
+    it("stalls a job that waits longer than its stall time, and leaves the port", function()
+      local orch, clock = T.new { stall_ms = 500, log = function() end }
+      local p = stagehand.port()
+      local h = orch:run("listener", function() return p:receive() end)
+      clock:advance(400)
+      orch:step()
+      assert.equal("running", h:state())
+      clock:advance(1100) -- (past its stall time, and the next stall check)
+      orch:step()
+      assert.equal("stalled", h:state())
+      p:post("late")
+      orch:step()
+      assert.equal("late", p:receive_within(0)) -- (nobody took it)
+      assert.no_leaks(orch)
+    end)
+
+    it("hears a worker's reply posted through a port", function()
+      local orch = T.new()
+      local pool = stagehand.pool(orch, { module = "fixture_worker", size = 1 })
+      local back = stagehand.port()
+      local h = orch:run("asker", function(job)
+        job:await(pool:run("mark", { out = back, name = "from a worker" }))
+        return back:receive()
+      end)
+      assert.same({ "done", "from a worker" }, { orch:wait(h, WAIT) })
+      orch:wait(pool:destroy(), WAIT)
+    end)
+  end)
+end)
+
+describe("stagehand.spawn", function()
+  it("runs a service over ports until stopped while blocked on receive", function()
+    local orch = T.new()
+    local inbox, outbox = stagehand.port(), stagehand.port()
+    local w = stagehand.spawn(orch, "fixture_worker.service", inbox, outbox)
+    assert.equal("running", w:state())
+    inbox:post(21)
+    assert.equal(42, outbox:receive_within(WAIT))
+    w:stop()
+    assert.same({ "done", "stopped" }, { orch:wait(w.done, WAIT) })
+    assert.equal("stopped", w:state())
+  end)
+
+  it("never stalls by its own clock", function()
+    local orch, clock = T.new { stall_ms = 100 }
+    local inbox, outbox = stagehand.port(), stagehand.port()
+    local w = stagehand.spawn(orch, "fixture_worker.service", inbox, outbox)
+    orch:step()
+    clock:advance(60000)
+    orch:step()
+    assert.equal("running", w:state())
+    inbox:close()
+    assert.same({ "done", "stopped" }, { orch:wait(w.done, WAIT) })
+    assert.equal("done", w:state())
+  end)
+
+  it("ends failed when its function raises", function()
+    local orch = T.new()
+    local w = stagehand.spawn(orch, "fixture_worker.boom", "the mixer broke")
+    local st, err = orch:wait(w.done, WAIT)
+    assert.equal("failed", st)
+    assert.matches("the mixer broke", tostring(err.cause), 1, true)
+    assert.equal("failed", w:state())
+  end)
+
+  it("names a bad name and arguments that cannot cross", function()
+    local orch = T.new()
+    local ok, err = pcall(stagehand.spawn, orch, "nodot")
+    assert.is_false(ok)
+    assert.matches("bad argument 'name' to stagehand.spawn: expected \"module.function\"", err, 1, true)
+    ok, err = pcall(stagehand.spawn, orch, "fixture_worker.service", { f = print })
+    assert.is_false(ok)
+    assert.matches("bad argument 'args' to stagehand.spawn: args.f is a function", err, 1, true)
+    assert.equal(0, orch.nrunning)
+  end)
+
+  it("is named in the log when its orchestrator closes while it waits on a port", function()
+    local lines = {}
+    local orch = T.new { log = function(line) lines[#lines + 1] = line end }
+    local inbox, outbox = stagehand.port(), stagehand.port()
+    local w = stagehand.spawn(orch, "fixture_worker.service", inbox, outbox)
+    inbox:post(1)
+    assert.equal(2, outbox:receive_within(WAIT))
+    -- (until it is back inside receive: what it waits on is set just before)
+    local waiting = false
+    for _ = 1, 2000 do
+      local _, what = w.pool.ud:_worker(0)
+      if what then waiting = true break end
+      outbox:receive_within(1)
+    end
+    assert.is_true(waiting)
+    orch:close()
+    assert.matches("worker 1 of pool 'fixture_worker' waits on a port for %d+%.%d s %(running fixture_worker.service%)",
+      table.concat(lines, "\n"))
+    assert.equal("cancelled", w.done:state())
+  end)
+end)
+
+describe("stagehand.rounds", function()
+  -- Shares whose sum depends on the order it is added in: a different
+  -- order on some participant would show in the last bits.
+  local shares = {
+    { 0.1, 1e16, 3 },
+    { 0.2, -1e16, 1e-3 },
+    { 0.3, 1, 7 },
+    { 1e-17, 0.7, -2 },
+  }
+
+  it("sums four workers' shares in index order, giving each the same bits", function()
+    local orch = T.new()
+    local pool = stagehand.pool(orch, { module = "fixture_worker", size = 4 })
+    local b = stagehand.rounds(4, 3)
+    local hs = {}
+    for i = 4, 1, -1 do -- (started in the reverse order: arrival order is not index order)
+      hs[#hs + 1] = pool:run("sum", { b = b, index = i, count = 4, share = shares[i] })
+    end
+    local want = {}
+    for k = 1, 3 do
+      local s = shares[1][k]
+      for i = 2, 4 do s = s + shares[i][k] end
+      want[k] = s
+    end
+    for _, h in ipairs(hs) do
+      local st, ok, out = orch:wait(h, WAIT)
+      assert.equal("done", st)
+      assert.is_true(ok)
+      for k = 1, 3 do assert.equal(string.format("%.17g", want[k]), string.format("%.17g", out[k])) end
+    end
+    orch:wait(pool:destroy(), WAIT)
+  end)
+
+  it("takes min and max", function()
+    local orch = T.new()
+    local pool = stagehand.pool(orch, { module = "fixture_worker", size = 2 })
+    local b = stagehand.rounds(2, 2)
+    local h1 = pool:run("sum", { b = b, op = "max", index = 1, count = 2, share = { 1, 9 } })
+    local h2 = pool:run("sum", { b = b, op = "max", index = 2, count = 2, share = { 5, -1 } })
+    assert.same({ 5, 9 }, select(3, orch:wait(h1, WAIT)))
+    assert.same({ 5, 9 }, select(3, orch:wait(h2, WAIT)))
+    local c = stagehand.rounds(2, 1)
+    h1 = pool:run("sum", { b = c, op = "min", index = 1, count = 2, share = { 3 } })
+    h2 = pool:run("sum", { b = c, op = "min", index = 2, count = 2, share = { -4 } })
+    assert.same({ -4 }, select(3, orch:wait(h1, WAIT)))
+    assert.same({ -4 }, select(3, orch:wait(h2, WAIT)))
+    orch:wait(pool:destroy(), WAIT)
+  end)
+
+  it("lets a job on the game's side meet workers at a round", function()
+    local orch = T.new()
+    local pool = stagehand.pool(orch, { module = "fixture_worker", size = 2 })
+    local b = stagehand.rounds(3, 1)
+    local w1 = pool:run("sum", { b = b, index = 1, count = 3, share = { 1 } })
+    local w2 = pool:run("sum", { b = b, index = 2, count = 3, share = { 2 } })
+    local main = orch:run("main side", function()
+      local out = {}
+      local ok = b:sum(1, 3, 3, { 4 }, out)
+      return ok, out[1]
+    end)
+    assert.same({ "done", true, 7 }, { orch:wait(main, WAIT) })
+    assert.same({ 7 }, select(3, orch:wait(w1, WAIT)))
+    assert.same({ 7 }, select(3, orch:wait(w2, WAIT)))
+    orch:wait(pool:destroy(), WAIT)
+  end)
+
+  it("releases every waiter with false on abort, now and later", function()
+    local orch = T.new()
+    local pool = stagehand.pool(orch, { module = "fixture_worker", size = 3 })
+    local b = stagehand.rounds(4)
+    local hs = {}
+    for i = 1, 3 do hs[i] = pool:run("arrive", { b = b, round = 1, count = 4 }) end
+    local in_job = orch:run("main side", function() return b:arrive(1, 4) end)
+    -- (three workers and a job wait for a fourth that never comes)
+    b:abort()
+    for i = 1, 3 do assert.same({ "done", false }, { orch:wait(hs[i], WAIT) }) end
+    assert.same({ "done", false }, { orch:wait(in_job, WAIT) })
+    assert.is_true(b:aborted())
+    local late = orch:run("late", function() return b:arrive(2, 1) end)
+    assert.same({ "done", false }, { late:result() })
+    orch:wait(pool:destroy(), WAIT)
+  end)
+
+  it("names bad arguments", function()
+    assert.has_error(function() stagehand.rounds(0) end,
+      "bad argument 'participants' to stagehand.rounds: expected an integer from 1 to 4096, got 0")
+    assert.has_error(function() stagehand.rounds(2, -1) end)
+    local orch = T.new()
+    local b = stagehand.rounds(2, 2)
+    local h = orch:run("bad share", function() return b:sum(1, 2, 1, { 1, "x" }, {}) end)
+    assert.equal("failed", h:state())
+    assert.matches("share[2] is string, not a number", tostring(select(2, h:result()).cause), 1, true)
+    h = orch:run("bad index", function() return b:sum(1, 2, 3, { 1, 2 }, {}) end)
+    assert.matches("bad argument 'index' to b:sum", tostring(select(2, h:result()).cause), 1, true)
+    h = orch:run("bad count", function() return b:arrive(1, 3) end)
+    assert.matches("bad argument 'count' to b:arrive", tostring(select(2, h:result()).cause), 1, true)
+    local ok, err = pcall(b.arrive, b, 1, 2)
+    assert.is_false(ok)
+    assert.matches("b:arrive cannot wait on the main thread outside a job", err, 1, true)
+  end)
+end)
+
+describe("threads under the luv driver", function()
+  local has_luv = pcall(require, "luv")
+  if not has_luv then return end
+  it("wakes the loop with a worker's reply, with nothing else due", function()
+    local uv = require "luv"
+    local orch = stagehand.new { driver = "luv", log = function() end }
+    local pool = stagehand.pool(orch, { module = "fixture_worker", size = 1 })
+    local h = pool:run("sleep", 30)
+    local t0 = uv.hrtime()
+    orch:loop()
+    assert.same({ "done", true }, { h:result() })
+    assert.is_true((uv.hrtime() - t0) / 1e6 >= 25) -- (the loop waited for the reply, rather than return)
+    orch:wait(pool:destroy(), WAIT)
+    orch:close()
+  end)
+end)

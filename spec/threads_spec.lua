@@ -1,0 +1,495 @@
+-- Worker pools: requests that run on other threads and come back as jobs
+-- that always end. The workers run spec/fixtures/fixture_worker.lua.
+--
+-- Time: the orchestrators run on fake clocks; what a worker does takes
+-- real time, which these specs wait for with orch:wait (woken by the
+-- reply, not by sleeping) or by receiving on a port the worker posts to.
+local stagehand = require "stagehand"
+local T = require "stagehand.testing"
+
+if not package.path:find("spec/fixtures/?.lua", 1, true) then
+  package.path = "spec/fixtures/?.lua;" .. package.path
+end
+
+local WAIT = 10000 -- (ms: what a worker may take on a loaded host before a spec gives up)
+
+local function new_pool(orch, opts)
+  opts = opts or {}
+  opts.module = opts.module or "fixture_worker"
+  return stagehand.pool(orch, opts)
+end
+
+-- A worker held inside `hold` until the spec lets it go.
+local function holder()
+  return { started = stagehand.port(), go = stagehand.port() }
+end
+
+local function started(p)
+  assert.is_not_nil(p.started:receive_within(WAIT), "the worker never started")
+end
+
+describe("stagehand.pool", function()
+  local orch, clock, pools, logged
+  before_each(function()
+    logged = {}
+    orch, clock = T.new { stall_ms = 1000, log = function(line) logged[#logged + 1] = line end }
+    pools = {}
+  end)
+  after_each(function()
+    for _, p in ipairs(pools) do orch:wait(p:destroy(), WAIT) end
+    orch:close()
+  end)
+  local function pool(opts)
+    local p = new_pool(orch, opts)
+    pools[#pools + 1] = p
+    return p
+  end
+
+  describe(":run", function()
+    it("runs a module's function on a worker and ends done with what it returned", function()
+      local p = pool { size = 2 }
+      local h = p:run("add", { a = 2, b = 40 })
+      assert.same({ "done", 42 }, { orch:wait(h, WAIT) })
+      assert.equal("fixture_worker.add", h.label)
+    end)
+
+    it("copies tables both ways, keeping cycles, shared tables, NUL bytes and every value", function()
+      local p = pool { size = 1 }
+      local shared = { "shared" }
+      local t = { name = "mesh", bytes = "a\0b\0c", list = { shared, shared }, flag = false, n = 1.5, [3] = "three" }
+      t.self = t
+      local st, back, two = orch:wait(p:run("echo", t), WAIT)
+      assert.equal("done", st)
+      assert.is_nil(two)
+      assert.are_not.equal(t, back) -- (a copy)
+      assert.equal(back, back.self)
+      assert.equal(back.list[1], back.list[2])
+      assert.equal("shared", back.list[1][1])
+      assert.equal("a\0b\0c", back.bytes)
+      assert.equal(5, #back.bytes)
+      assert.is_false(back.flag)
+      assert.equal(1.5, back.n)
+      assert.equal("three", back[3])
+    end)
+
+    it("hands every value the function returns back, nils included", function()
+      local p = pool { size = 1 }
+      local h = p:run("echo", "one")
+      assert.same({ "done", "one" }, { orch:wait(h, WAIT) })
+      local st, v = orch:wait(p:run("echo", nil), WAIT)
+      assert.equal("done", st)
+      assert.is_nil(v)
+    end)
+
+    if math.type then
+      it("keeps Lua 5.4's integers integers, both ways", function()
+        local p = pool { size = 1 }
+        local st, ikind, fkind, back = orch:wait(p:run("kinds", { i = 3, f = 3.0 }), WAIT)
+        assert.equal("done", st)
+        assert.equal("integer", ikind)
+        assert.equal("float", fkind)
+        assert.equal("integer", math.type(back.i))
+        assert.equal("float", math.type(back.f))
+      end)
+    end
+
+    it("refuses a payload holding a function, naming where it is, and queues nothing", function()
+      local p = pool { size = 1 }
+      local ok, err = pcall(p.run, p, "echo", { mesh = { on_done = function() end } })
+      assert.is_false(ok)
+      assert.matches("bad argument 'payload' to pool:run: payload.mesh.on_done is a function; only plain data,"
+        .. " ports and round barriers cross threads", err, 1, true)
+      assert.equal(0, p:pending())
+      assert.equal(0, orch.nrunning)
+    end)
+
+    it("refuses coroutines and userdata, with their paths", function()
+      local p = pool { size = 1 }
+      local ok, err = pcall(p.run, p, "echo", { 1, { co = coroutine.create(function() end) } })
+      assert.is_false(ok)
+      assert.matches("payload[2].co is a thread", err, 1, true)
+      ok, err = pcall(p.run, p, "echo", { ["a key"] = io.stdout })
+      assert.is_false(ok)
+      assert.matches('payload["a key"] is a userdata', err, 1, true)
+    end)
+
+    it("fails a request whose result cannot cross, naming it", function()
+      local p = pool { size = 1 }
+      local st, err = orch:wait(p:run("give_function"), WAIT)
+      assert.equal("failed", st)
+      assert.matches("result is a function", tostring(err.cause), 1, true)
+    end)
+
+    it("fails only the request whose function raised, with the worker's message and traceback", function()
+      local p = pool { size = 1 }
+      local st, err = orch:wait(p:run("boom"), WAIT)
+      assert.equal("failed", st)
+      assert.matches("fixture_worker.lua:%d+: decode failed: bad header", err.cause)
+      assert.matches("stack traceback", err.traceback, 1, true)
+      assert.matches("fixture_worker.lua", err.traceback, 1, true)
+      assert.same({ "done", 3 }, { orch:wait(p:run("add", { a = 1, b = 2 }), WAIT) })
+    end)
+
+    it("reads a raised table by its message", function()
+      local p = pool { size = 1 }
+      local st, err = orch:wait(p:run("raise_table"), WAIT)
+      assert.equal("failed", st)
+      assert.equal("a table with a message", err.cause)
+    end)
+
+    it("fails a request for a function the module lacks, naming both, and stays usable", function()
+      local p = pool { size = 1 }
+      local st, err = orch:wait(p:run("nope"), WAIT)
+      assert.equal("failed", st)
+      assert.matches("module 'fixture_worker' has no function 'nope'", tostring(err.cause), 1, true)
+      assert.same({ "done", 5 }, { orch:wait(p:run("add", { a = 2, b = 3 }), WAIT) })
+    end)
+
+    it("fails every request of a module that does not load, naming the module and why", function()
+      local p = pool { module = "fixture_broken", size = 1 }
+      local st, err = orch:wait(p:run("anything"), WAIT)
+      assert.equal("failed", st)
+      assert.matches("module 'fixture_broken' failed to load: .*the texture codec is missing", tostring(err.cause))
+      st = orch:wait(p:run("again"), WAIT)
+      assert.equal("failed", st)
+    end)
+
+    it("runs a module given as source text, named by `module`", function()
+      local p = pool { module = "inline", source = "return { twice = function(x) return x * 2 end }", size = 1 }
+      assert.same({ "done", 42 }, { orch:wait(p:run("twice", 21), WAIT) })
+      local st, err = orch:wait(p:run("thrice", 1), WAIT)
+      assert.equal("failed", st)
+      assert.matches("module 'inline' has no function 'thrice'", tostring(err.cause), 1, true)
+    end)
+
+    it("is awaited from a job like any Handle", function()
+      local p = pool { size = 2 }
+      local h = orch:run("loader", function(job)
+        local sum = job:await(p:run("add", { a = 1, b = 1 }))
+        local again = job:await(p:run("add", { a = sum, b = 10 }))
+        return again
+      end)
+      assert.same({ "done", 12 }, { orch:wait(h, WAIT) })
+    end)
+
+    it("runs keyed requests once, shared with when", function()
+      local p = pool { size = 1 }
+      local hold, out = holder(), stagehand.port()
+      local first = p:run("hold", hold)
+      started(hold)
+      local follower = orch:when("texture:stone")
+      local a = p:run("counted", { out = out, key = "texture:stone" }, { key = "texture:stone" })
+      local b = p:run("counted", { out = out, key = "texture:stone" }, { key = "texture:stone" })
+      assert.equal(1, p:pending() - 1) -- (one keyed request queued, behind the holder)
+      hold.go:post("go")
+      assert.same({ "done", "ran texture:stone" }, { orch:wait(a, WAIT) })
+      assert.same({ "done", "ran texture:stone" }, { b:result() })
+      assert.same({ "done", "ran texture:stone" }, { orch:wait(follower, WAIT) })
+      assert.equal("done", orch:wait(first, WAIT))
+      assert.equal(1, out:drain(function() end))
+    end)
+
+    it("runs queued requests by priority, then in the order they came", function()
+      local p = pool { size = 1 }
+      local hold, out = holder(), stagehand.port()
+      local first = p:run("hold", hold)
+      started(hold)
+      local hs = {}
+      for _, r in ipairs { { "low", 1 }, { "high-a", 5 }, { "mid", 3 }, { "high-b", 5 }, { "none" } } do
+        hs[#hs + 1] = p:run("mark", { out = out, name = r[1] }, { priority = r[2] })
+      end
+      assert.equal(5, p:queued())
+      hold.go:post(true)
+      orch:wait(stagehand.all(hs), WAIT)
+      orch:wait(first, WAIT)
+      local order = {}
+      out:drain(function(v) order[#order + 1] = v end)
+      assert.same({ "high-a", "high-b", "mid", "low", "none" }, order)
+    end)
+
+    it("re-sorts the queue by reprioritise, keeping queue order within a priority", function()
+      local p = pool { size = 1 }
+      local hold, out = holder(), stagehand.port()
+      local first = p:run("hold", hold)
+      started(hold)
+      local near = { a = 1, b = 9, c = 1, d = 5 }
+      local hs = {}
+      for _, name in ipairs { "a", "b", "c", "d" } do
+        hs[#hs + 1] = p:run("mark", { out = out, name = name }, { priority = 10 - near[name] })
+      end
+      local seen = {}
+      p:reprioritise(function(payload, prio)
+        seen[#seen + 1] = payload.name .. "=" .. prio
+        return near[payload.name] -- the player moved: what was far is near now
+      end)
+      assert.same({ "a=9", "c=9", "d=5", "b=1" }, seen) -- (asked in queue order)
+      hold.go:post(true)
+      orch:wait(stagehand.all(hs), WAIT)
+      orch:wait(first, WAIT)
+      local order = {}
+      out:drain(function(v) order[#order + 1] = v end)
+      assert.same({ "b", "d", "a", "c" }, order)
+    end)
+  end)
+
+  describe(":pause and :resume", function()
+    it("starts nothing while paused, and the queue's requests once resumed", function()
+      local p = pool { size = 1 }
+      local out = stagehand.port()
+      p:pause()
+      local h = p:run("mark", { out = out, name = "later" })
+      orch:step()
+      assert.is_nil(out:receive_within(50)) -- (nothing starts, however long it waits)
+      assert.equal(1, p:queued())
+      assert.equal(1, p:pending())
+      p:resume()
+      assert.same({ "done", "later" }, { orch:wait(h, WAIT) })
+      assert.equal(0, p:pending())
+    end)
+
+    it("keeps a paused request's stall clock stopped: queued time is not stalling", function()
+      local p = pool { size = 1 }
+      p:pause()
+      local h = p:run("add", { a = 1, b = 1 })
+      clock:advance(5000)
+      orch:step()
+      assert.equal("running", h:state())
+      p:resume()
+      assert.same({ "done", 2 }, { orch:wait(h, WAIT) })
+    end)
+  end)
+
+  describe("aborting", function()
+    it("takes a queued request out of the queue at once; its function never runs", function()
+      local p = pool { size = 1 }
+      local hold, out = holder(), stagehand.port()
+      local first = p:run("hold", hold)
+      started(hold)
+      local ctl = stagehand.controller()
+      local h = p:run("mark", { out = out, name = "aborted" }, { signal = ctl.signal })
+      assert.equal(1, p:queued())
+      ctl:abort("scrolled away")
+      assert.equal("cancelled", h:state())
+      assert.equal(0, p:queued())
+      hold.go:post(true)
+      assert.equal("done", orch:wait(first, WAIT))
+      assert.same({ "done", "after" }, { orch:wait(p:run("mark", { out = out, name = "after" }), WAIT) })
+      local ran = {}
+      out:drain(function(v) ran[#ran + 1] = v end)
+      assert.same({ "after" }, ran)
+    end)
+
+    it("ends a running request's Handle at once, tells its worker, and drops the result", function()
+      local p = pool { size = 1 }
+      local go = stagehand.port()
+      local ctl = stagehand.controller()
+      local h = p:run("until_stopped", go, { signal = ctl.signal })
+      assert.is_not_nil(go:receive_within(WAIT))
+      orch:step()
+      ctl:abort("not needed")
+      assert.equal("cancelled", h:state())
+      assert.equal(0, p:pending())
+      -- The same worker, once its function returned, runs the next request.
+      assert.same({ "done", 7 }, { orch:wait(p:run("add", { a = 3, b = 4 }), WAIT) })
+    end)
+
+    it("with respawn_on_abort, puts a fresh worker in the aborted one's place at once", function()
+      local p = pool { size = 1, respawn_on_abort = true }
+      local hold = holder()
+      local ctl = stagehand.controller()
+      local h = p:run("hold", hold, { signal = ctl.signal })
+      started(hold)
+      orch:step()
+      ctl:abort("gone")
+      assert.equal("cancelled", h:state())
+      -- (the old worker is still inside hold: a new one answers meanwhile)
+      assert.same({ "done", 9 }, { orch:wait(p:run("add", { a = 4, b = 5 }), WAIT) })
+      hold.go:post("late") -- the old worker's result comes, and is dropped
+      assert.same({ "done", 1 }, { orch:wait(p:run("add", { a = 0, b = 1 }), WAIT) })
+    end)
+  end)
+
+  describe("stall clocks", function()
+    it("stall a running request that makes no progress, and tell its worker to stop", function()
+      local p = pool { size = 1 }
+      local hold = holder()
+      local h = p:run("hold", hold)
+      started(hold)
+      orch:step() -- (the step hears it started: its clock runs from here)
+      clock:advance(1500)
+      orch:step()
+      assert.equal("stalled", h:state())
+      assert.matches("fixture_worker.hold made no progress for 1 s", logged[1], 1, true)
+      -- Told to stop, its receive returned nil and the worker is free again.
+      assert.same({ "done", 2 }, { orch:wait(p:run("add", { a = 1, b = 1 }), WAIT) })
+    end)
+
+    it("keep a request alive while its worker reports progress", function()
+      local p = pool { size = 1 }
+      local ports = { ack = stagehand.port(), tick = stagehand.port(), n = 3 }
+      local h = p:run("ticks", ports)
+      for i = 1, 3 do
+        assert.equal(i, ports.ack:receive_within(WAIT))
+        orch:step() -- (hears the progress)
+        clock:advance(800) -- (< stall_ms since the last progress, > since the start)
+        orch:step()
+        assert.equal("running", h:state())
+        ports.tick:post(true)
+      end
+      assert.same({ "done", "all ticks" }, { orch:wait(h, WAIT) })
+    end)
+
+    it("show a worker's progress fraction in report()", function()
+      local p = pool { size = 1 }
+      local ports = { ack = stagehand.port(), tick = stagehand.port(), n = 4 }
+      local h = p:run("ticks", ports, { label = "baking lightmap" })
+      assert.equal(1, ports.ack:receive_within(WAIT))
+      orch:step()
+      local r = orch:report()
+      local line
+      for _, job in ipairs(r.jobs or r) do
+        if job.label == "baking lightmap" then line = job end
+      end
+      assert.is_not_nil(line)
+      assert.equal(1, line.done)
+      assert.equal(4, line.total)
+      ports.tick:close()
+      assert.same({ "done", "stopped" }, { orch:wait(h, WAIT) })
+    end)
+
+    it("fail a request whose worker reports a bad progress pair", function()
+      local p = pool { size = 1 }
+      local st, err = orch:wait(p:run("bad_progress"), WAIT)
+      assert.equal("failed", st)
+      assert.matches("bad argument 'total' to worker.progress", tostring(err.cause), 1, true)
+    end)
+  end)
+
+  describe(":destroy", function()
+    it("cancels queued and running requests, stops every worker and settles once all exited", function()
+      local p = new_pool(orch, { size = 3 })
+      local a, b = holder(), holder()
+      local ha, hb = p:run("hold", a), p:run("hold", b)
+      started(a)
+      started(b)
+      p:pause()
+      local q1, q2 = p:run("add", { a = 1, b = 1 }), p:run("add", { a = 2, b = 2 })
+      orch:step()
+      local d = p:destroy()
+      for _, h in ipairs { ha, hb, q1, q2 } do assert.equal("cancelled", h:state()) end
+      assert.same({ "done" }, { orch:wait(d, WAIT) })
+      assert.equal(0, p:pending())
+      assert.equal(d, p:destroy()) -- (a second destroy: the same Handle)
+      local ok, err = pcall(p.run, p, "add", { a = 1, b = 1 })
+      assert.is_false(ok)
+      assert.matches("pool 'fixture_worker' was destroyed", err, 1, true)
+    end)
+
+    -- A worker whose function never looks at stopping(): LuaJIT's compiled
+    -- loops run no hooks, so it runs on; PUC Lua's count hook ends it.
+    if rawget(_G, "jit") then
+      it("names a worker still running after close_timeout_ms in the log, and leaves it to end alone", function()
+        local lines = {}
+        local o, c = T.new { log = function(line) lines[#lines + 1] = line end }
+        local p = new_pool(o, { size = 1, close_timeout_ms = 100 })
+        local started_port = stagehand.port()
+        p:run("runaway", { started = started_port, ms = 300 })
+        assert.is_not_nil(started_port:receive_within(WAIT))
+        o:step()
+        local d = p:destroy()
+        c:advance(150)
+        o:step()
+        assert.equal("done", d:state())
+        local text = table.concat(lines, "\n")
+        assert.matches("worker 1 of pool 'fixture_worker' still runs", text, 1, true)
+        o:close()
+      end)
+    else
+      it("ends a worker's function that never looks at stopping() once its pool is destroyed", function()
+        local lines = {}
+        local o = T.new { log = function(line) lines[#lines + 1] = line end }
+        local p = new_pool(o, { size = 1, close_timeout_ms = 60000 })
+        local started_port = stagehand.port()
+        local h = p:run("runaway", { started = started_port, ms = 60000 })
+        assert.is_not_nil(started_port:receive_within(WAIT))
+        o:step()
+        local d = p:destroy()
+        assert.equal("cancelled", h:state())
+        assert.same({ "done" }, { o:wait(d, WAIT) }) -- (long before the minute it would spin)
+        assert.equal(0, #lines)
+        o:close()
+      end)
+    end
+  end)
+
+  describe("bad input", function()
+    it("names each bad argument of stagehand.pool", function()
+      local function bad(opts, what)
+        local ok, err = pcall(stagehand.pool, orch, opts)
+        assert.is_false(ok)
+        assert.matches(what, err, 1, true)
+      end
+      bad({}, "bad argument 'opts.module' to stagehand.pool")
+      bad({ module = 42 }, "bad argument 'opts.module' to stagehand.pool: expected a non-empty string, got 42")
+      bad({ module = "m", size = 0 }, "bad argument 'opts.size' to stagehand.pool: expected an integer from 1 to 64")
+      bad({ module = "m", size = 65 }, "opts.size")
+      bad({ module = "m", size = 1.5 }, "opts.size")
+      bad({ module = "m", respawn_on_abort = "yes" }, "opts.respawn_on_abort")
+      bad({ module = "m", close_timeout_ms = -1 }, "opts.close_timeout_ms")
+      bad({ module = "m", stall_ms = 0 }, "opts.stall_ms")
+      bad({ module = "m", sise = 2 }, "bad argument 'opts.sise' to stagehand.pool")
+      bad({ source = 7 }, "opts.source")
+      local ok, err = pcall(stagehand.pool, {}, { module = "m" })
+      assert.is_false(ok)
+      assert.matches("bad argument 'orch' to stagehand.pool", err, 1, true)
+    end)
+
+    it("names each bad argument of pool:run, and queues nothing", function()
+      local p = pool { size = 1 }
+      local function bad(what, ...)
+        local ok, err = pcall(p.run, p, ...)
+        assert.is_false(ok)
+        assert.matches(what, err, 1, true)
+      end
+      bad("bad argument 'fn_name' to pool:run: expected a non-empty string, got 5", 5)
+      bad("bad argument 'opts.priority' to pool:run: expected a number", "add", {}, { priority = "visible" })
+      bad("bad argument 'opts.priority'", "add", {}, { priority = 0 / 0 })
+      bad("bad argument 'opts.label'", "add", {}, { label = "" })
+      bad("bad argument 'opts.key'", "add", {}, { key = 3 })
+      bad("bad argument 'opts.signal'", "add", {}, { signal = {} })
+      bad("bad argument 'opts.stall_ms'", "add", {}, { stall_ms = -1 })
+      bad("bad argument 'opts.colour'", "add", {}, { colour = "red" })
+      bad("bad argument 'opts' to pool:run", "add", {}, 5)
+      local ok, err = pcall(p.run, {}, "add")
+      assert.is_false(ok)
+      assert.matches("bad self to pool:run", err, 1, true)
+      assert.equal(0, p:pending())
+      assert.equal(0, orch.nrunning)
+      assert.same({ "done", 2 }, { orch:wait(p:run("add", { a = 1, b = 1 }), WAIT) })
+    end)
+
+    it("names a reprioritise function that returns something else than a number", function()
+      local p = pool { size = 1 }
+      local hold = holder()
+      local first = p:run("hold", hold)
+      started(hold)
+      local h = p:run("add", { a = 1, b = 1 })
+      local ok, err = pcall(p.reprioritise, p, function() return "soon" end)
+      assert.is_false(ok)
+      assert.matches("pool:reprioritise: fn returned soon", err, 1, true)
+      ok, err = pcall(p.reprioritise, p, 3)
+      assert.is_false(ok)
+      assert.matches("bad argument 'fn' to pool:reprioritise", err, 1, true)
+      hold.go:post(true)
+      orch:wait(first, WAIT)
+      assert.same({ "done", 2 }, { orch:wait(h, WAIT) })
+    end)
+  end)
+end)
+
+describe("stagehand.threads", function()
+  it("is one fewer than the cores, at least 1, at most 4", function()
+    local n = stagehand.threads()
+    assert.equal(math.max(1, math.min(4, stagehand.cores() - 1)), n)
+  end)
+end)
