@@ -84,7 +84,7 @@ if not section then
   local interp = arg[-1] or "luajit"
   local me = arg[0]
   local missed = 0
-  for i = 1, 9 do
+  for i = 1, 10 do
     local f = assert(io.popen(string.format("%q %q %d", interp, me, i)))
     for line in f:lines() do
       if line:find("MISSED", 1, true) then missed = missed + 1 end
@@ -740,4 +740,9 @@ do
   big, small = time_pair(10000, paused(chain_cancelled), batches_of(chain_cancelled))
   report("the same, 4 sources, cancelled from the top (GC paused)", big, "100 chains of 100", small, 2)
 end
+end
+
+if section == 10 then
+-- 11. Worker pools against luv's uv.new_work (bench/threads.lua).
+dofile((arg[0]:match("^(.*[/\\])") or "./") .. "threads.lua").run(report, results)
 end

@@ -28,7 +28,6 @@
 #define PORT_MT "stagehand.port"
 #define ROUNDS_MT "stagehand.rounds"
 #define WORK_MT "stagehand.workers"
-#define MSG_MT "stagehand.message"
 #define WORKER_KEY "stagehand.worker context"
 
 #if LUA_VERSION_NUM >= 502
@@ -73,13 +72,28 @@ typedef struct seg { /* one step of the path to a value, for messages */
 typedef struct enc {
   lua_State *L;
   sh_msg *m;
-  int seen; /* stack index of {table = number} */
+  int seen; /* stack index of {table = number}, or 0 while no table was met */
   uint32_t ntables;
+  int failed; /* the reason is in the registry (ENC_ERROR) */
   const char *root; /* "payload", "result", "value" */
 } enc;
 
+/* An encoder that fails does not raise at once: it would leave the message
+ * it was building to nobody. It notes why, unwinds, frees the message,
+ * then raises (encode_values). */
+#define ENC_ERROR "stagehand.encode error"
+
+static void fail_enc(enc *e) {
+  e->failed = 1;
+  lua_setfield(e->L, LUA_REGISTRYINDEX, ENC_ERROR); /* (the reason, on the top) */
+}
+
 static void put(enc *e, const void *p, size_t n) {
-  if (sh_msg_put(e->m, p, n) != SH_OK) luaL_error(e->L, "not enough memory");
+  if (e->failed) return;
+  if (sh_msg_put(e->m, p, n) != SH_OK) {
+    lua_pushstring(e->L, "not enough memory");
+    fail_enc(e);
+  }
 }
 static void put_tag(enc *e, char t) { put(e, &t, 1); }
 static void put_u32(enc *e, uint32_t v) { put(e, &v, sizeof v); }
@@ -133,9 +147,10 @@ static void refuse(enc *e, int idx, const seg *s, const char *why) {
   lua_State *L = e->L;
   const char *tn = luaL_typename(L, idx);
   push_path(L, e->root, s);
-  lua_pushfstring(L, "%s is %s %s%s; only plain data, ports and round barriers cross threads", lua_tostring(L, -1),
-                  (tn[0] == 'u') ? "a" : "a", tn, why);
-  lua_error(L);
+  lua_pushfstring(L, "%s is a %s%s; only plain data, ports and round barriers cross threads", lua_tostring(L, -1),
+                  tn, why);
+  lua_remove(L, -2);
+  fail_enc(e);
 }
 
 static int is_box_of(lua_State *L, int idx, const char *mt) {
@@ -152,9 +167,16 @@ static void encode(enc *e, int idx, const seg *s, int depth);
 static void encode_ref(enc *e, int idx, const seg *s, int kind, char tag) {
   box *b = (box *)lua_touserdata(e->L, idx);
   int32_t r;
-  if (!b->p) refuse(e, idx, s, " that is closed");
+  if (!b->p) {
+    refuse(e, idx, s, " that is closed");
+    return;
+  }
   r = sh_msg_add_ref(e->m, kind, b->p);
-  if (r < 0) luaL_error(e->L, "not enough memory");
+  if (r < 0) {
+    lua_pushstring(e->L, "not enough memory");
+    fail_enc(e);
+    return;
+  }
   put_tag(e, tag);
   put_u32(e, (uint32_t)r);
 }
@@ -166,7 +188,14 @@ static void encode_table(enc *e, int idx, const seg *s, int depth) {
     push_path(L, e->root, s);
     lua_pushfstring(L, "%s is nested deeper than %d tables; it cannot cross threads", lua_tostring(L, -1),
                     MAX_DEPTH);
-    lua_error(L);
+    lua_remove(L, -2);
+    fail_enc(e);
+    return;
+  }
+  if (!lua_checkstack(L, 8)) {
+    lua_pushstring(L, "a table too deep to copy");
+    fail_enc(e);
+    return;
   }
   lua_pushvalue(L, idx);
   lua_rawget(L, e->seen);
@@ -183,7 +212,6 @@ static void encode_table(enc *e, int idx, const seg *s, int depth) {
   lua_pushnumber(L, (lua_Number)num);
   lua_rawset(L, e->seen);
   put_tag(e, 'T');
-  luaL_checkstack(L, 6, "a table too deep to copy");
   lua_pushnil(L);
   while (lua_next(L, idx)) {
     seg here;
@@ -197,14 +225,19 @@ static void encode_table(enc *e, int idx, const seg *s, int depth) {
     } else {
       encode(e, key, &here, depth + 1);
     }
-    encode(e, val, &here, depth + 1);
+    if (!e->failed) encode(e, val, &here, depth + 1);
     lua_pop(L, 1);
+    if (e->failed) {
+      lua_pop(L, 1); /* (the key: the walk ends here) */
+      return;
+    }
   }
   put_tag(e, 'E');
 }
 
 static void encode(enc *e, int idx, const seg *s, int depth) {
   lua_State *L = e->L;
+  if (e->failed) return;
   switch (lua_type(L, idx)) {
     case LUA_TNIL: put_tag(e, 'n'); break;
     case LUA_TBOOLEAN: put_tag(e, lua_toboolean(L, idx) ? 't' : 'f'); break;
@@ -227,13 +260,17 @@ static void encode(enc *e, int idx, const seg *s, int depth) {
     case LUA_TSTRING: {
       size_t len;
       const char *str = lua_tolstring(L, idx, &len);
-      if (len > 0xffffffffu) luaL_error(L, "a string of %d MB cannot cross threads", (int)(len >> 20));
+      if (len > 0xffffffffu) {
+        lua_pushstring(L, "a string of 4 GB or more cannot cross threads");
+        fail_enc(e);
+        break;
+      }
       put_tag(e, 's');
       put_u32(e, (uint32_t)len);
       put(e, str, len);
       break;
     }
-    case LUA_TTABLE: encode_table(e, idx < 0 ? lua_gettop(L) + idx + 1 : idx, s, depth); break;
+    case LUA_TTABLE: encode_table(e, idx, s, depth); break;
     case LUA_TUSERDATA:
       if (is_box_of(L, idx, PORT_MT)) encode_ref(e, idx, s, SH_REF_PORT, 'P');
       else if (is_box_of(L, idx, ROUNDS_MT)) encode_ref(e, idx, s, SH_REF_ROUNDS, 'B');
@@ -243,46 +280,39 @@ static void encode(enc *e, int idx, const seg *s, int depth) {
   }
 }
 
-/* The message being built sits in a userdata, so an error raised partway
- * (a value refused, memory out) frees it with the userdata. */
-static int msg_gc(lua_State *L) {
-  box *b = (box *)lua_touserdata(L, 1);
-  if (b->p) sh_msg_free((sh_msg *)b->p);
-  b->p = NULL;
-  return 0;
-}
-
-static box *new_msg_box(lua_State *L) {
-  box *b = (box *)lua_newuserdata(L, sizeof *b);
-  b->p = NULL;
-  if (luaL_newmetatable(L, MSG_MT)) {
-    lua_pushcfunction(L, msg_gc);
-    lua_setfield(L, -2, "__gc");
-  }
-  lua_setmetatable(L, -2);
-  b->p = sh_msg_new();
-  if (!b->p) luaL_error(L, "not enough memory");
-  return b;
-}
-
-/* Encodes the values at first..last (a name string first, when given)
- * into a new message; `root` names them in errors. Leaves the stack as it
- * was and returns the message, which the caller owns. */
+/* Encodes the values at first..last (absolute indices) into a new
+ * message; `root` names them in errors. A message starts with how many
+ * tables it holds, then (counted) how many values. Leaves the stack as it
+ * was and returns the message, which the caller owns; raises naming the
+ * first value that cannot cross. (Only running out of memory inside the
+ * Lua API itself, which raises at once, loses the message being built.) */
 static sh_msg *encode_values(lua_State *L, int first, int last, const char *root, int counted) {
   enc e;
-  box *b;
   seg top;
   int i, base = lua_gettop(L);
-  sh_msg *m;
-  b = new_msg_box(L);
-  lua_newtable(L);
-  e.L = L, e.m = (sh_msg *)b->p, e.seen = lua_gettop(L), e.ntables = 0, e.root = root;
+  uint32_t zero = 0;
+  sh_msg *m = sh_msg_new();
+  if (!m) luaL_error(L, "not enough memory");
+  e.L = L, e.m = m, e.seen = 0, e.ntables = 0, e.failed = 0, e.root = root;
+  for (i = first; i <= last && !e.seen; i++) {
+    if (lua_type(L, i) == LUA_TTABLE) {
+      lua_newtable(L);
+      e.seen = lua_gettop(L);
+    }
+  }
   top.up = NULL, top.key = 0;
+  put(&e, &zero, sizeof zero); /* (the count of tables, written below) */
   if (counted) put_u32(&e, (uint32_t)(last - first + 1));
-  for (i = first; i <= last; i++) encode(&e, i, &top, 0);
-  m = (sh_msg *)b->p;
-  b->p = NULL;
+  for (i = first; i <= last && !e.failed; i++) encode(&e, i, &top, 0);
   lua_settop(L, base);
+  if (e.failed) {
+    sh_msg_free(m);
+    lua_getfield(L, LUA_REGISTRYINDEX, ENC_ERROR);
+    lua_pushnil(L);
+    lua_setfield(L, LUA_REGISTRYINDEX, ENC_ERROR);
+    lua_error(L);
+  }
+  sh_msg_set_u32(m, 0, e.ntables);
   return m;
 }
 
@@ -370,40 +400,35 @@ static void decode(dec *d, int depth) {
   (void)depth;
 }
 
-/* Pushes the values of a message (all of them: `counted` messages start
- * with their number) and returns how many. Frees nothing. */
+/* Pushes the values of a message (all of them: `counted` messages hold
+ * their number) and returns how many. Frees nothing. */
 static int decode_values(lua_State *L, const sh_msg *m, int counted) {
   dec d;
   size_t len;
-  uint32_t n = 1, i;
-  int tables;
-  d.L = L, d.m = m;
+  uint32_t n = 1, i, ntables;
+  d.L = L, d.m = m, d.tables = 0;
   d.p = sh_msg_data(m, &len);
   d.end = d.p + len;
-  lua_newtable(L);
-  tables = lua_gettop(L);
-  d.tables = tables;
+  get(&d, &ntables, sizeof ntables);
+  if (ntables > 0) {
+    lua_createtable(L, ntables < 1000000 ? (int)ntables : 0, 0);
+    d.tables = lua_gettop(L);
+  }
   if (counted) get(&d, &n, sizeof n);
   luaL_checkstack(L, (int)(n > 200 ? 200 : n) + 4, "too many values to read");
   for (i = 0; i < n; i++) {
     if (i >= 200) luaL_checkstack(L, 4, "too many values to read");
     decode(&d, 0);
   }
-  lua_remove(L, tables);
+  if (d.tables) lua_remove(L, d.tables);
   return (int)n;
 }
 
-/* Decodes a message owned by nobody else and frees it, even when the
- * decoding raises (it is parked in a userdata meanwhile). */
+/* Decodes a message nobody else holds, and frees it. (Reading only
+ * allocates Lua values: out of memory there raises and loses it.) */
 static int decode_owned(lua_State *L, sh_msg *m, int counted) {
-  box *b = new_msg_box(L);
-  int n, at = lua_gettop(L);
-  sh_msg_free((sh_msg *)b->p);
-  b->p = m;
-  n = decode_values(L, m, counted);
+  int n = decode_values(L, m, counted);
   sh_msg_free(m);
-  b->p = NULL;
-  lua_remove(L, at);
   return n;
 }
 
@@ -1050,10 +1075,10 @@ static int protected_run(lua_State *L) {
 /* A message of strings (counted), or NULL without memory. */
 static sh_msg *strings_msg(const char *const *s, const size_t *lens, uint32_t n) {
   sh_msg *m = sh_msg_new();
-  uint32_t k;
+  uint32_t k, no_tables = 0;
   int ok;
   if (!m) return NULL;
-  ok = sh_msg_put(m, &n, sizeof n) == SH_OK;
+  ok = sh_msg_put(m, &no_tables, sizeof no_tables) == SH_OK && sh_msg_put(m, &n, sizeof n) == SH_OK;
   for (k = 0; k < n && ok; k++) {
     char tag = 's';
     uint32_t len = (uint32_t)lens[k];
@@ -1151,8 +1176,18 @@ typedef struct thread_slot {
   int started, joined; /* joined: joined or detached */
 } thread_slot;
 
+/* Events taken from the queue in bulk (one lock for many), handed out one
+ * by one: the owner's side of a busy pool reads hundreds a step. */
+#define EVENT_BATCH 256
+
 typedef struct pool_ud {
   sh_work *work;
+  int32_t ev_at, ev_n;
+  int64_t ev_id[EVENT_BATCH];
+  int ev_kind[EVENT_BATCH];
+  int32_t ev_worker[EVENT_BATCH];
+  sh_msg *ev_msg[EVENT_BATCH];
+  double ev_a[EVENT_BATCH], ev_b[EVENT_BATCH];
   thread_slot *threads;
   int32_t nthreads, capthreads;
   char *module, *source, *path, *cpath;
@@ -1177,6 +1212,7 @@ static void detach_all(pool_ud *p) {
 
 static int l_pool_gc(lua_State *L) {
   pool_ud *p = (pool_ud *)lua_touserdata(L, 1);
+  for (; p->ev_at < p->ev_n; p->ev_at++) sh_msg_free(p->ev_msg[p->ev_at]);
   if (p->work) {
     /* Collected without destroy: every worker is told to stop, and each
      * closes its own state when its function returns. */
@@ -1272,34 +1308,21 @@ static int l_pool_add_worker(lua_State *L) {
   return 1;
 }
 
-/* encode(root, ...): the values as a message (a userdata that frees it
- * unless a push takes it), the name of the first value that cannot cross
- * raised as "<root>.mesh.on_done is a function; ...". */
-static int l_encode(lua_State *L) {
-  const char *root = luaL_checkstring(L, 1);
-  int top = lua_gettop(L);
-  sh_msg *m;
-  box *b;
-  lua_pushvalue(L, 1); /* (kept: root's string stays referenced) */
-  m = encode_values(L, 2, top, root, 1);
-  b = new_msg_box(L);
-  sh_msg_free((sh_msg *)b->p);
-  b->p = m;
-  return 1;
-}
-
-/* pool:_push(id, priority, message): queues a request made of a message
- * from encode (the function's name, then its arguments), which it takes.
- * False once the pool is closed. */
+/* pool:_push(id, priority, root, fn_name, ...): queues a request (the
+ * function's name, then its arguments, copied now); raises naming the first
+ * value that cannot cross ("<root>.mesh.on_done is a function; ..."), with
+ * nothing queued. False once the pool is closed. */
 static int l_pool_push(lua_State *L) {
   pool_ud *p = check_pool(L);
   lua_Number id = luaL_checknumber(L, 2), prio = luaL_checknumber(L, 3);
-  box *b = (box *)luaL_checkudata(L, 4, MSG_MT);
+  const char *root = luaL_checkstring(L, 4);
+  sh_msg *m;
   int rc;
-  if (!b->p) return luaL_argerror(L, 4, "a message pushed already");
-  rc = sh_work_push(p->work, (int64_t)id, (double)prio, (sh_msg *)b->p);
+  luaL_checkstring(L, 5);
+  m = encode_values(L, 5, lua_gettop(L), root, 1);
+  rc = sh_work_push(p->work, (int64_t)id, (double)prio, m);
+  if (rc != SH_OK) sh_msg_free(m);
   if (rc == SH_ENOMEM) return luaL_error(L, "not enough memory");
-  if (rc == SH_OK) b->p = NULL;
   lua_pushboolean(L, rc == SH_OK);
   return 1;
 }
@@ -1370,7 +1393,16 @@ static int l_pool_next_event(lua_State *L) {
   int32_t wk;
   sh_msg *m = NULL;
   double a, b;
-  if (sh_work_next_event(p->work, &id, &kind, &wk, &m, &a, &b) != SH_OK) return 0;
+  if (p->ev_at == p->ev_n) {
+    p->ev_at = 0;
+    p->ev_n = sh_work_next_events(p->work, EVENT_BATCH, p->ev_id, p->ev_kind, p->ev_worker, p->ev_msg, p->ev_a,
+                                  p->ev_b);
+    if (p->ev_n == 0) return 0;
+  }
+  id = p->ev_id[p->ev_at], kind = p->ev_kind[p->ev_at], wk = p->ev_worker[p->ev_at];
+  m = p->ev_msg[p->ev_at], a = p->ev_a[p->ev_at], b = p->ev_b[p->ev_at];
+  p->ev_msg[p->ev_at] = NULL;
+  p->ev_at++;
   lua_pushinteger(L, (lua_Integer)id);
   lua_pushinteger(L, kind);
   lua_pushinteger(L, wk);
@@ -1393,13 +1425,16 @@ static int l_pool_next_event(lua_State *L) {
     base = lua_gettop(L);
     n = decode_owned(L, m, 1);
     if (kind == SH_EV_FAILED) return 3 + n;
-    lua_createtable(L, n, 1);
+    /* (packed as the Lua side packs values: a single one without its n) */
+    lua_createtable(L, n, n == 1 ? 0 : 1);
     for (i = n; i >= 1; i--) {
       lua_pushvalue(L, base + i);
       lua_rawseti(L, -2, i);
     }
-    lua_pushinteger(L, n);
-    lua_setfield(L, -2, "n");
+    if (n != 1) {
+      lua_pushinteger(L, n);
+      lua_setfield(L, -2, "n");
+    }
     lua_replace(L, base + 1);
     lua_settop(L, base + 1);
     return 4;
@@ -1448,7 +1483,7 @@ static const luaL_Reg funcs[] = {
     {"notifier", l_notify_new}, {"notifier_gen", l_notify_gen}, {"notifier_wait", l_notify_wait},
     {"notifier_signal", l_notify_signal}, {"notifier_fd", l_notify_fd}, {"notifier_clear", l_notify_clear},
     {"port", l_port_new}, {"rounds", l_rounds_new}, {"pool", l_pool_new},
-    {"default_threads", l_threads_default}, {"encode", l_encode}, {NULL, NULL}};
+    {"default_threads", l_threads_default}, {NULL, NULL}};
 
 /* Pushes the threads' table of stagehand._core (`threads`), with the
  * metatables of ports and round barriers (port_methods, rounds_methods:

@@ -48,6 +48,12 @@ int sh_msg_put(sh_msg *m, const void *p, size_t n) {
   return SH_OK;
 }
 
+int sh_msg_set_u32(sh_msg *m, size_t offset, uint32_t v) {
+  if (offset > m->len || m->len - offset < sizeof v) return SH_EINVAL;
+  memcpy(m->data + offset, &v, sizeof v);
+  return SH_OK;
+}
+
 const unsigned char *sh_msg_data(const sh_msg *m, size_t *len) {
   *len = m->len;
   return m->data;

@@ -71,6 +71,8 @@ sh_msg *sh_msg_new(void);
 void sh_msg_free(sh_msg *m);
 int sh_msg_put(sh_msg *m, const void *p, size_t n);
 const unsigned char *sh_msg_data(const sh_msg *m, size_t *len);
+/* Overwrites 4 bytes written earlier (a count known only at the end). */
+int sh_msg_set_u32(sh_msg *m, size_t offset, uint32_t v);
 /* Adds a reference (taking a count of obj); returns its index, or a status. */
 int32_t sh_msg_add_ref(sh_msg *m, int kind, void *obj);
 int32_t sh_msg_nrefs(const sh_msg *m);
@@ -154,6 +156,10 @@ void sh_work_exited(sh_work *w, int32_t worker);
 /* The owner's side: the oldest event (SH_OK) or SH_EAGAIN. */
 int sh_work_next_event(sh_work *w, int64_t *id, int *event, int32_t *worker, sh_msg **m, double *a,
                        double *b);
+/* Up to cap events at once, under one lock: how many (their fields in the
+ * arrays given, each may be NULL but kinds), SH_OK-free. */
+int32_t sh_work_next_events(sh_work *w, int32_t cap, int64_t *ids, int *kinds, int32_t *workers, sh_msg **msgs,
+                            double *as, double *bs);
 /* What a worker is doing, for the log: its request (or -1), and what it
  * waits on ("port", "round", "sleep" or NULL), since when (sh_now_ms). */
 int64_t sh_work_current(sh_work *w, int32_t worker);

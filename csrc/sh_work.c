@@ -2,8 +2,15 @@
 #include "sh_threads.h"
 #include "stagehand.h"
 
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* A worker that finds the queue empty looks again for this long before it
+ * sleeps: a thread woken from sleep takes 20 to 50 us on a small VM, far
+ * longer than a small request runs, and a game queueing a burst would
+ * otherwise wake a worker for nearly every request. */
+#define SPIN_MS 0.05
 
 typedef struct request {
   int64_t id;
@@ -30,8 +37,11 @@ typedef struct worker {
   double since;
 } worker;
 
+/* Two locks: mu guards the queue and the workers, emu the events, so a
+ * worker reporting does not hold up the owner queueing (or the reverse).
+ * Where both are taken, mu comes first. */
 struct sh_work {
-  pthread_mutex_t mu;
+  pthread_mutex_t mu, emu;
   pthread_cond_t cv; /* workers wait here for requests */
   sh_notify *owner;
   request *heap; /* best first: higher priority, then lower seq */
@@ -42,7 +52,10 @@ struct sh_work {
   worker **workers;
   int32_t nworkers, capworkers, live, running;
   int refs, paused, closed;
+  int ready; /* nheap when not paused, else 0: read without the lock by spinning workers (SH__LOAD) */
 };
+
+static void set_ready(sh_work *w) { SH__STORE(&w->ready, w->paused || w->closed ? 0 : w->nheap); }
 
 static int better(const request *a, const request *b) {
   if (a->priority != b->priority) return a->priority > b->priority;
@@ -82,7 +95,13 @@ sh_work *sh_work_new(sh_notify *owner) {
     free(w);
     return NULL;
   }
+  if (pthread_mutex_init(&w->emu, NULL)) {
+    pthread_mutex_destroy(&w->mu);
+    free(w);
+    return NULL;
+  }
   if (sh__cond_init(&w->cv)) {
+    pthread_mutex_destroy(&w->emu);
     pthread_mutex_destroy(&w->mu);
     free(w);
     return NULL;
@@ -115,11 +134,12 @@ void sh_work_unref(sh_work *w) {
   free(w->workers);
   sh_notify_unref(w->owner);
   pthread_cond_destroy(&w->cv);
+  pthread_mutex_destroy(&w->emu);
   pthread_mutex_destroy(&w->mu);
   free(w);
 }
 
-/* (lock held) Queues an event for the owner; the owner hears of the first
+/* (emu held) Queues an event for the owner; the owner hears of the first
  * one queued since it last looked. */
 static int add_event(sh_work *w, int64_t id, int kind, int32_t wk, sh_msg *m, double a, double b) {
   event *e;
@@ -160,6 +180,7 @@ int sh_work_push(sh_work *w, int64_t id, double priority, sh_msg *payload) {
   r = &w->heap[w->nheap];
   r->id = id, r->priority = priority, r->seq = w->seq++, r->payload = payload;
   sift_up(w->heap, w->nheap++);
+  set_ready(w);
   if (!w->paused) pthread_cond_signal(&w->cv);
   pthread_mutex_unlock(&w->mu);
   return SH_OK;
@@ -188,6 +209,7 @@ int sh_work_remove(sh_work *w, int64_t id) {
   if (i >= 0) {
     m = w->heap[i].payload;
     take_at(w, i);
+    set_ready(w);
   }
   pthread_mutex_unlock(&w->mu);
   if (i < 0) return SH_ESTATE;
@@ -260,6 +282,7 @@ int32_t sh_work_queued_ids(sh_work *w, int64_t *ids, int32_t cap) {
 void sh_work_pause(sh_work *w, int paused) {
   pthread_mutex_lock(&w->mu);
   w->paused = paused != 0;
+  set_ready(w);
   if (!w->paused) pthread_cond_broadcast(&w->cv);
   pthread_mutex_unlock(&w->mu);
 }
@@ -272,6 +295,7 @@ void sh_work_close(sh_work *w) {
   for (i = 0; i < w->nworkers; i++) SH__STORE(&w->workers[i]->stop, 1);
   heap = w->heap, n = w->nheap;
   w->heap = NULL, w->nheap = w->capheap = 0;
+  set_ready(w);
   pthread_cond_broadcast(&w->cv);
   pthread_mutex_unlock(&w->mu);
   for (i = 0; i < n; i++) sh_msg_free(heap[i].payload);
@@ -372,7 +396,7 @@ int32_t sh_work_live_workers(sh_work *w) {
 
 int sh_work_take(sh_work *w, int32_t i, int64_t *id, sh_msg **payload) {
   worker *k;
-  int rc;
+  int rc, spun = 0;
   pthread_mutex_lock(&w->mu);
   k = at(w, i);
   if (k && k->taken) { /* the last request is over */
@@ -388,18 +412,22 @@ int sh_work_take(sh_work *w, int32_t i, int64_t *id, sh_msg **payload) {
     if (!w->paused && w->nheap > 0) {
       request r = w->heap[0];
       take_at(w, 0);
+      set_ready(w);
       SH__STORE(&k->stop, 0);
       k->current = r.id;
       k->taken = 1;
       w->running++;
       *id = r.id;
       *payload = r.payload;
+      pthread_mutex_lock(&w->emu);
       rc = add_event(w, r.id, SH_EV_STARTED, i, NULL, 0, 0);
+      pthread_mutex_unlock(&w->emu);
       if (rc != SH_OK) { /* the owner could not be told: give the request back */
         k->taken = 0, k->current = -1, w->running--;
         r.seq = 0;
         w->heap[w->nheap] = r;
         sift_up(w->heap, w->nheap++);
+        set_ready(w);
         pthread_mutex_unlock(&w->mu);
         sh_sleep_ms(1);
         pthread_mutex_lock(&w->mu);
@@ -407,18 +435,44 @@ int sh_work_take(sh_work *w, int32_t i, int64_t *id, sh_msg **payload) {
       }
       break;
     }
+    if (!spun) {
+      /* (unlocked: the owner may queue meanwhile, and the stop flag is read
+       * as the queue is) */
+      double until = sh_now_ms() + SPIN_MS;
+      spun = 1;
+      pthread_mutex_unlock(&w->mu);
+      while (!SH__LOAD(&w->ready) && !SH__LOAD(&k->stop) && sh_now_ms() < until) sched_yield();
+      pthread_mutex_lock(&w->mu);
+      continue;
+    }
+    spun = 0;
     pthread_cond_wait(&w->cv, &w->mu);
   }
   pthread_mutex_unlock(&w->mu);
   return rc;
 }
 
+/* (lock held) A request that ends before its owner read that it started:
+ * the start is no news any more, and is dropped (the owner looks at a few
+ * of the latest events only: a busy pool's starts are that near). */
+static void drop_unread_start(sh_work *w, int64_t id) {
+  int32_t k, seen = 0;
+  for (k = w->elen - 1; k >= 0 && seen < 16; k--, seen++) {
+    event *e = &w->events[(w->ehead + k) % w->ecap];
+    if (e->id == id && e->kind == SH_EV_STARTED) {
+      e->kind = 0; /* (skipped by next_event) */
+      return;
+    }
+  }
+}
+
 int sh_work_report(sh_work *w, int32_t i, int64_t id, int kind, sh_msg *m, double a, double b) {
   int rc;
   if (kind < SH_EV_STARTED || kind > SH_EV_FAILED) return SH_EINVAL;
-  pthread_mutex_lock(&w->mu);
+  pthread_mutex_lock(&w->emu);
+  if (kind == SH_EV_DONE || kind == SH_EV_FAILED) drop_unread_start(w, id);
   rc = add_event(w, id, kind, i, m, a, b);
-  pthread_mutex_unlock(&w->mu);
+  pthread_mutex_unlock(&w->emu);
   return rc;
 }
 
@@ -431,26 +485,47 @@ void sh_work_exited(sh_work *w, int32_t i) {
     k->exited = 1, k->taken = 0, k->current = -1;
     w->live--;
     /* (out of memory here loses the event; the owner also counts live) */
+    pthread_mutex_lock(&w->emu);
     add_event(w, -1, SH_EV_EXITED, i, NULL, 0, 0);
+    pthread_mutex_unlock(&w->emu);
     sh_notify_signal(w->owner);
   }
   pthread_mutex_unlock(&w->mu);
 }
 
 int sh_work_next_event(sh_work *w, int64_t *id, int *kind, int32_t *wk, sh_msg **m, double *a, double *b) {
-  pthread_mutex_lock(&w->mu);
-  if (w->elen == 0) {
-    pthread_mutex_unlock(&w->mu);
-    return SH_EAGAIN;
-  }
-  {
-    event *e = &w->events[w->ehead];
-    *id = e->id, *kind = e->kind, *wk = e->worker, *m = e->msg, *a = e->a, *b = e->b;
+  pthread_mutex_lock(&w->emu);
+  for (;;) {
+    event *e;
+    if (w->elen == 0) {
+      pthread_mutex_unlock(&w->emu);
+      return SH_EAGAIN;
+    }
+    e = &w->events[w->ehead];
     w->ehead = (w->ehead + 1) % w->ecap;
     w->elen--;
+    if (e->kind == 0) continue; /* (a start dropped: drop_unread_start) */
+    *id = e->id, *kind = e->kind, *wk = e->worker, *m = e->msg, *a = e->a, *b = e->b;
+    break;
   }
-  pthread_mutex_unlock(&w->mu);
+  pthread_mutex_unlock(&w->emu);
   return SH_OK;
+}
+
+int32_t sh_work_next_events(sh_work *w, int32_t cap, int64_t *ids, int *kinds, int32_t *workers, sh_msg **msgs,
+                            double *as, double *bs) {
+  int32_t n = 0;
+  pthread_mutex_lock(&w->emu);
+  while (n < cap && w->elen > 0) {
+    event *e = &w->events[w->ehead];
+    w->ehead = (w->ehead + 1) % w->ecap;
+    w->elen--;
+    if (e->kind == 0) continue; /* (a start dropped: drop_unread_start) */
+    ids[n] = e->id, kinds[n] = e->kind, workers[n] = e->worker, msgs[n] = e->msg, as[n] = e->a, bs[n] = e->b;
+    n++;
+  }
+  pthread_mutex_unlock(&w->emu);
+  return n;
 }
 
 int64_t sh_work_current(sh_work *w, int32_t i) {

@@ -372,7 +372,7 @@ static void work_queues_run_by_priority_and_report_everything(void) {
       sh_msg_free(m);
     }
   }
-  CHECK(started == 305 && progress == 305);
+  CHECK(started <= 305 && progress == 305); /* (a start read after its end is dropped) */
   {
     int want = 0;
     for (i = 0; i < 6; i++) want += i == 4 ? 0 : 2 * i;

@@ -5,7 +5,6 @@ local timeouts = require "stagehand.timeouts"
 local idle = require "stagehand.idle"
 local records = require "stagehand.records"
 local options = require "stagehand.options"
-local each = require("stagehand.compat").each
 local signal = require "stagehand.signal"
 local jobm = require "stagehand.job"
 local handle = require "stagehand.handle"
@@ -16,6 +15,7 @@ local barrier = require "stagehand.barrier"
 local sources = require "stagehand.sources"
 local owners = require "stagehand.owners"
 local errors = require "stagehand.errors"
+local closing = require "stagehand.closing"
 
 local JobMT = jobm.JobMT
 local F = require "stagehand.fields"
@@ -110,7 +110,7 @@ function Orchestrator.new(opts)
 end
 
 local check_run_opts = options.run_options
-local finish_close -- (close, below)
+local finish_close = closing.finish_close
 
 -- Raises if a method was called on something else than an orchestrator
 -- (orch.step() for orch:step()). run and when, called in games' own loops,
@@ -222,6 +222,41 @@ function Orchestrator:run(label, work, opts)
   end
   if not self.stepping then self.driver.reschedule(self) end
   return h
+end
+
+-- A job whose work runs elsewhere (a worker thread's request): no
+-- coroutine; whoever owns the work ends it (E.end_job). Keys, callers,
+-- signals and watchers as for run: a key that is running is joined (then
+-- `setup` is not called and no job is returned). `opts` is checked by the
+-- caller. setup(job) parks it on what it waits for, before game code hears
+-- of it.
+function Orchestrator:_external(label, opts, setup)
+  local prio, sig, stall_ms, key
+  if opts ~= nil then prio, sig, stall_ms, key = opts.priority, opts.signal, opts.stall_ms, opts.key end
+  if key then
+    local running = keys.running(self, key)
+    if running then return join(self, running, prio, sig), nil end
+  end
+  local now = read_clock(self)
+  local job = new_job(self, label, key)
+  local h = new_handle(job, prio)
+  job[H] = h
+  if E.current and E.in_job() then own(self, h, sig) end
+  self.now = now
+  E.start(self, job, stall_ms or self.stall_ms, now)
+  if self.closing_jobs then doom(self, job) end
+  local waiting = false
+  if key and not (sig and sig.aborted) then waiting = keys.join_pending(self, key, job) or false end
+  setup(job)
+  E.notify(self, job)
+  if waiting then
+    for i = 1, #waiting do E.end_job(waiting[i], "done", settle_empty) end
+  end
+  local doomed = self.closing_jobs
+  if doomed and doomed[job] and not job[STATE] then E.cancel(job, self.close_reason) end
+  handle.bind_signal(h, sig)
+  if not self.stepping then self.driver.reschedule(self) end
+  return h, job
 end
 
 --- Waits for the outcome of `key`: follows its running job, settles at once
@@ -572,97 +607,6 @@ end
 -- `local orch <close> = stagehand.new()` (Lua 5.4) closes it at scope end.
 Orchestrator.__close = function(o) o:close("orchestrator closed") end
 
--- What close ends (o.closing_jobs, a set): every job running when it was
--- called, and every job started inside their cleanup or in reaction to
--- their cancellation (an on_end or abort handler, a watcher): E.start adds
--- those. A job started otherwise after close, say by the work that called
--- it, is not close's to end.
-local function cancel(o, jobs, reason) -- (jobs in start order)
-  local was = o.close_cancelling -- (a close from a handler it runs nests here)
-  o.close_cancelling = true
-  for i = 1, #jobs do E.cancel(jobs[i], reason) end
-  o.close_cancelling = was
-end
-
-local function cancel_running(o, reason)
-  o.close_reason = reason
-  local doomed = o.closing_jobs
-  if not doomed then
-    doomed = {}
-    o.closing_jobs = doomed
-  end
-  local running, cur = E.running_jobs(o), E.current
-  for i = 1, #running do
-    -- (the job that called close is cancelled, but what its work goes on
-    -- to start is not close's)
-    if running[i] ~= cur then doomed[running[i]] = true end
-  end
-  cancel(o, running, reason)
-end
-
--- A job cancelled while parked mid-work is queued for one more resume, in
--- which its wait raises its end and its cleanup runs. Nobody steps a
--- closed orchestrator, so close gives those resumes a step of their own
--- (E.step: orch:step refuses inside a job, and this may run inside a job
--- of another orchestrator, whose resume this nests in like any callback).
--- Jobs that cleanup starts are cancelled before their work runs (run),
--- so they have no cleanup of their own: the rounds end once every cleanup
--- has run, however many jobs cleanup starts.
-local function finish(o, reason)
-  local doomed = o.closing_jobs or {}
-  while true do
-    o.closing = false -- (a close called again in these rounds adds to doomed: it ends here too)
-    E.step(o)
-    local running, cleaning = {}, false
-    for job in each, doomed do
-      if not job[STATE] then
-        running[#running + 1] = job
-      elseif job[CO] and job[W] == E.QUEUED then
-        cleaning = true -- (ended, its cleanup resume still to run; one whose
-        -- work is on the stack below this close goes on when close returns)
-      end
-    end
-    if running[1] == nil and not cleaning then break end
-    table.sort(running, F.by_id)
-    cancel(o, running, reason)
-  end
-  o.closing = false
-  o.driver.close()
-end
-
--- Runs fn(o, reason) as a close under way (o.close_depth counts them: a
--- close may be made inside another's handlers or cleanup). The set of jobs
--- they end is let go once none is under way and none waits to finish.
-local function under_way(fn, o, reason)
-  o.close_depth = o.close_depth + 1
-  local ok, err = pcall(fn, o, reason)
-  o.close_depth = o.close_depth - 1
-  if o.close_depth == 0 then
-    o.close_cancelling = false -- (even after an error mid-cancel)
-    if not o.closing then o.closing_jobs = false end
-  end
-  if not ok then error(err, 0) end
-end
-
---- Finishes a close made inside the step or run now ending (orch:step, orch:run).
-function finish_close(o)
-  under_way(finish, o, o.closing)
-end
-
-local function close(o, reason)
-  cancel_running(o, reason)
-  local cur = E.current
-  if o.stepping or (cur and cur[ORCH] == o) then
-    -- Inside its own step, or inside one of its own jobs started by a run
-    -- outside any step: that step or run finishes the close once it is
-    -- over (orch:step, orch:run).
-    o.closing = reason
-    o.driver.close()
-  else
-    finish(o, reason)
-  end
-end
-
 --- Cancels every running job and runs the cleanup of those parked
 --- mid-work (jobs that cleanup starts are cancelled too), then stops the
 --- driver's timers. The orchestrator still takes new runs afterwards.
@@ -671,7 +615,7 @@ function Orchestrator:close(reason)
   check_self(self, "close")
   reason = reason or "orchestrator closed"
   E.closed(self) -- (workers still waiting are named in the log, before their jobs are cancelled)
-  under_way(close, self, reason)
+  closing.close(self, reason)
 end
 
 return Orchestrator

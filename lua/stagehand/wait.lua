@@ -152,42 +152,21 @@ function M.await(job, x)
   return settled_values(x)
 end
 
--- Jobs whose stall clock is paused while what they await from another
--- thread waits its turn there (await_outside).
-local queued_outside = setmetatable({}, { __mode = "k" })
-
---- Waits inside `job` for `x`, which another thread settles (a worker's
---- reply): while the work waits its turn there, the job's stall clock is
---- paused (queued time is not stalling); outside_started runs it.
-function M.await_outside(job, x)
-  M.check_wait(job, "await")
-  if not x._st then
-    do
-      local o = job[ORCH]
-      settle.listen(x, job)
-      local tw = o.track_waits
-      if tw then tw[job] = x end
-      job[W] = x
-      job[SINCE] = o.now
-      if not x.started then
-        check(B.clock_pause(o.cc, job[CID]), "pause a stall clock")
-        queued_outside[job] = true
-      end
-    end
-    if co_yield(PARK) ~= job then misplaced(job, "await", 2) end
-    queued_outside[job] = nil
-    if job[STATE] then raise_ended(job) end
-  end
+--- Parks `job`, a job with no coroutine of its own, on `x`: work another
+--- thread does for it (a worker's request), whose owner ends the job.
+--- While the work waits its turn there, the job's stall clock is paused
+--- (queued time is not stalling); outside_started, called once, runs it.
+function M.park_outside(job, x)
   local o = job[ORCH]
-  check(B.clock_progress(o.cc, job[CID], E.current_at), "count progress")
-  return settled_values(x)
+  job[W] = x
+  job[SINCE] = o.now
+  check(B.clock_pause(o.cc, job[CID]), "pause a stall clock")
 end
 
---- The work `job` awaits on another thread has begun: its stall clock runs
---- from now (a resume is progress).
+--- The work `job` waits on, on another thread, has begun: its stall clock
+--- runs from now (a resume is progress).
 function M.outside_started(job)
-  if queued_outside[job] and not job[STATE] then
-    queued_outside[job] = nil
+  if not job[STATE] then
     local o = job[ORCH]
     check(B.clock_resume(o.cc, job[CID], read_clock(o)), "resume a stall clock")
   end

@@ -31,26 +31,28 @@ local STARTED, PROGRESS, DONE, FAILED, EXITED = 1, 2, 3, 4, 5
 function M.threads() return native.default_threads() end
 
 ---------------------------------------------------------------------------
--- Requests: what a request's job awaits.
+-- Requests: what a request's job is parked on. A request is a small array
+-- (one allocation, as jobs are: fields.lua), its fields by these indices.
+local R_POOL, R_ID, R_JOB, R_PAYLOAD, R_PRIORITY, R_STARTED = 1, 2, 3, 4, 5, 6
 
-local Request = settle.extend({})
-function Request:state() return self._st or "pending" end
+local Request = {}
+Request.__index = Request
 function Request:_describe()
-  return (self.started and "a reply from a worker of " or "a worker of ") .. self.pool:_describe()
-    .. (self.started and "" or " (queued)")
+  return (self[R_STARTED] and "a reply from a worker of " or "a worker of ") .. self[R_POOL]:_describe()
+    .. (self[R_STARTED] and "" or " (queued)")
 end
 -- The job stopped waiting before the reply (cancelled, stalled, its last
 -- caller withdrew): a queued request leaves the queue; a running one's
 -- worker is told to stop, and its reply is dropped when it comes.
 function Request:_abandon()
-  local pool = self.pool
-  if pool.reqs[self.id] ~= self then return end
-  pool.reqs[self.id] = nil
+  local pool, id = self[R_POOL], self[R_ID]
+  if pool.reqs[id] ~= self then return end
+  pool.reqs[id] = nil
   pool.nreq = pool.nreq - 1
   if pool.service then return pool.ud:_close() end -- (a long-lived worker: told to stop, it exits)
-  if pool.ud:_remove(self.id) then return end
+  if pool.ud:_remove(id) then return end
   local retire = pool.respawn
-  local on = pool.ud:_abort(self.id, retire)
+  local on = pool.ud:_abort(id, retire)
   if on and retire and not pool.destroyed then pool:_add_worker() end
 end
 
@@ -135,6 +137,7 @@ function M.pool(orch, opts)
     close_ms = close_ms,
     stall_ms = stall_ms,
     reqs = {}, -- id -> Request, until its reply or its job's end
+    labels = {}, -- fn_name -> "module.fn_name", the default label
     nreq = 0,
     next_id = 0,
     workers = {}, -- worker number -> true while its thread runs
@@ -148,19 +151,42 @@ end
 
 local RUN_FIELDS = { priority = true, signal = true, label = true, key = true, stall_ms = true }
 
-local function request_work(pool, msg, priority, payload)
-  return function(job)
-    local id = pool.next_id + 1
-    pool.next_id = id
-    local req = setmetatable({ pool = pool, id = id, job = job, payload = payload, priority = priority,
-      started = false, _st = false, _v = false, _w1 = false }, Request)
-    if not pool.ud:_push(id, priority, msg) then
-      error("pool:run: " .. pool:_describe() .. " was destroyed", 0)
-    end
-    pool.reqs[id] = req
-    pool.nreq = pool.nreq + 1
-    return wait.await_outside(job, req)
+local no = false -- (a constructor of constants is copied from a template: see orchestrator.new_job)
+
+-- The request whose job orch:_external is making (its setup is called at
+-- once, inside it: one function for every request, no closure each).
+local staging
+
+local function park(job)
+  local req = staging
+  req[R_JOB] = job
+  wait.park_outside(job, req)
+end
+
+-- Queues `fn_name(...)` as a request and makes its job; root names the
+-- arguments in errors ("payload", "args").
+local function request(pool, fn_name, label, priority, run_opts, root, level, ...)
+  local key = run_opts and run_opts.key
+  if key and pool.orch:running(key) then return (pool.orch:_external(label, run_opts, park)) end
+  local id = pool.next_id + 1
+  local ok, queued = pcall(pool.ud._push, pool.ud, id, priority, root, fn_name, ...)
+  if not ok then
+    error("bad argument '" .. root .. "' to " .. (root == "args" and "stagehand.spawn" or "pool:run") .. ": "
+      .. tostring(queued):gsub("^[^:]*:%d+: ", ""), level + 1)
   end
+  if not queued then error("pool:run: " .. pool:_describe() .. " was destroyed", level + 1) end
+  pool.next_id = id
+  local req = setmetatable({ pool, id, no, (...), priority, no }, Request)
+  pool.reqs[id] = req
+  pool.nreq = pool.nreq + 1
+  staging = req
+  local made, h = pcall(pool.orch._external, pool.orch, label, run_opts, park)
+  staging = nil
+  if not made then
+    Request._abandon(req)
+    error(h, 0)
+  end
+  return h
 end
 
 --- Runs `module[fn_name](payload)` on a worker; returns a Handle on a job
@@ -203,16 +229,20 @@ function Pool:run(fn_name, payload, opts)
     run_opts = { signal = opts.signal, key = opts.key, stall_ms = opts.stall_ms }
   end
   if self.destroyed then error("pool:run: " .. self:_describe() .. " was destroyed", 2) end
-  -- (Copied now: a payload that cannot cross raises here, nothing queued.)
-  local ok, msg = pcall(native.encode, "payload", fn_name, payload)
-  if not ok then
-    error("bad argument 'payload' to pool:run: " .. tostring(msg):gsub("^[^:]*:%d+: ", ""), 2)
-  end
   if self.stall_ms and not (run_opts and run_opts.stall_ms) then
     run_opts = run_opts or {}
     run_opts.stall_ms = self.stall_ms
   end
-  return self.orch:run(label or (self.module .. "." .. fn_name), request_work(self, msg, priority, payload), run_opts)
+  -- (The payload is copied now: one that cannot cross raises here, with
+  -- nothing queued.)
+  if not label then
+    label = self.labels[fn_name]
+    if not label then
+      label = self.module .. "." .. fn_name
+      self.labels[fn_name] = label
+    end
+  end
+  return request(self, fn_name, label, priority, run_opts, "payload", 2, payload)
 end
 
 --- Requests queued, not started.
@@ -251,9 +281,9 @@ function Pool:reprioritise(fn)
   for i = 1, #ids do
     local req = self.reqs[ids[i]]
     if req then
-      local p = fn(req.payload, req.priority)
+      local p = fn(req[R_PAYLOAD], req[R_PRIORITY])
       if type(p) ~= "number" or p ~= p then
-        error("pool:reprioritise: fn returned " .. tostring(p) .. " for a request of " .. req.job[F.LABEL]
+        error("pool:reprioritise: fn returned " .. tostring(p) .. " for a request of " .. req[R_JOB][F.LABEL]
           .. "; expected a number", 2)
       end
       new[i] = p
@@ -262,7 +292,7 @@ function Pool:reprioritise(fn)
   for i = 1, #ids do
     local req = self.reqs[ids[i]]
     if req and new[i] then
-      req.priority = new[i]
+      req[R_PRIORITY] = new[i]
       self.ud:_set_priority(ids[i], new[i])
     end
   end
@@ -294,7 +324,9 @@ function Pool:destroy()
   local box = settle.box("the destroy of " .. self:_describe())
   self.destroyed = box
   local jobs = {}
-  for _, req in require("stagehand.compat").each, self.reqs do jobs[#jobs + 1] = req.job end
+  for _, req in require("stagehand.compat").each, self.reqs do
+    if req[R_JOB] then jobs[#jobs + 1] = req[R_JOB] end
+  end
   table.sort(jobs, F.by_id)
   self.ud:_close()
   for i = 1, #jobs do
@@ -314,27 +346,32 @@ end
 -- Outside source: what the workers reported since the last step.
 function Pool:collect()
   local ud, reqs = self.ud, self.reqs
+  local next_event = ud._next_event
   while true do
-    local id, kind, worker, a, b = ud:_next_event()
+    local id, kind, worker, a, b = next_event(ud)
     if id == nil then break end
     local req = reqs[id]
     if kind == STARTED then
-      if req then
-        req.started = true
-        wait.outside_started(req.job)
+      if req and not req[R_STARTED] then
+        req[R_STARTED] = true
+        if req[R_JOB] then wait.outside_started(req[R_JOB]) end
       end
     elseif kind == PROGRESS then
-      if req and not req.job[STATE] then
-        if a >= 0 then req.job:progress(a, b) else req.job:progress() end
+      local job = req and req[R_JOB]
+      if job and not job[STATE] then
+        if not req[R_STARTED] then -- (its start was read late, or dropped: started now)
+          req[R_STARTED] = true
+          wait.outside_started(job)
+        end
+        if a >= 0 then job:progress(a, b) else job:progress() end
       end
     elseif kind == DONE or kind == FAILED then
       if req then
         reqs[id] = nil
         self.nreq = self.nreq - 1
-        if kind == DONE then
-          settle.settle(req, "done", a)
-        elseif not req.job[STATE] then
-          E.fail(req.job, a, b)
+        local job = req[R_JOB]
+        if job and not job[STATE] then
+          if kind == DONE then E.end_job(job, "done", a) else E.fail(job, a, b) end
         end
         if self.service then ud:_close() end -- (its one request is over: its worker exits)
       end
@@ -362,7 +399,7 @@ function Pool:waiting(now, all)
     local i = idxs[k]
     local cur, what, since = self.ud:_worker(i)
     local req = cur and self.reqs[cur]
-    local doing = req and (" (running " .. req.job[F.LABEL] .. ")")
+    local doing = req and req[R_JOB] and (" (running " .. req[R_JOB][F.LABEL] .. ")")
       or (cur and " (running a request whose job ended)" or "")
     if what then
       lines[#lines + 1] = string.format("worker %d of %s waits on %s for %.1f s%s", i + 1, self:_describe(), what,
@@ -415,14 +452,15 @@ function M.spawn(orch, name, ...)
   local module, fn
   if type(name) == "string" then module, fn = name:match("^(.+)%.([^.]+)$") end
   if not module then fail("stagehand.spawn", "name", "\"module.function\"", name) end
-  local ok, msg = pcall(native.encode, "args", fn, ...)
-  if not ok then
-    error("bad argument 'args' to stagehand.spawn: " .. tostring(msg):gsub("^[^:]*:%d+: ", ""), 2)
-  end
   local pool = M.pool(orch, { module = module, size = 1, stall_ms = math.huge })
   pool.service = true
   local w = setmetatable({ pool = pool, stopped = false }, Service)
-  w.done = orch:run(name, request_work(pool, msg, 0, nil), { stall_ms = math.huge })
+  local ok, h = pcall(request, pool, fn, name, 0, { stall_ms = math.huge }, "args", 1, ...)
+  if not ok then
+    pool:destroy()
+    error(h, 2)
+  end
+  w.done = h
   return w
 end
 

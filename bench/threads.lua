@@ -1,0 +1,134 @@
+-- Worker pools against luv's uv.new_work (libuv's thread pool, a Lua state
+-- per thread), measured in the same run: bench.lua's section 10. Times
+-- here are wall-clock (work runs on other threads), each the median of
+-- several rounds.
+local stagehand = require "stagehand"
+local B = require "stagehand.backend"
+local has_luv, uv = pcall(require, "luv")
+
+local M = {}
+
+local function median(xs)
+  table.sort(xs)
+  return xs[math.ceil(#xs / 2)]
+end
+
+local function wall() return B.now_ms() end
+
+-- A worker module given as source, as a game in LÖVE would.
+local SOURCE = [[
+local M = {}
+function M.noop(x) return x end
+function M.hash(n)
+  local h = 0
+  for i = 1, n do h = (h * 31 + i) % 4294967296 end
+  return h
+end
+return M
+]]
+
+local function new_orch() return stagehand.new { driver = "manual", stall_ms = 1e9, log = function() end } end
+
+function M.run(report, results)
+  local ROUNDS = 5
+  if not has_luv then
+    print("(luv is not installed: the worker pool has nothing to be measured against)")
+    return
+  end
+
+  -- 1. 100,000 trivial requests through a pool of 2: queued at once, then
+  -- all their replies collected; µs per request from the first run to the
+  -- last reply.
+  local N = 100000
+  local function ours(n)
+    local orch = new_orch()
+    local pool = stagehand.pool(orch, { module = "bench", source = SOURCE, size = 2 })
+    orch:wait(pool:run("noop", 0), 10000) -- (the workers are up before the clock starts)
+    local t0 = wall()
+    for i = 1, n do pool:run("noop", i) end
+    orch:loop()
+    local ms = wall() - t0
+    orch:wait(pool:destroy(), 10000)
+    return ms * 1e6 / n
+  end
+  local function luvs(n)
+    local done = 0
+    local work = uv.new_work(function(x) return x end, function() done = done + 1 end)
+    work:queue(0)
+    uv.run()
+    done = 0
+    local t0 = wall()
+    for i = 1, n do work:queue(i) end
+    uv.run()
+    local ms = wall() - t0
+    assert(done == n, "luv's work did not all come back")
+    return ms * 1e6 / n
+  end
+  -- (libuv's pool has 4 threads unless UV_THREADPOOL_SIZE says otherwise:
+  -- it is measured as a game would meet it)
+  local xs, ys = {}, {}
+  for r = 1, ROUNDS do
+    collectgarbage()
+    ys[r] = luvs(N)
+    collectgarbage()
+    xs[r] = ours(N)
+  end
+  report("100,000 trivial requests, a pool of 2", median(xs), "luv's uv.new_work, each", median(ys), 1)
+
+  -- 2. The round trip of one request on an idle pool: the main thread
+  -- waits for the reply (orch:wait; luv: uv.run). Each trip comes 2 ms
+  -- after the last, so the workers are asleep (a worker that finds no
+  -- work looks again for 50 us before it sleeps); back to back, the same
+  -- trips find a worker still looking (information).
+  local orch = new_orch()
+  local pool = stagehand.pool(orch, { module = "bench", source = SOURCE, size = 2 })
+  orch:wait(pool:run("noop", 0), 10000)
+  local function trips_of(queue_one, gap_ms)
+    local trips = {}
+    for i = 1, 201 do
+      if gap_ms > 0 then B.sleep_ms(gap_ms) end
+      local t0 = wall()
+      queue_one(i)
+      trips[i] = (wall() - t0) * 1e6
+    end
+    return median(trips)
+  end
+  local function ours_one(i) orch:wait(pool:run("noop", i), 10000) end
+  local work = uv.new_work(function(x) return x end, function() end)
+  local function luv_one(i)
+    work:queue(i)
+    uv.run()
+  end
+  report("round trip of one request, idle pool (median)", trips_of(ours_one, 2), "luv's uv.new_work",
+    trips_of(luv_one, 2), 1.5)
+  report("  ... back to back (information)", trips_of(ours_one, 0), "luv's uv.new_work", trips_of(luv_one, 0))
+
+  -- 3. A CPU-bound batch: 8 hashes of 3,000,000 steps, on 2 workers and
+  -- on 1. The ratio is how much faster two are (target >= 1.7x).
+  local STEPS = 3000000
+  local function batch(size)
+    local p = stagehand.pool(orch, { module = "bench", source = SOURCE, size = size })
+    orch:wait(p:run("noop", 0), 10000)
+    local t0 = wall()
+    local hs = {}
+    for i = 1, 8 do hs[i] = p:run("hash", STEPS) end
+    orch:wait(stagehand.all(hs), 60000)
+    local ms = wall() - t0
+    orch:wait(p:destroy(), 10000)
+    return ms
+  end
+  local one, two = {}, {}
+  for r = 1, 3 do
+    one[r] = batch(1)
+    two[r] = batch(2)
+  end
+  local speedup = median(one) / median(two)
+  local ok = speedup >= 1.7
+  results[#results + 1] = { name = "two workers", ok = ok }
+  print(string.format("%-46s %9.1f ms      %-28s %9.1f ms      %.2fx faster (target >= 1.7x: %s)",
+    "8 hashes of 3,000,000 steps on 2 workers", median(two), "on 1 worker", median(one), speedup,
+    ok and "met" or "MISSED"))
+  orch:wait(pool:destroy(), 10000)
+end
+
+return M
