@@ -5,7 +5,10 @@
 -- job stalls after 1.5 s instead of hanging the loading screen. The rest of
 -- the scene loads anyway. Decoding shares a pool of two slots, opened once
 -- every file is read (a barrier), so the slots go by priority: portraits on
--- screen first, background sound last. Ends with every job's end state.
+-- screen first, background sound last. Each decode (and a checksum of the
+-- bytes) runs on a worker thread, from examples/scene_decoder.lua: the main
+-- thread only reads files and hands work out. Ends with every job's end
+-- state.
 --
 --   make demo          (or: eval "$(make -s env)"; luajit examples/scene_loader.lua)
 local stagehand = require "stagehand"
@@ -30,18 +33,6 @@ local function open_stream(url)
   return f -- nobody will ever resolve it
 end
 
--- "Decodes" an asset: a header line `asset <kind>`, then `field: value` lines.
-local function decode(name, kind, text)
-  local header, rest = text:match("^([^\n]*)\n(.*)$")
-  if header ~= "asset " .. kind then
-    local shown = (header or text):sub(1, 24):gsub("[^\32-\126]", "?")
-    error(string.format("%s: not a %s asset (header '%s')", name, kind, shown), 0)
-  end
-  local fields = {}
-  for k, v in rest:gmatch("([%w_]+):%s*([^\n]*)") do fields[k] = v end
-  return fields
-end
-
 local function read_file(job, path)
   local fd = job:call(uv.fs_open, path, "r", 420)
   local ok, data = job:pcall(function()
@@ -61,6 +52,11 @@ local orch = stagehand.new {
   log = function(message) io.stderr:write(message, "\n") end,
 }
 
+-- Two worker threads decode: they read examples/scene_decoder.lua, found
+-- through package.path as it is now (each worker's state gets a copy).
+package.path = here .. "/?.lua;" .. package.path
+local decoders = stagehand.pool(orch, { module = "scene_decoder", size = 2 })
+
 local started = uv.hrtime()
 local handles = {}
 local decode_order = {}
@@ -77,10 +73,10 @@ local function load_asset(name)
     files_read:arrive(name)
     local release = job:slot("decode")
     decode_order[#decode_order + 1] = name
-    local ok, asset = job:pcall(decode, name, kind, text)
-    job:slice() -- a real decoder would yield here between chunks
+    local decoding = decoders:run("decode", { name = name, kind = kind, text = text }, { label = "decoding " .. name })
+    local ok, asset = job:pcall(job.await, job, decoding)
     release()
-    if not ok then error(asset, 0) end
+    if not ok then error(asset.cause or asset, 0) end -- (the decoder's own message)
     if kind == "stream" then asset.bytes = job:await(open_stream(asset.url)) end
     return asset
   end, { key = "asset:" .. name, stall_ms = spec.stall_ms, priority = spec.priority })
@@ -118,6 +114,7 @@ end, {
 })
 
 orch:loop()
+orch:wait(decoders:destroy(), 2000)
 
 local ms = (uv.hrtime() - started) / 1e6
 print(string.format("%-28s %-9s %s", "job", "state", "details"))
@@ -137,6 +134,7 @@ for _, h in ipairs(handles) do
 end
 print(string.rep("-", 72))
 print("decode slots went to: " .. table.concat(decode_order, ", "))
+print(string.format("each decode ran on one of %d worker threads (examples/scene_decoder.lua)", 2))
 local st, loaded, total = scene:result()
 print(string.format("%s: %s, %d of %d assets loaded in %.1f ms (backend: %s)",
   scene.label, st, loaded or 0, total or 0, ms, stagehand.backend))

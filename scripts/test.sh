@@ -54,7 +54,8 @@ demo_ends_every_job() {
   example_says luajit examples/scene_loader.lua \
       "Loading knight.portrait +failed +Loading knight.portrait failed: knight.portrait: not a portrait asset" \
       "Loading tavern.stream +stalled +Loading tavern.stream made no progress for 1.5 s." \
-      "Loading hero.sprite +done" "Preparing the scene: done, 6 of 8 assets loaded" \
+      "Loading hero.sprite +done .*sum=332c9569" "Preparing the scene: done, 6 of 8 assets loaded" \
+      "each decode ran on one of 2 worker threads" \
       "decode slots went to: (knight|queen)\.portrait, (knight|queen)\.portrait(, (floor\.tiles|goblin\.sprite|hero\.sprite|water\.shader)){4}, (tavern\.stream|torch\.sound), (tavern\.stream|torch\.sound)$" ||
     return 1
   echo "the example scene loader ended every job: 6 done, 1 failed, 1 stalled"
