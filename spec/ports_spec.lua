@@ -44,6 +44,17 @@ describe("stagehand.port", function()
     assert.is_nil(p:receive_within(20))
   end)
 
+  it("returns nil from receive_within in a worker once the time passes", function()
+    local orch = T.new()
+    local pool = stagehand.pool(orch, { module = "fixture_worker", size = 1 })
+    local p = stagehand.port()
+    assert.same({ "done", nil, "timed out" }, { orch:wait(pool:run("wait_within", { port = p, ms = 20 }), WAIT) })
+    p:post("in time")
+    assert.same({ "done", "in time", "timed out" },
+      { orch:wait(pool:run("wait_within", { port = p, ms = 5000 }), WAIT) })
+    orch:wait(pool:destroy(), WAIT)
+  end)
+
   it("drains every queued value without waiting, and drain_for at least one", function()
     local p = stagehand.port()
     for i = 1, 5 do p:post(i) end
