@@ -57,6 +57,7 @@ build = {
     ["stagehand.sources"] = "lua/stagehand/sources.lua",
     ["stagehand.compat"] = "lua/stagehand/compat.lua",
     ["stagehand.owners"] = "lua/stagehand/owners.lua",
+    ["stagehand.tracker"] = "lua/stagehand/tracker.lua",
     ["stagehand.closing"] = "lua/stagehand/closing.lua",
     ["stagehand.outside"] = "lua/stagehand/outside.lua",
     ["stagehand.workers"] = "lua/stagehand/workers.lua",

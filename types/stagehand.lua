@@ -82,6 +82,17 @@ function stagehand.port() end
 ---@return userdata
 function stagehand.rounds(participants, share_len) end
 
+--- A load tracker over `orch`: progress in phases for a loading screen
+--- (docs/guide.md, Loading screens).
+---@param orch stagehand.Orchestrator
+---@return stagehand.Tracker
+function stagehand.tracker(orch) end
+
+--- The rows of load:timeline() as an aligned text table.
+---@param rows table[]
+---@return string
+function stagehand.format_timeline(rows) end
+
 --- The name of the native backend in use: "ffi" or "c".
 ---@type string
 stagehand.backend = nil

@@ -65,6 +65,12 @@ local hooks = {
   outside_pending = function() return false end,
   outside_wait = function() return false end,
   closed = none, -- (o): close begins, or orch:loop returns (threads name what they still wait on)
+  -- A job run with opts.phase (job.phase) counts as a task of that phase
+  -- for the load tracker: (o, job) it began, (job) it said how far it is,
+  -- (o, job, st) it ended.
+  phase_began = none,
+  phase_progressed = none,
+  phase_ended = none,
   next_due = none, -- (o): the time of the next timeout something listens to, or nil
 }
 -- Hooks every registration adds to, in the order they came; the others
@@ -201,6 +207,7 @@ function E.end_job(job, st, v)
   job[STATE], job[OUT] = st, v
   o.nrunning = o.nrunning - 1
   job_ended(o, job, st)
+  if rawget(job, "phase") then hooks.phase_ended(o, job, st) end
   if st ~= "done" then
     local sig = rawget(job, "signal")
     -- (At once, unless this end is itself one that an end reached: then
@@ -640,6 +647,10 @@ function E.cleanups_queued(o)
   end
   return n
 end
+
+--- A job with a phase began (its job.phase is set), or said how far it is.
+function E.phase_began(o, job) return hooks.phase_began(o, job) end
+function E.phase_progressed(job) return hooks.phase_progressed(job) end
 
 --- Says that o is closing, or that orch:loop returned (the closed hook).
 function E.closed(o) return hooks.closed(o) end

@@ -85,6 +85,17 @@ function M.port() return ports().port() end
 ---@return userdata
 function M.rounds(participants, share_len) return ports().rounds(participants, share_len) end
 
+--- A load tracker over `orch`: progress in phases for a loading screen
+--- (docs/guide.md, Loading screens).
+---@param orch stagehand.Orchestrator
+---@return stagehand.Tracker
+function M.tracker(orch) return require("stagehand.tracker").new(orch) end
+
+--- The rows of load:timeline() as an aligned text table.
+---@param rows table[]
+---@return string
+function M.format_timeline(rows) return require("stagehand.tracker").format_timeline(rows) end
+
 --- The name of the native backend in use: "ffi" or "c".
 ---@type string
 M.backend = B.name

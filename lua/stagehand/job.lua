@@ -60,6 +60,7 @@ function Job:progress(done, total)
   if slot then
     local o = self[ORCH]
     B.check(B.clock_progress(o.cc, slot, E.now(o)), "count progress")
+    if rawget(self, "phase") then E.phase_progressed(self) end
   end
 end
 

@@ -164,7 +164,7 @@ function M.new_options(opts, has_luv)
   return o
 end
 
-local RUN_FIELDS = { key = true, signal = true, stall_ms = true, priority = true, reuse = true }
+local RUN_FIELDS = { key = true, signal = true, stall_ms = true, priority = true, reuse = true, phase = true }
 
 -- Raises for the unknown field of a run's opts that sorts first.
 local function unknown_run_field(opts, fn, allow_key, lv)
@@ -191,9 +191,9 @@ function M.run_options(o, opts, fn, is_signal, allow_key, depth)
   if opts == nil then return nil end
   local lv = 3 + (depth or 0)
   if type(opts) ~= "table" then M.fail(fn, "opts", "a table", opts, lv) end
-  -- There are five known fields, so a sixth is unknown. Unrolled rather than
-  -- a loop: run is called in games' own hot loops, and LuaJIT aborts a trace
-  -- that meets an inner loop it has not compiled yet.
+  -- There are six known fields, so a seventh is unknown. Unrolled rather
+  -- than a loop: run is called in games' own hot loops, and LuaJIT aborts a
+  -- trace that meets an inner loop it has not compiled yet.
   local k = next(opts)
   if known(opts, k, fn, allow_key, lv) then
     k = next(opts, k)
@@ -205,11 +205,17 @@ function M.run_options(o, opts, fn, is_signal, allow_key, depth)
           k = next(opts, k)
           if known(opts, k, fn, allow_key, lv) then
             k = next(opts, k)
-            if k ~= nil then unknown_run_field(opts, fn, allow_key, lv) end
+            if known(opts, k, fn, allow_key, lv) then
+              k = next(opts, k)
+              if k ~= nil then unknown_run_field(opts, fn, allow_key, lv) end
+            end
           end
         end
       end
     end
+  end
+  if opts.phase ~= nil and (type(opts.phase) ~= "string" or opts.phase == "") then
+    M.fail(fn, "opts.phase", "a non-empty string (a phase of the load tracker)", opts.phase, lv)
   end
   if opts.reuse ~= nil and type(opts.reuse) ~= "boolean" then
     M.fail(fn, "opts.reuse", "a boolean", opts.reuse, lv)

@@ -187,6 +187,10 @@ function Orchestrator:run(label, work, opts)
   if E.current and E.in_job() then own(self, h, sig) end
   self.now = now
   E.start(self, job, stall_ms or self.stall_ms, now)
+  if opts and opts.phase then
+    job.phase = opts.phase
+    E.phase_began(self, job)
+  end
   if self.closing_jobs then doom(self, job) end
   local waiting = false
   -- A caller withdrawn before it asked (its signal aborted already) starts
@@ -244,6 +248,10 @@ function Orchestrator:_external(label, opts, setup)
   if E.current and E.in_job() then own(self, h, sig) end
   self.now = now
   E.start(self, job, stall_ms or self.stall_ms, now)
+  if opts and opts.phase then
+    job.phase = opts.phase
+    E.phase_began(self, job)
+  end
   if self.closing_jobs then doom(self, job) end
   local waiting = false
   if key and not (sig and sig.aborted) then waiting = keys.join_pending(self, key, job) or false end

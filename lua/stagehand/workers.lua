@@ -149,7 +149,7 @@ function M.pool(orch, opts)
   return self
 end
 
-local RUN_FIELDS = { priority = true, signal = true, label = true, key = true, stall_ms = true }
+local RUN_FIELDS = { priority = true, signal = true, label = true, key = true, stall_ms = true, phase = true }
 
 local no = false -- (a constructor of constants is copied from a template: see orchestrator.new_job)
 
@@ -191,7 +191,8 @@ end
 
 --- Runs `module[fn_name](payload)` on a worker; returns a Handle on a job
 --- of the pool's orchestrator. `opts`: `priority` (a number, higher
---- first), `signal`, `label`, `key`, `stall_ms`.
+--- first), `signal`, `label`, `key`, `stall_ms`, `phase` (the load
+--- tracker's: stagehand.tracker).
 ---@param fn_name string
 ---@param payload any plain data, ports and round barriers
 ---@param opts table?
@@ -204,7 +205,7 @@ function Pool:run(fn_name, payload, opts)
     if type(opts) ~= "table" then fail("pool:run", "opts", "a table", opts) end
     for k in require("stagehand.compat").each, opts do
       if not RUN_FIELDS[k] then
-        fail("pool:run", "opts." .. tostring(k), "one of priority, signal, label, key, stall_ms", opts[k])
+        fail("pool:run", "opts." .. tostring(k), "one of priority, signal, label, key, stall_ms, phase", opts[k])
       end
     end
     if opts.priority ~= nil then
@@ -226,7 +227,10 @@ function Pool:run(fn_name, payload, opts)
     if opts.stall_ms ~= nil and not (type(opts.stall_ms) == "number" and opts.stall_ms > 0) then
       fail("pool:run", "opts.stall_ms", options.STALL_EXPECTED, opts.stall_ms)
     end
-    run_opts = { signal = opts.signal, key = opts.key, stall_ms = opts.stall_ms }
+    if opts.phase ~= nil and (type(opts.phase) ~= "string" or opts.phase == "") then
+      fail("pool:run", "opts.phase", "a non-empty string (a phase of the load tracker)", opts.phase)
+    end
+    run_opts = { signal = opts.signal, key = opts.key, stall_ms = opts.stall_ms, phase = opts.phase }
   end
   if self.destroyed then error("pool:run: " .. self:_describe() .. " was destroyed", 2) end
   if self.stall_ms and not (run_opts and run_opts.stall_ms) then

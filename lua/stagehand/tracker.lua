@@ -1,0 +1,366 @@
+-- The load tracker: how far a load is, in phases, for a loading screen.
+-- Tasks are made by hand (load:task) or are jobs run with opts.phase (the
+-- engine's phase hooks tell this module of their start, progress and end).
+local E = require "stagehand.engine"
+local F = require "stagehand.fields"
+local settle = require "stagehand.settle"
+local options = require "stagehand.options"
+local logm = require "stagehand.log"
+
+local LABEL, ORCH = F.LABEL, F.ORCH
+
+local M = {}
+
+-- orch -> its trackers, in the order they were made.
+local trackers = setmetatable({}, { __mode = "k" })
+
+---@class stagehand.Tracker
+local Tracker = {}
+Tracker.__index = Tracker
+
+---@class stagehand.Task
+---@field label string
+---@field phase string
+local Task = {}
+Task.__index = Task
+
+local function check_tracker(self, method)
+  if getmetatable(self) ~= Tracker then options.bad_self("load:" .. method, "a load tracker", self, 3) end
+end
+
+local function check_phase(phase, fn, level)
+  if type(phase) ~= "string" or phase == "" then options.fail(fn, "phase", "a non-empty string", phase, level + 1) end
+end
+
+local function now(tr) return E.now(tr.orch) end
+
+-- A phase's record: its tasks, and the stretches of time a task of it ran.
+local function phase_of(tr, name, t)
+  local ph = tr.phases[name]
+  if not ph then
+    ph = { name = name, tasks = {}, running = 0, start = t, finish = nil, busy = 0, spans = 0, since = nil }
+    tr.phases[name] = ph
+    tr.order[#tr.order + 1] = ph
+  end
+  return ph
+end
+
+local function emit(tr, ev)
+  local ls = tr.listeners
+  for i = 1, #ls do
+    local fn = ls[i]
+    if fn then logm.guard(tr.orch.log, "a load tracker's listener", fn, ev) end
+  end
+end
+
+local function event(task, kind, t)
+  local tr = task.tracker
+  if #tr.listeners == 0 then return end
+  emit(tr, { phase = task.phase, kind = kind, label = task.label, done = task.done, total = task.total,
+    state = kind == "end" and task.state or nil, t = t })
+end
+
+local function begin(tr, phase, label, total, t)
+  local ph = phase_of(tr, phase, t)
+  local task = setmetatable({ tracker = tr, phase = phase, label = label, done = 0, total = total,
+    state = "running", clamped = false }, Task)
+  ph.tasks[#ph.tasks + 1] = task
+  if ph.running == 0 then
+    ph.spans = ph.spans + 1
+    ph.since = t
+  end
+  ph.running = ph.running + 1
+  tr.running = tr.running + 1
+  event(task, "start", t)
+  return task
+end
+
+local function settle_idle(tr)
+  local waiting = tr.idle_boxes
+  tr.idle_boxes = {}
+  for i = 1, #waiting do settle.settle(waiting[i], "done", settle.pack()) end
+end
+
+local function finish(task, state, t)
+  if task.state ~= "running" then return false end
+  local tr = task.tracker
+  local ph = tr.phases[task.phase]
+  task.state = state
+  if state == "done" then task.done = task.total end
+  ph.running = ph.running - 1
+  if ph.running == 0 then
+    ph.busy = ph.busy + (t - ph.since)
+    ph.since = nil
+  end
+  ph.finish = t
+  tr.running = tr.running - 1
+  event(task, "end", t)
+  if tr.running == 0 and tr.idle_boxes[1] then settle_idle(tr) end
+  return true
+end
+
+-- A task advanced past its total: clamped, said once in the log.
+local function clamp(task, done)
+  if done <= task.total then return done end
+  if not task.clamped then
+    task.clamped = true
+    logm.guard(nil, "the log function", task.tracker.orch.log, string.format(
+      "[stagehand] %s (phase '%s') advanced past its total (%s of %s): counted as %s", task.label, task.phase,
+      tostring(done), tostring(task.total), tostring(task.total)))
+  end
+  return task.total
+end
+
+--- Adds `n` (default 1) to how far the task is.
+---@param n number?
+function Task:advance(n)
+  if getmetatable(self) ~= Task then options.bad_self("task:advance", "a task of a load tracker", self, 2) end
+  if n == nil then n = 1 end
+  if type(n) ~= "number" or n ~= n or n < 0 or n == math.huge then
+    options.fail("task:advance", "n", "a finite number >= 0", n)
+  end
+  if self.state ~= "running" then return end
+  self.done = clamp(self, self.done + n)
+  event(self, "progress", now(self.tracker))
+end
+
+--- The task is done: it counts its whole total.
+function Task:finish()
+  if getmetatable(self) ~= Task then options.bad_self("task:finish", "a task of a load tracker", self, 2) end
+  return finish(self, "done", now(self.tracker))
+end
+
+--- The task failed: it leaves its phase's sums.
+---@param err any
+function Task:fail(err)
+  if getmetatable(self) ~= Task then options.bad_self("task:fail", "a task of a load tracker", self, 2) end
+  self.error = err
+  return finish(self, "failed", now(self.tracker))
+end
+
+--- A task of `phase` made by hand: `opts.label` (default the phase),
+--- `opts.total` (a number > 0, default 1).
+---@param phase string
+---@param opts table?
+---@return stagehand.Task
+function Tracker:task(phase, opts)
+  check_tracker(self, "task")
+  check_phase(phase, "load:task", 2)
+  local label, total = phase, 1
+  if opts ~= nil then
+    if type(opts) ~= "table" then options.fail("load:task", "opts", "a table {label =, total =}", opts) end
+    if opts.label ~= nil then
+      if type(opts.label) ~= "string" or opts.label == "" then
+        options.fail("load:task", "opts.label", "a non-empty string", opts.label)
+      end
+      label = opts.label
+    end
+    if opts.total ~= nil then
+      local t = opts.total
+      if type(t) ~= "number" or t ~= t or t <= 0 or t == math.huge then
+        options.fail("load:task", "opts.total", "a finite number > 0", t)
+      end
+      total = t
+    end
+  end
+  return begin(self, phase, label, total, now(self))
+end
+
+local function sums(ph, done, total)
+  local tasks = ph.tasks
+  for i = 1, #tasks do
+    local task = tasks[i]
+    local st = task.state
+    if st == "running" or st == "done" then
+      done = done + task.done
+      total = total + task.total
+    end
+  end
+  return done, total
+end
+
+--- How far `phase` is (every phase when nil): done, total, summed over
+--- its tasks. A finished task counts its total; a failed or cancelled one
+--- leaves both sums.
+---@param phase string?
+---@return number done
+---@return number total
+function Tracker:progress(phase)
+  check_tracker(self, "progress")
+  if phase ~= nil then
+    check_phase(phase, "load:progress", 2)
+    local ph = self.phases[phase]
+    if not ph then return 0, 0 end
+    return sums(ph, 0, 0)
+  end
+  local done, total = 0, 0
+  for i = 1, #self.order do done, total = sums(self.order[i], done, total) end
+  return done, total
+end
+
+--- Tasks of `phase` (every phase when nil) by state: {running =, done =,
+--- failed =, cancelled =, stalled =}.
+---@param phase string?
+---@return table
+function Tracker:counts(phase)
+  check_tracker(self, "counts")
+  if phase ~= nil then check_phase(phase, "load:counts", 2) end
+  local c = { running = 0, done = 0, failed = 0, cancelled = 0, stalled = 0 }
+  for i = 1, #self.order do
+    local ph = self.order[i]
+    if phase == nil or ph.name == phase then
+      for j = 1, #ph.tasks do
+        local st = ph.tasks[j].state
+        c[st] = c[st] + 1
+      end
+    end
+  end
+  return c
+end
+
+--- Calls fn(event) for each task's start, progress and end: {phase =,
+--- kind = "start" | "progress" | "end", label =, done =, total =, state =
+--- (at "end"), t =}. Returns a function that unsubscribes.
+---@param fn fun(event: table)
+---@return fun()
+function Tracker:on(fn)
+  check_tracker(self, "on")
+  if type(fn) ~= "function" then options.fail("load:on", "fn", "a function", fn) end
+  local ls = self.listeners
+  local i = #ls + 1
+  ls[i] = fn
+  return function() if ls[i] == fn then ls[i] = false end end
+end
+
+--- One row a phase, in order of first start: {phase =, start_ms =,
+--- end_ms = (nil while a task of it runs), busy_ms = (the time at least one
+--- of its tasks ran), spans = (how many separate stretches that made),
+--- tasks =, failed =}.
+---@return table[]
+function Tracker:timeline()
+  check_tracker(self, "timeline")
+  local t = now(self)
+  local rows = {}
+  for i = 1, #self.order do
+    local ph = self.order[i]
+    local failed = 0
+    for j = 1, #ph.tasks do
+      local st = ph.tasks[j].state
+      if st ~= "running" and st ~= "done" then failed = failed + 1 end
+    end
+    rows[i] = {
+      phase = ph.name,
+      start_ms = ph.start,
+      end_ms = ph.running == 0 and ph.finish or nil,
+      busy_ms = ph.busy + (ph.since and (t - ph.since) or 0),
+      spans = ph.spans,
+      tasks = #ph.tasks,
+      failed = failed,
+    }
+  end
+  return rows
+end
+
+--- An awaitable that settles once no tracked task is running (at once when
+--- none is).
+---@return table
+function Tracker:idle()
+  check_tracker(self, "idle")
+  local box = settle.box("the load tracker going idle")
+  if self.running == 0 then
+    settle.settle(box, "done", settle.pack())
+  else
+    self.idle_boxes[#self.idle_boxes + 1] = box
+  end
+  return box
+end
+
+--- A load tracker over `orch`: tasks by hand (load:task), and every job
+--- run with `opts.phase`.
+---@param orch stagehand.Orchestrator
+---@return stagehand.Tracker
+function M.new(orch)
+  if getmetatable(orch) ~= require("stagehand.orchestrator") then
+    options.fail("stagehand.tracker", "orch", "an orchestrator", orch)
+  end
+  local tr = setmetatable({ orch = orch, phases = {}, order = {}, listeners = {}, running = 0, idle_boxes = {},
+    jobs = setmetatable({}, { __mode = "k" }) }, Tracker)
+  local list = trackers[orch]
+  if not list then
+    list = {}
+    trackers[orch] = list
+  end
+  list[#list + 1] = tr
+  return tr
+end
+
+-- Jobs with a phase: a task in each tracker of their orchestrator.
+local function each_tracker(o, fn, a, b)
+  local list = trackers[o]
+  if not list then return end
+  for i = 1, #list do fn(list[i], a, b) end
+end
+
+E.on("phase_began", function(o, job)
+  each_tracker(o, function(tr, j)
+    tr.jobs[j] = begin(tr, j.phase, j[LABEL], 1, now(tr))
+  end, job)
+end)
+
+E.on("phase_progressed", function(job)
+  each_tracker(job[ORCH], function(tr, j)
+    local task = tr.jobs[j]
+    if not task or task.state ~= "running" then return end
+    local done, total = rawget(j, "done_n"), rawget(j, "total_n")
+    if done and total and total > 0 then
+      task.total = total
+      task.done = clamp(task, done)
+    end
+    event(task, "progress", now(tr))
+  end, job)
+end)
+
+E.on("phase_ended", function(o, job, st)
+  each_tracker(o, function(tr, j, state)
+    local task = tr.jobs[j]
+    if task then
+      tr.jobs[j] = nil
+      if state ~= "done" then task.error = j[F.OUT] end
+      finish(task, state, now(tr))
+    end
+  end, job, st)
+end)
+
+--- The rows of load:timeline() as an aligned text table.
+---@param rows table[]
+---@return string
+function M.format_timeline(rows)
+  if type(rows) ~= "table" then options.fail("stagehand.format_timeline", "rows", "a list of rows", rows) end
+  local head = { "phase", "start ms", "end ms", "busy ms", "spans", "tasks", "failed" }
+  local cells = { head }
+  local function ms(v) return v and string.format("%.1f", v) or "-" end
+  for i = 1, #rows do
+    local r = rows[i]
+    if type(r) ~= "table" or type(r.phase) ~= "string" then
+      options.fail("stagehand.format_timeline", "rows[" .. i .. "]", "a row of load:timeline()", r)
+    end
+    cells[#cells + 1] = { r.phase, ms(r.start_ms), ms(r.end_ms), ms(r.busy_ms), tostring(r.spans or 0),
+      tostring(r.tasks or 0), tostring(r.failed or 0) }
+  end
+  local widths = {}
+  for _, row in ipairs(cells) do
+    for c, v in ipairs(row) do widths[c] = math.max(widths[c] or 0, #v) end
+  end
+  local lines = {}
+  for _, row in ipairs(cells) do
+    local parts = {}
+    for c, v in ipairs(row) do
+      -- (the phase to the left, the numbers to the right)
+      parts[c] = c == 1 and v .. string.rep(" ", widths[c] - #v) or string.rep(" ", widths[c] - #v) .. v
+    end
+    lines[#lines + 1] = table.concat(parts, "  ")
+  end
+  return table.concat(lines, "\n")
+end
+
+return M

@@ -1,0 +1,244 @@
+-- The load tracker: what a loading screen reads. Times on the fake clock.
+local stagehand = require "stagehand"
+local T = require "stagehand.testing"
+
+if not package.path:find("spec/fixtures/?.lua", 1, true) then
+  package.path = "spec/fixtures/?.lua;" .. package.path
+end
+
+describe("stagehand.tracker", function()
+  local orch, clock, load, logged
+  before_each(function()
+    logged = {}
+    orch, clock = T.new { stall_ms = 1000, log = function(line) logged[#logged + 1] = line end }
+    load = stagehand.tracker(orch)
+  end)
+
+  describe(":task", function()
+    it("sums a phase's tasks: running ones as far as they are, finished ones whole", function()
+      local a = load:task("fetch", { label = "hero.png", total = 4 })
+      local b = load:task("fetch", { label = "map.bin", total = 6 })
+      local c = load:task("decode")
+      a:advance()
+      a:advance(2)
+      assert.same({ 3, 10 }, { load:progress("fetch") })
+      b:finish()
+      assert.same({ 9, 10 }, { load:progress("fetch") })
+      assert.same({ 0, 1 }, { load:progress("decode") })
+      assert.same({ 9, 11 }, { load:progress() })
+      c:finish()
+      assert.same({ 10, 11 }, { load:progress() })
+    end)
+
+    it("takes a failed task out of both sums, so the bar never shows what did not load", function()
+      local a = load:task("fetch", { total = 2 })
+      local b = load:task("fetch", { total = 2 })
+      a:advance(1)
+      b:advance(1)
+      assert.same({ 2, 4 }, { load:progress("fetch") })
+      b:fail("404")
+      assert.same({ 1, 2 }, { load:progress("fetch") })
+      assert.same({ running = 1, done = 0, failed = 1, cancelled = 0, stalled = 0 }, load:counts("fetch"))
+    end)
+
+    it("clamps a task advanced past its total and says so once", function()
+      local a = load:task("fetch", { label = "hero.png", total = 3 })
+      a:advance(2)
+      a:advance(5)
+      a:advance(1)
+      assert.same({ 3, 3 }, { load:progress("fetch") })
+      assert.equal(1, #logged)
+      assert.matches("hero.png (phase 'fetch') advanced past its total (7 of 3)", logged[1], 1, true)
+    end)
+
+    it("ignores what a task is told after it ended", function()
+      local a = load:task("fetch", { total = 2 })
+      assert.is_true(a:finish())
+      assert.is_false(a:finish())
+      assert.is_false(a:fail("late"))
+      a:advance(1)
+      assert.same({ 2, 2 }, { load:progress("fetch") })
+    end)
+
+    it("names a bad phase, label or total", function()
+      assert.has_error(function() load:task("") end,
+        "bad argument 'phase' to load:task: expected a non-empty string, got \"\"")
+      assert.has_error(function() load:task(3) end)
+      assert.has_error(function() load:task("fetch", { total = 0 }) end)
+      assert.has_error(function() load:task("fetch", { label = 5 }) end)
+      assert.has_error(function() load:task("fetch", 5) end)
+      assert.has_error(function() load:progress("") end)
+      assert.has_error(function() load:counts(false) end)
+      assert.has_error(function() load:task("fetch"):advance(-1) end)
+      assert.has_error(function() stagehand.tracker({}) end)
+    end)
+  end)
+
+  describe("jobs run with opts.phase", function()
+    it("count as tasks of their phase, as far as job:progress says", function()
+      local f = stagehand.future()
+      local h = orch:run("Baking the atlas", function(job)
+        job:progress(1, 4)
+        job:await(f)
+        job:progress(3, 4)
+        job:await(f)
+      end, { phase = "bake" })
+      assert.same({ 1, 4 }, { load:progress("bake") })
+      f:resolve()
+      orch:step()
+      assert.equal("done", h:state())
+      assert.same({ 4, 4 }, { load:progress("bake") })
+      assert.same({ running = 0, done = 1, failed = 0, cancelled = 0, stalled = 0 }, load:counts("bake"))
+    end)
+
+    it("count 1 of 1 when done without saying how far they were", function()
+      orch:run("small", function() end, { phase = "fetch" })
+      assert.same({ 1, 1 }, { load:progress("fetch") })
+    end)
+
+    it("leave the sums when they fail, are cancelled or stall", function()
+      local f = stagehand.future()
+      orch:run("ok", function(job) job:await(f) end, { phase = "fetch", stall_ms = 5000 })
+      orch:run("broken", function() error("no such file") end, { phase = "fetch" })
+      local c = orch:run("scrolled away", function(job) job:await(f) end, { phase = "fetch" })
+      orch:run("stuck", function(job) job:await(stagehand.future()) end, { phase = "fetch", stall_ms = 500 })
+      c:cancel("gone")
+      clock:advance(1100)
+      orch:step()
+      assert.same({ running = 1, done = 0, failed = 1, cancelled = 1, stalled = 1 }, load:counts("fetch"))
+      assert.same({ 0, 1 }, { load:progress("fetch") })
+      f:resolve()
+      orch:step()
+      assert.same({ 1, 1 }, { load:progress("fetch") })
+    end)
+
+    it("raise for a phase that is not a non-empty string", function()
+      local ok, err = pcall(orch.run, orch, "x", function() end, { phase = "" })
+      assert.is_false(ok)
+      assert.matches("bad argument 'opts.phase' to run: expected a non-empty string", err, 1, true)
+      assert.equal(0, orch.nrunning)
+    end)
+
+    it("count a worker's request, as far as worker.progress says", function()
+      local pool = stagehand.pool(orch, { module = "fixture_worker", size = 1 })
+      local ports = { ack = stagehand.port(), tick = stagehand.port(), n = 4 }
+      local h = pool:run("ticks", ports, { phase = "decode", label = "decoding the atlas" })
+      assert.equal(1, ports.ack:receive_within(10000))
+      orch:step()
+      assert.same({ 1, 4 }, { load:progress("decode") })
+      ports.tick:close()
+      orch:wait(h, 10000)
+      assert.same({ 4, 4 }, { load:progress("decode") })
+      orch:wait(pool:destroy(), 10000)
+    end)
+  end)
+
+  describe(":on", function()
+    it("tells each start, progress and end in order, with the clock's time", function()
+      local events = {}
+      local off = load:on(function(e) events[#events + 1] = e end)
+      local f = stagehand.future()
+      clock:advance(10)
+      local h = orch:run("hero.png", function(job)
+        job:progress(1, 2)
+        job:await(f)
+        return "bytes"
+      end, { phase = "fetch" })
+      clock:advance(5)
+      f:resolve()
+      orch:step()
+      assert.equal("done", h:state())
+      local t0 = events[1].t
+      local seen = {}
+      for i, e in ipairs(events) do
+        seen[i] = string.format("%s %s %s %s/%s %s +%g", e.kind, e.phase, e.label, e.done, e.total,
+          tostring(e.state), e.t - t0)
+      end
+      assert.same({
+        "start fetch hero.png 0/1 nil +0",
+        "progress fetch hero.png 1/2 nil +0",
+        "end fetch hero.png 2/2 done +5",
+      }, seen)
+      off()
+      load:task("fetch"):finish()
+      assert.equal(3, #events)
+    end)
+
+    it("logs a listener that raises, and goes on", function()
+      load:on(function() error("the bar broke") end)
+      local n = 0
+      load:on(function() n = n + 1 end)
+      load:task("fetch"):finish()
+      assert.equal(2, n)
+      assert.matches("a load tracker's listener raised: .*the bar broke", logged[1])
+    end)
+  end)
+
+  describe(":timeline", function()
+    it("gives each phase its span, busy time and the stretches it made, in order of first start", function()
+      local t0 = clock.now
+      local a = load:task("fetch")
+      clock:advance(100)
+      local b = load:task("decode")
+      clock:advance(100)
+      a:finish() -- fetch: 0..200
+      clock:advance(300)
+      local c = load:task("fetch") -- a second stretch of fetch: 500..600
+      clock:advance(100)
+      c:fail("timeout")
+      b:finish() -- decode: 100..600
+      local rows = load:timeline()
+      assert.same({
+        { phase = "fetch", start_ms = t0, end_ms = t0 + 600, busy_ms = 300, spans = 2, tasks = 2, failed = 1 },
+        { phase = "decode", start_ms = t0 + 100, end_ms = t0 + 600, busy_ms = 500, spans = 1, tasks = 1, failed = 0 },
+      }, rows)
+    end)
+
+    it("counts a phase still running up to now, with no end", function()
+      load:task("upload")
+      clock:advance(250)
+      local row = load:timeline()[1]
+      assert.equal(250, row.busy_ms)
+      assert.is_nil(row.end_ms)
+    end)
+
+    it("is written as an aligned table by stagehand.format_timeline", function()
+      local rows = {
+        { phase = "fetch", start_ms = 0, end_ms = 812.5, busy_ms = 790, spans = 2, tasks = 8, failed = 1 },
+        { phase = "decode", start_ms = 120, busy_ms = 64.4, spans = 1, tasks = 8, failed = 0 },
+      }
+      assert.equal(table.concat({
+        "phase   start ms  end ms  busy ms  spans  tasks  failed",
+        "fetch        0.0   812.5    790.0      2      8       1",
+        "decode     120.0       -     64.4      1      8       0",
+      }, "\n"), stagehand.format_timeline(rows))
+      assert.has_error(function() stagehand.format_timeline(5) end)
+      assert.has_error(function() stagehand.format_timeline({ 5 }) end)
+    end)
+  end)
+
+  describe(":idle", function()
+    it("settles once no tracked task is running", function()
+      local done = load:idle()
+      assert.equal("done", done:state()) -- (nothing running: at once)
+      local a = load:task("fetch")
+      local f = stagehand.future()
+      orch:run("job", function(job) job:await(f) end, { phase = "decode" })
+      local idle = load:idle()
+      assert.equal("pending", idle:state())
+      a:finish()
+      assert.equal("pending", idle:state())
+      f:resolve()
+      orch:step()
+      assert.equal("done", idle:state())
+    end)
+
+    it("is awaited from a job", function()
+      local a = load:task("fetch")
+      local h = orch:run("screen", function(job) job:await(load:idle()) return "shown" end)
+      a:finish()
+      orch:step()
+      assert.same({ "done", "shown" }, { h:result() })
+    end)
+  end)
+end)
