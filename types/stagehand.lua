@@ -107,6 +107,22 @@ local stagehand_Orchestrator = {}
 ---@return stagehand.Handle
 function stagehand_Orchestrator:run(label, work, opts) end
 
+--- Runs like orch:run, and the newest call under `name` wins: it cancels
+--- the older run (keyed work the older shared with other callers runs on)
+--- and the older Handles end with the newer's end, however it ends.
+---@param name string
+---@param label string
+---@param work fun(job: stagehand.Job): any
+---@param opts table?
+---@return stagehand.Handle
+function stagehand_Orchestrator:newest(name, label, work, opts) end
+
+--- Starts recording every job's life (its start, each wait, slot holds
+--- and permits, its end); returns `tr` with tr:stop(), tr:events() and
+--- tr:write(path) (the Chrome Trace Event format, for Perfetto).
+---@return stagehand.Trace
+function stagehand_Orchestrator:trace() end
+
 --- Waits for the outcome of `key`: follows its running job, settles at once
 --- from a remembered outcome, or waits until a run of the key starts (with a
 --- stall clock of its own until then). Every Handle from `when` that follows

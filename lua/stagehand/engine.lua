@@ -343,7 +343,10 @@ end
 function E.resume(job, now, work)
   local prev, prev_at = E.current, E.current_at
   E.current, E.current_at = job, now
-  job[ORCH].now = now
+  local o = job[ORCH]
+  o.now = now
+  local tr = o.tracer -- (orch:trace: the wait it was parked on ends here)
+  if tr then tr:resumed(job, now) end
   local co = job[CO]
   local ok, a, done
   if work then
@@ -354,7 +357,8 @@ function E.resume(job, now, work)
   -- (Not `return after_resume(..., co_resume(...))`: that tail call passes
   -- a variable number of values, which costs more in the interpreter, where
   -- this runs after every resume.)
-  return after_resume(job, co, prev, prev_at, ok, a, done)
+  after_resume(job, co, prev, prev_at, ok, a, done)
+  if tr then tr:parked(job, o.now) end
 end
 
 --- The job whose work runs now, or nil. A resume that raised before the

@@ -98,6 +98,7 @@ function Orchestrator.new(opts)
     settle_seq = -1, -- the settle outside a step last read at o.now (engine.settle_time)
     timeouts = {}, -- orch:timeout's signals still to abort, by due time (engine.add_timeout)
     watching = 0, -- watchers being told of a start or an end now (engine.notify)
+    tracer = false, -- the Trace recording, while orch:trace() records (trace.lua)
     track_waits = E.track_waits and setmetatable({}, { __mode = "k" }), -- (engine.track_waits)
   }, Orchestrator)
   E.init_queue(o)
@@ -265,6 +266,32 @@ function Orchestrator:_external(label, opts, setup)
   handle.bind_signal(h, sig)
   if not self.stepping then self.driver.reschedule(self) end
   return h, job
+end
+
+--- Runs like orch:run, and the newest call under `name` wins: it cancels
+--- the older run (keyed work the older shared with other callers runs on)
+--- and the older Handles end with the newer's end, however it ends.
+---@param name string
+---@param label string
+---@param work fun(job: stagehand.Job): any
+---@param opts table?
+---@return stagehand.Handle
+function Orchestrator:newest(name, label, work, opts)
+  check_self(self, "newest")
+  if type(name) ~= "string" or name == "" then options.fail("newest", "name", "a non-empty string", name) end
+  if type(label) ~= "string" or label == "" then options.fail("newest", "label", "a non-empty string", label) end
+  if type(work) ~= "function" then options.fail("newest", "work", "a function", work) end
+  check_run_opts(self, opts, "newest", signal.is_signal, true)
+  return require("stagehand.newest").run(self, name, label, work, opts)
+end
+
+--- Starts recording every job's life (its start, each wait, slot holds
+--- and permits, its end); returns `tr` with tr:stop(), tr:events() and
+--- tr:write(path) (the Chrome Trace Event format, for Perfetto).
+---@return stagehand.Trace
+function Orchestrator:trace()
+  check_self(self, "trace")
+  return require("stagehand.trace").start(self)
 end
 
 --- Waits for the outcome of `key`: follows its running job, settles at once

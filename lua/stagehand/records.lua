@@ -40,6 +40,8 @@ function M.record(job, ended_at, cache)
 end
 
 function M.notify(o, job, ending)
+  local tr = o.tracer -- (orch:trace: recording, told first)
+  if tr then tr:told(job, ending, clock.now_or_last(o)) end
   local ws = o.watchers
   if ws[1] == nil then return end
   local ended_at

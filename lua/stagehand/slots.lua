@@ -160,6 +160,8 @@ Release.__call = function(r)
   r[1] = false
   local o, job = q.o, r[2]
   if not o.stepping then E.game_now(o) end -- (freed by the game: progress now)
+  local tr = o.tracer
+  if tr then tr:unhold(job, "a slot of pool '" .. q.name .. "'", o.now) end
   local held = job[HELD]
   if held == r then
     job[HELD] = false
@@ -300,6 +302,11 @@ local function grant_one(o, q, job)
     hold(job, q, release, held)
   elseif q.ms then
     o.permit_of[job] = q
+  end
+  local tr = o.tracer
+  if tr then
+    if q.kind == "pool" then tr:hold(job, "a slot of pool '" .. q.name .. "'", o.now)
+    else tr:permit(job, "a permit of budget '" .. q.name .. "'", o.now) end
   end
   if job[W] == q then
     job[W] = E.QUEUED

@@ -161,6 +161,8 @@ function M.park_outside(job, x)
   job[W] = x
   job[SINCE] = o.now
   check(B.clock_pause(o.cc, job[CID]), "pause a stall clock")
+  local tr = o.tracer
+  if tr then tr:parked(job, o.now) end
 end
 
 --- The work `job` waits on, on another thread, has begun: its stall clock
@@ -168,7 +170,14 @@ end
 function M.outside_started(job)
   if not job[STATE] then
     local o = job[ORCH]
-    check(B.clock_resume(o.cc, job[CID], read_clock(o)), "resume a stall clock")
+    local now = read_clock(o)
+    check(B.clock_resume(o.cc, job[CID], now), "resume a stall clock")
+    local tr = o.tracer -- (a trace shows the queued wait end, and the wait for the reply begin)
+    if tr then
+      tr:resumed(job, now)
+      job[SINCE] = now
+      tr:parked(job, now)
+    end
   end
 end
 

@@ -1,0 +1,109 @@
+-- orch:newest: the newest request under a name wins (a search box, a
+-- level select the player changes their mind about).
+local stagehand = require "stagehand"
+local T = require "stagehand.testing"
+
+describe(":newest", function()
+  local orch
+  before_each(function() orch = T.new { log = function() end } end)
+
+  it("cancels the older run and ends the older Handle with the newer's values", function()
+    local f1, f2 = stagehand.future(), stagehand.future()
+    local cleaned = false
+    local old = orch:newest("preview", "preview a", function(job)
+      local ok, err = job:pcall(job.await, job, f1)
+      if not ok then cleaned = true error(err, 0) end
+      return "a"
+    end)
+    local new = orch:newest("preview", "preview b", function(job) return job:await(f2) end)
+    orch:step()
+    assert.is_true(cleaned) -- (the older run was cancelled, its cleanup ran)
+    assert.equal("running", old:state())
+    f1:resolve("too late") -- (nothing of the older run is applied)
+    f2:resolve("b")
+    orch:step()
+    assert.same({ "done", "b" }, { new:result() })
+    assert.same({ "done", "b" }, { old:result() })
+    assert.no_leaks(orch)
+  end)
+
+  it("hands the newer's failure to every older Handle, however many calls came between", function()
+    local fs = { stagehand.future(), stagehand.future(), stagehand.future() }
+    local hs = {}
+    for i = 1, 3 do
+      hs[i] = orch:newest("search", "search " .. i, function(job) return job:await(fs[i]) end)
+    end
+    fs[3]:reject("offline")
+    orch:step()
+    for i = 1, 3 do
+      local st, err = hs[i]:result()
+      assert.equal("failed", st)
+      assert.equal("offline", err.cause)
+    end
+  end)
+
+  it("wakes a job awaiting the older Handle with the newer's values", function()
+    local f = stagehand.future()
+    local older = orch:newest("level", "load level 1", function(job) return job:await(stagehand.future()) end)
+    local screen = orch:run("loading screen", function(job) return job:await(older) end)
+    orch:newest("level", "load level 2", function(job) return job:await(f) end)
+    f:resolve("level 2")
+    orch:step()
+    assert.same({ "done", "level 2" }, { screen:result() })
+  end)
+
+  it("leaves keyed work the older run shared with another caller running", function()
+    local f, g = stagehand.future(), stagehand.future()
+    local older = orch:newest("portrait", "portrait knight", function(job) return job:await(f) end,
+      { key = "portrait:knight" })
+    local other = orch:when("portrait:knight")
+    orch:newest("portrait", "portrait queen", function(job) return job:await(g) end)
+    assert.is_true(orch:running("portrait:knight"))
+    f:resolve("knight")
+    g:resolve("queen")
+    orch:step()
+    assert.same({ "done", "knight" }, { other:result() })
+    assert.same({ "done", "queen" }, { older:result() })
+  end)
+
+  it("leaves an older Handle whose run ended before the newer call with its own end", function()
+    local first = orch:newest("x", "first", function() return 1 end)
+    local second = orch:newest("x", "second", function() return 2 end)
+    assert.same({ "done", 1 }, { first:result() })
+    assert.same({ "done", 2 }, { second:result() })
+  end)
+
+  it("settles an older Handle at once when the newer ends inside its own call", function()
+    local older = orch:newest("x", "slow", function(job) return job:await(stagehand.future()) end)
+    orch:newest("x", "instant", function() return "now" end)
+    assert.same({ "done", "now" }, { older:result() })
+  end)
+
+  it("lets an older caller withdraw on its own signal without ending the newer", function()
+    local ctl = stagehand.controller()
+    local f = stagehand.future()
+    local older = orch:newest("x", "a", function(job) return job:await(stagehand.future()) end,
+      { signal = ctl.signal })
+    local newer = orch:newest("x", "b", function(job) return job:await(f) end)
+    ctl:abort("player left")
+    assert.equal("cancelled", older:state())
+    assert.equal("running", newer:state())
+    f:resolve("b")
+    orch:step()
+    assert.same({ "done", "b" }, { newer:result() })
+  end)
+
+  it("names bad arguments", function()
+    local function bad(what, ...)
+      local ok, err = pcall(orch.newest, orch, ...)
+      assert.is_false(ok)
+      assert.matches(what, err, 1, true)
+    end
+    bad("bad argument 'name' to newest: expected a non-empty string, got 5", 5, "l", function() end)
+    bad("bad argument 'name' to newest", "", "l", function() end)
+    bad("bad argument 'label' to newest", "n", nil, function() end)
+    bad("bad argument 'work' to newest", "n", "l", 3)
+    bad("bad argument 'opts.colour' to newest", "n", "l", function() end, { colour = 1 })
+    assert.equal(0, orch.nrunning)
+  end)
+end)

@@ -1,0 +1,147 @@
+-- orch:trace(): a load's timeline, written as Chrome Trace Event JSON.
+local stagehand = require "stagehand"
+local T = require "stagehand.testing"
+local cjson = require "cjson" -- (Debian's lua-cjson: make deps installs it)
+
+-- A small load on the fake clock: a sleep, a slot, a future, a failure.
+local function small_load()
+  local orch, clock = T.new { pools = { decode = 1 }, log = function() end }
+  local tr = orch:trace()
+  local atlas = stagehand.future("atlas")
+  local hero = orch:run("Loading \"hero\"", function(job)
+    job:sleep(10)
+    local release = job:slot("decode")
+    job:await(atlas)
+    release()
+    return "hero"
+  end)
+  local map = orch:run("Loading map", function(job)
+    local release = job:slot("decode")
+    job:sleep(5)
+    release()
+    error("map.bin: bad checksum", 0)
+  end)
+  clock:advance(10)
+  orch:step()
+  clock:advance(5)
+  orch:step()
+  clock:advance(20)
+  atlas:resolve()
+  orch:step()
+  return orch, clock, tr, hero, map
+end
+
+local function read(path)
+  local f = assert(io.open(path, "rb"))
+  local text = f:read("*a")
+  f:close()
+  return text
+end
+
+describe(":trace", function()
+  it("records each job's start, waits, slot holds and end on the orchestrator's clock", function()
+    local _, _, tr, hero, map = small_load()
+    assert.equal("done", hero:state())
+    assert.equal("failed", map:state())
+    local seen = {}
+    for _, e in ipairs(tr:events()) do
+      if e.kind == "start" or e.kind == "end" then
+        seen[#seen + 1] = string.format("%s %s %s", e.kind, e.label, e.state or "")
+      else
+        seen[#seen + 1] = string.format("%s %s %s %g..%g", e.kind, e.label, e.what, e.from, e.to)
+      end
+    end
+    assert.same({
+      'start Loading "hero" ',
+      'wait Loading "hero" a sleep until 10 0..10',
+      "start Loading map ",
+      "wait Loading map a slot of pool 'decode' 0..10",
+      "hold Loading map a slot of pool 'decode' 10..15",
+      "wait Loading \"hero\" a slot of pool 'decode' 10..15",
+      "wait Loading map a sleep until 15 10..15",
+      "end Loading map failed",
+      "hold Loading \"hero\" a slot of pool 'decode' 15..35",
+      "wait Loading \"hero\" future 'atlas' 15..35",
+      'end Loading "hero" done',
+    }, seen)
+  end)
+
+  it("writes JSON that parses, with the fields a trace viewer needs on every event", function()
+    local _, _, tr = small_load()
+    local path = os.tmpname()
+    assert.equal(path, tr:write(path))
+    local doc = cjson.decode(read(path))
+    os.remove(path)
+    assert.is_table(doc.traceEvents)
+    local names, tracks = {}, {}
+    for _, e in ipairs(doc.traceEvents) do
+      assert.is_string(e.ph)
+      assert.is_string(e.name)
+      assert.is_number(e.pid)
+      assert.is_number(e.tid)
+      if e.ph ~= "M" then
+        assert.is_number(e.ts)
+        assert.is_true(e.ts >= 0)
+      end
+      if e.ph == "X" then assert.is_true(e.dur >= 0) end
+      if e.ph == "M" and e.name == "thread_name" then tracks[e.tid] = e.args.name end
+      names[#names + 1] = e.name
+    end
+    assert.same({ [1] = 'Loading "hero" #1', [2] = "Loading map #2" }, tracks)
+    -- (times in microseconds: the map's slot was held 5 ms)
+    for _, e in ipairs(doc.traceEvents) do
+      if e.cat == "hold" and e.tid == 2 then assert.equal(5000, e.dur) end
+      if e.cat == "job" and e.tid == 2 then assert.equal("failed", e.args.state) end
+    end
+    assert.is_true(#names >= 10)
+  end)
+
+  it("shows a job still running up to now, and stops recording on stop", function()
+    local orch, clock = T.new()
+    local tr = orch:trace()
+    orch:run("slow", function(job) job:await(stagehand.future()) end)
+    clock:advance(40)
+    local path = os.tmpname()
+    tr:write(path)
+    local doc = cjson.decode(read(path))
+    os.remove(path)
+    local job
+    for _, e in ipairs(doc.traceEvents) do
+      if e.cat == "job" then job = e end
+    end
+    assert.equal("running", job.args.state)
+    assert.equal(40000, job.dur)
+    tr:stop()
+    orch:run("after", function() end)
+    local n = #tr:events()
+    orch:run("after again", function() end)
+    assert.equal(n, #tr:events())
+  end)
+
+  it("follows a worker's request: queued, then waiting for the reply", function()
+    if not package.path:find("spec/fixtures/?.lua", 1, true) then
+      package.path = "spec/fixtures/?.lua;" .. package.path
+    end
+    local orch = T.new()
+    local tr = orch:trace()
+    local pool = stagehand.pool(orch, { module = "fixture_worker", size = 1 })
+    orch:wait(pool:run("add", { a = 1, b = 2 }), 10000)
+    local kinds = {}
+    for _, e in ipairs(tr:events()) do kinds[#kinds + 1] = e.kind .. (e.what and (" " .. e.what) or "") end
+    assert.equal("start", kinds[1])
+    assert.matches("wait a worker of pool 'fixture_worker' %(queued%)", kinds[2])
+    assert.equal("end", kinds[#kinds])
+    orch:wait(pool:destroy(), 10000)
+  end)
+
+  it("raises a clear error for a path it cannot write, and keeps the recording", function()
+    local _, _, tr = small_load()
+    local n = #tr:events()
+    local ok, err = pcall(tr.write, tr, "/nonexistent/dir/trace.json")
+    assert.is_false(ok)
+    assert.matches("tr:write: cannot write /nonexistent/dir/trace.json", err, 1, true)
+    assert.equal(n, #tr:events())
+    assert.has_error(function() tr:write(5) end)
+    assert.has_error(function() tr.write({}, "x") end)
+  end)
+end)
