@@ -51,13 +51,28 @@ example_says() {
 
 demo_ends_every_job() {
   eval "$(sh scripts/env.sh luajit)"
+  rm -f build/scene_loader.trace.json
   example_says luajit examples/scene_loader.lua \
       "Loading knight.portrait +failed +Loading knight.portrait failed: knight.portrait: not a portrait asset" \
       "Loading tavern.stream +stalled +Loading tavern.stream made no progress for 1.5 s." \
       "Loading hero.sprite +done .*sum=332c9569" "Preparing the scene: done, 6 of 8 assets loaded" \
-      "each decode ran on one of 2 worker threads" \
+      "each decode ran on one of 2 worker threads" "each asset loaded once for 10 entities: yes" \
+      "^placed: .*knight's dialogue \(stand-in for knight.portrait\)" \
+      "^phase +start ms +end ms +busy ms +spans +tasks +failed$" "^decode +[0-9.]+ +[0-9.]+ " \
+      "^upload +.* 6 +0$" "trace written to .*scene_loader.trace.json" \
       "decode slots went to: (knight|queen)\.portrait, (knight|queen)\.portrait(, (floor\.tiles|goblin\.sprite|hero\.sprite|water\.shader)){4}, (tavern\.stream|torch\.sound), (tavern\.stream|torch\.sound)$" ||
     return 1
+  # (the trace is JSON a viewer opens: every event has the fields one needs)
+  luajit -e '
+    local cjson = require "cjson"
+    local f = assert(io.open("build/scene_loader.trace.json"))
+    local doc = cjson.decode(f:read("*a"))
+    local n = 0
+    for _, e in ipairs(doc.traceEvents) do
+      assert(e.ph and e.name and e.pid and e.tid and (e.ph == "M" or e.ts), "an event without ph, name, pid, tid, ts")
+      n = n + 1
+    end
+    assert(n > 50, "only " .. n .. " events")' || { echo "the demo's trace is not a Chrome trace"; return 1; }
   echo "the example scene loader ended every job: 6 done, 1 failed, 1 stalled"
 }
 

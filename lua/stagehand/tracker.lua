@@ -233,7 +233,8 @@ function Tracker:on(fn)
 end
 
 --- One row a phase, in order of first start: {phase =, start_ms =,
---- end_ms = (nil while a task of it runs), busy_ms = (the time at least one
+--- end_ms = (nil while a task of it runs; both count from when the tracker
+--- was made), busy_ms = (the time at least one
 --- of its tasks ran), spans = (how many separate stretches that made),
 --- tasks =, failed =}.
 ---@return table[]
@@ -250,8 +251,8 @@ function Tracker:timeline()
     end
     rows[i] = {
       phase = ph.name,
-      start_ms = ph.start,
-      end_ms = ph.running == 0 and ph.finish or nil,
+      start_ms = ph.start - self.t0,
+      end_ms = ph.running == 0 and ph.finish - self.t0 or nil,
       busy_ms = ph.busy + (ph.since and (t - ph.since) or 0),
       spans = ph.spans,
       tasks = #ph.tasks,
@@ -284,7 +285,7 @@ function M.new(orch)
     options.fail("stagehand.tracker", "orch", "an orchestrator", orch)
   end
   local tr = setmetatable({ orch = orch, phases = {}, order = {}, listeners = {}, running = 0, idle_boxes = {},
-    jobs = setmetatable({}, { __mode = "k" }) }, Tracker)
+    jobs = setmetatable({}, { __mode = "k" }), t0 = E.now(orch) }, Tracker)
   local list = trackers[orch]
   if not list then
     list = {}
