@@ -92,6 +92,18 @@ world_streams_on() ( # $1: runtime (a subshell: its environment stays here)
   echo "nearest chunks first, two a frame; chunk 6 dropped, chunk 11 failed; 4 sounds preloaded while idle"
 )
 
+# The modder's preload runs on a frame clock too: same output everywhere.
+mod_preloads_on() ( # $1: runtime
+  eval "$(sh scripts/env.sh "$1")"
+  example_says "$1" examples/mod_preload.lua \
+      "^frame  5  reading level/music.ogg \(scene\)$" \
+      "^frame  7  the game is idle: the mod preloads mod/banner.png$" \
+      "^frame 10  reading mod/armor.mesh \(visible\)$" "^frame 13  reading mod/horn.ogg \(background\)$" \
+      "^frame 30  banner: done, at once \(mod/banner.png bytes\)$" "^every file was read once$" ||
+    return 1
+  echo "the mod preloaded while idle; the game's ask raised the armor ahead; the banner came from memory"
+)
+
 # The seeded scenes (chaos, callback and the models') write how each of
 # their Handles ended to $ends/<run>; scripts/same_ends.sh compares the runs.
 
@@ -123,6 +135,7 @@ check "luacheck (.luacheckrc): no warnings in lua/, spec/, bench/ and examples/"
 check "make demo: the example scene loader" demo_ends_every_job
 for rt in "$@"; do
   check "the example streaming world on $rt" world_streams_on "$rt"
+  check "the example mod preload on $rt" mod_preloads_on "$rt"
 done
 check "make sanitize: C tests, then specs on Lua 5.4 and LuaJIT (both backends) under ASan and UBSan" sanitized
 check "make tsan: the threads' C tests, then the thread specs on Lua 5.4, under ThreadSanitizer" threads_under_tsan
