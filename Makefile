@@ -17,7 +17,7 @@ INC_lua5.1 := /usr/include/lua5.1
 
 SANITIZE := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
-.PHONY: all deps build docs test test-c test-oom tsan test-lua demo bench bench-count env clean sanitize check-warnings chaos fuzz valgrind
+.PHONY: all deps build docs test test-c test-oom tsan c-host test-lua demo bench bench-count env clean sanitize check-warnings chaos fuzz valgrind
 
 all: build
 
@@ -94,8 +94,19 @@ build/oom_host: csrc/test/oom_host.c
 test-oom: build build/oom_host
 	@eval "$$(sh scripts/env.sh lua5.4)" && ./build/oom_host spec/oom/failing_alloc.lua
 
-test: deps build build/test_core build/test_threads build/oom_host
+test: deps build build/test_core build/test_threads build/oom_host $(C_HOSTS)
 	@sh scripts/test.sh $(RUNTIMES)
+
+# examples/c_host: a C program embedding LuaJIT or Lua 5.4 that runs a
+# stagehand frame loop, as an engine would (make test builds and runs both).
+C_HOSTS := build/c_host/host_luajit build/c_host/host_lua5.4
+c-host: $(C_HOSTS)
+build/c_host/host_luajit: examples/c_host/host.c
+	@mkdir -p $(@D)
+	$(CC) -std=c99 -O2 $(WARN) -I$(INC_luajit) -o $@ $< -lluajit-5.1 -lm -ldl
+build/c_host/host_lua5.4: examples/c_host/host.c
+	@mkdir -p $(@D)
+	$(CC) -std=c99 -O2 $(WARN) -I$(INC_lua5.4) -o $@ $< -llua5.4 -lm -ldl
 
 demo: deps build
 	@eval "$$(sh scripts/env.sh luajit)" && luajit examples/scene_loader.lua

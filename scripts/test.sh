@@ -104,6 +104,17 @@ mod_preloads_on() ( # $1: runtime
   echo "the mod preloaded while idle; the game's ask raised the armor ahead; the banner came from memory"
 )
 
+# examples/c_host: a C program embedding the runtime runs the frame loop.
+c_host_runs_on() ( # $1: runtime (luajit or lua5.4)
+  eval "$(sh scripts/env.sh "$1")"
+  example_says "build/c_host/host_$1" examples/c_host/game.lua \
+      "^Loading castle.mesh +done: castle.mesh decoded \(100246\)$" \
+      "^loaded 5 of 5 in [0-9]+ frames \([0-9]+ ms\); at most [12] finalized in one frame$" \
+      "^host: [0-9]+ frames, slept between [0-9]+ of them" ||
+    return 1
+  echo "a C host embedding $1 stepped stagehand once a frame and slept by next_wake: 5 of 5 loaded"
+)
+
 # The seeded scenes (chaos, callback and the models') write how each of
 # their Handles ended to $ends/<run>; scripts/same_ends.sh compares the runs.
 
@@ -133,6 +144,8 @@ threads_under_tsan() {
 
 check "luacheck (.luacheckrc): no warnings in lua/, spec/, bench/ and examples/" luacheck -q lua spec bench examples
 check "make demo: the example scene loader" demo_ends_every_job
+check "examples/c_host on LuaJIT" c_host_runs_on luajit
+check "examples/c_host on Lua 5.4" c_host_runs_on lua5.4
 for rt in "$@"; do
   check "the example streaming world on $rt" world_streams_on "$rt"
   check "the example mod preload on $rt" mod_preloads_on "$rt"
