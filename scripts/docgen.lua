@@ -23,6 +23,14 @@ local PARTS = {
   { "signal.lua", "Signal", "sig:", "Signals", "stagehand.Signal" },
   { "signal.lua", "Controller", "ctl:", "Controllers", "stagehand.Controller" },
   { "barrier.lua", "Barrier", "b:", "Barriers", "stagehand.Barrier" },
+  { "workers.lua", "Pool", "pool:", "Worker pools", "stagehand.WorkerPool" },
+  { "workers.lua", "Service", "w:", "Long-lived workers (stagehand.spawn)", "stagehand.Worker" },
+  { "worker.lua", "M", "worker.", "Inside a worker (require \"stagehand.worker\")", "stagehand.worker" },
+  { "ports.lua", "Port", "port:", "Ports", "stagehand.Port" },
+  { "ports.lua", "Rounds", "b:", "Round barriers", "stagehand.Rounds" },
+  { "tracker.lua", "Tracker", "load:", "The load tracker", "stagehand.Tracker" },
+  { "tracker.lua", "Task", "task:", "Tasks of a load tracker", "stagehand.Task" },
+  { "trace.lua", "Trace", "tr:", "Traces (orch:trace)", "stagehand.Trace" },
   { "errors.lua", false, nil, nil, "stagehand.Error" }, -- (its class only: its fields)
   { "testing.lua", "T", "T.", "Testing helpers (require \"stagehand.testing\")", "stagehand.testing" },
 }

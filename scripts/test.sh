@@ -144,6 +144,8 @@ threads_under_tsan() {
 
 check "luacheck (.luacheckrc): no warnings in lua/, spec/, bench/ and examples/" luacheck -q lua spec bench examples
 check "make demo: the example scene loader" demo_ends_every_job
+check "examples/love: LÖVE 11 under Xvfb, a loading screen and the scene, both screenshots not blank" \
+  sh scripts/love_check.sh
 check "examples/c_host on LuaJIT" c_host_runs_on luajit
 check "examples/c_host on Lua 5.4" c_host_runs_on lua5.4
 for rt in "$@"; do

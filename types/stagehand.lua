@@ -380,6 +380,256 @@ function stagehand_Barrier:arrived() end
 ---@return string[]
 function stagehand_Barrier:missing() end
 
+---@class stagehand.WorkerPool
+---@field module string
+local stagehand_WorkerPool = {}
+
+---@class stagehand.Worker
+---@field done stagehand.Handle
+local stagehand_Worker = {}
+
+--- Runs `module[fn_name](payload)` on a worker; returns a Handle on a job
+--- of the pool's orchestrator. `opts`: `priority` (a number, higher
+--- first), `signal`, `label`, `key`, `stall_ms`, `phase` (the load
+--- tracker's: stagehand.tracker).
+---@param fn_name string
+---@param payload any plain data, ports and round barriers
+---@param opts table?
+---@return stagehand.Handle
+function stagehand_WorkerPool:run(fn_name, payload, opts) end
+
+--- Requests queued, not started.
+---@return integer
+function stagehand_WorkerPool:queued() end
+
+--- Requests queued or running.
+---@return integer
+function stagehand_WorkerPool:pending() end
+
+--- Starts nothing new until resume; running requests go on.
+function stagehand_WorkerPool:pause() end
+
+--- Gives each queued request the priority `fn(payload, priority)` returns;
+--- within a priority, requests keep their queue order.
+---@param fn fun(payload: any, priority: number): number
+function stagehand_WorkerPool:reprioritise(fn) end
+
+--- Cancels queued and running requests, tells every worker to stop, and
+--- returns a Handle that settles once every worker thread has exited (or
+--- after close_timeout_ms, the workers still running named in the log and
+--- left to close their own state when their function returns).
+---@return stagehand.Handle
+function stagehand_WorkerPool:destroy() end
+
+--- Tells the worker to stop: stopping() turns true in it, and its waits
+--- on ports and rounds return nil or false from now on.
+function stagehand_Worker:stop() end
+
+--- "running", "done", "failed" or "stopped".
+---@return string
+function stagehand_Worker:state() end
+
+local stagehand_worker = {}
+--- Counts as the request's progress on the game's side, as job:progress
+--- does: with `done` and `total`, also how far it is.
+---@param done number?
+---@param total number?
+function stagehand_worker.progress(done, total) end
+
+--- True once this request was aborted, or the pool or worker is stopping:
+--- a long loop should look now and then, and return.
+---@return boolean
+function stagehand_worker.stopping() end
+
+--- Sleeps `ms`, waking early when the worker is told to stop. Returns
+--- false if it was.
+---@param ms number
+---@return boolean
+function stagehand_worker.sleep(ms) end
+
+--- A new port (as stagehand.port()), for a worker that makes its own.
+---@return userdata
+function stagehand_worker.port() end
+
+---@class stagehand.Port
+local stagehand_Port = {}
+
+---@class stagehand.Rounds
+local stagehand_Rounds = {}
+
+--- Copies `v` into the port, from any thread. False once the port is
+--- closed; posting nil raises (nil is what a closed port answers).
+---@param v any plain data, ports and round barriers
+---@return boolean posted
+function stagehand_Port:post(v) end
+
+--- In a job: suspends the job until a value comes (a value arriving is
+--- progress) and returns it, or nil once the port is closed. On the main
+--- thread outside a job it raises (it would freeze the game): use
+--- receive_within. In a worker it blocks, and returns nil once the worker
+--- is told to stop.
+---@return any
+function stagehand_Port:receive() end
+
+--- Waits at most `ms` for a value (blocking: the main thread or a worker);
+--- returns it, or nil.
+---@param ms number
+---@return any
+function stagehand_Port:receive_within(ms) end
+
+--- Without waiting: true and the oldest value, or false and "empty" or
+--- "closed".
+---@return boolean
+---@return any
+function stagehand_Port:try_receive() end
+
+--- Calls fn(v) for every value queued now, without waiting; returns how many.
+---@param fn fun(v: any)
+---@return integer
+function stagehand_Port:drain(fn) end
+
+--- As drain, but stops after `ms` (at least one value when any is queued).
+---@param fn fun(v: any)
+---@param ms number
+---@return integer
+function stagehand_Port:drain_for(fn, ms) end
+
+--- Closes the port: what is queued is dropped, posts return false and
+--- receives nil.
+function stagehand_Port:close() end
+
+--- Whether the port is closed.
+---@return boolean
+function stagehand_Port:closed() end
+
+--- How many values are queued.
+---@return integer
+function stagehand_Port:count() end
+
+--- Waits until `count` participants arrived at `round`. True once it is
+--- complete; false when aborted, or when its worker is told to stop.
+---@param round number
+---@param count integer
+---@return boolean
+function stagehand_Rounds:arrive(round, count) end
+
+--- Brings `share` (share_len numbers) as participant `index` and waits for
+--- `count` participants; `out` receives every share summed in index order,
+--- the same bits for every participant.
+---@param round number
+---@param count integer
+---@param index integer
+---@param share number[]
+---@param out number[]
+---@return boolean
+function stagehand_Rounds:sum(round, count, index, share, out) end
+
+--- As sum, with the smallest of each number.
+---@param round number
+---@param count integer
+---@param index integer
+---@param share number[]
+---@param out number[]
+---@return boolean
+function stagehand_Rounds:min(round, count, index, share, out) end
+
+--- As sum, with the largest of each number.
+---@param round number
+---@param count integer
+---@param index integer
+---@param share number[]
+---@param out number[]
+---@return boolean
+function stagehand_Rounds:max(round, count, index, share, out) end
+
+--- Every wait, now and later, returns false.
+function stagehand_Rounds:abort() end
+
+--- Whether abort was called.
+---@return boolean
+function stagehand_Rounds:aborted() end
+
+---@class stagehand.Tracker
+local stagehand_Tracker = {}
+
+---@class stagehand.Task
+---@field label string
+---@field phase string
+local stagehand_Task = {}
+
+--- A task of `phase` made by hand: `opts.label` (default the phase),
+--- `opts.total` (a number > 0, default 1).
+---@param phase string
+---@param opts table?
+---@return stagehand.Task
+function stagehand_Tracker:task(phase, opts) end
+
+--- How far `phase` is (every phase when nil): done, total, summed over
+--- its tasks. A finished task counts its total; a failed or cancelled one
+--- leaves both sums.
+---@param phase string?
+---@return number done
+---@return number total
+function stagehand_Tracker:progress(phase) end
+
+--- Tasks of `phase` (every phase when nil) by state: {running =, done =,
+--- failed =, cancelled =, stalled =}.
+---@param phase string?
+---@return table
+function stagehand_Tracker:counts(phase) end
+
+--- Calls fn(event) for each task's start, progress and end: {phase =,
+--- kind = "start" | "progress" | "end", label =, done =, total =, state =
+--- (at "end"), t =}. Returns a function that unsubscribes.
+---@param fn fun(event: table)
+---@return fun()
+function stagehand_Tracker:on(fn) end
+
+--- One row a phase, in order of first start: {phase =, start_ms =,
+--- end_ms = (nil while a task of it runs; both count from when the tracker
+--- was made), busy_ms = (the time at least one
+--- of its tasks ran), spans = (how many separate stretches that made),
+--- tasks =, failed =}.
+---@return table[]
+function stagehand_Tracker:timeline() end
+
+--- An awaitable that settles once no tracked task is running (at once when
+--- none is).
+---@return table
+function stagehand_Tracker:idle() end
+
+--- Adds `n` (default 1) to how far the task is.
+---@param n number?
+function stagehand_Task:advance(n) end
+
+--- The task is done: it counts its whole total.
+function stagehand_Task:finish() end
+
+--- The task failed: it leaves its phase's sums.
+---@param err any
+function stagehand_Task:fail(err) end
+
+---@class stagehand.Trace
+local stagehand_Trace = {}
+
+--- Stops recording (what was recorded stays: events, write).
+function stagehand_Trace:stop() end
+
+--- What was recorded, in order, as Lua tables: {kind = "start" | "end" |
+--- "wait" | "hold" | "permit", id =, label =, t = (start, end, permit),
+--- from =, to = (wait, hold: to is false while it lasts), what = (wait,
+--- hold, permit), state = (end)}.
+---@return table[]
+function stagehand_Trace:events() end
+
+--- Writes what was recorded to `path` in the Chrome Trace Event format
+--- ({"traceEvents": [...]}, times in microseconds): one track per job,
+--- named by its label; waits and slot holds as slices inside it. It opens
+--- in Perfetto (ui.perfetto.dev) or chrome://tracing.
+---@param path string
+---@return string path
+function stagehand_Trace:write(path) end
+
 ---@class stagehand.Error
 ---@field kind "failed"|"stalled"|"cancelled"|"cycle"|"timeout"
 ---@field label string      label of the job (or future) that ended

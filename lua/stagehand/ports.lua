@@ -107,32 +107,86 @@ end
 -- Ports.
 
 local port_methods = native.port_methods
-local c_receive = port_methods.receive
+local c_port = {} -- (the C methods; a worker's state has only these)
+for k, v in require("stagehand.compat").each, port_methods do c_port[k] = v end
 
 --- A port: a channel between threads, in either direction.
----@return userdata
+---@return stagehand.Port
 function M.port() return native.port() end
 
--- In a job: suspends the job until a value comes (a value arriving is
--- progress) or the port closes (nil). Elsewhere in this state it would
--- block the game: it raises, pointing to receive_within.
-function port_methods.receive(p)
+-- The methods a port has in the game's state: the C ones (called by tail
+-- calls, so an error names the game's line), and receive, which suspends a
+-- job instead of blocking.
+
+---@class stagehand.Port
+local Port = {}
+
+--- Copies `v` into the port, from any thread. False once the port is
+--- closed; posting nil raises (nil is what a closed port answers).
+---@param v any plain data, ports and round barriers
+---@return boolean posted
+function Port:post(v) return c_port.post(self, v) end
+
+--- In a job: suspends the job until a value comes (a value arriving is
+--- progress) and returns it, or nil once the port is closed. On the main
+--- thread outside a job it raises (it would freeze the game): use
+--- receive_within. In a worker it blocks, and returns nil once the worker
+--- is told to stop.
+---@return any
+function Port:receive()
   local job = E.in_job()
   if not job then
-    if getmetatable(p) ~= PORT_MT then
-      return c_receive(p) -- (raises naming what p is)
+    if getmetatable(self) ~= PORT_MT then
+      return c_port.receive(self) -- (raises naming what self is)
     end
     error("port:receive cannot wait on the main thread outside a job (it would block the game):"
       .. " use port:receive_within(ms), or receive inside a job", 2)
   end
-  local ok, v = p:try_receive()
+  local ok, v = self:try_receive()
   if ok then
     job:progress()
     return v
   end
   if v == "closed" then return nil end
-  return park(job, p, "a value on a port")
+  return park(job, self, "a value on a port")
 end
+
+--- Waits at most `ms` for a value (blocking: the main thread or a worker);
+--- returns it, or nil.
+---@param ms number
+---@return any
+function Port:receive_within(ms) return c_port.receive_within(self, ms) end
+
+--- Without waiting: true and the oldest value, or false and "empty" or
+--- "closed".
+---@return boolean
+---@return any
+function Port:try_receive() return c_port.try_receive(self) end
+
+--- Calls fn(v) for every value queued now, without waiting; returns how many.
+---@param fn fun(v: any)
+---@return integer
+function Port:drain(fn) return c_port.drain(self, fn) end
+
+--- As drain, but stops after `ms` (at least one value when any is queued).
+---@param fn fun(v: any)
+---@param ms number
+---@return integer
+function Port:drain_for(fn, ms) return c_port.drain_for(self, fn, ms) end
+
+--- Closes the port: what is queued is dropped, posts return false and
+--- receives nil.
+function Port:close() return c_port.close(self) end
+
+--- Whether the port is closed.
+---@return boolean
+function Port:closed() return c_port.closed(self) end
+
+--- How many values are queued.
+---@return integer
+function Port:count() return c_port.count(self) end
+
+for k, v in require("stagehand.compat").each, Port do port_methods[k] = v end
 
 ---------------------------------------------------------------------------
 -- Round barriers.
@@ -144,12 +198,13 @@ local blocking = {
   min = rounds_methods.min,
   max = rounds_methods.max,
 }
+local c_abort, c_aborted = rounds_methods.abort, rounds_methods.aborted
 
 --- Round barriers: `participants` threads meet in numbered rounds, each
 --- bringing `share_len` numbers to sum, min or max.
 ---@param participants integer
 ---@param share_len integer?
----@return userdata
+---@return stagehand.Rounds
 function M.rounds(participants, share_len)
   if type(participants) ~= "number" or participants < 1 or participants > 4096 or participants % 1 ~= 0 then
     options.fail("stagehand.rounds", "participants", "an integer from 1 to 4096", participants)
@@ -161,25 +216,77 @@ function M.rounds(participants, share_len)
   return native.rounds(participants, share_len or 0)
 end
 
-local function round_wait(op)
-  local c_fn = blocking[op]
-  return function(b, round, count, index, share, out)
-    local job = E.in_job()
-    if not job then
-      if getmetatable(b) ~= ROUNDS_MT then return c_fn(b, round, count, index, share, out) end
-      error("b:" .. op .. " cannot wait on the main thread outside a job (it would block the game):"
-        .. " wait inside a job, or on a worker", 2)
-    end
-    if not b:_begin(round, count, index, share, out, op) then return false end
-    local st = b:_poll(round, out)
-    if st ~= "wait" then
-      b:_leave(round)
-      job:progress()
-      return st == "done"
-    end
-    return park(job, b, "round " .. tostring(round) .. " of a round barrier", round, out)
+-- In a job a wait suspends the job; in a worker (the C method) it blocks;
+-- on the main thread outside a job it raises.
+local function round_wait(b, op, round, count, index, share, out)
+  local job = E.in_job()
+  if not job then
+    if getmetatable(b) ~= ROUNDS_MT then return blocking[op](b, round, count, index, share, out) end
+    error("b:" .. op .. " cannot wait on the main thread outside a job (it would block the game):"
+      .. " wait inside a job, or on a worker", 2) -- (Rounds:arrive... call this as a tail call)
   end
+  if not b:_begin(round, count, index, share, out, op) then return false end
+  local st = b:_poll(round, out)
+  if st ~= "wait" then
+    b:_leave(round)
+    job:progress()
+    return st == "done"
+  end
+  return park(job, b, "round " .. tostring(round) .. " of a round barrier", round, out)
 end
-for op in require("stagehand.compat").each, blocking do rounds_methods[op] = round_wait(op) end
+
+---@class stagehand.Rounds
+local Rounds = {}
+
+--- Waits until `count` participants arrived at `round`. True once it is
+--- complete; false when aborted, or when its worker is told to stop.
+---@param round number
+---@param count integer
+---@return boolean
+function Rounds:arrive(round, count) return round_wait(self, "arrive", round, count) end
+
+--- Brings `share` (share_len numbers) as participant `index` and waits for
+--- `count` participants; `out` receives every share summed in index order,
+--- the same bits for every participant.
+---@param round number
+---@param count integer
+---@param index integer
+---@param share number[]
+---@param out number[]
+---@return boolean
+function Rounds:sum(round, count, index, share, out)
+  return round_wait(self, "sum", round, count, index, share, out)
+end
+
+--- As sum, with the smallest of each number.
+---@param round number
+---@param count integer
+---@param index integer
+---@param share number[]
+---@param out number[]
+---@return boolean
+function Rounds:min(round, count, index, share, out)
+  return round_wait(self, "min", round, count, index, share, out)
+end
+
+--- As sum, with the largest of each number.
+---@param round number
+---@param count integer
+---@param index integer
+---@param share number[]
+---@param out number[]
+---@return boolean
+function Rounds:max(round, count, index, share, out)
+  return round_wait(self, "max", round, count, index, share, out)
+end
+
+--- Every wait, now and later, returns false.
+function Rounds:abort() return c_abort(self) end
+
+--- Whether abort was called.
+---@return boolean
+function Rounds:aborted() return c_aborted(self) end
+
+for k, v in require("stagehand.compat").each, Rounds do rounds_methods[k] = v end
 
 return M
