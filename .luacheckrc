@@ -11,3 +11,6 @@ files["spec/"] = {
 -- A pairs loop can end early on Debian's LuaJIT: walk tables with
 -- require("stagehand.compat").each (lua/stagehand/compat.lua says why).
 files["lua/"] = { not_globals = { "pairs" } }
+
+-- The LÖVE example runs inside LÖVE, whose `love` global it fills in.
+files["examples/love"] = { globals = { "love" } }
