@@ -10,6 +10,7 @@ CORE_SRC := csrc/sh_heap.c csrc/sh_clock.c csrc/sh_timer.c csrc/sh_pool.c csrc/s
 	csrc/sh_notify.c csrc/sh_msg.c csrc/sh_port.c csrc/sh_rounds.c csrc/sh_work.c
 CORE_HDR := csrc/stagehand.h csrc/sh_heap.h csrc/sh_grow.h csrc/sh_threads.h csrc/sh_sync.h csrc/sh_watchers.h
 MODULE_SRC := csrc/lstagehand.c csrc/lthreads.c
+C_HOSTS := build/c_host/host_luajit build/c_host/host_lua5.4 # (examples/c_host)
 
 INC_luajit := /usr/include/luajit-2.1
 INC_lua5.4 := /usr/include/lua5.4
@@ -99,7 +100,6 @@ test: deps build build/test_core build/test_threads build/oom_host $(C_HOSTS)
 
 # examples/c_host: a C program embedding LuaJIT or Lua 5.4 that runs a
 # stagehand frame loop, as an engine would (make test builds and runs both).
-C_HOSTS := build/c_host/host_luajit build/c_host/host_lua5.4
 c-host: $(C_HOSTS)
 build/c_host/host_luajit: examples/c_host/host.c
 	@mkdir -p $(@D)
