@@ -284,11 +284,11 @@ describe("stagehand.rounds", function()
   it("releases every waiter with false on abort, now and later", function()
     local orch = T.new()
     local pool = stagehand.pool(orch, { module = "fixture_worker", size = 3 })
-    local b = stagehand.rounds(4)
+    local b = stagehand.rounds(5)
     local hs = {}
-    for i = 1, 3 do hs[i] = pool:run("arrive", { b = b, round = 1, count = 4 }) end
-    local in_job = orch:run("main side", function() return b:arrive(1, 4) end)
-    -- (three workers and a job wait for a fourth that never comes)
+    for i = 1, 3 do hs[i] = pool:run("arrive", { b = b, round = 1, count = 5 }) end
+    local in_job = orch:run("main side", function() return b:arrive(1, 5) end)
+    -- (three workers and a job wait for a fifth that never comes)
     b:abort()
     for i = 1, 3 do assert.same({ "done", false }, { orch:wait(hs[i], WAIT) }) end
     assert.same({ "done", false }, { orch:wait(in_job, WAIT) })
