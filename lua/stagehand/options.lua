@@ -169,7 +169,7 @@ local RUN_FIELDS = { key = true, signal = true, stall_ms = true, priority = true
 -- Raises for the unknown field of a run's opts that sorts first.
 local function unknown_run_field(opts, fn, allow_key, lv)
   local k = M.first_key(opts, function(f)
-    return not RUN_FIELDS[f] or ((f == "key" or f == "reuse") and not allow_key)
+    return not RUN_FIELDS[f] or ((f == "key" or f == "reuse" or f == "phase") and not allow_key)
   end)
   M.fail(fn, "opts." .. tostring(k), "a known option (unknown field)", k, lv + 1)
 end
@@ -177,7 +177,7 @@ end
 -- Checks one field name of a run's opts; nil is the end of the fields.
 local function known(opts, k, fn, allow_key, lv)
   if k == nil then return false end
-  if not RUN_FIELDS[k] or ((k == "key" or k == "reuse") and not allow_key) then
+  if not RUN_FIELDS[k] or ((k == "key" or k == "reuse" or k == "phase") and not allow_key) then
     unknown_run_field(opts, fn, allow_key, lv + 1)
   end
   return true
