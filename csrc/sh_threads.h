@@ -44,7 +44,9 @@
  * queue is paused; take answers SH_ECLOSED when the worker should exit (the
  * queue is closed, or the worker was retired). Every change a worker makes
  * (a request started, progress, a reply, its exit) is queued as an event
- * for the owning thread, which the notifier given at creation announces.
+ * for the owning thread, which the notifier given at creation announces
+ * (once until the owner has read them all; a start alone is not announced:
+ * it is read with the next event).
  */
 #ifndef STAGEHAND_THREADS_H
 #define STAGEHAND_THREADS_H

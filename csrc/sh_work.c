@@ -52,6 +52,7 @@ struct sh_work {
   worker **workers;
   int32_t nworkers, capworkers, live, running;
   int refs, paused, closed;
+  int told; /* the owner was signalled since it last emptied the events */
   int ready; /* nheap when not paused, else 0: read without the lock by spinning workers (SH__LOAD) */
 };
 
@@ -155,7 +156,15 @@ static int add_event(sh_work *w, int64_t id, int kind, int32_t wk, sh_msg *m, do
   }
   e = &w->events[(w->ehead + w->elen) % w->ecap];
   e->id = id, e->kind = kind, e->worker = wk, e->msg = m, e->a = a, e->b = b;
-  if (w->elen++ == 0) sh_notify_signal(w->owner);
+  w->elen++;
+  /* The owner hears of the first event since it last emptied them, but not
+   * of a start alone: a start only moves a stall clock, and waking the
+   * owner for it, then again for the reply, doubled the round trip of a
+   * short request (it is read with the next event, or the next step). */
+  if (!w->told && kind != SH_EV_STARTED) {
+    w->told = 1;
+    sh_notify_signal(w->owner);
+  }
   return SH_OK;
 }
 
@@ -498,6 +507,7 @@ int sh_work_next_event(sh_work *w, int64_t *id, int *kind, int32_t *wk, sh_msg *
   for (;;) {
     event *e;
     if (w->elen == 0) {
+      w->told = 0;
       pthread_mutex_unlock(&w->emu);
       return SH_EAGAIN;
     }
@@ -524,6 +534,7 @@ int32_t sh_work_next_events(sh_work *w, int32_t cap, int64_t *ids, int *kinds, i
     ids[n] = e->id, kinds[n] = e->kind, workers[n] = e->worker, msgs[n] = e->msg, as[n] = e->a, bs[n] = e->b;
     n++;
   }
+  if (w->elen == 0) w->told = 0;
   pthread_mutex_unlock(&w->emu);
   return n;
 }
