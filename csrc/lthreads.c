@@ -1194,8 +1194,17 @@ typedef struct pool_ud {
   size_t source_len;
 } pool_ud;
 
+/* A pool's methods carry its metatable as their upvalue: checking self
+ * compares with it, with no lookup of the name in the registry (which
+ * hashes the name again on every call, and a busy pool makes two calls a
+ * request). */
 static pool_ud *check_pool(lua_State *L) {
-  pool_ud *p = (pool_ud *)luaL_checkudata(L, 1, WORK_MT);
+  pool_ud *p = NULL;
+  if (lua_type(L, 1) == LUA_TUSERDATA && lua_getmetatable(L, 1)) {
+    if (lua_rawequal(L, -1, lua_upvalueindex(1))) p = (pool_ud *)lua_touserdata(L, 1);
+    lua_pop(L, 1);
+  }
+  if (!p) p = (pool_ud *)luaL_checkudata(L, 1, WORK_MT); /* (raises, naming what it got) */
   if (!p->work) luaL_argerror(L, 1, "already closed");
   return p;
 }
@@ -1497,7 +1506,14 @@ int sh__open_threads(lua_State *L) {
     lua_pushstring(L, WORK_MT);
     lua_setfield(L, -2, "__name");
     lua_newtable(L);
-    set_methods(L, pool_methods);
+    {
+      const luaL_Reg *l;
+      for (l = pool_methods; l->name; l++) {
+        lua_pushvalue(L, -2); /* (the metatable: see check_pool) */
+        lua_pushcclosure(L, l->func, 1);
+        lua_setfield(L, -2, l->name);
+      }
+    }
     lua_setfield(L, -2, "__index");
   }
   lua_pop(L, 1);
