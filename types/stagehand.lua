@@ -415,7 +415,7 @@ function stagehand_WorkerPool:pause() end
 function stagehand_WorkerPool:reprioritise(fn) end
 
 --- Cancels queued and running requests, tells every worker to stop, and
---- returns a Handle that settles once every worker thread has exited (or
+--- returns a Handle that ends done once every worker thread has exited (or
 --- after close_timeout_ms, the workers still running named in the log and
 --- left to close their own state when their function returns).
 ---@return stagehand.Handle
@@ -593,9 +593,9 @@ function stagehand_Tracker:on(fn) end
 ---@return table[]
 function stagehand_Tracker:timeline() end
 
---- An awaitable that settles once no tracked task is running (at once when
+--- A Handle that ends done once no tracked task is running (at once when
 --- none is).
----@return table
+---@return stagehand.Handle
 function stagehand_Tracker:idle() end
 
 --- Adds `n` (default 1) to how far the task is.

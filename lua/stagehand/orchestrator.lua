@@ -268,6 +268,19 @@ function Orchestrator:_external(label, opts, setup)
   return h, job
 end
 
+-- A job with no work that waits on `what` (a table with _describe) and
+-- never stalls, for an end that comes from outside any job (a pool's
+-- threads exiting, a load tracker going idle): its owner ends it with
+-- E.end_job. Returns its Handle and the job.
+local NEVER_STALLS = { stall_ms = math.huge }
+function Orchestrator:_awaiting(label, what)
+  local h, job = self:_external(label, NEVER_STALLS, function(j)
+    j[W] = what
+    j[SINCE] = self.now
+  end)
+  return h, job
+end
+
 --- Runs like orch:run, and the newest call under `name` wins: it cancels
 --- the older run (keyed work the older shared with other callers runs on)
 --- and the older Handles end with the newer's end, however it ends.

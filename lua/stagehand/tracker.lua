@@ -76,9 +76,12 @@ local function begin(tr, phase, label, total, t)
 end
 
 local function settle_idle(tr)
-  local waiting = tr.idle_boxes
-  tr.idle_boxes = {}
-  for i = 1, #waiting do settle.settle(waiting[i], "done", settle.pack()) end
+  local waiting = tr.idle_jobs
+  tr.idle_jobs = {}
+  for i = 1, #waiting do
+    local job = waiting[i]
+    if not job[F.STATE] then E.end_job(job, "done", settle.pack()) end
+  end
 end
 
 local function finish(task, state, t)
@@ -95,7 +98,7 @@ local function finish(task, state, t)
   ph.finish = t
   tr.running = tr.running - 1
   event(task, "end", t)
-  if tr.running == 0 and tr.idle_boxes[1] then settle_idle(tr) end
+  if tr.running == 0 and tr.idle_jobs[1] then settle_idle(tr) end
   return true
 end
 
@@ -262,18 +265,21 @@ function Tracker:timeline()
   return rows
 end
 
---- An awaitable that settles once no tracked task is running (at once when
+-- What a job of load:idle() waits on (orch:report, orch:dump).
+local GOING_IDLE = { _describe = function() return "every task of the load tracker to end" end }
+
+--- A Handle that ends done once no tracked task is running (at once when
 --- none is).
----@return table
+---@return stagehand.Handle
 function Tracker:idle()
   check_tracker(self, "idle")
-  local box = settle.box("the load tracker going idle")
+  local h, job = self.orch:_awaiting("the load going idle", GOING_IDLE)
   if self.running == 0 then
-    settle.settle(box, "done", settle.pack())
+    E.end_job(job, "done", settle.pack())
   else
-    self.idle_boxes[#self.idle_boxes + 1] = box
+    self.idle_jobs[#self.idle_jobs + 1] = job
   end
-  return box
+  return h
 end
 
 --- A load tracker over `orch`: tasks by hand (load:task), and every job
@@ -284,7 +290,7 @@ function M.new(orch)
   if getmetatable(orch) ~= require("stagehand.orchestrator") then
     options.fail("stagehand.tracker", "orch", "an orchestrator", orch)
   end
-  local tr = setmetatable({ orch = orch, phases = {}, order = {}, listeners = {}, running = 0, idle_boxes = {},
+  local tr = setmetatable({ orch = orch, phases = {}, order = {}, listeners = {}, running = 0, idle_jobs = {},
     jobs = setmetatable({}, { __mode = "k" }), t0 = E.now(orch) }, Tracker)
   local list = trackers[orch]
   if not list then

@@ -95,7 +95,11 @@ end
 ---@param orch stagehand.Orchestrator
 ---@param opts table
 ---@return stagehand.WorkerPool
-function M.pool(orch, opts)
+function M.pool(orch, opts) return M.new_pool(orch, opts, true) end
+
+-- (spawn makes its pool without its worker, and starts it once its
+-- arguments are copied: see spawn)
+function M.new_pool(orch, opts, start_workers)
   check_orch(orch, "stagehand.pool")
   if type(opts) ~= "table" then fail("stagehand.pool", "opts", "a table with module or source", opts) end
   for k in require("stagehand.compat").each, opts do
@@ -142,9 +146,12 @@ function M.pool(orch, opts)
     next_id = 0,
     workers = {}, -- worker number -> true while its thread runs
     live = 0,
-    destroyed = false, -- the Box destroy returned
+    destroyed = false, -- the Handle destroy returned (its job: destroy_job)
+    destroy_ended = false,
   }, Pool)
-  for _ = 1, size do self:_add_worker() end
+  if start_workers then
+    for _ = 1, size do self:_add_worker() end
+  end
   outside.add(orch, self)
   return self
 end
@@ -305,28 +312,34 @@ end
 -- Ends the destroy: every worker exited, or close_timeout_ms passed (the
 -- rest are named in the log and go on alone).
 local function end_destroy(self)
-  local box = self.destroyed
-  if box._st then return end
+  if self.destroy_ended then return end
+  self.destroy_ended = true
   if self.live > 0 then
     local lines = self:waiting(B.now_ms(), true)
     for i = 1, #lines do logm.guard(nil, "the log function", self.orch.log, "[stagehand] " .. lines[i]) end
     self.ud:_detach()
   end
   outside.remove(self.orch, self)
-  settle.settle(box, "done", settle.pack())
+  local job = self.destroy_job
+  if not job[STATE] then E.end_job(job, "done", settle.pack()) end
   self.orch.driver.reschedule(self.orch)
 end
 
+-- What the destroy's job waits on (orch:report, orch:dump).
+local Exiting = {}
+Exiting.__index = Exiting
+function Exiting:_describe() return "the workers of " .. self.pool:_describe() .. " to exit" end
+
 --- Cancels queued and running requests, tells every worker to stop, and
---- returns a Handle that settles once every worker thread has exited (or
+--- returns a Handle that ends done once every worker thread has exited (or
 --- after close_timeout_ms, the workers still running named in the log and
 --- left to close their own state when their function returns).
 ---@return stagehand.Handle
 function Pool:destroy()
   check_pool(self, "destroy")
   if self.destroyed then return self.destroyed end
-  local box = settle.box("the destroy of " .. self:_describe())
-  self.destroyed = box
+  local h, job = self.orch:_awaiting("destroying " .. self:_describe(), setmetatable({ pool = self }, Exiting))
+  self.destroyed, self.destroy_job = h, job
   local jobs = {}
   for _, req in require("stagehand.compat").each, self.reqs do
     if req[R_JOB] then jobs[#jobs + 1] = req[R_JOB] end
@@ -334,8 +347,8 @@ function Pool:destroy()
   table.sort(jobs, F.by_id)
   self.ud:_close()
   for i = 1, #jobs do
-    local job = jobs[i]
-    if not job[STATE] then E.cancel(job, self:_describe() .. " was destroyed") end
+    local j = jobs[i]
+    if not j[STATE] then E.cancel(j, self:_describe() .. " was destroyed") end
   end
   if self.live == 0 then
     end_destroy(self)
@@ -344,7 +357,7 @@ function Pool:destroy()
     signal.watch(sig, end_destroy, self)
     self.orch.driver.reschedule(self.orch)
   end
-  return box
+  return h
 end
 
 -- Outside source: what the workers reported since the last step.
@@ -390,7 +403,7 @@ function Pool:collect()
   end
 end
 
-function Pool:outside_pending() return self.nreq > 0 or (self.destroyed and not self.destroyed._st) end
+function Pool:outside_pending() return self.nreq > 0 or (self.destroyed and not self.destroy_ended) end
 
 -- Lines naming each worker that waits on a port, a round or a sleep (or,
 -- with `all`, that still runs at all), for the log.
@@ -456,14 +469,18 @@ function M.spawn(orch, name, ...)
   local module, fn
   if type(name) == "string" then module, fn = name:match("^(.+)%.([^.]+)$") end
   if not module then fail("stagehand.spawn", "name", "\"module.function\"", name) end
-  local pool = M.pool(orch, { module = module, size = 1, stall_ms = math.huge })
+  -- Its arguments are copied before its thread starts: arguments that
+  -- cannot cross leave nothing behind (the pool has no worker yet).
+  local pool = M.new_pool(orch, { module = module, size = 1, stall_ms = math.huge }, false)
   pool.service = true
   local w = setmetatable({ pool = pool, stopped = false }, Service)
   local ok, h = pcall(request, pool, fn, name, 0, { stall_ms = math.huge }, "args", 1, ...)
   if not ok then
-    pool:destroy()
+    pool.ud:_close()
+    outside.remove(orch, pool)
     error(h, 2)
   end
+  pool:_add_worker()
   w.done = h
   return w
 end
