@@ -493,3 +493,27 @@ describe("stagehand.threads", function()
     assert.equal(math.max(1, math.min(4, stagehand.cores() - 1)), n)
   end)
 end)
+
+describe("an orchestrator that used threads", function()
+  -- (its per-orchestrator state refers back to it: kept in tables keyed by
+  -- it, LuaJIT and Lua 5.1, whose weak keys are no ephemerons, kept it forever)
+  it("is collected once the game drops it, pool, ports, tracker and all", function()
+    local weak = setmetatable({}, { __mode = "v" })
+    do
+      local orch = T.new()
+      local pool = new_pool(orch, { size = 1 })
+      local load = stagehand.tracker(orch)
+      local p = stagehand.port()
+      assert.same({ "done", 3 }, { orch:wait(pool:run("add", { a = 1, b = 2 }, { phase = "decode" }), WAIT) })
+      orch:run("listener", function() return p:receive() end)
+      orch:newest("search", "search", function() return 1 end)
+      p:post("hello")
+      orch:step()
+      assert.same({ 1, 1 }, { load:progress("decode") })
+      weak[1], weak[2] = orch, pool
+    end
+    for _ = 1, 4 do collectgarbage() end
+    assert.is_nil(weak[1])
+    assert.is_nil(weak[2])
+  end)
+end)

@@ -12,9 +12,9 @@ local STATE, OUT, H, TOLD = F.STATE, F.OUT, F.H, F.TOLD
 
 local M = {}
 
--- orch -> name -> the Handles that follow the newest run under it (the
--- newest's own first).
-local names = setmetatable({}, { __mode = "k" })
+-- An orchestrator's field newest_names: name -> the Handles that follow
+-- the newest run under it (the newest's own first). (Not a table keyed by
+-- the orchestrator: see outside.lua.)
 
 -- Moves the older Handle `h` to follow `job`.
 local function move(o, h, job, name)
@@ -42,10 +42,10 @@ end
 --- under `name` takes over every older call still waiting.
 function M.run(o, name, label, work, opts)
   local h = o:run(label, work, opts)
-  local by_name = names[o]
+  local by_name = rawget(o, "newest_names")
   if not by_name then
     by_name = {}
-    names[o] = by_name
+    o.newest_names = by_name
   end
   local job = h[1]
   local followers = { h }

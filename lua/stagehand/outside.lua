@@ -8,14 +8,17 @@ local native = require("stagehand.threads_native")
 
 local M = {}
 
--- orch -> { n = notifier, seen = generation collected, sources = {list} }
-local states = setmetatable({}, { __mode = "k" })
+-- Each orchestrator's, in its field outside_state (not in a table keyed by
+-- the orchestrator: LuaJIT's and Lua 5.1's weak keys are no ephemerons, and
+-- a state that refers back to its orchestrator would keep it forever):
+-- { n = notifier, seen = generation collected, sources = {list} }.
+local function states_of(o) return rawget(o, "outside_state") end
 
 local function state(o)
-  local s = states[o]
+  local s = states_of(o)
   if not s then
     s = { n = native.notifier(), seen = -1, sources = {} }
-    states[o] = s
+    o.outside_state = s
   end
   return s
 end
@@ -32,7 +35,7 @@ function M.add(o, src)
 end
 
 function M.remove(o, src)
-  local s = states[o]
+  local s = states_of(o)
   if not s then return end
   local list = s.sources
   for i = #list, 1, -1 do
@@ -43,7 +46,7 @@ end
 local gen = native.notifier_gen
 
 E.on("step_began", function(o)
-  local s = states[o]
+  local s = states_of(o)
   if not s then return end
   s.seen = gen(s.n)
   local list = s.sources
@@ -54,12 +57,12 @@ E.on("step_began", function(o)
 end)
 
 E.on("outside_ready", function(o)
-  local s = states[o]
+  local s = states_of(o)
   return s ~= nil and gen(s.n) ~= s.seen
 end)
 
 local function pending(o)
-  local s = states[o]
+  local s = states_of(o)
   if not s then return false end
   local list = s.sources
   for i = 1, #list do
@@ -70,7 +73,7 @@ end
 E.on("outside_pending", pending)
 
 E.on("outside_wait", function(o, ms)
-  local s = states[o]
+  local s = states_of(o)
   if not s then return false end
   return native.notifier_wait(s.n, s.seen, ms)
 end)
@@ -84,7 +87,7 @@ M.pending = pending
 -- At close, and when orch:loop returns: each worker still waiting on a
 -- port, a round or a sleep is named in the log, with for how long.
 E.on("closed", function(o)
-  local s = states[o]
+  local s = states_of(o)
   if not s then return end
   local now = require("stagehand.backend").now_ms()
   for i = 1, #s.sources do

@@ -18,17 +18,17 @@ local ROUNDS_MT = getmetatable(native.rounds(1))
 
 local M = {}
 
--- orch -> its source: the waits its jobs make, oldest first.
-local sources = setmetatable({}, { __mode = "k" })
+-- An orchestrator's source (its field port_waits: see outside.lua on why
+-- not a table keyed by it): the waits its jobs make, oldest first.
 
 local Waits = {}
 Waits.__index = Waits
 
 local function waits_of(o)
-  local w = sources[o]
+  local w = rawget(o, "port_waits")
   if not w then
     w = setmetatable({ o = o, list = {} }, Waits)
-    sources[o] = w
+    o.port_waits = w
     outside.add(o, w)
   end
   return w

@@ -11,8 +11,8 @@ local LABEL, ORCH = F.LABEL, F.ORCH
 
 local M = {}
 
--- orch -> its trackers, in the order they were made.
-local trackers = setmetatable({}, { __mode = "k" })
+-- An orchestrator's trackers are in its field trackers, in the order they
+-- were made (not in a table keyed by it: see outside.lua).
 
 ---@class stagehand.Tracker
 local Tracker = {}
@@ -292,10 +292,10 @@ function M.new(orch)
   end
   local tr = setmetatable({ orch = orch, phases = {}, order = {}, listeners = {}, running = 0, idle_jobs = {},
     jobs = setmetatable({}, { __mode = "k" }), t0 = E.now(orch) }, Tracker)
-  local list = trackers[orch]
+  local list = rawget(orch, "trackers")
   if not list then
     list = {}
-    trackers[orch] = list
+    orch.trackers = list
   end
   list[#list + 1] = tr
   return tr
@@ -303,7 +303,7 @@ end
 
 -- Jobs with a phase: a task in each tracker of their orchestrator.
 local function each_tracker(o, fn, a, b)
-  local list = trackers[o]
+  local list = rawget(o, "trackers")
   if not list then return end
   for i = 1, #list do fn(list[i], a, b) end
 end
