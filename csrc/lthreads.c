@@ -564,17 +564,17 @@ static int l_port_try(lua_State *L) {
 static int receive_for(lua_State *L, double ms) {
   sh_port *p = PORT(L);
   const int *stop = stop_flag(L);
+  double until = sh_now_ms() + ms; /* (another reader may take what woke us: the time left is what is left) */
   for (;;) {
     sh_msg *m = NULL;
+    double left = until - sh_now_ms();
     int rc = sh_port_take(p, &m);
     if (rc == SH_OK) return decode_owned(L, m, 0);
-    if (rc == SH_ECLOSED) return 0;
+    if (rc == SH_ECLOSED || !(left > 0)) return 0;
     set_waiting(L, "a port");
-    rc = sh_port_wait(p, ms, stop);
+    rc = sh_port_wait(p, left, stop);
     set_waiting(L, NULL);
-    if (rc != SH_OK) {
-      if (rc == SH_ECLOSED || rc == SH_ESTOPPED || rc == SH_ETIMEDOUT) return 0;
-    }
+    if (rc == SH_ECLOSED || rc == SH_ESTOPPED || rc == SH_ETIMEDOUT) return 0;
   }
 }
 
