@@ -77,6 +77,26 @@ describe("stagehand.port", function()
     assert.matches("receive_within", err, 1, true)
   end)
 
+  it("names a bad argument or self at the caller's line", function()
+    local p = stagehand.port()
+    local function err_of(f)
+      local ok, err = pcall(f)
+      assert.is_false(ok)
+      assert.matches("^spec/ports_spec.lua:%d+: ", err)
+      return err
+    end
+    assert.matches("bad argument 'ms' to port:receive_within: expected a number >= 0, got -1",
+      err_of(function() p:receive_within(-1) end), 1, true)
+    assert.matches("bad argument 'ms' to port:drain_for", err_of(function() p:drain_for(print, 0 / 0) end), 1, true)
+    assert.matches("bad argument 'fn' to port:drain: expected a function, got 5", err_of(function() p:drain(5) end),
+      1, true)
+    assert.matches("bad self to port:post", err_of(function() p.post({}, 1) end), 1, true)
+    local b = stagehand.rounds(2, 1)
+    assert.matches("bad self to b:arrive", err_of(function() b.arrive({}, 1, 1) end), 1, true)
+    assert.matches("bad self to b:abort", err_of(function() b.abort(5) end), 1, true)
+    assert.matches("b:sum cannot wait on the main thread", err_of(function() b:sum(1, 2, 1, { 1 }, {}) end), 1, true)
+  end)
+
   describe("in a job", function()
     it("suspends the job until a value is posted, and hands it over", function()
       local orch = T.new()

@@ -121,11 +121,28 @@ function M.port() return native.port() end
 ---@class stagehand.Port
 local Port = {}
 
+local function check_port(self, method)
+  if getmetatable(self) ~= PORT_MT then
+    options.bad_self("port:" .. method, "a port (stagehand.port())", self, 3)
+  end
+end
+
+local function check_ms(ms, method)
+  if type(ms) ~= "number" or ms ~= ms or ms < 0 then options.fail("port:" .. method, "ms", "a number >= 0", ms, 3) end
+end
+
+local function check_fn(fn, method)
+  if type(fn) ~= "function" then options.fail("port:" .. method, "fn", "a function", fn, 3) end
+end
+
 --- Copies `v` into the port, from any thread. False once the port is
 --- closed; posting nil raises (nil is what a closed port answers).
 ---@param v any plain data, ports and round barriers
 ---@return boolean posted
-function Port:post(v) return c_port.post(self, v) end
+function Port:post(v)
+  check_port(self, "post")
+  return c_port.post(self, v)
+end
 
 --- In a job: suspends the job until a value comes (a value arriving is
 --- progress) and returns it, or nil once the port is closed. On the main
@@ -134,11 +151,9 @@ function Port:post(v) return c_port.post(self, v) end
 --- is told to stop.
 ---@return any
 function Port:receive()
+  check_port(self, "receive")
   local job = E.in_job()
   if not job then
-    if getmetatable(self) ~= PORT_MT then
-      return c_port.receive(self) -- (raises naming what self is)
-    end
     error("port:receive cannot wait on the main thread outside a job (it would block the game):"
       .. " use port:receive_within(ms), or receive inside a job", 2)
   end
@@ -155,36 +170,61 @@ end
 --- returns it, or nil.
 ---@param ms number
 ---@return any
-function Port:receive_within(ms) return c_port.receive_within(self, ms) end
+function Port:receive_within(ms)
+  check_port(self, "receive_within")
+  check_ms(ms, "receive_within")
+  return c_port.receive_within(self, ms)
+end
 
 --- Without waiting: true and the oldest value, or false and "empty" or
 --- "closed".
 ---@return boolean
 ---@return any
-function Port:try_receive() return c_port.try_receive(self) end
+function Port:try_receive()
+  check_port(self, "try_receive")
+  return c_port.try_receive(self)
+end
 
 --- Calls fn(v) for every value queued now, without waiting; returns how many.
 ---@param fn fun(v: any)
 ---@return integer
-function Port:drain(fn) return c_port.drain(self, fn) end
+function Port:drain(fn)
+  check_port(self, "drain")
+  check_fn(fn, "drain")
+  return c_port.drain(self, fn)
+end
 
 --- As drain, but stops after `ms` (at least one value when any is queued).
 ---@param fn fun(v: any)
 ---@param ms number
 ---@return integer
-function Port:drain_for(fn, ms) return c_port.drain_for(self, fn, ms) end
+function Port:drain_for(fn, ms)
+  check_port(self, "drain_for")
+  check_fn(fn, "drain_for")
+  check_ms(ms, "drain_for")
+  return c_port.drain_for(self, fn, ms)
+end
 
 --- Closes the port: what is queued is dropped, posts return false and
 --- receives nil.
-function Port:close() return c_port.close(self) end
+function Port:close()
+  check_port(self, "close")
+  return c_port.close(self)
+end
 
 --- Whether the port is closed.
 ---@return boolean
-function Port:closed() return c_port.closed(self) end
+function Port:closed()
+  check_port(self, "closed")
+  return c_port.closed(self)
+end
 
 --- How many values are queued.
 ---@return integer
-function Port:count() return c_port.count(self) end
+function Port:count()
+  check_port(self, "count")
+  return c_port.count(self)
+end
 
 for k, v in require("stagehand.compat").each, Port do port_methods[k] = v end
 
@@ -192,12 +232,6 @@ for k, v in require("stagehand.compat").each, Port do port_methods[k] = v end
 -- Round barriers.
 
 local rounds_methods = native.rounds_methods
-local blocking = {
-  arrive = rounds_methods.arrive,
-  sum = rounds_methods.sum,
-  min = rounds_methods.min,
-  max = rounds_methods.max,
-}
 local c_abort, c_aborted = rounds_methods.abort, rounds_methods.aborted
 
 --- Round barriers: `participants` threads meet in numbered rounds, each
@@ -217,13 +251,16 @@ function M.rounds(participants, share_len)
 end
 
 -- In a job a wait suspends the job; in a worker (the C method) it blocks;
--- on the main thread outside a job it raises.
+-- on the main thread outside a job it raises. (Called from the methods
+-- below, not as a tail call: the levels of its errors count that.)
 local function round_wait(b, op, round, count, index, share, out)
+  if getmetatable(b) ~= ROUNDS_MT then
+    options.bad_self("b:" .. op, "a round barrier (stagehand.rounds())", b, 4)
+  end
   local job = E.in_job()
   if not job then
-    if getmetatable(b) ~= ROUNDS_MT then return blocking[op](b, round, count, index, share, out) end
     error("b:" .. op .. " cannot wait on the main thread outside a job (it would block the game):"
-      .. " wait inside a job, or on a worker", 2) -- (Rounds:arrive... call this as a tail call)
+      .. " wait inside a job, or on a worker", 3)
   end
   if not b:_begin(round, count, index, share, out, op) then return false end
   local st = b:_poll(round, out)
@@ -243,7 +280,10 @@ local Rounds = {}
 ---@param round number
 ---@param count integer
 ---@return boolean
-function Rounds:arrive(round, count) return round_wait(self, "arrive", round, count) end
+function Rounds:arrive(round, count)
+  local ok = round_wait(self, "arrive", round, count) -- (not a tail call: errors name the caller's line)
+  return ok
+end
 
 --- Brings `share` (share_len numbers) as participant `index` and waits for
 --- `count` participants; `out` receives every share summed in index order,
@@ -255,7 +295,8 @@ function Rounds:arrive(round, count) return round_wait(self, "arrive", round, co
 ---@param out number[]
 ---@return boolean
 function Rounds:sum(round, count, index, share, out)
-  return round_wait(self, "sum", round, count, index, share, out)
+  local ok = round_wait(self, "sum", round, count, index, share, out)
+  return ok
 end
 
 --- As sum, with the smallest of each number.
@@ -266,7 +307,8 @@ end
 ---@param out number[]
 ---@return boolean
 function Rounds:min(round, count, index, share, out)
-  return round_wait(self, "min", round, count, index, share, out)
+  local ok = round_wait(self, "min", round, count, index, share, out)
+  return ok
 end
 
 --- As sum, with the largest of each number.
@@ -277,15 +319,22 @@ end
 ---@param out number[]
 ---@return boolean
 function Rounds:max(round, count, index, share, out)
-  return round_wait(self, "max", round, count, index, share, out)
+  local ok = round_wait(self, "max", round, count, index, share, out)
+  return ok
 end
 
 --- Every wait, now and later, returns false.
-function Rounds:abort() return c_abort(self) end
+function Rounds:abort()
+  if getmetatable(self) ~= ROUNDS_MT then options.bad_self("b:abort", "a round barrier", self, 2) end
+  return c_abort(self)
+end
 
 --- Whether abort was called.
 ---@return boolean
-function Rounds:aborted() return c_aborted(self) end
+function Rounds:aborted()
+  if getmetatable(self) ~= ROUNDS_MT then options.bad_self("b:aborted", "a round barrier", self, 2) end
+  return c_aborted(self)
+end
 
 for k, v in require("stagehand.compat").each, Rounds do rounds_methods[k] = v end
 
