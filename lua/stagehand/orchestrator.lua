@@ -157,6 +157,48 @@ local function doom(o, job)
   if o.close_cancelling or (cur and doomed[cur]) then doomed[job] = true end
 end
 
+-- Makes a job and registers it, for run and _external: its record (with
+-- `co`, its coroutine, or false), its first caller's Handle, its core id
+-- and stall clock, its phase, and its key (the `when`s waiting for a run of
+-- it become its callers). setup(job), when given, parks a job with no work
+-- before any game code hears of it. Then game code runs: its watchers,
+-- then the placeholders' ends; any of it may end this job. Returns the
+-- job, its Handle and the time it started; the caller binds the signal.
+local function enter(o, label, key, prio, sig, stall_ms, phase, co, setup)
+  local now = read_clock(o) -- (first: a clock that fails leaves nothing half made)
+  local job = new_job(o, label, key)
+  job[CO] = co
+  local h = new_handle(job, prio)
+  job[H] = h
+  if E.current and E.in_job() then own(o, h, sig) end
+  o.now = now
+  E.start(o, job, stall_ms, now)
+  if phase then
+    job.phase = phase
+    E.phase_began(o, job)
+  end
+  if o.closing_jobs then doom(o, job) end
+  local waiting = false
+  -- A caller withdrawn before it asked (its signal aborted already) starts
+  -- no run of its key: `when`s waiting for one go on waiting for the next.
+  if key and not (sig and sig.aborted) then
+    -- (`when` waiters for this key become callers before the work starts)
+    waiting = keys.join_pending(o, key, job) or false
+  end
+  if setup then setup(job) end
+  E.notify(o, job)
+  if waiting then
+    for i = 1, #waiting do E.end_job(waiting[i], "done", settle_empty) end
+  end
+  -- A job started while close ends this orchestrator's jobs (inside their
+  -- cleanup, or in reaction to their cancellation) is close's to end: it
+  -- is cancelled at once, before its work runs, so close ends in a
+  -- bounded number of rounds whatever cleanup starts.
+  local doomed = o.closing_jobs
+  if doomed and doomed[job] and not job[STATE] then E.cancel(job, o.close_reason) end
+  return job, h, now
+end
+
 --- Starts `work(job)` in a new coroutine at once, up to its first wait.
 ---@param label string
 ---@param work fun(job: stagehand.Job): any
@@ -180,39 +222,8 @@ function Orchestrator:run(label, work, opts)
       end
     end
   end
-  local now = read_clock(self) -- (first: a clock that fails leaves nothing half made)
-  local job = new_job(self, label, key)
-  job[CO] = E.coroutine()
-  local h = new_handle(job, prio)
-  job[H] = h
-  if E.current and E.in_job() then own(self, h, sig) end
-  self.now = now
-  E.start(self, job, stall_ms or self.stall_ms, now)
-  if opts and opts.phase then
-    job.phase = opts.phase
-    E.phase_began(self, job)
-  end
-  if self.closing_jobs then doom(self, job) end
-  local waiting = false
-  -- A caller withdrawn before it asked (its signal aborted already) starts
-  -- no run of its key: `when`s waiting for one go on waiting for the next.
-  if key and not (sig and sig.aborted) then
-    -- (`when` waiters for this key become callers before the work starts)
-    waiting = keys.join_pending(self, key, job) or false
-  end
-  -- Only now, with the job whole (registered under its key, every `when`
-  -- joined), does game code run: its watchers, then the placeholders'
-  -- ends. Any of it may end this job; then its work never runs.
-  E.notify(self, job)
-  if waiting then
-    for i = 1, #waiting do E.end_job(waiting[i], "done", settle_empty) end
-  end
-  -- A job started while close ends this orchestrator's jobs (inside their
-  -- cleanup, or in reaction to their cancellation) is close's to end: it
-  -- is cancelled at once, before its work runs, so close ends in a
-  -- bounded number of rounds whatever cleanup starts.
-  local doomed = self.closing_jobs
-  if doomed and doomed[job] and not job[STATE] then E.cancel(job, self.close_reason) end
+  local job, h, now = enter(self, label, key, prio, sig, stall_ms or self.stall_ms, opts and opts.phase,
+    E.coroutine(), nil)
   if handle.bind_signal(h, sig) or job[STATE] then
     job[CO] = false -- (withdrawn already: its work never runs, its coroutine goes)
     return h
@@ -242,27 +253,7 @@ function Orchestrator:_external(label, opts, setup)
     local running = keys.running(self, key)
     if running then return join(self, running, prio, sig), nil end
   end
-  local now = read_clock(self)
-  local job = new_job(self, label, key)
-  local h = new_handle(job, prio)
-  job[H] = h
-  if E.current and E.in_job() then own(self, h, sig) end
-  self.now = now
-  E.start(self, job, stall_ms or self.stall_ms, now)
-  if opts and opts.phase then
-    job.phase = opts.phase
-    E.phase_began(self, job)
-  end
-  if self.closing_jobs then doom(self, job) end
-  local waiting = false
-  if key and not (sig and sig.aborted) then waiting = keys.join_pending(self, key, job) or false end
-  setup(job)
-  E.notify(self, job)
-  if waiting then
-    for i = 1, #waiting do E.end_job(waiting[i], "done", settle_empty) end
-  end
-  local doomed = self.closing_jobs
-  if doomed and doomed[job] and not job[STATE] then E.cancel(job, self.close_reason) end
+  local job, h = enter(self, label, key, prio, sig, stall_ms or self.stall_ms, opts and opts.phase, false, setup)
   handle.bind_signal(h, sig)
   if not self.stepping then self.driver.reschedule(self) end
   return h, job
