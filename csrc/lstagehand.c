@@ -383,14 +383,8 @@ static void set_funcs(lua_State *L, const luaL_Reg *l) {
   }
 }
 
-static void new_mt(lua_State *L, const char *name, lua_CFunction gc) {
-  luaL_newmetatable(L, name);
-  lua_pushcfunction(L, gc);
-  lua_setfield(L, -2, "__gc");
-  lua_pushstring(L, name);
-  lua_setfield(L, -2, "__name");
-  lua_pop(L, 1);
-}
+/* (lthreads.c: the metatable `name`, with its __gc and __name) */
+void sh__new_type(lua_State *L, const char *name, lua_CFunction gc, const luaL_Reg *methods);
 
 #if defined(_WIN32)
 #define SH_EXPORT __declspec(dllexport)
@@ -403,11 +397,11 @@ int sh__open_threads(lua_State *L); /* lthreads.c */
 SH_EXPORT int luaopen_stagehand__core(lua_State *L);
 SH_EXPORT int luaopen_stagehand__core(lua_State *L) {
   sh_pin_library(); /* __gc of our userdata may run after the module is closed */
-  new_mt(L, CLOCK_MT, l_clock_gc);
-  new_mt(L, TIMERS_MT, l_timers_gc);
-  new_mt(L, POOL_MT, l_pool_gc);
-  new_mt(L, BARRIER_MT, l_barrier_gc);
-  new_mt(L, IDS_MT, l_ids_gc);
+  sh__new_type(L, CLOCK_MT, l_clock_gc, NULL);
+  sh__new_type(L, TIMERS_MT, l_timers_gc, NULL);
+  sh__new_type(L, POOL_MT, l_pool_gc, NULL);
+  sh__new_type(L, BARRIER_MT, l_barrier_gc, NULL);
+  sh__new_type(L, IDS_MT, l_ids_gc, NULL);
   lua_newtable(L);
   set_funcs(L, funcs);
   /* the statuses, by the names the header gives them */

@@ -631,16 +631,6 @@ static int l_port_unwatch(lua_State *L) {
   sh_port_unwatch(p, (sh_notify *)check_box(L, 2, NOTIFY_MT));
   return 0;
 }
-static int l_port_tostring(lua_State *L) {
-  box *b = (box *)luaL_checkudata(L, 1, PORT_MT);
-  lua_pushfstring(L, "stagehand.port (%p)", b->p);
-  return 1;
-}
-static int l_port_eq(lua_State *L) {
-  box *a = (box *)luaL_checkudata(L, 1, PORT_MT), *b = (box *)luaL_checkudata(L, 2, PORT_MT);
-  lua_pushboolean(L, a->p == b->p);
-  return 1;
-}
 
 /* ------------------------------------------------------------------------
  * Round barriers. */
@@ -811,16 +801,6 @@ static int l_rounds_unwatch(lua_State *L) {
   sh_rounds_unwatch(r, (sh_notify *)check_box(L, 2, NOTIFY_MT));
   return 0;
 }
-static int l_rounds_tostring(lua_State *L) {
-  box *b = (box *)luaL_checkudata(L, 1, ROUNDS_MT);
-  lua_pushfstring(L, "stagehand.rounds (%p)", b->p);
-  return 1;
-}
-static int l_rounds_eq(lua_State *L) {
-  box *a = (box *)luaL_checkudata(L, 1, ROUNDS_MT), *b = (box *)luaL_checkudata(L, 2, ROUNDS_MT);
-  lua_pushboolean(L, a->p == b->p);
-  return 1;
-}
 
 /* ------------------------------------------------------------------------
  * Inside a worker: require "stagehand.worker". */
@@ -893,42 +873,50 @@ static const luaL_Reg rounds_methods[] = {
     {"_poll", l_rounds_poll}, {"_leave", l_rounds_leave}, {"_info", l_rounds_info},
     {"_watch", l_rounds_watch}, {"_unwatch", l_rounds_unwatch}, {NULL, NULL}};
 
+/* A port or a round barrier as text: its kind and the object it holds. */
+static int box_tostring(lua_State *L) {
+  box *b = (box *)lua_touserdata(L, 1);
+  luaL_getmetafield(L, 1, "__name");
+  lua_pushfstring(L, "%s (%p)", lua_tostring(L, -1), b ? b->p : NULL);
+  return 1;
+}
+
+/* Two boxes are equal when they hold the same object (a port received is a
+ * new userdata for the port it names); one of another kind never is. */
+static int box_eq(lua_State *L) {
+  int same = lua_getmetatable(L, 1) && lua_getmetatable(L, 2) && lua_rawequal(L, -1, -2);
+  box *a = (box *)lua_touserdata(L, 1), *b = (box *)lua_touserdata(L, 2);
+  lua_pushboolean(L, same && a && b && a->p == b->p);
+  return 1;
+}
+
+/* Makes the metatable `name` (its __gc and __name) unless this state has
+ * it; with methods, also its __index, __tostring and __eq. Shared with
+ * lstagehand.c's types. */
+void sh__new_type(lua_State *L, const char *name, lua_CFunction gc, const luaL_Reg *methods);
+void sh__new_type(lua_State *L, const char *name, lua_CFunction gc, const luaL_Reg *methods) {
+  if (luaL_newmetatable(L, name)) {
+    lua_pushcfunction(L, gc);
+    lua_setfield(L, -2, "__gc");
+    lua_pushstring(L, name);
+    lua_setfield(L, -2, "__name");
+    if (methods) {
+      lua_pushcfunction(L, box_tostring);
+      lua_setfield(L, -2, "__tostring");
+      lua_pushcfunction(L, box_eq);
+      lua_setfield(L, -2, "__eq");
+      lua_newtable(L);
+      set_methods(L, methods);
+      lua_setfield(L, -2, "__index");
+    }
+  }
+  lua_pop(L, 1);
+}
+
 static void open_types(lua_State *L) {
-  if (luaL_newmetatable(L, PORT_MT)) {
-    lua_pushcfunction(L, l_port_gc);
-    lua_setfield(L, -2, "__gc");
-    lua_pushcfunction(L, l_port_tostring);
-    lua_setfield(L, -2, "__tostring");
-    lua_pushcfunction(L, l_port_eq);
-    lua_setfield(L, -2, "__eq");
-    lua_pushstring(L, PORT_MT);
-    lua_setfield(L, -2, "__name");
-    lua_newtable(L);
-    set_methods(L, port_methods);
-    lua_setfield(L, -2, "__index");
-  }
-  lua_pop(L, 1);
-  if (luaL_newmetatable(L, ROUNDS_MT)) {
-    lua_pushcfunction(L, l_rounds_gc);
-    lua_setfield(L, -2, "__gc");
-    lua_pushcfunction(L, l_rounds_tostring);
-    lua_setfield(L, -2, "__tostring");
-    lua_pushcfunction(L, l_rounds_eq);
-    lua_setfield(L, -2, "__eq");
-    lua_pushstring(L, ROUNDS_MT);
-    lua_setfield(L, -2, "__name");
-    lua_newtable(L);
-    set_methods(L, rounds_methods);
-    lua_setfield(L, -2, "__index");
-  }
-  lua_pop(L, 1);
-  if (luaL_newmetatable(L, NOTIFY_MT)) {
-    lua_pushcfunction(L, l_notify_gc);
-    lua_setfield(L, -2, "__gc");
-    lua_pushstring(L, NOTIFY_MT);
-    lua_setfield(L, -2, "__name");
-  }
-  lua_pop(L, 1);
+  sh__new_type(L, PORT_MT, l_port_gc, port_methods);
+  sh__new_type(L, ROUNDS_MT, l_rounds_gc, rounds_methods);
+  sh__new_type(L, NOTIFY_MT, l_notify_gc, NULL);
 }
 
 /* ------------------------------------------------------------------------

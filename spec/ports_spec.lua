@@ -19,6 +19,15 @@ describe("stagehand.port", function()
     assert.equal(0, p:count())
   end)
 
+  it("crosses as a reference: a port received equals the one posted, and never a round barrier", function()
+    local p, inbox = stagehand.port(), stagehand.port()
+    inbox:post({ reply_to = p })
+    local got = inbox:receive_within(0).reply_to
+    assert.is_true(got == p)
+    assert.matches("^stagehand.port %(", tostring(got))
+    assert.is_false(p == stagehand.rounds(2)) -- (comparing kinds raised on Lua 5.4)
+  end)
+
   it("refuses to post nil, and anything that cannot cross, naming where it is", function()
     local p = stagehand.port()
     assert.has_error(function() p:post(nil) end, "port:post: nil cannot be posted (a closed port answers nil)")
