@@ -4,7 +4,9 @@
 -- a step collects. The drivers wait on the notifier when nothing else is
 -- due: the manual one blocks on it, the luv one watches its descriptor.
 local E = require "stagehand.engine"
-local native = require("stagehand.threads_native")
+local native = require "stagehand.threads_native"
+local B = require "stagehand.backend"
+local logm = require "stagehand.log"
 
 local M = {}
 
@@ -89,11 +91,11 @@ M.pending = pending
 E.on("closed", function(o)
   local s = states_of(o)
   if not s then return end
-  local now = require("stagehand.backend").now_ms()
+  local now = B.now_ms()
   for i = 1, #s.sources do
     local lines = s.sources[i]:waiting(now)
     for j = 1, #(lines or {}) do
-      require("stagehand.log").guard(nil, "the log function", o.log, "[stagehand] " .. lines[j])
+      logm.guard(nil, "the log function", o.log, "[stagehand] " .. lines[j])
     end
   end
 end)

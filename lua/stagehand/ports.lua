@@ -11,6 +11,7 @@ local outside = require "stagehand.outside"
 local settle = require "stagehand.settle"
 local wait = require "stagehand.wait"
 local options = require "stagehand.options"
+local each = require("stagehand.compat").each
 
 local ORCH = F.ORCH
 local PORT_MT = getmetatable(native.port())
@@ -108,7 +109,7 @@ end
 
 local port_methods = native.port_methods
 local c_port = {} -- (the C methods; a worker's state has only these)
-for k, v in require("stagehand.compat").each, port_methods do c_port[k] = v end
+for k, v in each, port_methods do c_port[k] = v end
 
 --- A port: a channel between threads, in either direction.
 ---@return stagehand.Port
@@ -226,7 +227,7 @@ function Port:count()
   return c_port.count(self)
 end
 
-for k, v in require("stagehand.compat").each, Port do port_methods[k] = v end
+for k, v in each, Port do port_methods[k] = v end
 
 ---------------------------------------------------------------------------
 -- Round barriers.
@@ -336,6 +337,6 @@ function Rounds:aborted()
   return c_aborted(self)
 end
 
-for k, v in require("stagehand.compat").each, Rounds do rounds_methods[k] = v end
+for k, v in each, Rounds do rounds_methods[k] = v end
 
 return M

@@ -5,6 +5,8 @@
 local F = require "stagehand.fields"
 local records = require "stagehand.records"
 local options = require "stagehand.options"
+local E = require "stagehand.engine"
+local each = require("stagehand.compat").each
 
 local ID, LABEL, STATE, W, SINCE, STARTED = F.ID, F.LABEL, F.STATE, F.W, F.SINCE, F.STARTED
 
@@ -103,7 +105,7 @@ function Trace:events()
   local out = {}
   for i = 1, #self.evs do
     local e = {}
-    for k, v in require("stagehand.compat").each, self.evs[i] do e[k] = v end
+    for k, v in each, self.evs[i] do e[k] = v end
     out[i] = e
   end
   return out
@@ -131,7 +133,7 @@ local function us(ms) return string.format("%.3f", ms * 1000) end
 function Trace:write(path)
   check_trace(self, "write")
   if type(path) ~= "string" or path == "" then options.fail("tr:write", "path", "a file path", path) end
-  local now = require("stagehand.engine").now(self.orch)
+  local now = E.now(self.orch)
   local t0 = self.t0
   local out = { '{"displayTimeUnit":"ms","traceEvents":[' }
   local first = true
@@ -183,10 +185,10 @@ function M.start(o)
   if old then old:stop() end
   local tr = setmetatable({ orch = o, evs = {}, waiting = setmetatable({}, { __mode = "k" }), holds = {},
     started = setmetatable({}, { __mode = "k" }), stopped = false, name = "stagehand",
-    t0 = require("stagehand.engine").now(o) }, Trace)
+    t0 = E.now(o) }, Trace)
   o.tracer = tr
   -- Jobs running already: a start now, and the wait each is parked on.
-  local running = require("stagehand.engine").running_jobs(o)
+  local running = E.running_jobs(o)
   for i = 1, #running do
     local job = running[i]
     tr.started[job] = true

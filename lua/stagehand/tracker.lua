@@ -308,35 +308,35 @@ local function each_tracker(o, fn, a, b)
   for i = 1, #list do fn(list[i], a, b) end
 end
 
-E.on("phase_began", function(o, job)
-  each_tracker(o, function(tr, j)
-    tr.jobs[j] = begin(tr, j.phase, j[LABEL], 1, now(tr))
-  end, job)
-end)
+-- (Named functions, not a closure per event: every job with a phase calls
+-- these at its start, its progress and its end.)
+local function job_began(tr, job)
+  tr.jobs[job] = begin(tr, job.phase, job[LABEL], 1, now(tr))
+end
 
-E.on("phase_progressed", function(job)
-  each_tracker(job[ORCH], function(tr, j)
-    local task = tr.jobs[j]
-    if not task or task.state ~= "running" then return end
-    local done, total = rawget(j, "done_n"), rawget(j, "total_n")
-    if done and total and total > 0 then
-      task.total = total
-      task.done = clamp(task, done)
-    end
-    event(task, "progress", now(tr))
-  end, job)
-end)
+local function job_progressed(tr, job)
+  local task = tr.jobs[job]
+  if not task or task.state ~= "running" then return end
+  local done, total = rawget(job, "done_n"), rawget(job, "total_n")
+  if done and total and total > 0 then
+    task.total = total
+    task.done = clamp(task, done)
+  end
+  event(task, "progress", now(tr))
+end
 
-E.on("phase_ended", function(o, job, st)
-  each_tracker(o, function(tr, j, state)
-    local task = tr.jobs[j]
-    if task then
-      tr.jobs[j] = nil
-      if state ~= "done" then task.error = j[F.OUT] end
-      finish(task, state, now(tr))
-    end
-  end, job, st)
-end)
+local function job_ended(tr, job, state)
+  local task = tr.jobs[job]
+  if task then
+    tr.jobs[job] = nil
+    if state ~= "done" then task.error = job[F.OUT] end
+    finish(task, state, now(tr))
+  end
+end
+
+E.on("phase_began", function(o, job) each_tracker(o, job_began, job) end)
+E.on("phase_progressed", function(job) each_tracker(job[ORCH], job_progressed, job) end)
+E.on("phase_ended", function(o, job, st) each_tracker(o, job_ended, job, st) end)
 
 --- The rows of load:timeline() as an aligned text table.
 ---@param rows table[]

@@ -13,6 +13,7 @@ local outside = require "stagehand.outside"
 local settle = require "stagehand.settle"
 local wait = require "stagehand.wait"
 local options = require "stagehand.options"
+local each = require("stagehand.compat").each
 local signal = require "stagehand.signal"
 local logm = require "stagehand.log"
 local B = require "stagehand.backend"
@@ -102,7 +103,7 @@ function M.pool(orch, opts) return M.new_pool(orch, opts, true) end
 function M.new_pool(orch, opts, start_workers)
   check_orch(orch, "stagehand.pool")
   if type(opts) ~= "table" then fail("stagehand.pool", "opts", "a table with module or source", opts) end
-  for k in require("stagehand.compat").each, opts do
+  for k in each, opts do
     if not POOL_FIELDS[k] then
       fail("stagehand.pool", "opts." .. tostring(k), "one of module, source, size, respawn_on_abort,"
         .. " close_timeout_ms, stall_ms", opts[k])
@@ -210,7 +211,7 @@ function Pool:run(fn_name, payload, opts)
   local priority, label, run_opts = 0, nil, nil
   if opts ~= nil then
     if type(opts) ~= "table" then fail("pool:run", "opts", "a table", opts) end
-    for k in require("stagehand.compat").each, opts do
+    for k in each, opts do
       if not RUN_FIELDS[k] then
         fail("pool:run", "opts." .. tostring(k), "one of priority, signal, label, key, stall_ms, phase", opts[k])
       end
@@ -341,7 +342,7 @@ function Pool:destroy()
   local h, job = self.orch:_awaiting("destroying " .. self:_describe(), setmetatable({ pool = self }, Exiting))
   self.destroyed, self.destroy_job = h, job
   local jobs = {}
-  for _, req in require("stagehand.compat").each, self.reqs do
+  for _, req in each, self.reqs do
     if req[R_JOB] then jobs[#jobs + 1] = req[R_JOB] end
   end
   table.sort(jobs, F.by_id)
@@ -410,7 +411,7 @@ function Pool:outside_pending() return self.nreq > 0 or (self.destroyed and not 
 function Pool:waiting(now, all)
   local lines = {}
   local idxs = {}
-  for i in require("stagehand.compat").each, self.workers do idxs[#idxs + 1] = i end
+  for i in each, self.workers do idxs[#idxs + 1] = i end
   table.sort(idxs)
   for k = 1, #idxs do
     local i = idxs[k]
