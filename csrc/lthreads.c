@@ -283,10 +283,11 @@ static void encode(enc *e, int idx, const seg *s, int depth) {
 /* Encodes the values at first..last (absolute indices) into a new
  * message; `root` names them in errors. A message starts with how many
  * tables it holds, then (counted) how many values. Leaves the stack as it
- * was and returns the message, which the caller owns; raises naming the
- * first value that cannot cross. (Only running out of memory inside the
- * Lua API itself, which raises at once, loses the message being built.) */
-static sh_msg *encode_values(lua_State *L, int first, int last, const char *root, int counted) {
+ * was and returns the message, which the caller owns; or NULL, with the
+ * reason pushed, naming the first value that cannot cross. (Only running
+ * out of memory inside the Lua API itself, which raises at once, loses
+ * the message being built.) */
+static sh_msg *try_encode_values(lua_State *L, int first, int last, const char *root, int counted) {
   enc e;
   seg top;
   int i, base = lua_gettop(L);
@@ -310,9 +311,16 @@ static sh_msg *encode_values(lua_State *L, int first, int last, const char *root
     lua_getfield(L, LUA_REGISTRYINDEX, ENC_ERROR);
     lua_pushnil(L);
     lua_setfield(L, LUA_REGISTRYINDEX, ENC_ERROR);
-    lua_error(L);
+    return NULL;
   }
   sh_msg_set_u32(m, 0, e.ntables);
+  return m;
+}
+
+/* try_encode_values, raising the reason. */
+static sh_msg *encode_values(lua_State *L, int first, int last, const char *root, int counted) {
+  sh_msg *m = try_encode_values(L, first, last, root, counted);
+  if (!m) lua_error(L);
   return m;
 }
 
@@ -1170,6 +1178,9 @@ typedef struct thread_slot {
 
 typedef struct pool_ud {
   sh_work *work;
+  sh_msg *staged; /* a request copied by _stage, until _commit queues it */
+  double staged_prio;
+  lua_Number staged_seq;
   int32_t ev_at, ev_n;
   int64_t ev_id[EVENT_BATCH];
   int ev_kind[EVENT_BATCH];
@@ -1210,6 +1221,8 @@ static void detach_all(pool_ud *p) {
 static int l_pool_gc(lua_State *L) {
   pool_ud *p = (pool_ud *)lua_touserdata(L, 1);
   for (; p->ev_at < p->ev_n; p->ev_at++) sh_msg_free(p->ev_msg[p->ev_at]);
+  sh_msg_free(p->staged);
+  p->staged = NULL;
   if (p->work) {
     /* Collected without destroy: every worker is told to stop, and each
      * closes its own state when its function returns. */
@@ -1306,9 +1319,9 @@ static int l_pool_add_worker(lua_State *L) {
 }
 
 /* pool:_push(id, priority, root, fn_name, ...): queues a request (the
- * function's name, then its arguments, copied now); raises naming the first
- * value that cannot cross ("<root>.mesh.on_done is a function; ..."), with
- * nothing queued. False once the pool is closed. */
+ * function's name, then its arguments, copied now): true; false once the
+ * pool is closed; nil and the reason naming the first value that cannot
+ * cross ("<root>.mesh.on_done is a function; ..."), with nothing queued. */
 static int l_pool_push(lua_State *L) {
   pool_ud *p = check_pool(L);
   lua_Number id = luaL_checknumber(L, 2), prio = luaL_checknumber(L, 3);
@@ -1316,8 +1329,65 @@ static int l_pool_push(lua_State *L) {
   sh_msg *m;
   int rc;
   luaL_checkstring(L, 5);
-  m = encode_values(L, 5, lua_gettop(L), root, 1);
+  m = try_encode_values(L, 5, lua_gettop(L), root, 1);
+  if (!m) {
+    lua_pushnil(L);
+    lua_insert(L, -2);
+    return 2;
+  }
   rc = sh_work_push(p->work, (int64_t)id, (double)prio, m);
+  if (rc != SH_OK) sh_msg_free(m);
+  if (rc == SH_ENOMEM) return luaL_error(L, "not enough memory");
+  lua_pushboolean(L, rc == SH_OK);
+  return 1;
+}
+
+/* pool:_stage(priority, root, fn_name, ...): copies a request (the
+ * function's name, then its arguments) and makes room for it in the queue,
+ * so that _commit, once its job is made, cannot fail for want of memory.
+ * Returns the staging's number; false once the pool is closed; nil and the
+ * reason when a value cannot cross ("<root>.mesh.on_done is a function;
+ * ..."), with nothing staged. A request staged earlier and never committed
+ * (its job was never made) is dropped. */
+static int l_pool_stage(lua_State *L) {
+  pool_ud *p = check_pool(L);
+  lua_Number prio = luaL_checknumber(L, 2);
+  const char *root = luaL_checkstring(L, 3);
+  sh_msg *m;
+  luaL_checkstring(L, 4);
+  if (sh_work_closed(p->work)) {
+    lua_pushboolean(L, 0);
+    return 1;
+  }
+  m = try_encode_values(L, 4, lua_gettop(L), root, 1);
+  if (!m) {
+    lua_pushnil(L);
+    lua_insert(L, -2);
+    return 2;
+  }
+  if (sh_work_reserve(p->work, 1) != SH_OK) {
+    sh_msg_free(m);
+    return luaL_error(L, "not enough memory");
+  }
+  sh_msg_free(p->staged);
+  p->staged = m;
+  p->staged_prio = (double)prio;
+  p->staged_seq = p->staged_seq + 1;
+  lua_pushnumber(L, p->staged_seq);
+  return 1;
+}
+
+/* pool:_commit(staging, id): queues the request staged under that number
+ * as `id`: true; false once the pool is closed (the request is dropped);
+ * nil when it is no longer staged (a later _stage replaced it). */
+static int l_pool_commit(lua_State *L) {
+  pool_ud *p = check_pool(L);
+  lua_Number seq = luaL_checknumber(L, 2), id = luaL_checknumber(L, 3);
+  sh_msg *m = p->staged;
+  int rc;
+  if (!m || seq != p->staged_seq) return 0;
+  p->staged = NULL;
+  rc = sh_work_push(p->work, (int64_t)id, p->staged_prio, m);
   if (rc != SH_OK) sh_msg_free(m);
   if (rc == SH_ENOMEM) return luaL_error(L, "not enough memory");
   lua_pushboolean(L, rc == SH_OK);
@@ -1439,6 +1509,81 @@ static int l_pool_next_event(lua_State *L) {
   return 3;
 }
 
+/* pool:_drain(buf): moves up to EVENT_BATCH events into buf, five entries
+ * an event (id, kind, worker, a, b, from buf[1] on), and returns how many
+ * it moved: one call for a step's events, where _next_event makes one an
+ * event (on LuaJIT each call of a C function ends a trace). a and b are,
+ * by kind: progress's done and total; a reply's values (a packed table);
+ * a failure's message and traceback; else nil. */
+static int l_pool_drain(lua_State *L) {
+  pool_ud *p = check_pool(L);
+  int32_t k, n;
+  luaL_checktype(L, 2, LUA_TTABLE);
+  if (p->ev_at == p->ev_n) {
+    p->ev_at = 0;
+    p->ev_n = sh_work_next_events(p->work, EVENT_BATCH, p->ev_id, p->ev_kind, p->ev_worker, p->ev_msg, p->ev_a,
+                                  p->ev_b);
+  }
+  for (n = 0; p->ev_at < p->ev_n; n++) {
+    int32_t at = p->ev_at;
+    int kind = p->ev_kind[at];
+    int32_t wk = p->ev_worker[at];
+    sh_msg *m = p->ev_msg[at];
+    int slots = 0; /* (a and b: what the kind left on the stack) */
+    k = n * 5;
+    p->ev_msg[at] = NULL;
+    p->ev_at++;
+    if (kind == SH_EV_PROGRESS) {
+      lua_pushnumber(L, (lua_Number)p->ev_a[at]);
+      lua_pushnumber(L, (lua_Number)p->ev_b[at]);
+      slots = 2;
+    } else if (kind == SH_EV_EXITED) {
+      if (wk >= 0 && wk < p->nthreads && p->threads[wk].started && !p->threads[wk].joined) {
+        pthread_join(p->threads[wk].thread, NULL);
+        p->threads[wk].joined = 1;
+      }
+    } else if ((kind == SH_EV_DONE || kind == SH_EV_FAILED) && !m) {
+      lua_pushstring(L, "not enough memory for a worker's reply");
+      kind = SH_EV_FAILED;
+      slots = 1;
+    } else if (kind == SH_EV_DONE || kind == SH_EV_FAILED) {
+      int base = lua_gettop(L), i, nv = decode_owned(L, m, 1);
+      if (kind == SH_EV_FAILED) {
+        slots = nv < 2 ? nv : 2;
+        lua_settop(L, base + slots);
+      } else {
+        /* (packed as the Lua side packs values: a single one without its n) */
+        lua_createtable(L, nv, nv == 1 ? 0 : 1);
+        for (i = nv; i >= 1; i--) {
+          lua_pushvalue(L, base + i);
+          lua_rawseti(L, -2, i);
+        }
+        if (nv != 1) {
+          lua_pushinteger(L, nv);
+          lua_setfield(L, -2, "n");
+        }
+        lua_replace(L, base + 1);
+        lua_settop(L, base + 1);
+        slots = 1;
+      }
+    }
+    while (slots < 2) {
+      lua_pushnil(L);
+      slots++;
+    }
+    lua_rawseti(L, 2, k + 5);
+    lua_rawseti(L, 2, k + 4);
+    lua_pushinteger(L, wk);
+    lua_rawseti(L, 2, k + 3);
+    lua_pushinteger(L, kind);
+    lua_rawseti(L, 2, k + 2);
+    lua_pushnumber(L, (lua_Number)p->ev_id[at]);
+    lua_rawseti(L, 2, k + 1);
+  }
+  lua_pushinteger(L, n);
+  return 1;
+}
+
 /* pool:_worker(i): its request (or nil), and what it waits on and since
  * when (sh_now_ms), or nil. */
 static int l_pool_worker(lua_State *L) {
@@ -1468,7 +1613,8 @@ static const luaL_Reg pool_methods[] = {
     {"_add_worker", l_pool_add_worker}, {"_push", l_pool_push}, {"_remove", l_pool_remove},
     {"_abort", l_pool_abort}, {"_set_priority", l_pool_set_priority}, {"_counts", l_pool_counts},
     {"_queued_ids", l_pool_queued_ids}, {"_pause", l_pool_pause}, {"_close", l_pool_close},
-    {"_stop_worker", l_pool_stop_worker}, {"_next_event", l_pool_next_event}, {"_worker", l_pool_worker},
+    {"_stop_worker", l_pool_stop_worker}, {"_next_event", l_pool_next_event}, {"_drain", l_pool_drain},
+    {"_stage", l_pool_stage}, {"_commit", l_pool_commit}, {"_worker", l_pool_worker},
     {"_detach", l_pool_detach}, {NULL, NULL}};
 
 static int l_threads_default(lua_State *L) {

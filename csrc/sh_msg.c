@@ -9,14 +9,28 @@ typedef struct ref {
   void *obj;
 } ref;
 
+/* A message's bytes start in the message itself: most requests and replies
+ * (a number, a short string, a small table) fit there, and a message is
+ * then one allocation, made on one thread and freed on another. */
+#define SMALL 96
+
 struct sh_msg {
-  unsigned char *data;
+  unsigned char *data; /* small, or an allocation once it outgrows it */
   size_t len, cap;
   ref *refs;
   int32_t nrefs, refcap;
+  unsigned char small[SMALL];
 };
 
-sh_msg *sh_msg_new(void) { return calloc(1, sizeof(sh_msg)); }
+sh_msg *sh_msg_new(void) {
+  sh_msg *m = malloc(sizeof *m);
+  if (!m) return NULL;
+  m->data = m->small;
+  m->len = 0, m->cap = SMALL;
+  m->refs = NULL;
+  m->nrefs = 0, m->refcap = 0;
+  return m;
+}
 
 void sh_msg_free(sh_msg *m) {
   int32_t i;
@@ -26,19 +40,24 @@ void sh_msg_free(sh_msg *m) {
     else sh_rounds_unref((sh_rounds *)m->refs[i].obj);
   }
   free(m->refs);
-  free(m->data);
+  if (m->data != m->small) free(m->data);
   free(m);
 }
 
 int sh_msg_put(sh_msg *m, const void *p, size_t n) {
   if (n > m->cap - m->len) {
-    size_t cap = m->cap ? m->cap : 64;
+    size_t cap = m->cap;
     unsigned char *grown;
     while (cap - m->len < n) {
       if (cap > ((size_t)-1) / 2) return SH_ENOMEM;
       cap *= 2;
     }
-    grown = realloc(m->data, cap);
+    if (m->data == m->small) {
+      grown = malloc(cap);
+      if (grown) memcpy(grown, m->small, m->len);
+    } else {
+      grown = realloc(m->data, cap);
+    }
     if (!grown) return SH_ENOMEM;
     m->data = grown;
     m->cap = cap;

@@ -232,6 +232,70 @@ describe("stagehand.pool", function()
     end)
   end)
 
+  -- Game code may run while pool:run makes a request's job: the
+  -- orchestrator's clock, a load tracker's listener.
+  describe("with game code running while a request's job is made", function()
+    -- (a real clock: what a worker does takes real time, and a spec that
+    -- breaks gives up after WAIT instead of hanging)
+    local now_ms = require("stagehand.backend").now_ms
+    local function clocked(read)
+      local o = stagehand.new { driver = "manual", stall_ms = 10 * WAIT, log = function() end,
+        clock = function() if read then read() end return now_ms() end }
+      local p = new_pool(o, { size = 1 })
+      return o, p, function(fn) read = fn end
+    end
+
+    it("runs a request made inside it and its own, each with its function and payload", function()
+      local o, p, on_read = clocked()
+      local inner
+      on_read(function()
+        on_read(nil)
+        inner = p:run("add", { a = 10, b = 20 })
+      end)
+      local outer = p:run("echo", "outer")
+      assert.same({ "done", "outer" }, { o:wait(outer, WAIT) })
+      assert.same({ "done", 30 }, { o:wait(inner, WAIT) })
+      assert.equal(0, p:pending())
+      o:wait(p:destroy(), WAIT)
+      o:close()
+    end)
+
+    it("fails the request when that code made its payload one that cannot cross", function()
+      local o, p, on_read = clocked()
+      local payload = { a = 1, b = 2 }
+      local inner
+      on_read(function()
+        on_read(nil)
+        inner = p:run("add", { a = 1, b = 1 }) -- (takes the staged request's place)
+        payload.on_done = print
+      end)
+      local outer = p:run("add", payload)
+      local st, err = o:wait(outer, WAIT)
+      assert.equal("failed", st)
+      assert.matches("payload.on_done is a function", tostring(err), 1, true)
+      assert.same({ "done", 2 }, { o:wait(inner, WAIT) })
+      assert.equal(0, p:pending())
+      o:wait(p:destroy(), WAIT)
+      o:close()
+    end)
+
+    it("cancels the request when that code destroyed the pool", function()
+      local o, p, on_read = clocked()
+      local destroyed
+      on_read(function()
+        on_read(nil)
+        destroyed = p:destroy()
+      end)
+      local h = p:run("add", { a = 1, b = 1 })
+      local st, err = o:wait(h, WAIT)
+      assert.equal("cancelled", st)
+      assert.matches("pool 'fixture_worker' was destroyed", tostring(err), 1, true)
+      assert.same({ "done" }, { o:wait(destroyed, WAIT) })
+      assert.equal(0, p:pending())
+      o:close()
+    end)
+  end)
+
   describe(":pause and :resume", function()
     it("starts nothing while paused, and the queue's requests once resumed", function()
       local p = pool { size = 1 }

@@ -344,6 +344,8 @@ static void work_queues_run_by_priority_and_report_everything(void) {
   CHECK(ids[0] == 2 && ids[1] == 5 && ids[2] == 1 && ids[3] == 4 && ids[4] == 0 && ids[5] == 3);
   CHECK(sh_work_set_priority(w, 3, 10) == SH_OK);
   CHECK(sh_work_queued_ids(w, ids, 8) == 6 && ids[0] == 3);
+  CHECK(sh_work_reserve(w, 100) == SH_OK && sh_work_reserve(w, -1) == SH_EINVAL);
+  CHECK(sh_work_reserve(w, 100) == SH_OK && sh_work_reserve(w, -1) == SH_EINVAL);
   CHECK(sh_work_remove(w, 4) == SH_OK);
   CHECK(sh_work_remove(w, 4) == SH_ESTATE);
   for (i = 0; i < 3; i++) {

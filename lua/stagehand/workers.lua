@@ -32,23 +32,25 @@ local STARTED, PROGRESS, DONE, FAILED, EXITED = 1, 2, 3, 4, 5
 function M.threads() return native.default_threads() end
 
 ---------------------------------------------------------------------------
--- Requests: what a request's job is parked on. A request is a small array
--- (one allocation, as jobs are: fields.lua), its fields by these indices.
-local R_POOL, R_ID, R_JOB, R_PAYLOAD, R_PRIORITY, R_STARTED = 1, 2, 3, 4, 5, 6
+-- Requests. A request is its job (a job with no coroutine: orch:_external),
+-- under the job's id: until the reply the pool keeps the job in `reqs`,
+-- and for reprioritise its payload in `payloads` and its priority in
+-- `prios`. The job is parked on one of its pool's two Waiting objects,
+-- `w_queued` until a worker takes it, then `w_running`: a request makes no
+-- table of its own.
+local ID, LABEL, W = F.ID, F.LABEL, F.W
 
-local Request = {}
-Request.__index = Request
-function Request:_describe()
-  return (self[R_STARTED] and "a reply from a worker of " or "a worker of ") .. self[R_POOL]:_describe()
-    .. (self[R_STARTED] and "" or " (queued)")
-end
+local Waiting = {}
+Waiting.__index = Waiting
+function Waiting:_describe() return self.what end
 -- The job stopped waiting before the reply (cancelled, stalled, its last
 -- caller withdrew): a queued request leaves the queue; a running one's
 -- worker is told to stop, and its reply is dropped when it comes.
-function Request:_abandon()
-  local pool, id = self[R_POOL], self[R_ID]
-  if pool.reqs[id] ~= self then return end
+function Waiting:_abandon(job)
+  local pool, id = self.pool, job[ID]
+  if pool.reqs[id] ~= job then return end
   pool.reqs[id] = nil
+  pool.payloads[id], pool.prios[id] = nil, nil
   pool.nreq = pool.nreq - 1
   if pool.service then return pool.ud:_close() end -- (a long-lived worker: told to stop, it exits)
   if pool.ud:_remove(id) then return end
@@ -141,7 +143,10 @@ function M.new_pool(orch, opts, start_workers)
     respawn = respawn or false,
     close_ms = close_ms,
     stall_ms = stall_ms,
-    reqs = {}, -- id -> Request, until its reply or its job's end
+    reqs = {}, -- job id -> the request's job, until its reply or the job's end
+    payloads = {}, -- job id -> the payload it was given (reprioritise's)
+    prios = {}, -- job id -> its priority, unless 0 (reprioritise's)
+    events = {}, -- what _drain fills (collect)
     labels = {}, -- fn_name -> "module.fn_name", the default label
     nreq = 0,
     next_id = 0,
@@ -150,6 +155,9 @@ function M.new_pool(orch, opts, start_workers)
     destroyed = false, -- the Handle destroy returned (its job: destroy_job)
     destroy_ended = false,
   }, Pool)
+  local name = self:_describe()
+  self.w_queued = setmetatable({ pool = self, what = "a worker of " .. name .. " (queued)" }, Waiting)
+  self.w_running = setmetatable({ pool = self, what = "a reply from a worker of " .. name }, Waiting)
   if start_workers then
     for _ = 1, size do self:_add_worker() end
   end
@@ -159,40 +167,51 @@ end
 
 local RUN_FIELDS = { priority = true, signal = true, label = true, key = true, stall_ms = true, phase = true }
 
-local no = false -- (a constructor of constants is copied from a template: see orchestrator.new_job)
-
--- The request whose job orch:_external is making (its setup is called at
--- once, inside it: one function for every request, no closure each).
-local staging
+-- The request whose job orch:_external is making: park (its setup, called
+-- inside it, before any game code hears of the job) queues it under the
+-- job's id. One function for every request, no closure each; request
+-- keeps the last ones around the call, as game code run inside it (a
+-- clock, a tracker's listener) may make requests of its own.
+local st_pool, st_seq, st_prio, st_root, st_fn, st_payload, st_lost = nil, 0, 0, nil, nil, nil, nil
 
 local function park(job)
-  local req = staging
-  req[R_JOB] = job
-  wait.park_outside(job, req)
+  local pool, id = st_pool, job[ID]
+  pool.reqs[id] = job
+  if st_payload ~= nil then pool.payloads[id] = st_payload end
+  if st_prio ~= 0 then pool.prios[id] = st_prio end
+  pool.nreq = pool.nreq + 1
+  local ud = pool.ud
+  local queued, err = ud:_commit(st_seq, id)
+  if queued == nil then
+    -- (a request made meanwhile took its place: copied again, as given)
+    queued, err = ud:_push(id, st_prio, st_root, st_fn, st_payload)
+  end
+  wait.park_outside(job, pool.w_queued)
+  if not queued then st_lost = err or false end
 end
 
--- Queues `fn_name(...)` as a request and makes its job; root names the
--- arguments in errors ("payload", "args").
-local function request(pool, fn_name, label, priority, run_opts, root, level, ...)
-  local key = run_opts and run_opts.key
-  if key and pool.orch:running(key) then return (pool.orch:_external(label, run_opts, park)) end
-  local id = pool.next_id + 1
-  local ok, queued = pcall(pool.ud._push, pool.ud, id, priority, root, fn_name, ...)
-  if not ok then
+-- Stages `fn_name(...)` as a request and makes its job; root names the
+-- arguments in errors ("payload", "args"). A payload that cannot cross
+-- raises, with nothing queued and no job made.
+local function request(pool, fn_name, label, priority, run_opts, root, level, staged, err, payload)
+  if staged == false then error("pool:run: " .. pool:_describe() .. " was destroyed", level + 1) end
+  if not staged then
     error("bad argument '" .. root .. "' to " .. (root == "args" and "stagehand.spawn" or "pool:run") .. ": "
-      .. tostring(queued):gsub("^[^:]*:%d+: ", ""), level + 1)
+      .. tostring(err), level + 1)
   end
-  if not queued then error("pool:run: " .. pool:_describe() .. " was destroyed", level + 1) end
-  pool.next_id = id
-  local req = setmetatable({ pool, id, no, (...), priority, no }, Request)
-  pool.reqs[id] = req
-  pool.nreq = pool.nreq + 1
-  staging = req
-  local made, h = pcall(pool.orch._external, pool.orch, label, run_opts, park)
-  staging = nil
-  if not made then
-    Request._abandon(req)
-    error(h, 0)
+  local p_pool, p_seq, p_prio, p_root, p_fn, p_payload = st_pool, st_seq, st_prio, st_root, st_fn, st_payload
+  st_pool, st_seq, st_prio, st_root, st_fn, st_payload, st_lost = pool, staged, priority, root, fn_name, payload, nil
+  local h, job = pool.orch:_external(label, run_opts, park)
+  local lost = st_lost
+  st_pool, st_seq, st_prio, st_root, st_fn, st_payload, st_lost = p_pool, p_seq, p_prio, p_root, p_fn, p_payload, nil
+  if lost ~= nil and job and not job[STATE] then
+    -- Game code run while the job was made destroyed the pool, or changed
+    -- the payload so that it cannot cross any more: the job fails.
+    if lost then
+      E.fail(job, "pool:run: " .. tostring(lost))
+    else
+      E.cancel(job, pool:_describe() .. " was destroyed")
+    end
   end
   return h
 end
@@ -254,7 +273,10 @@ function Pool:run(fn_name, payload, opts)
       self.labels[fn_name] = label
     end
   end
-  return request(self, fn_name, label, priority, run_opts, "payload", 2, payload)
+  local key = run_opts and run_opts.key
+  if key and self.orch:running(key) then return (self.orch:_external(label, run_opts, park)) end
+  local staged, err = self.ud:_stage(priority, "payload", fn_name, payload)
+  return request(self, fn_name, label, priority, run_opts, "payload", 2, staged, err, payload)
 end
 
 --- Requests queued, not started.
@@ -291,20 +313,19 @@ function Pool:reprioritise(fn)
   local ids = self.ud:_queued_ids()
   local new = {}
   for i = 1, #ids do
-    local req = self.reqs[ids[i]]
-    if req then
-      local p = fn(req[R_PAYLOAD], req[R_PRIORITY])
+    local job = self.reqs[ids[i]]
+    if job then
+      local p = fn(self.payloads[ids[i]], self.prios[ids[i]] or 0)
       if type(p) ~= "number" or p ~= p then
-        error("pool:reprioritise: fn returned " .. tostring(p) .. " for a request of " .. req[R_JOB][F.LABEL]
+        error("pool:reprioritise: fn returned " .. tostring(p) .. " for a request of " .. job[LABEL]
           .. "; expected a number", 2)
       end
       new[i] = p
     end
   end
   for i = 1, #ids do
-    local req = self.reqs[ids[i]]
-    if req and new[i] then
-      req[R_PRIORITY] = new[i]
+    if new[i] and self.reqs[ids[i]] then
+      self.prios[ids[i]] = new[i] ~= 0 and new[i] or nil
       self.ud:_set_priority(ids[i], new[i])
     end
   end
@@ -342,9 +363,7 @@ function Pool:destroy()
   local h, job = self.orch:_awaiting("destroying " .. self:_describe(), setmetatable({ pool = self }, Exiting))
   self.destroyed, self.destroy_job = h, job
   local jobs = {}
-  for _, req in each, self.reqs do
-    if req[R_JOB] then jobs[#jobs + 1] = req[R_JOB] end
-  end
+  for _, req in each, self.reqs do jobs[#jobs + 1] = req end
   table.sort(jobs, F.by_id)
   self.ud:_close()
   for i = 1, #jobs do
@@ -361,47 +380,59 @@ function Pool:destroy()
   return h
 end
 
--- Outside source: what the workers reported since the last step.
+-- Outside source: what the workers reported since the last step, read a
+-- batch at a time (_drain: five entries an event).
+local BATCH = 256 -- (lthreads.c's EVENT_BATCH)
 function Pool:collect()
   local ud, reqs = self.ud, self.reqs
-  local next_event = ud._next_event
+  -- (Ending a job runs game code, which may step: a collect inside this one
+  -- fills a buffer of its own.)
+  local buf = self.events or {}
+  self.events = false
   while true do
-    local id, kind, worker, a, b = next_event(ud)
-    if id == nil then break end
-    local req = reqs[id]
-    if kind == STARTED then
-      if req and not req[R_STARTED] then
-        req[R_STARTED] = true
-        if req[R_JOB] then wait.outside_started(req[R_JOB]) end
-      end
-    elseif kind == PROGRESS then
-      local job = req and req[R_JOB]
-      if job and not job[STATE] then
-        if not req[R_STARTED] then -- (its start was read late, or dropped: started now)
-          req[R_STARTED] = true
+    local n = ud:_drain(buf)
+    for k = 0, (n - 1) * 5, 5 do
+      local id, kind = buf[k + 1], buf[k + 2]
+      local job = reqs[id]
+      if kind == STARTED then
+        if job and job[W] == self.w_queued then
+          job[W] = self.w_running
           wait.outside_started(job)
         end
-        if a >= 0 then job:progress(a, b) else job:progress() end
-      end
-    elseif kind == DONE or kind == FAILED then
-      if req then
-        reqs[id] = nil
-        self.nreq = self.nreq - 1
-        local job = req[R_JOB]
+      elseif kind == PROGRESS then
         if job and not job[STATE] then
-          if kind == DONE then E.end_job(job, "done", a) else E.fail(job, a, b) end
+          if job[W] == self.w_queued then -- (its start was read late, or dropped: started now)
+            job[W] = self.w_running
+            wait.outside_started(job)
+          end
+          local a = buf[k + 4]
+          if a >= 0 then job:progress(a, buf[k + 5]) else job:progress() end
         end
-        if self.service then ud:_close() end -- (its one request is over: its worker exits)
+      elseif kind == DONE or kind == FAILED then
+        local a, b = buf[k + 4], buf[k + 5]
+        buf[k + 4], buf[k + 5] = nil, nil -- (the buffer keeps no reply alive)
+        if job then
+          reqs[id] = nil
+          self.payloads[id], self.prios[id] = nil, nil
+          self.nreq = self.nreq - 1
+          if not job[STATE] then
+            if kind == DONE then E.end_job(job, "done", a) else E.fail(job, a, b) end
+          end
+          if self.service then ud:_close() end -- (its one request is over: its worker exits)
+        end
+      elseif kind == EXITED then
+        local worker = buf[k + 3]
+        if self.workers[worker] then
+          self.workers[worker] = nil
+          self.live = self.live - 1
+        end
+        if self.destroyed and self.live == 0 then end_destroy(self) end
+        if self.service and self.live == 0 then outside.remove(self.orch, self) end
       end
-    elseif kind == EXITED then
-      if self.workers[worker] then
-        self.workers[worker] = nil
-        self.live = self.live - 1
-      end
-      if self.destroyed and self.live == 0 then end_destroy(self) end
-      if self.service and self.live == 0 then outside.remove(self.orch, self) end
     end
+    if n < BATCH then break end
   end
+  self.events = buf
 end
 
 function Pool:outside_pending() return self.nreq > 0 or (self.destroyed and not self.destroy_ended) end
@@ -416,8 +447,8 @@ function Pool:waiting(now, all)
   for k = 1, #idxs do
     local i = idxs[k]
     local cur, what, since = self.ud:_worker(i)
-    local req = cur and self.reqs[cur]
-    local doing = req and req[R_JOB] and (" (running " .. req[R_JOB][F.LABEL] .. ")")
+    local job = cur and self.reqs[cur]
+    local doing = job and (" (running " .. job[LABEL] .. ")")
       or (cur and " (running a request whose job ended)" or "")
     if what then
       lines[#lines + 1] = string.format("worker %d of %s waits on %s for %.1f s%s", i + 1, self:_describe(), what,
@@ -475,7 +506,8 @@ function M.spawn(orch, name, ...)
   local pool = M.new_pool(orch, { module = module, size = 1, stall_ms = math.huge }, false)
   pool.service = true
   local w = setmetatable({ pool = pool, stopped = false }, Service)
-  local ok, h = pcall(request, pool, fn, name, 0, { stall_ms = math.huge }, "args", 1, ...)
+  local staged, err = pool.ud:_stage(0, "args", fn, ...)
+  local ok, h = pcall(request, pool, fn, name, 0, { stall_ms = math.huge }, "args", 1, staged, err, (...))
   if not ok then
     pool.ud:_close()
     outside.remove(orch, pool)
