@@ -1172,8 +1172,9 @@ typedef struct thread_slot {
   int started, joined; /* joined: joined or detached */
 } thread_slot;
 
-/* Events taken from the queue in bulk (one lock for many), handed out one
- * by one: the owner's side of a busy pool reads hundreds a step. */
+/* Events taken from the queue in bulk (one lock for many) and handed to
+ * Lua as many at a time (_drain): the owner's side of a busy pool reads
+ * hundreds a step. */
 #define EVENT_BATCH 256
 
 typedef struct pool_ud {
@@ -1450,69 +1451,10 @@ static int l_pool_stop_worker(lua_State *L) {
   return 0;
 }
 
-/* pool:_next_event(): nil, or id, kind, worker, then by kind: progress's
- * done and total; a reply's values (as a packed table); a failure's
- * message and traceback. */
-static int l_pool_next_event(lua_State *L) {
-  pool_ud *p = check_pool(L);
-  int64_t id;
-  int kind;
-  int32_t wk;
-  sh_msg *m = NULL;
-  double a, b;
-  if (p->ev_at == p->ev_n) {
-    p->ev_at = 0;
-    p->ev_n = sh_work_next_events(p->work, EVENT_BATCH, p->ev_id, p->ev_kind, p->ev_worker, p->ev_msg, p->ev_a,
-                                  p->ev_b);
-    if (p->ev_n == 0) return 0;
-  }
-  id = p->ev_id[p->ev_at], kind = p->ev_kind[p->ev_at], wk = p->ev_worker[p->ev_at];
-  m = p->ev_msg[p->ev_at], a = p->ev_a[p->ev_at], b = p->ev_b[p->ev_at];
-  p->ev_msg[p->ev_at] = NULL;
-  p->ev_at++;
-  lua_pushinteger(L, (lua_Integer)id);
-  lua_pushinteger(L, kind);
-  lua_pushinteger(L, wk);
-  if (kind == SH_EV_PROGRESS) {
-    lua_pushnumber(L, (lua_Number)a);
-    lua_pushnumber(L, (lua_Number)b);
-    return 5;
-  }
-  if (kind == SH_EV_EXITED && wk >= 0 && wk < p->nthreads && p->threads[wk].started && !p->threads[wk].joined) {
-    pthread_join(p->threads[wk].thread, NULL);
-    p->threads[wk].joined = 1;
-  }
-  if (kind == SH_EV_DONE || kind == SH_EV_FAILED) {
-    int n, i, base;
-    if (!m) {
-      lua_pushstring(L, "not enough memory for a worker's reply");
-      lua_pushnil(L);
-      return 5;
-    }
-    base = lua_gettop(L);
-    n = decode_owned(L, m, 1);
-    if (kind == SH_EV_FAILED) return 3 + n;
-    /* (packed as the Lua side packs values: a single one without its n) */
-    lua_createtable(L, n, n == 1 ? 0 : 1);
-    for (i = n; i >= 1; i--) {
-      lua_pushvalue(L, base + i);
-      lua_rawseti(L, -2, i);
-    }
-    if (n != 1) {
-      lua_pushinteger(L, n);
-      lua_setfield(L, -2, "n");
-    }
-    lua_replace(L, base + 1);
-    lua_settop(L, base + 1);
-    return 4;
-  }
-  return 3;
-}
-
 /* pool:_drain(buf): moves up to EVENT_BATCH events into buf, five entries
  * an event (id, kind, worker, a, b, from buf[1] on), and returns how many
- * it moved: one call for a step's events, where _next_event makes one an
- * event (on LuaJIT each call of a C function ends a trace). a and b are,
+ * it moved: one call for a step's events, not one an event (on LuaJIT
+ * each call of a C function ends a trace). a and b are,
  * by kind: progress's done and total; a reply's values (a packed table);
  * a failure's message and traceback; else nil. */
 static int l_pool_drain(lua_State *L) {
@@ -1613,7 +1555,7 @@ static const luaL_Reg pool_methods[] = {
     {"_add_worker", l_pool_add_worker}, {"_push", l_pool_push}, {"_remove", l_pool_remove},
     {"_abort", l_pool_abort}, {"_set_priority", l_pool_set_priority}, {"_counts", l_pool_counts},
     {"_queued_ids", l_pool_queued_ids}, {"_pause", l_pool_pause}, {"_close", l_pool_close},
-    {"_stop_worker", l_pool_stop_worker}, {"_next_event", l_pool_next_event}, {"_drain", l_pool_drain},
+    {"_stop_worker", l_pool_stop_worker}, {"_drain", l_pool_drain},
     {"_stage", l_pool_stage}, {"_commit", l_pool_commit}, {"_worker", l_pool_worker},
     {"_detach", l_pool_detach}, {NULL, NULL}};
 
