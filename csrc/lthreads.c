@@ -1355,19 +1355,21 @@ static int l_pool_stage(lua_State *L) {
   lua_Number prio = luaL_checknumber(L, 2);
   const char *root = luaL_checkstring(L, 3);
   sh_msg *m;
+  int rc;
   luaL_checkstring(L, 4);
-  if (sh_work_closed(p->work)) {
-    lua_pushboolean(L, 0);
-    return 1;
-  }
   m = try_encode_values(L, 4, lua_gettop(L), root, 1);
   if (!m) {
     lua_pushnil(L);
     lua_insert(L, -2);
     return 2;
   }
-  if (sh_work_reserve(p->work, 1) != SH_OK) {
+  rc = sh_work_reserve(p->work, 1);
+  if (rc != SH_OK) {
     sh_msg_free(m);
+    if (rc == SH_ECLOSED) {
+      lua_pushboolean(L, 0);
+      return 1;
+    }
     return luaL_error(L, "not enough memory");
   }
   sh_msg_free(p->staged);

@@ -186,7 +186,7 @@ static int reserve(sh_work *w, int32_t n) {
 int sh_work_reserve(sh_work *w, int32_t n) {
   int rc;
   pthread_mutex_lock(&w->mu);
-  rc = reserve(w, n);
+  rc = w->closed ? SH_ECLOSED : reserve(w, n);
   pthread_mutex_unlock(&w->mu);
   return rc;
 }

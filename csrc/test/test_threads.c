@@ -389,6 +389,7 @@ static void work_queues_run_by_priority_and_report_everything(void) {
   sh_work_close(w);
   m = int_msg(1);
   CHECK(sh_work_push(w, 600, 0, m) == SH_ECLOSED);
+  CHECK(sh_work_reserve(w, 1) == SH_ECLOSED);
   sh_msg_free(m);
   for (i = 0; i < 3; i++) pthread_join(t[i], NULL);
   while (sh_work_next_event(w, &id, &kind, &wk, &m, &a, &b) == SH_OK) {
