@@ -1319,10 +1319,20 @@ static int l_pool_add_worker(lua_State *L) {
   return 1;
 }
 
+/* Pushes what a push's status says: true; false once the pool is closed;
+ * false and "not enough memory". */
+static int push_status(lua_State *L, int rc) {
+  lua_pushboolean(L, rc == SH_OK);
+  if (rc != SH_ENOMEM) return 1;
+  lua_pushliteral(L, "not enough memory");
+  return 2;
+}
+
 /* pool:_push(id, priority, root, fn_name, ...): queues a request (the
  * function's name, then its arguments, copied now): true; false once the
- * pool is closed; nil and the reason naming the first value that cannot
- * cross ("<root>.mesh.on_done is a function; ..."), with nothing queued. */
+ * pool is closed; false and "not enough memory"; nil and the reason naming
+ * the first value that cannot cross ("<root>.mesh.on_done is a function;
+ * ..."), with nothing queued. */
 static int l_pool_push(lua_State *L) {
   pool_ud *p = check_pool(L);
   lua_Number id = luaL_checknumber(L, 2), prio = luaL_checknumber(L, 3);
@@ -1338,39 +1348,26 @@ static int l_pool_push(lua_State *L) {
   }
   rc = sh_work_push(p->work, (int64_t)id, (double)prio, m);
   if (rc != SH_OK) sh_msg_free(m);
-  if (rc == SH_ENOMEM) return luaL_error(L, "not enough memory");
-  lua_pushboolean(L, rc == SH_OK);
-  return 1;
+  return push_status(L, rc);
 }
 
 /* pool:_stage(priority, root, fn_name, ...): copies a request (the
- * function's name, then its arguments) and makes room for it in the queue,
- * so that _commit, once its job is made, cannot fail for want of memory.
- * Returns the staging's number; false once the pool is closed; nil and the
- * reason when a value cannot cross ("<root>.mesh.on_done is a function;
- * ..."), with nothing staged. A request staged earlier and never committed
- * (its job was never made) is dropped. */
+ * function's name, then its arguments) for _commit to queue once its job is
+ * made. Returns the staging's number; or nil and the reason when a value
+ * cannot cross ("<root>.mesh.on_done is a function; ..."), with nothing
+ * staged. A request staged earlier and never committed (its job was never
+ * made) is dropped. (No lock: the queue is not touched here.) */
 static int l_pool_stage(lua_State *L) {
   pool_ud *p = check_pool(L);
   lua_Number prio = luaL_checknumber(L, 2);
   const char *root = luaL_checkstring(L, 3);
   sh_msg *m;
-  int rc;
   luaL_checkstring(L, 4);
   m = try_encode_values(L, 4, lua_gettop(L), root, 1);
   if (!m) {
     lua_pushnil(L);
     lua_insert(L, -2);
     return 2;
-  }
-  rc = sh_work_reserve(p->work, 1);
-  if (rc != SH_OK) {
-    sh_msg_free(m);
-    if (rc == SH_ECLOSED) {
-      lua_pushboolean(L, 0);
-      return 1;
-    }
-    return luaL_error(L, "not enough memory");
   }
   sh_msg_free(p->staged);
   p->staged = m;
@@ -1381,7 +1378,7 @@ static int l_pool_stage(lua_State *L) {
 }
 
 /* pool:_commit(staging, id): queues the request staged under that number
- * as `id`: true; false once the pool is closed (the request is dropped);
+ * as `id`, returning as _push does (the request is dropped unless queued);
  * nil when it is no longer staged (a later _stage replaced it). */
 static int l_pool_commit(lua_State *L) {
   pool_ud *p = check_pool(L);
@@ -1392,9 +1389,7 @@ static int l_pool_commit(lua_State *L) {
   p->staged = NULL;
   rc = sh_work_push(p->work, (int64_t)id, p->staged_prio, m);
   if (rc != SH_OK) sh_msg_free(m);
-  if (rc == SH_ENOMEM) return luaL_error(L, "not enough memory");
-  lua_pushboolean(L, rc == SH_OK);
-  return 1;
+  return push_status(L, rc);
 }
 
 static int64_t check_request(lua_State *L, int arg) { return (int64_t)luaL_checknumber(L, arg); }

@@ -129,9 +129,6 @@ sh_work *sh_work_new(sh_notify *owner);
 void sh_work_ref(sh_work *w);
 void sh_work_unref(sh_work *w);
 int sh_work_push(sh_work *w, int64_t id, double priority, sh_msg *payload);
-/* Makes room for n more requests, so that as many pushes cannot run out of
- * memory: SH_ENOMEM when the room cannot be made, SH_ECLOSED once closed. */
-int sh_work_reserve(sh_work *w, int32_t n);
 int sh_work_remove(sh_work *w, int64_t id);
 int32_t sh_work_running_on(sh_work *w, int64_t id);
 int sh_work_set_priority(sh_work *w, int64_t id, double priority);

@@ -168,42 +168,23 @@ static int add_event(sh_work *w, int64_t id, int kind, int32_t wk, sh_msg *m, do
   return SH_OK;
 }
 
-/* (lock held) Room for n more requests. */
-static int reserve(sh_work *w, int32_t n) {
-  int32_t cap;
-  request *grown;
-  if (n < 0 || n > INT32_MAX / 2 - w->nheap) return SH_EINVAL;
-  if (w->nheap + n <= w->capheap) return SH_OK;
-  cap = w->capheap ? w->capheap : 16;
-  while (cap < w->nheap + n) cap *= 2;
-  grown = realloc(w->heap, (size_t)cap * sizeof *grown);
-  if (!grown) return SH_ENOMEM;
-  w->heap = grown;
-  w->capheap = cap;
-  return SH_OK;
-}
-
-int sh_work_reserve(sh_work *w, int32_t n) {
-  int rc;
-  pthread_mutex_lock(&w->mu);
-  rc = w->closed ? SH_ECLOSED : reserve(w, n);
-  pthread_mutex_unlock(&w->mu);
-  return rc;
-}
-
 int sh_work_push(sh_work *w, int64_t id, double priority, sh_msg *payload) {
   request *r;
-  int rc;
   if (priority != priority) return SH_EINVAL;
   pthread_mutex_lock(&w->mu);
   if (w->closed) {
     pthread_mutex_unlock(&w->mu);
     return SH_ECLOSED;
   }
-  rc = reserve(w, 1);
-  if (rc != SH_OK) {
-    pthread_mutex_unlock(&w->mu);
-    return rc;
+  if (w->nheap == w->capheap) {
+    int32_t cap = w->capheap ? w->capheap * 2 : 16;
+    request *grown = realloc(w->heap, (size_t)cap * sizeof *grown);
+    if (!grown) {
+      pthread_mutex_unlock(&w->mu);
+      return SH_ENOMEM;
+    }
+    w->heap = grown;
+    w->capheap = cap;
   }
   r = &w->heap[w->nheap];
   r->id = id, r->priority = priority, r->seq = w->seq++, r->payload = payload;

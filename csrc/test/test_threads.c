@@ -344,8 +344,6 @@ static void work_queues_run_by_priority_and_report_everything(void) {
   CHECK(ids[0] == 2 && ids[1] == 5 && ids[2] == 1 && ids[3] == 4 && ids[4] == 0 && ids[5] == 3);
   CHECK(sh_work_set_priority(w, 3, 10) == SH_OK);
   CHECK(sh_work_queued_ids(w, ids, 8) == 6 && ids[0] == 3);
-  CHECK(sh_work_reserve(w, 100) == SH_OK && sh_work_reserve(w, -1) == SH_EINVAL);
-  CHECK(sh_work_reserve(w, 100) == SH_OK && sh_work_reserve(w, -1) == SH_EINVAL);
   CHECK(sh_work_remove(w, 4) == SH_OK);
   CHECK(sh_work_remove(w, 4) == SH_ESTATE);
   for (i = 0; i < 3; i++) {
@@ -389,7 +387,6 @@ static void work_queues_run_by_priority_and_report_everything(void) {
   sh_work_close(w);
   m = int_msg(1);
   CHECK(sh_work_push(w, 600, 0, m) == SH_ECLOSED);
-  CHECK(sh_work_reserve(w, 1) == SH_ECLOSED);
   sh_msg_free(m);
   for (i = 0; i < 3; i++) pthread_join(t[i], NULL);
   while (sh_work_next_event(w, &id, &kind, &wk, &m, &a, &b) == SH_OK) {

@@ -194,7 +194,6 @@ end
 -- arguments in errors ("payload", "args"). A payload that cannot cross
 -- raises, with nothing queued and no job made.
 local function request(pool, fn_name, label, priority, run_opts, root, level, staged, err, payload)
-  if staged == false then error("pool:run: " .. pool:_describe() .. " was destroyed", level + 1) end
   if not staged then
     error("bad argument '" .. root .. "' to " .. (root == "args" and "stagehand.spawn" or "pool:run") .. ": "
       .. tostring(err), level + 1)
@@ -205,8 +204,9 @@ local function request(pool, fn_name, label, priority, run_opts, root, level, st
   local lost = st_lost
   st_pool, st_seq, st_prio, st_root, st_fn, st_payload, st_lost = p_pool, p_seq, p_prio, p_root, p_fn, p_payload, nil
   if lost ~= nil and job and not job[STATE] then
-    -- Game code run while the job was made destroyed the pool, or changed
-    -- the payload so that it cannot cross any more: the job fails.
+    -- Game code run while the job was made destroyed the pool (the job is
+    -- cancelled), or changed the payload so that it cannot cross any more;
+    -- or memory ran out (the job fails).
     if lost then
       E.fail(job, "pool:run: " .. tostring(lost))
     else
