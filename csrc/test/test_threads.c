@@ -400,6 +400,105 @@ static void work_queues_run_by_priority_and_report_everything(void) {
   sh_notify_unref(n);
 }
 
+/* The queue's order against a model: random pushes (mostly in runs of one
+ * priority, as games queue), removes, reprioritisations and takes; after
+ * each, the queue's order is the model's (priority, then arrival). */
+typedef struct model_req {
+  int64_t id;
+  double prio;
+  uint64_t seq;
+  int live;
+} model_req;
+
+static int model_better(const model_req *a, const model_req *b) {
+  if (a->prio != b->prio) return a->prio > b->prio;
+  return a->seq < b->seq;
+}
+
+static int model_order(model_req *ms, int n, int64_t *out) {
+  int k = 0, i;
+  for (;;) {
+    int best = -1;
+    for (i = 0; i < n; i++)
+      if (ms[i].live == 1 && (best < 0 || model_better(&ms[i], &ms[best]))) best = i;
+    if (best < 0) break;
+    out[k++] = ms[best].id;
+    ms[best].live = 2; /* (listed) */
+  }
+  for (i = 0; i < n; i++)
+    if (ms[i].live == 2) ms[i].live = 1;
+  return k;
+}
+
+static void work_queues_keep_priority_then_arrival_order(void) {
+  enum { N = 600 };
+  static model_req ms[N];
+  static int64_t got[N], want[N];
+  sh_notify *n = sh_notify_new();
+  sh_work *w = sh_work_new(n);
+  uint32_t x = 12345;
+  int made = 0, i, step, worker, same = 1, run_left = 0;
+  double run_prio = 0;
+  int64_t id;
+  sh_msg *m;
+  sh_work_pause(w, 1);
+  worker = sh_work_add_worker(w);
+  for (step = 0; step < 2000; step++) {
+    int op;
+    x ^= x << 13, x ^= x >> 17, x ^= x << 5;
+    op = (int)(x % 10);
+    if (op < 6 && made < N) { /* push: runs of one priority, now and then another */
+      if (run_left == 0) {
+        run_prio = (double)((x >> 8) % 4);
+        run_left = 1 + (int)((x >> 12) % 12);
+      }
+      run_left--;
+      ms[made].id = made, ms[made].prio = run_prio, ms[made].seq = (uint64_t)step, ms[made].live = 1;
+      CHECK(sh_work_push(w, made, run_prio, int_msg(made)) == SH_OK);
+      made++;
+    } else if (op < 7 && made > 0) { /* remove one, queued or not */
+      int k = (int)((x >> 8) % (uint32_t)made);
+      CHECK(sh_work_remove(w, k) == (ms[k].live ? SH_OK : SH_ESTATE));
+      ms[k].live = 0;
+    } else if (op < 8 && made > 0) { /* give one a new priority */
+      int k = (int)((x >> 8) % (uint32_t)made);
+      double p = (double)((x >> 16) % 4);
+      CHECK(sh_work_set_priority(w, k, p) == (ms[k].live ? SH_OK : SH_ESTATE));
+      if (ms[k].live) ms[k].prio = p;
+    } else if (op < 9) { /* a worker takes the next */
+      int k = model_order(ms, made, want);
+      if (k > 0) {
+        sh_work_pause(w, 0);
+        CHECK(sh_work_take(w, worker, &id, &m) == SH_OK);
+        sh_work_pause(w, 1);
+        CHECK(id == want[0]);
+        same &= id == want[0];
+        CHECK(msg_int(m) == (int)id);
+        sh_msg_free(m);
+        ms[id].live = 0;
+      }
+    }
+    {
+      int k = model_order(ms, made, want), got_n = sh_work_queued_ids(w, got, N);
+      int ok = got_n == k && sh_work_queued(w) == k;
+      for (i = 0; ok && i < k; i++) ok = got[i] == want[i];
+      same &= ok;
+    }
+  }
+  CHECK(same);
+  CHECK(made == N || made > 300);
+  sh_work_close(w);
+  {
+    int kind;
+    int32_t wk;
+    double a, b;
+    while (sh_work_next_event(w, &id, &kind, &wk, &m, &a, &b) == SH_OK)
+      if (m) sh_msg_free(m);
+  }
+  sh_work_unref(w);
+  sh_notify_unref(n);
+}
+
 int main(void) {
   messages_hold_bytes_and_counted_refs();
   ports_keep_order_and_refuse_after_close();
@@ -408,6 +507,7 @@ int main(void) {
   rounds_give_every_participant_the_same_bits();
   rounds_abort_releases_everyone();
   work_queues_run_by_priority_and_report_everything();
+  work_queues_keep_priority_then_arrival_order();
   printf("threads: %d passed, %d failed\n", passed, failed);
   return failed ? 1 : 0;
 }
