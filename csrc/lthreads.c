@@ -450,6 +450,11 @@ typedef struct worker_ctx {
   pthread_t thread;
   char *module, *source, *path, *cpath;
   size_t source_len;
+  /* (worker thread only) What every request uses, kept in the registry
+   * once (LUA_NOREF until then): the request runner, the traceback
+   * handler, the module's table. tb_set: a failure's traceback is in the
+   * registry. */
+  int run_ref, tb_ref, mod_ref, tb_set;
 } worker_ctx;
 
 static worker_ctx *this_worker(lua_State *L) {
@@ -1044,22 +1049,26 @@ static int protected_run(lua_State *L) {
   const char *fname;
   sh_msg *payload = r->payload;
   lua_settop(L, 0);
-  lua_pushcfunction(L, traceback); /* 1 */
+  if (r->w->tb_ref != LUA_NOREF) lua_rawgeti(L, LUA_REGISTRYINDEX, r->w->tb_ref); /* 1 */
+  else lua_pushcfunction(L, traceback);
   base = lua_gettop(L);
   r->payload = NULL;
   n = decode_owned(L, payload, 1); /* the name at base + 1, the arguments after */
   fname = lua_tostring(L, base + 1);
-  lua_getfield(L, LUA_REGISTRYINDEX, "stagehand.worker module");
+  if (r->w->mod_ref != LUA_NOREF) lua_rawgeti(L, LUA_REGISTRYINDEX, r->w->mod_ref);
+  else lua_getfield(L, LUA_REGISTRYINDEX, "stagehand.worker module");
   if (lua_type(L, -1) != LUA_TTABLE) {
     lua_getfield(L, LUA_REGISTRYINDEX, "stagehand.worker load error");
     return luaL_error(L, "module '%s' failed to load: %s", r->w->module, lua_tostring(L, -1));
   }
-  lua_getfield(L, -1, fname ? fname : "");
+  lua_pushvalue(L, base + 1); /* (the name decoded: no string made again) */
+  lua_gettable(L, -2);
   if (lua_type(L, -1) != LUA_TFUNCTION)
     return luaL_error(L, "module '%s' has no function '%s'", r->w->module, fname ? fname : "?");
   lua_replace(L, base + 1);
   lua_settop(L, base + n);
   if (lua_pcall(L, n - 1, LUA_MULTRET, 1) != 0) {
+    r->w->tb_set = 1;
     lua_setfield(L, LUA_REGISTRYINDEX, "stagehand.worker traceback");
     lua_getfield(L, LUA_REGISTRYINDEX, "stagehand.worker error");
     return lua_error(L);
@@ -1092,9 +1101,13 @@ static void run_request(lua_State *L, worker_ctx *w, int64_t id, sh_msg *payload
   running r;
   r.w = w, r.payload = payload, r.result = NULL;
   w->request = id;
-  lua_pushnil(L);
-  lua_setfield(L, LUA_REGISTRYINDEX, "stagehand.worker traceback");
-  lua_pushcfunction(L, protected_run);
+  if (w->tb_set) { /* (an earlier failure's) */
+    w->tb_set = 0;
+    lua_pushnil(L);
+    lua_setfield(L, LUA_REGISTRYINDEX, "stagehand.worker traceback");
+  }
+  if (w->run_ref != LUA_NOREF) lua_rawgeti(L, LUA_REGISTRYINDEX, w->run_ref);
+  else lua_pushcfunction(L, protected_run);
   lua_pushlightuserdata(L, &r);
   if (lua_pcall(L, 1, 0, 0) == 0) {
     if (sh_work_report(w->work, w->index, id, SH_EV_DONE, r.result, 0, 0) != SH_OK) sh_msg_free(r.result);
@@ -1123,11 +1136,27 @@ static void run_request(lua_State *L, worker_ctx *w, int64_t id, sh_msg *payload
   lua_settop(L, 0);
 }
 
+/* Keeps what every request uses in the registry (worker_ctx's refs): run
+ * under lua_pcall once the module is loaded; on failure (out of memory)
+ * the refs left unset are made anew for each request instead. */
+static int keep_refs(lua_State *L) {
+  worker_ctx *w = (worker_ctx *)lua_touserdata(L, 1);
+  lua_pushcfunction(L, protected_run);
+  w->run_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  lua_pushcfunction(L, traceback);
+  w->tb_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  lua_getfield(L, LUA_REGISTRYINDEX, "stagehand.worker module");
+  if (lua_type(L, -1) == LUA_TTABLE) w->mod_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  return 0;
+}
+
 static void *worker_main(void *arg) {
   worker_ctx *w = (worker_ctx *)arg;
   lua_State *L = luaL_newstate();
   int64_t id;
   sh_msg *payload;
+  w->run_ref = w->tb_ref = w->mod_ref = LUA_NOREF;
+  w->tb_set = 0;
   if (L) {
     luaL_openlibs(L);
     open_types(L);
@@ -1145,6 +1174,10 @@ static void *worker_main(void *arg) {
       }
       lua_setfield(L, LUA_REGISTRYINDEX, "stagehand.worker load error");
     }
+    lua_settop(L, 0);
+    lua_pushcfunction(L, keep_refs);
+    lua_pushlightuserdata(L, w);
+    lua_pcall(L, 1, 0, 0);
     lua_settop(L, 0);
   }
   while (sh_work_take(w->work, w->index, &id, &payload) == SH_OK) {
