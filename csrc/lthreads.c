@@ -97,6 +97,13 @@ static void put(enc *e, const void *p, size_t n) {
 }
 static void put_tag(enc *e, char t) { put(e, &t, 1); }
 static void put_u32(enc *e, uint32_t v) { put(e, &v, sizeof v); }
+/* A tag and the n bytes at p after it, in one put (most values are one). */
+static void put_tagged(enc *e, char t, const void *p, size_t n) {
+  unsigned char b[1 + 8];
+  b[0] = (unsigned char)t;
+  memcpy(b + 1, p, n);
+  put(e, b, 1 + n);
+}
 
 static int is_ident(const char *s, size_t n) {
   size_t i;
@@ -245,15 +252,13 @@ static void encode(enc *e, int idx, const seg *s, int depth) {
 #if HAS_INTEGERS
       if (lua_isinteger(L, idx)) {
         lua_Integer i = lua_tointeger(L, idx);
-        put_tag(e, 'i');
-        put(e, &i, sizeof i);
+        put_tagged(e, 'i', &i, sizeof i);
         break;
       }
 #endif
       {
         double d = (double)lua_tonumber(L, idx);
-        put_tag(e, 'd');
-        put(e, &d, sizeof d);
+        put_tagged(e, 'd', &d, sizeof d);
       }
       break;
     }
@@ -265,8 +270,10 @@ static void encode(enc *e, int idx, const seg *s, int depth) {
         fail_enc(e);
         break;
       }
-      put_tag(e, 's');
-      put_u32(e, (uint32_t)len);
+      {
+        uint32_t len32 = (uint32_t)len;
+        put_tagged(e, 's', &len32, sizeof len32);
+      }
       put(e, str, len);
       break;
     }

@@ -62,7 +62,14 @@ int sh_msg_put(sh_msg *m, const void *p, size_t n) {
     m->data = grown;
     m->cap = cap;
   }
-  if (n) memcpy(m->data + m->len, p, n);
+  if (n <= 16) { /* (most puts: a tag, a length, a number; no call for them) */
+    unsigned char *d = m->data + m->len;
+    const unsigned char *s = (const unsigned char *)p;
+    size_t i;
+    for (i = 0; i < n; i++) d[i] = s[i];
+  } else {
+    memcpy(m->data + m->len, p, n);
+  }
   m->len += n;
   return SH_OK;
 }
