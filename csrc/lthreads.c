@@ -1219,7 +1219,7 @@ typedef struct thread_slot {
 
 typedef struct pool_ud {
   sh_work *work;
-  sh_msg *staged; /* a request copied by _stage, until _commit queues it */
+  sh_msg *staged; /* a request copied by stage, until commit queues it (_bind) */
   double staged_prio;
   lua_Number staged_seq;
   int32_t ev_at, ev_n;
@@ -1391,19 +1391,26 @@ static int l_pool_push(lua_State *L) {
   return push_status(L, rc);
 }
 
-/* pool:_stage(priority, root, fn_name, ...): copies a request (the
- * function's name, then its arguments) for _commit to queue once its job is
- * made. Returns the staging's number; or nil and the reason when a value
- * cannot cross ("<root>.mesh.on_done is a function; ..."), with nothing
- * staged. A request staged earlier and never committed (its job was never
- * made) is dropped. (No lock: the queue is not touched here.) */
+/* The pool a bound function belongs to (its upvalue: see _bind), open. */
+static pool_ud *bound_pool(lua_State *L) {
+  pool_ud *p = (pool_ud *)lua_touserdata(L, lua_upvalueindex(1));
+  if (!p->work) luaL_error(L, "stagehand: the worker pool is closed");
+  return p;
+}
+
+/* stage(priority, root, fn_name, ...), bound to a pool: copies a request
+ * (the function's name, then its arguments) for commit to queue once its
+ * job is made. Returns the staging's number; or nil and the reason when a
+ * value cannot cross ("<root>.mesh.on_done is a function; ..."), with
+ * nothing staged. A request staged earlier and never committed (its job
+ * was never made) is dropped. (No lock: the queue is not touched here.) */
 static int l_pool_stage(lua_State *L) {
-  pool_ud *p = check_pool(L);
-  lua_Number prio = luaL_checknumber(L, 2);
-  const char *root = luaL_checkstring(L, 3);
+  pool_ud *p = bound_pool(L);
+  lua_Number prio = luaL_checknumber(L, 1);
+  const char *root = luaL_checkstring(L, 2);
   sh_msg *m;
-  luaL_checkstring(L, 4);
-  m = try_encode_values(L, 4, lua_gettop(L), root, 1);
+  luaL_checkstring(L, 3);
+  m = try_encode_values(L, 3, lua_gettop(L), root, 1);
   if (!m) {
     lua_pushnil(L);
     lua_insert(L, -2);
@@ -1417,12 +1424,13 @@ static int l_pool_stage(lua_State *L) {
   return 1;
 }
 
-/* pool:_commit(staging, id): queues the request staged under that number
- * as `id`, returning as _push does (the request is dropped unless queued);
- * nil when it is no longer staged (a later _stage replaced it). */
+/* commit(staging, id), bound to a pool: queues the request staged under
+ * that number as `id`, returning as _push does (the request is dropped
+ * unless queued); nil when it is no longer staged (a later stage replaced
+ * it). */
 static int l_pool_commit(lua_State *L) {
-  pool_ud *p = check_pool(L);
-  lua_Number seq = luaL_checknumber(L, 2), id = luaL_checknumber(L, 3);
+  pool_ud *p = bound_pool(L);
+  lua_Number seq = luaL_checknumber(L, 1), id = luaL_checknumber(L, 2);
   sh_msg *m = p->staged;
   int rc;
   if (!m || seq != p->staged_seq) return 0;
@@ -1430,6 +1438,19 @@ static int l_pool_commit(lua_State *L) {
   rc = sh_work_push(p->work, (int64_t)id, p->staged_prio, m);
   if (rc != SH_OK) sh_msg_free(m);
   return push_status(L, rc);
+}
+
+/* pool:_bind(): the pool's stage and commit, made once: functions that
+ * hold the pool, so the two calls every request makes check no self (a
+ * metatable's lookup and compare is a fifth of a small request's copy). */
+static int l_pool_bind(lua_State *L) {
+  check_pool(L);
+  lua_settop(L, 1);
+  lua_pushvalue(L, 1);
+  lua_pushcclosure(L, l_pool_stage, 1);
+  lua_pushvalue(L, 1);
+  lua_pushcclosure(L, l_pool_commit, 1);
+  return 2;
 }
 
 static int64_t check_request(lua_State *L, int arg) { return (int64_t)luaL_checknumber(L, arg); }
@@ -1593,7 +1614,7 @@ static const luaL_Reg pool_methods[] = {
     {"_abort", l_pool_abort}, {"_set_priority", l_pool_set_priority}, {"_counts", l_pool_counts},
     {"_queued_ids", l_pool_queued_ids}, {"_pause", l_pool_pause}, {"_close", l_pool_close},
     {"_stop_worker", l_pool_stop_worker}, {"_drain", l_pool_drain},
-    {"_stage", l_pool_stage}, {"_commit", l_pool_commit}, {"_worker", l_pool_worker},
+    {"_bind", l_pool_bind}, {"_worker", l_pool_worker},
     {"_detach", l_pool_detach}, {NULL, NULL}};
 
 static int l_threads_default(lua_State *L) {
