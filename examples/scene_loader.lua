@@ -33,7 +33,10 @@ local KINDS = {
   stream = { stall_ms = 1500, priority = "background" },
 }
 
--- The scene: what each entity needs.
+-- The scene: what each entity needs, and how much the player sees of it
+-- (its priority, "scene" unless said). An entity waiting on an asset lends
+-- it its rank, so the sound of a torch on the wall loads as background
+-- only if the torch itself is background.
 local ENTITIES = {
   { name = "hero", uses = { "hero.sprite" } },
   { name = "goblin 1", uses = { "goblin.sprite" } },
@@ -41,10 +44,10 @@ local ENTITIES = {
   { name = "goblin 3", uses = { "goblin.sprite" } },
   { name = "dungeon floor", uses = { "floor.tiles", "water.shader" } },
   { name = "pond", uses = { "water.shader" } },
-  { name = "queen's dialogue", uses = { "queen.portrait" } },
-  { name = "knight's dialogue", uses = { "knight.portrait" } },
-  { name = "wall torch", uses = { "torch.sound" } },
-  { name = "tavern", uses = { "tavern.stream" } },
+  { name = "queen's dialogue", uses = { "queen.portrait" }, priority = "visible" },
+  { name = "knight's dialogue", uses = { "knight.portrait" }, priority = "visible" },
+  { name = "wall torch", uses = { "torch.sound" }, priority = "background" },
+  { name = "tavern", uses = { "tavern.stream" }, priority = "background" },
 }
 
 local orch = stagehand.new {
@@ -129,7 +132,7 @@ local function place(entity)
     placed[#placed + 1] = entity.name .. (#missing > 0 and " (stand-in for " .. table.concat(missing, ", ") .. ")"
       or "")
     scene_ready:arrive(entity.name)
-  end, { priority = "scene" })
+  end, { priority = entity.priority or "scene" })
 end
 
 local scene = orch:run("Preparing the scene", function(job)
