@@ -149,7 +149,6 @@ function M.new_pool(orch, opts, start_workers)
     events = {}, -- what _drain fills (collect)
     labels = {}, -- fn_name -> "module.fn_name", the default label
     nreq = 0,
-    next_id = 0,
     workers = {}, -- worker number -> true while its thread runs
     live = 0,
     destroyed = false, -- the Handle destroy returned (its job: destroy_job)
