@@ -1577,7 +1577,7 @@ static int l_pool_drain(lua_State *L) {
     lua_rawseti(L, 2, k + 3);
     lua_pushinteger(L, kind);
     lua_rawseti(L, 2, k + 2);
-    lua_pushnumber(L, (lua_Number)p->ev_id[at]);
+    lua_pushinteger(L, (lua_Integer)p->ev_id[at]);
     lua_rawseti(L, 2, k + 1);
   }
   lua_pushinteger(L, n);
