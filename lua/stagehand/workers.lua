@@ -415,6 +415,7 @@ function Pool:collect()
           self.payloads[id], self.prios[id] = nil, nil
           self.nreq = self.nreq - 1
           if not job[STATE] then
+            job[W] = false -- (the reply ends its wait: it has nothing to leave)
             if kind == DONE then E.end_job(job, "done", a) else E.fail(job, a, b) end
           end
           if self.service then ud:_close() end -- (its one request is over: its worker exits)
