@@ -309,8 +309,13 @@ static sh_msg *try_encode_values(lua_State *L, int first, int last, const char *
     }
   }
   top.up = NULL, top.key = 0;
-  put(&e, &zero, sizeof zero); /* (the count of tables, written below) */
-  if (counted) put_u32(&e, (uint32_t)(last - first + 1));
+  if (counted) { /* (the count of tables, written below, then of values: one put) */
+    uint32_t head[2];
+    head[0] = zero, head[1] = (uint32_t)(last - first + 1);
+    put(&e, head, sizeof head);
+  } else {
+    put(&e, &zero, sizeof zero);
+  }
   for (i = first; i <= last && !e.failed; i++) encode(&e, i, &top, 0);
   lua_settop(L, base);
   if (e.failed) {
