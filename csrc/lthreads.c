@@ -863,18 +863,6 @@ static int w_sleep(lua_State *L) {
   return 1;
 }
 
-static int open_worker_api(lua_State *L) {
-  lua_newtable(L);
-  lua_pushcfunction(L, w_stopping);
-  lua_setfield(L, -2, "stopping");
-  lua_pushcfunction(L, w_progress);
-  lua_setfield(L, -2, "progress");
-  lua_pushcfunction(L, w_sleep);
-  lua_setfield(L, -2, "sleep");
-  lua_pushcfunction(L, l_port_new);
-  lua_setfield(L, -2, "port");
-  return 1;
-}
 
 /* ------------------------------------------------------------------------
  * Metatables, in any state (the main one and each worker's). */
@@ -884,6 +872,15 @@ static void set_methods(lua_State *L, const luaL_Reg *l) {
     lua_pushcfunction(L, l->func);
     lua_setfield(L, -2, l->name);
   }
+}
+
+static const luaL_Reg worker_api[] = {
+    {"stopping", w_stopping}, {"progress", w_progress}, {"sleep", w_sleep}, {"port", l_port_new}, {NULL, NULL}};
+
+static int open_worker_api(lua_State *L) {
+  lua_newtable(L);
+  set_methods(L, worker_api);
+  return 1;
 }
 
 static const luaL_Reg port_methods[] = {
