@@ -193,10 +193,8 @@ end
 -- arguments in errors ("payload", "args"). A payload that cannot cross
 -- raises, with nothing queued and no job made.
 local function request(pool, fn_name, label, priority, run_opts, root, level, staged, err, payload)
-  if not staged then
-    error("bad argument '" .. root .. "' to " .. (root == "args" and "stagehand.spawn" or "pool:run") .. ": "
-      .. tostring(err), level + 1)
-  end
+  local called = root == "args" and "stagehand.spawn" or "pool:run"
+  if not staged then error("bad argument '" .. root .. "' to " .. called .. ": " .. tostring(err), level + 1) end
   local p_pool, p_seq, p_prio, p_root, p_fn, p_payload = st_pool, st_seq, st_prio, st_root, st_fn, st_payload
   st_pool, st_seq, st_prio, st_root, st_fn, st_payload, st_lost = pool, staged, priority, root, fn_name, payload, nil
   local h, job = pool.orch:_external(label, run_opts, park)
@@ -207,7 +205,7 @@ local function request(pool, fn_name, label, priority, run_opts, root, level, st
     -- cancelled), or changed the payload so that it cannot cross any more;
     -- or memory ran out (the job fails).
     if lost then
-      E.fail(job, "pool:run: " .. tostring(lost))
+      E.fail(job, called .. ": " .. tostring(lost))
     else
       E.cancel(job, pool:_describe() .. " was destroyed")
     end
@@ -379,6 +377,15 @@ function Pool:destroy()
   return h
 end
 
+-- A queued request's worker took it: its job waits for the reply now, and
+-- its stall clock runs.
+local function started(pool, job)
+  if job[W] == pool.w_queued then
+    job[W] = pool.w_running
+    wait.outside_started(job)
+  end
+end
+
 -- Outside source: what the workers reported since the last step, read a
 -- batch at a time (_drain: five entries an event).
 local BATCH = 256 -- (lthreads.c's EVENT_BATCH)
@@ -394,16 +401,10 @@ function Pool:collect()
       local id, kind = buf[k + 1], buf[k + 2]
       local job = reqs[id]
       if kind == STARTED then
-        if job and job[W] == self.w_queued then
-          job[W] = self.w_running
-          wait.outside_started(job)
-        end
+        if job then started(self, job) end
       elseif kind == PROGRESS then
         if job and not job[STATE] then
-          if job[W] == self.w_queued then -- (its start was read late, or dropped: started now)
-            job[W] = self.w_running
-            wait.outside_started(job)
-          end
+          started(self, job) -- (its start was read late, or dropped: started now)
           local a = buf[k + 4]
           if a >= 0 then job:progress(a, buf[k + 5]) else job:progress() end
         end
