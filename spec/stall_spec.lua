@@ -296,6 +296,25 @@ describe("stall clocks", function()
     assert.equal(seen, cleanup)
   end)
 
+  -- (The stall's log line is game code, and it ran once the core had
+  -- dropped the job's clock but before the job ended: settling what the
+  -- job awaited woke it, and the wake restarted a clock the core no longer
+  -- had, an internal error raised out of the game's resolve.)
+  it("end the job before the log function hears of it, so what the log does cannot wake it", function()
+    local f = stagehand.future()
+    local resolved, raised
+    local orch = T.new { log = function(m)
+      if resolved == nil and m:find("Loading the hero", 1, true) then
+        resolved, raised = pcall(f.resolve, f, "too late")
+      end
+    end }
+    local h = orch:run("Loading the hero", function(job) return job:await(f) end, { stall_ms = 1000 })
+    T.settle(orch, 1500)
+    assert.is_true(resolved, tostring(raised))
+    assert.equal("stalled", h:state())
+    assert.no_leaks(orch)
+  end)
+
   it("run from the start on a clock that starts below zero", function()
     local orch = new { clock = T.clock(-100000) }
     local h = orch:run("x", function(job) job:await(stagehand.future()) end, { stall_ms = 1000 })

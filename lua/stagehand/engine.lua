@@ -489,10 +489,14 @@ function E.check_stalls(o, now)
       open_wait[job] = settle.seq
       B.check(B.clock_start(cc, slot, B.clock_stall_ms(cc, slot), now), "restart a stall clock")
     elseif job then
+      -- Its clock is gone from the core already: the job ends before any
+      -- game code runs (the log function), for game code may wake it (it
+      -- closed an orchestrator whose job this one awaited: the wake
+      -- restarted a clock the core no longer had).
       local err = errors.stalled(job[LABEL], B.clock_stall_ms(cc, slot))
       hooks.stalled(job, err)
-      logm.guard(nil, "the log function", o.log, "[stagehand] " .. err.message)
       E.end_job(job, "stalled", err)
+      logm.guard(nil, "the log function", o.log, "[stagehand] " .. err.message)
     end
     slot = clock_pop_stalled(cc, now)
   end
