@@ -1220,8 +1220,9 @@ typedef struct thread_slot {
 #define EVENT_BATCH 256
 
 typedef struct pool_ud {
+  const void *tag; /* &pool_tag: what check_pool looks for */
   sh_work *work;
-  sh_msg *staged; /* a request copied by stage, until commit queues it (_bind) */
+  sh_msg *staged; /* a request copied by stage, until commit queues it (_stage, _commit) */
   double staged_prio;
   lua_Number staged_seq;
   int32_t ev_at, ev_n;
@@ -1236,15 +1237,18 @@ typedef struct pool_ud {
   size_t source_len;
 } pool_ud;
 
-/* A pool's methods carry its metatable as their upvalue: checking self
- * compares with it, with no lookup of the name in the registry (which
- * hashes the name again on every call, and a busy pool makes two calls a
- * request). */
+/* Marks a block as a pool's: check_pool takes a full userdata of a
+ * pool's size holding this address as one. Checking self is then three
+ * reads, where comparing metatables took twice as many calls into the
+ * Lua API, and a busy pool checks twice a request. (A userdata of another
+ * library's can hold this address only if C code put it there.) */
+static const char pool_tag = 0;
+
 static pool_ud *check_pool(lua_State *L) {
   pool_ud *p = NULL;
-  if (lua_type(L, 1) == LUA_TUSERDATA && lua_getmetatable(L, 1)) {
-    if (lua_rawequal(L, -1, lua_upvalueindex(1))) p = (pool_ud *)lua_touserdata(L, 1);
-    lua_pop(L, 1);
+  if (lua_type(L, 1) == LUA_TUSERDATA && rawlen(L, 1) == sizeof(pool_ud)) {
+    p = (pool_ud *)lua_touserdata(L, 1);
+    if (p->tag != &pool_tag) p = NULL;
   }
   if (!p) p = (pool_ud *)luaL_checkudata(L, 1, WORK_MT); /* (raises, naming what it got) */
   if (!p->work) luaL_argerror(L, 1, "already closed");
@@ -1292,6 +1296,7 @@ static int l_pool_new(lua_State *L) {
   const char *path = luaL_checklstring(L, 4, &plen), *cpath = luaL_checklstring(L, 5, &clen);
   pool_ud *p = (pool_ud *)lua_newuserdata(L, sizeof *p);
   memset(p, 0, sizeof *p);
+  p->tag = &pool_tag;
   luaL_getmetatable(L, WORK_MT);
   lua_setmetatable(L, -2);
   p->module = dup_str(module, mlen);
@@ -1393,26 +1398,25 @@ static int l_pool_push(lua_State *L) {
   return push_status(L, rc);
 }
 
-/* The pool a bound function belongs to (its upvalue: see _bind), open. */
-static pool_ud *bound_pool(lua_State *L) {
-  pool_ud *p = (pool_ud *)lua_touserdata(L, lua_upvalueindex(1));
-  if (!p->work) luaL_error(L, "stagehand: the worker pool is closed");
-  return p;
-}
-
-/* stage(priority, root, fn_name, ...), bound to a pool: copies a request
- * (the function's name, then its arguments) for commit to queue once its
- * job is made. Returns the staging's number; or nil and the reason when a
+/* pool:_stage(priority, root, fn_name, ...): copies a request (the
+ * function's name, then its arguments) for _commit to queue once its job
+ * is made. Returns the staging's number; or nil and the reason when a
  * value cannot cross ("<root>.mesh.on_done is a function; ..."), with
  * nothing staged. A request staged earlier and never committed (its job
- * was never made) is dropped. (No lock: the queue is not touched here.) */
+ * was never made) is dropped. (No lock: the queue is not touched here.)
+ *
+ * A method every pool shares, not a function bound to each: LuaJIT
+ * compiles a call to a C function as a call to that very function, and
+ * the trace then holds it, so a function bound to a pool kept the pool,
+ * and its threads, alive after the game dropped it (one pool more each
+ * time a new one went through the same code). */
 static int l_pool_stage(lua_State *L) {
-  pool_ud *p = bound_pool(L);
-  lua_Number prio = luaL_checknumber(L, 1);
-  const char *root = luaL_checkstring(L, 2);
+  pool_ud *p = check_pool(L);
+  lua_Number prio = luaL_checknumber(L, 2);
+  const char *root = luaL_checkstring(L, 3);
   sh_msg *m;
-  luaL_checkstring(L, 3);
-  m = try_encode_values(L, 3, lua_gettop(L), root, 1);
+  luaL_checkstring(L, 4);
+  m = try_encode_values(L, 4, lua_gettop(L), root, 1);
   if (!m) {
     lua_pushnil(L);
     lua_insert(L, -2);
@@ -1426,13 +1430,12 @@ static int l_pool_stage(lua_State *L) {
   return 1;
 }
 
-/* commit(staging, id), bound to a pool: queues the request staged under
- * that number as `id`, returning as _push does (the request is dropped
- * unless queued); nil when it is no longer staged (a later stage replaced
- * it). */
+/* pool:_commit(staging, id): queues the request staged under that number
+ * as `id`, returning as _push does (the request is dropped unless
+ * queued); nil when it is no longer staged (a later stage replaced it). */
 static int l_pool_commit(lua_State *L) {
-  pool_ud *p = bound_pool(L);
-  lua_Number seq = luaL_checknumber(L, 1), id = luaL_checknumber(L, 2);
+  pool_ud *p = check_pool(L);
+  lua_Number seq = luaL_checknumber(L, 2), id = luaL_checknumber(L, 3);
   sh_msg *m = p->staged;
   int rc;
   if (!m || seq != p->staged_seq) return 0;
@@ -1440,19 +1443,6 @@ static int l_pool_commit(lua_State *L) {
   rc = sh_work_push(p->work, (int64_t)id, p->staged_prio, m);
   if (rc != SH_OK) sh_msg_free(m);
   return push_status(L, rc);
-}
-
-/* pool:_bind(): the pool's stage and commit, made once: functions that
- * hold the pool, so the two calls every request makes check no self (a
- * metatable's lookup and compare is a fifth of a small request's copy). */
-static int l_pool_bind(lua_State *L) {
-  check_pool(L);
-  lua_settop(L, 1);
-  lua_pushvalue(L, 1);
-  lua_pushcclosure(L, l_pool_stage, 1);
-  lua_pushvalue(L, 1);
-  lua_pushcclosure(L, l_pool_commit, 1);
-  return 2;
 }
 
 static int64_t check_request(lua_State *L, int arg) { return (int64_t)luaL_checknumber(L, arg); }
@@ -1616,7 +1606,7 @@ static const luaL_Reg pool_methods[] = {
     {"_abort", l_pool_abort}, {"_set_priority", l_pool_set_priority}, {"_counts", l_pool_counts},
     {"_queued_ids", l_pool_queued_ids}, {"_pause", l_pool_pause}, {"_close", l_pool_close},
     {"_stop_worker", l_pool_stop_worker}, {"_drain", l_pool_drain},
-    {"_bind", l_pool_bind}, {"_worker", l_pool_worker},
+    {"_stage", l_pool_stage}, {"_commit", l_pool_commit}, {"_worker", l_pool_worker},
     {"_detach", l_pool_detach}, {NULL, NULL}};
 
 static int l_threads_default(lua_State *L) {
@@ -1642,14 +1632,7 @@ int sh__open_threads(lua_State *L) {
     lua_pushstring(L, WORK_MT);
     lua_setfield(L, -2, "__name");
     lua_newtable(L);
-    {
-      const luaL_Reg *l;
-      for (l = pool_methods; l->name; l++) {
-        lua_pushvalue(L, -2); /* (the metatable: see check_pool) */
-        lua_pushcclosure(L, l->func, 1);
-        lua_setfield(L, -2, l->name);
-      }
-    }
+    set_methods(L, pool_methods);
     lua_setfield(L, -2, "__index");
   }
   lua_pop(L, 1);

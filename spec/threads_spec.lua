@@ -580,4 +580,24 @@ describe("an orchestrator that used threads", function()
     assert.is_nil(weak[1])
     assert.is_nil(weak[2])
   end)
+
+  -- (LuaJIT compiles a call to a C function as a call to that very one, and
+  -- the compiled code holds it: functions bound to each pool kept the
+  -- pools a hot loop had met, threads and all, after the game dropped them)
+  it("lets each of many pools made by the same code go, with its threads", function()
+    local cores = setmetatable({}, { __mode = "k" }) -- each pool's C side
+    local function level()
+      local orch = T.new()
+      local pool = new_pool(orch, { size = 1 })
+      cores[pool.ud] = true
+      local hs = {}
+      for i = 1, 20 do hs[i] = pool:run("add", { a = i, b = 1 }) end
+      for i = 1, 20 do assert.same({ "done", i + 1 }, { orch:wait(hs[i], WAIT) }) end
+    end
+    for _ = 1, 60 do level() end
+    for _ = 1, 4 do collectgarbage() end
+    local kept = 0
+    for _ in pairs(cores) do kept = kept + 1 end
+    assert.equal(0, kept)
+  end)
 end)

@@ -154,7 +154,6 @@ function M.new_pool(orch, opts, start_workers)
     destroyed = false, -- the Handle destroy returned (its job: destroy_job)
     destroy_ended = false,
   }, Pool)
-  self.stage, self.commit = self.ud:_bind() -- (a request's two calls: see request)
   local name = self:_describe()
   self.w_queued = setmetatable({ pool = self, what = "a worker of " .. name .. " (queued)" }, Waiting)
   self.w_running = setmetatable({ pool = self, what = "a reply from a worker of " .. name }, Waiting)
@@ -180,7 +179,7 @@ local function park(job)
   if st_payload ~= nil then pool.payloads[id] = st_payload end
   if st_prio ~= 0 then pool.prios[id] = st_prio end
   pool.nreq = pool.nreq + 1
-  local queued, err = pool.commit(st_seq, id)
+  local queued, err = pool.ud:_commit(st_seq, id)
   if queued == nil then
     -- (a request made meanwhile took its place: copied again, as given)
     queued, err = pool.ud:_push(id, st_prio, st_root, st_fn, st_payload)
@@ -272,7 +271,7 @@ function Pool:run(fn_name, payload, opts)
   end
   local key = run_opts and run_opts.key
   if key and self.orch:running(key) then return (self.orch:_external(label, run_opts, park)) end
-  local staged, err = self.stage(priority, "payload", fn_name, payload)
+  local staged, err = self.ud:_stage(priority, "payload", fn_name, payload)
   return request(self, fn_name, label, priority, run_opts, "payload", 2, staged, err, payload)
 end
 
@@ -507,7 +506,7 @@ function M.spawn(orch, name, ...)
   local pool = M.new_pool(orch, { module = module, size = 1, stall_ms = math.huge }, false)
   pool.service = true
   local w = setmetatable({ pool = pool, stopped = false }, Service)
-  local staged, err = pool.stage(0, "args", fn, ...)
+  local staged, err = pool.ud:_stage(0, "args", fn, ...)
   local ok, h = pcall(request, pool, fn, name, 0, { stall_ms = math.huge }, "args", 1, staged, err, (...))
   if not ok then
     pool.ud:_close()
