@@ -253,26 +253,7 @@ function E.cancel(job, reason)
   return E.end_job(job, "cancelled", errors.cancelled(job[LABEL], reason))
 end
 
-function E.report_unhandled(o)
-  local failed = o.unhandled
-  if failed[1] == nil then return end
-  o.unhandled = {}
-  for i = 1, #failed do
-    local job = failed[i]
-    job.unheard = nil
-    local seen = false
-    for j = H, #job do
-      if job[j]._seen then seen = true end
-    end
-    if not seen then
-      local err = job[OUT]
-      local msg = "[stagehand] " .. job[LABEL] .. " failed and nobody waited on it: "
-        .. errors.describe_raised(err.cause)
-      if err.traceback then msg = msg .. "\n" .. err.traceback end
-      logm.guard(nil, "the log function", o.log, msg)
-    end
-  end
-end
+E.report_unhandled = records.report_unhandled -- (the failures nobody heard, logged after a step)
 
 ---------------------------------------------------------------------------
 -- Resuming.
@@ -378,22 +359,32 @@ function E.in_job()
   return nil
 end
 
+-- Takes the lowest free id for job, and files the job under it.
+local function take_id(o, job)
+  local slot = E.alloc_slot(o)
+  job[CID] = slot
+  o.by_slot[slot] = job
+end
+
 --- Registers a new job; stall_ms false gives it no stall clock (when_idle).
 --- The caller tells the watchers (E.notify) once the job is fully made:
 --- a watcher is game code, and may run, join, cancel or report anything.
-local rawset = rawset
+--- (On Lua 5.4 and 5.1 any call may need memory for its frame, so the id
+--- is taken inside a pcall: one that cannot be called has taken nothing,
+--- and one that fails gives the id back, in frames that pcall made.)
 function E.start(o, job, stall_ms, now)
-  local slot = E.alloc_slot(o)
-  -- (The one write here that may need memory: should it fail, the id goes
-  -- back, and nothing of the job is left registered.)
-  if not pcall(rawset, o.by_slot, slot, job) then
-    ids_give(o.ids, slot)
-    error("not enough memory", 0)
+  local ok, err = pcall(take_id, o, job)
+  if not ok then
+    local slot = job[CID]
+    if slot then
+      o.by_slot[slot], job[CID] = nil, false
+      ids_give(o.ids, slot)
+    end
+    error(err, 0)
   end
-  job[CID] = slot
   job[STARTED] = now
   o.nrunning = o.nrunning + 1
-  if stall_ms then check(clock_start(o.cc, slot, stall_ms, now), "start a stall clock") end
+  if stall_ms then check(clock_start(o.cc, job[CID], stall_ms, now), "start a stall clock") end
 end
 
 -- Runs made inside other jobs' first resumes, one inside another (counted
@@ -489,10 +480,8 @@ function E.check_stalls(o, now)
       open_wait[job] = settle.seq
       B.check(B.clock_start(cc, slot, B.clock_stall_ms(cc, slot), now), "restart a stall clock")
     elseif job then
-      -- Its clock is gone from the core already: the job ends before any
-      -- game code runs (the log function), for game code may wake it (it
-      -- closed an orchestrator whose job this one awaited: the wake
-      -- restarted a clock the core no longer had).
+      -- (Ended before the log function, game code, may wake it: the core
+      -- has dropped its clock, which a wake would restart.)
       local err = errors.stalled(job[LABEL], B.clock_stall_ms(cc, slot))
       hooks.stalled(job, err)
       E.end_job(job, "stalled", err)

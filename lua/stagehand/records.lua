@@ -7,7 +7,7 @@ local marks = require "stagehand.marks"
 local clock = require "stagehand.clock"
 local list = require "stagehand.list"
 
-local ORCH, CID, W, STATE, OUT, ID, LABEL, KEY = F.ORCH, F.CID, F.W, F.STATE, F.OUT, F.ID, F.LABEL, F.KEY
+local ORCH, CID, W, STATE, OUT, ID, LABEL, KEY, H = F.ORCH, F.CID, F.W, F.STATE, F.OUT, F.ID, F.LABEL, F.KEY, F.H
 local SINCE, STARTED, SLEEP_UNTIL = F.SINCE, F.STARTED, F.SLEEP_UNTIL
 local QUEUED, SLEEP, KEYWAIT = marks.QUEUED, marks.SLEEP, marks.KEYWAIT
 
@@ -74,6 +74,29 @@ function M.watch(o, fn)
   local ws = o.watchers
   ws[#ws + 1] = fn
   return function() list.remove_value(ws, fn) end
+end
+
+--- Logs each job of o.unhandled (ended failed in this step) that nobody
+--- has heard of by the step's end: its label, cause and traceback.
+function M.report_unhandled(o)
+  local failed = o.unhandled
+  if failed[1] == nil then return end
+  o.unhandled = {}
+  for i = 1, #failed do
+    local job = failed[i]
+    job.unheard = nil
+    local seen = false
+    for j = H, #job do
+      if job[j]._seen then seen = true end
+    end
+    if not seen then
+      local err = job[OUT]
+      local msg = "[stagehand] " .. job[LABEL] .. " failed and nobody waited on it: "
+        .. errors.describe_raised(err.cause)
+      if err.traceback then msg = msg .. "\n" .. err.traceback end
+      logm.guard(nil, "the log function", o.log, msg)
+    end
+  end
 end
 
 return M
