@@ -38,8 +38,8 @@ function M.set_add(map, key, v, x)
     return true
   end
   local fresh = set[v] == nil
+  set[v] = x == nil and true or x -- (first: it may need memory)
   if fresh then set.n = set.n + 1 end
-  set[v] = x == nil and true or x
   return fresh
 end
 

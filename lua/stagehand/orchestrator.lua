@@ -170,9 +170,11 @@ local function enter(o, label, key, prio, sig, stall_ms, phase, co, setup)
   job[CO] = co
   local h = new_handle(job, prio)
   job[H] = h
-  if E.current and E.in_job() then own(o, h, sig) end
   o.now = now
   E.start(o, job, stall_ms, now)
+  -- (Owned once started: a Handle filed under its owner before a start
+  -- that ran out of memory was withdrawn later, ending a job never begun.)
+  if E.current and E.in_job() then own(o, h, sig) end
   if phase then
     job.phase = phase
     E.phase_began(o, job)

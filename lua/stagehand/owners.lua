@@ -18,11 +18,16 @@ function M.own(o, h, sig)
   if sig then return end
   local cur = E.current
   if cur and cur[ORCH] == o and not cur[STATE] then
+    -- (Each write that may need memory comes before what counts it: memory
+    -- that runs out leaves the counts true and h in no set. An _own left
+    -- on h then names an owner whose set it is not in, which settled and
+    -- the owner's end both take in their stride.)
     local n = o.nowned + 1
-    o.nowned = n
-    if o.owned[cur] == nil then o.nowners = o.nowners + 1 end
-    list.set_add(o.owned, cur, h, n)
+    local first = o.owned[cur] == nil
     h._own = cur
+    list.set_add(o.owned, cur, h, n)
+    o.nowned = n
+    if first then o.nowners = o.nowners + 1 end
   end
 end
 

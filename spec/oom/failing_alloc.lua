@@ -48,6 +48,14 @@ local scenarios = {
     s.handles[1] = s.orch:run("join", function() end, { key = "k", priority = "visible" })
     s.handles[2] = s.orch:when("k", "following k", { priority = "background" })
   end },
+  { "runs and whens made inside a job (each caller it makes is its own)", function() end, function(s)
+    s.handles[1] = s.orch:run("scene", function(job)
+      local a = s.orch:run("prop", function(j) return j:await(future(s, "mesh")) end, { priority = "visible" })
+      local b = s.orch:when("k", "following k")
+      local c = loader(s, 1, { key = "k" })
+      return job:await(stagehand.all({ a, b, c }))
+    end)
+  end },
   { "when on a key nobody started", function() end, function(s)
     s.handles[1] = s.orch:when("later", nil, { stall_ms = 100 })
   end },
