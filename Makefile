@@ -86,14 +86,16 @@ tsan: deps build/tsan/test_threads build/tsan/lua5.4/stagehand/_core.so
 	  lua5.4 /usr/bin/busted -o utfTerminal spec/threads_spec.lua spec/ports_spec.lua
 
 # A Lua 5.4 host whose allocator fails on demand (as Lua's own ltests does):
-# every allocation of each operation in spec/oom/failing_alloc.lua fails in
-# turn, and the orchestrator must raise "not enough memory" and stay whole.
+# every allocation of each operation in spec/oom/failing_alloc.lua (and of
+# worker pools' main side in failing_alloc_pools.lua) fails in turn, and the
+# orchestrator must raise "not enough memory" and stay whole.
 build/oom_host: csrc/test/oom_host.c
 	@mkdir -p $(@D)
 	$(CC) -std=c99 -O1 -g $(WARN) -I$(INC_lua5.4) -o $@ csrc/test/oom_host.c -llua5.4
 
 test-oom: build build/oom_host
-	@eval "$$(sh scripts/env.sh lua5.4)" && ./build/oom_host spec/oom/failing_alloc.lua
+	@eval "$$(sh scripts/env.sh lua5.4)" && ./build/oom_host spec/oom/failing_alloc.lua \
+	  && ./build/oom_host spec/oom/failing_alloc_pools.lua
 
 test: deps build build/test_core build/test_threads build/oom_host $(C_HOSTS)
 	@sh scripts/test.sh $(RUNTIMES)

@@ -1501,30 +1501,38 @@ static int l_pool_stop_worker(lua_State *L) {
   return 0;
 }
 
-/* pool:_drain(buf): moves up to EVENT_BATCH events into buf, five entries
- * an event (id, kind, worker, a, b, from buf[1] on), and returns how many
- * it moved: one call for a step's events, not one an event (on LuaJIT
- * each call of a C function ends a trace). a and b are,
- * by kind: progress's done and total; a reply's values (a packed table);
- * a failure's message and traceback; else nil. */
+/* pool:_drain(buf, handled): copies up to EVENT_BATCH events into buf,
+ * five entries an event (id, kind, worker, a, b, from buf[1] on), and
+ * returns how many: one call for a step's events, not one an event (on
+ * LuaJIT each call of a C function ends a trace). a and b are, by kind:
+ * progress's done and total; a reply's values (a packed table); a
+ * failure's message and traceback; else nil.
+ *
+ * The events stay the pool's until a later call says the Lua side has
+ * handled them (`handled`, the first that many of the last batch): memory
+ * that runs out while a reply is copied, or while the Lua side handles
+ * the batch, loses no reply (its events come again, and handling one
+ * twice changes nothing), and no message (each is freed once handled). */
 static int l_pool_drain(lua_State *L) {
   pool_ud *p = check_pool(L);
-  int32_t k, n;
+  lua_Integer handled = luaL_checkinteger(L, 3);
+  int32_t at, k, n;
   luaL_checktype(L, 2, LUA_TTABLE);
+  for (; handled > 0 && p->ev_at < p->ev_n; handled--, p->ev_at++) {
+    sh_msg_free(p->ev_msg[p->ev_at]);
+    p->ev_msg[p->ev_at] = NULL;
+  }
   if (p->ev_at == p->ev_n) {
     p->ev_at = 0;
     p->ev_n = sh_work_next_events(p->work, EVENT_BATCH, p->ev_id, p->ev_kind, p->ev_worker, p->ev_msg, p->ev_a,
                                   p->ev_b);
   }
-  for (n = 0; p->ev_at < p->ev_n; n++) {
-    int32_t at = p->ev_at;
+  for (n = 0, at = p->ev_at; at < p->ev_n; n++, at++) {
     int kind = p->ev_kind[at];
     int32_t wk = p->ev_worker[at];
     sh_msg *m = p->ev_msg[at];
     int slots = 0; /* (a and b: what the kind left on the stack) */
     k = n * 5;
-    p->ev_msg[at] = NULL;
-    p->ev_at++;
     if (kind == SH_EV_PROGRESS) {
       lua_pushnumber(L, (lua_Number)p->ev_a[at]);
       lua_pushnumber(L, (lua_Number)p->ev_b[at]);
@@ -1539,7 +1547,7 @@ static int l_pool_drain(lua_State *L) {
       kind = SH_EV_FAILED;
       slots = 1;
     } else if (kind == SH_EV_DONE || kind == SH_EV_FAILED) {
-      int base = lua_gettop(L), i, nv = decode_owned(L, m, 1);
+      int base = lua_gettop(L), i, nv = decode_values(L, m, 1);
       if (kind == SH_EV_FAILED) {
         slots = nv < 2 ? nv : 2;
         lua_settop(L, base + slots);

@@ -131,7 +131,9 @@ for rt in "$@"; do
 done
 check "the seeded scenes (chaos, callback, models) end alike on every runtime and backend" sh scripts/same_ends.sh "$ends"
 count "Lua 5.4 under a failing allocator (every allocation of each operation in turn)" \
-  sh -c 'eval "$(sh scripts/env.sh lua5.4)" && ./build/oom_host spec/oom/failing_alloc.lua' 
+  sh -c 'eval "$(sh scripts/env.sh lua5.4)" && ./build/oom_host spec/oom/failing_alloc.lua'
+count "worker pools under a failing allocator (the main side's allocations, each in turn)" \
+  sh -c 'eval "$(sh scripts/env.sh lua5.4)" && ./build/oom_host spec/oom/failing_alloc_pools.lua' 
 sanitized() {
   make -s sanitize >"$out" 2>&1 || { cat "$out"; return 1; }
   grep -aE "passed|successes" "$out" | sed 's/^/  /'

@@ -17,6 +17,7 @@ local each = require("stagehand.compat").each
 local signal = require "stagehand.signal"
 local logm = require "stagehand.log"
 local B = require "stagehand.backend"
+local failed = require("stagehand.errors").failed
 
 local STATE = F.STATE
 local fail = options.fail
@@ -146,12 +147,18 @@ function M.new_pool(orch, opts, start_workers)
     reqs = {}, -- job id -> the request's job, until its reply or the job's end
     payloads = {}, -- job id -> the payload it was given (reprioritise's)
     prios = {}, -- job id -> its priority, unless 0 (reprioritise's)
-    events = {}, -- what _drain fills (collect)
+    events = {}, -- the batch of events _drain copied (collect)
+    ev_n = 0, -- how many events it holds
+    ev_at = 0, -- how many of them are handled
+    ev_more = false, -- whether the queue may hold more than the batch did
     labels = {}, -- fn_name -> "module.fn_name", the default label
     nreq = 0,
     workers = {}, -- worker number -> true while its thread runs
     live = 0,
     destroyed = false, -- the Handle destroy returned (its job: destroy_job)
+    destroy_job = false,
+    destroy_reason = false, -- what its requests are cancelled with
+    destroy_done = false, -- its requests all cancelled, and its end armed
     destroy_ended = false,
   }, Pool)
   local name = self:_describe()
@@ -331,15 +338,18 @@ end
 -- rest are named in the log and go on alone).
 local function end_destroy(self)
   if self.destroy_ended then return end
+  -- (What needs memory comes before the mark: memory that runs out leaves
+  -- the end to the next step, not undone for good: see collect.)
+  local lines = self.live > 0 and self:waiting(B.now_ms(), true)
+  local done = settle.pack()
   self.destroy_ended = true
-  if self.live > 0 then
-    local lines = self:waiting(B.now_ms(), true)
+  if lines then
     for i = 1, #lines do logm.guard(nil, "the log function", self.orch.log, "[stagehand] " .. lines[i]) end
     self.ud:_detach()
   end
   outside.remove(self.orch, self)
   local job = self.destroy_job
-  if not job[STATE] then E.end_job(job, "done", settle.pack()) end
+  if not job[STATE] then E.end_job(job, "done", done) end
   self.orch.driver.reschedule(self.orch)
 end
 
@@ -348,23 +358,17 @@ local Exiting = {}
 Exiting.__index = Exiting
 function Exiting:_describe() return "the workers of " .. self.pool:_describe() .. " to exit" end
 
---- Cancels queued and running requests, tells every worker to stop, and
---- returns a Handle that ends done once every worker thread has exited (or
---- after close_timeout_ms, the workers still running named in the log and
---- left to close their own state when their function returns).
----@return stagehand.Handle
-function Pool:destroy()
-  check_pool(self, "destroy")
-  if self.destroyed then return self.destroyed end
-  local h, job = self.orch:_awaiting("destroying " .. self:_describe(), setmetatable({ pool = self }, Exiting))
-  self.destroyed, self.destroy_job = h, job
+-- What destroy does once the pool is marked destroyed: its requests are
+-- cancelled and its end armed. Memory that runs out partway leaves the
+-- rest to the next step (collect) or destroy call: a queued request's
+-- stall clock is paused, and left uncancelled it would wait for good.
+local function finish_destroy(self)
   local jobs = {}
   for _, req in each, self.reqs do jobs[#jobs + 1] = req end
   table.sort(jobs, F.by_id)
-  self.ud:_close()
   for i = 1, #jobs do
     local j = jobs[i]
-    if not j[STATE] then E.cancel(j, self:_describe() .. " was destroyed") end
+    if not j[STATE] then E.cancel(j, self.destroy_reason) end
   end
   if self.live == 0 then
     end_destroy(self)
@@ -373,6 +377,25 @@ function Pool:destroy()
     signal.watch(sig, end_destroy, self)
     self.orch.driver.reschedule(self.orch)
   end
+  self.destroy_done = true
+end
+
+--- Cancels queued and running requests, tells every worker to stop, and
+--- returns a Handle that ends done once every worker thread has exited (or
+--- after close_timeout_ms, the workers still running named in the log and
+--- left to close their own state when their function returns).
+---@return stagehand.Handle
+function Pool:destroy()
+  check_pool(self, "destroy")
+  if self.destroyed then
+    if not self.destroy_done then finish_destroy(self) end
+    return self.destroyed
+  end
+  local reason = self:_describe() .. " was destroyed"
+  local h, job = self.orch:_awaiting("destroying " .. self:_describe(), setmetatable({ pool = self }, Exiting))
+  self.destroyed, self.destroy_job, self.destroy_reason = h, job, reason
+  self.ud:_close()
+  finish_destroy(self)
   return h
 end
 
@@ -386,53 +409,78 @@ local function started(pool, job)
 end
 
 -- Outside source: what the workers reported since the last step, read a
--- batch at a time (_drain: five entries an event).
+-- batch at a time (_drain: five entries an event). Where the batch is and
+-- how far it is handled are the pool's, not this call's: ending a job runs
+-- game code, which may step, and a collect inside this one goes on from
+-- the next event, as this one does once it returns. An event is counted
+-- handled before it is, and the pool frees a batch's events only when
+-- the next is asked for: memory that runs out while one is copied or
+-- handled loses none of the rest (they come again; handling one twice
+-- changes nothing).
 local BATCH = 256 -- (lthreads.c's EVENT_BATCH)
 function Pool:collect()
-  local ud, reqs = self.ud, self.reqs
-  -- (Ending a job runs game code, which may step: a collect inside this one
-  -- fills a buffer of its own.)
-  local buf = self.events or {}
-  self.events = false
-  while true do
-    local n = ud:_drain(buf)
-    for k = 0, (n - 1) * 5, 5 do
-      local id, kind = buf[k + 1], buf[k + 2]
-      local job = reqs[id]
-      if kind == STARTED then
-        if job then started(self, job) end
-      elseif kind == PROGRESS then
-        if job and not job[STATE] then
-          started(self, job) -- (its start was read late, or dropped: started now)
-          local a = buf[k + 4]
-          if a >= 0 then job:progress(a, buf[k + 5]) else job:progress() end
-        end
-      elseif kind == DONE or kind == FAILED then
-        local a, b = buf[k + 4], buf[k + 5]
-        buf[k + 4], buf[k + 5] = nil, nil -- (the buffer keeps no reply alive)
-        if job then
-          reqs[id] = nil
-          self.payloads[id], self.prios[id] = nil, nil
-          self.nreq = self.nreq - 1
-          if not job[STATE] then
-            job[W] = false -- (the reply ends its wait: it has nothing to leave)
-            if kind == DONE then E.end_job(job, "done", a) else E.fail(job, a, b) end
-          end
-          if self.service then ud:_close() end -- (its one request is over: its worker exits)
-        end
-      elseif kind == EXITED then
-        local worker = buf[k + 3]
-        if self.workers[worker] then
-          self.workers[worker] = nil
-          self.live = self.live - 1
-        end
-        if self.destroyed and self.live == 0 then end_destroy(self) end
-        if self.service and self.live == 0 then outside.remove(self.orch, self) end
-      end
-    end
-    if n < BATCH then break end
+  if self.destroyed then
+    if not self.destroy_done then finish_destroy(self) end
+    if self.live == 0 and not self.destroy_ended then end_destroy(self) end
   end
-  self.events = buf
+  local ud, reqs, buf = self.ud, self.reqs, self.events
+  self.ev_more = true
+  while true do
+    local i = self.ev_at
+    if i >= self.ev_n then
+      if not self.ev_more then break end
+      -- (cleared first: a drain that raises leaves nothing counted as
+      -- handled twice)
+      self.ev_at, self.ev_n = 0, 0
+      local n = ud:_drain(buf, i)
+      self.ev_n, self.ev_more = n, n == BATCH
+      if n == 0 then break end
+      i = 0
+    end
+    local k = i * 5
+    local id, kind = buf[k + 1], buf[k + 2]
+    local job = reqs[id]
+    local err
+    if (kind == DONE or kind == FAILED) and job and not job[STATE] then
+      -- Before the event counts as handled, so that memory running out
+      -- here leaves it to come again: a failure's Error is made, and a job
+      -- whose start went unread starts (its clock, paused while it was
+      -- queued, runs: should its end then fail for memory, it stalls).
+      if kind == FAILED then err = failed(job[LABEL], buf[k + 4], buf[k + 5]) end
+      started(self, job)
+    end
+    self.ev_at = i + 1
+    if kind == STARTED then
+      if job then started(self, job) end
+    elseif kind == PROGRESS then
+      if job and not job[STATE] then
+        started(self, job) -- (its start was read late, or dropped: started now)
+        local a = buf[k + 4]
+        if a >= 0 then job:progress(a, buf[k + 5]) else job:progress() end
+      end
+    elseif kind == DONE or kind == FAILED then
+      local a = buf[k + 4]
+      buf[k + 4], buf[k + 5] = nil, nil -- (the buffer keeps no reply alive)
+      if job then
+        reqs[id] = nil
+        self.payloads[id], self.prios[id] = nil, nil
+        self.nreq = self.nreq - 1
+        if not job[STATE] then
+          job[W] = false -- (the reply ends its wait: it has nothing to leave)
+          E.end_job(job, kind == DONE and "done" or "failed", kind == DONE and a or err)
+        end
+        if self.service then ud:_close() end -- (its one request is over: its worker exits)
+      end
+    elseif kind == EXITED then
+      local worker = buf[k + 3]
+      if self.workers[worker] then
+        self.workers[worker] = nil
+        self.live = self.live - 1
+      end
+      if self.destroyed and self.live == 0 then end_destroy(self) end
+      if self.service and self.live == 0 then outside.remove(self.orch, self) end
+    end
+  end
 end
 
 function Pool:outside_pending() return self.nreq > 0 or (self.destroyed and not self.destroy_ended) end
