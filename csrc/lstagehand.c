@@ -92,6 +92,10 @@ static int l_clock_start(lua_State *L) {
   sh_clock *c = CLOCK(L);
   return ret_int(L, sh_clock_start(c, check_id(L, 2), luaL_checknumber(L, 3), luaL_checknumber(L, 4)));
 }
+static int l_clock_restart(lua_State *L) {
+  sh_clock *c = CLOCK(L);
+  return ret_int(L, sh_clock_restart(c, check_id(L, 2), luaL_checknumber(L, 3)));
+}
 static int l_clock_progress(lua_State *L) {
   sh_clock *c = CLOCK(L);
   return ret_int(L, sh_clock_progress(c, check_id(L, 2), luaL_checknumber(L, 3)));
@@ -307,6 +311,7 @@ static const luaL_Reg funcs[] = {
     {"clock_new", l_clock_new},
     {"clock_free", l_clock_gc},
     {"clock_start", l_clock_start},
+    {"clock_restart", l_clock_restart},
     {"clock_progress", l_clock_progress},
     {"clock_pause", l_clock_pause},
     {"clock_resume", l_clock_resume},

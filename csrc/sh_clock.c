@@ -10,6 +10,7 @@ enum { FREE = 0, RUNNING = 1, PAUSED = 2 };
 typedef struct entry {
   double last;     /* visible time of the last progress */
   double stall;    /* stall time in ms */
+  uint64_t order;  /* when it started, counted over all ids: equal deadlines stall in this order */
   uint64_t joined; /* the touch count when it joined its group: later touches count */
   int32_t group;   /* a group whose activity counts as progress, or -1 */
   uint8_t state;
@@ -28,6 +29,7 @@ struct sh_clock {
   group_entry *groups; /* by group id */
   size_t ngroups;
   uint64_t touches; /* touches so far, of any group */
+  uint64_t starts;  /* clocks started so far (entry.order) */
   int visible;
   double vis_acc;   /* visible ms before vis_since */
   double vis_since; /* caller time when visibility last turned on */
@@ -44,12 +46,14 @@ struct sh_clock {
 sh_clock *sh_clock_new(void) {
   sh_clock *c = calloc(1, sizeof *c);
   if (!c) return NULL;
+  /* Equal deadlines stall in the order their clocks started (the order
+   * the jobs started), not in filing order: an id's item keeps its filing
+   * from an earlier clock of that id until a check re-files or drops it,
+   * so filing order hangs on when checks ran (a host that steps every
+   * frame and one that sleeps by next_wake ended two stalls in opposite
+   * orders). Nor by id: ids are reused lowest first, so a later job may
+   * hold a lower one. */
   sh__heap_init(&c->heap);
-  /* Equal deadlines stall by id: an id's item keeps its filing from an
-   * earlier clock of that id until a check re-files or drops it, so
-   * filing order hangs on when checks ran (a host that steps every frame
-   * and one that sleeps by next_wake ended two stalls in opposite orders). */
-  c->heap.ties_by_id = 1;
   c->visible = 1;
   c->vis_high = -HUGE_VAL;
   return c;
@@ -116,20 +120,36 @@ int sh_clock_start(sh_clock *c, int32_t id, double stall_ms, double now) {
   e->stall = stall_ms;
   e->last = vrecord(c, now);
   e->group = -1;
+  e->order = ++c->starts;
   c->count++;
   if (sh__heap_contains(&c->heap, id)) {
     /* The id's last clock stopped lazily and its item is still filed. A key
      * no later than the new deadline stands (it is re-filed when it reaches
-     * the top), so an id freed and started again, the common case, costs no
-     * heap work. A later key is re-filed now: it would break the lazy
-     * invariant. */
-    if (sh__heap_key(&c->heap, id) > e->last + e->stall) sh__heap_rekey(&c->heap, id, e->last + e->stall);
+     * the top); a later one would break the lazy invariant, and is brought
+     * down to the deadline. Either way it takes this clock's order, moving
+     * it behind any equal key (as a rule, a step or two). */
+    double key = sh__heap_key(&c->heap, id), due = e->last + e->stall;
+    sh__heap_rekey_tie(&c->heap, id, key < due ? key : due, e->order);
     rc = SH_OK;
   } else {
-    rc = sh__heap_insert(&c->heap, id, e->last + e->stall);
+    rc = sh__heap_insert_tie(&c->heap, id, e->last + e->stall, e->order);
   }
   CHECKED(c);
   return rc;
+}
+
+int sh_clock_restart(sh_clock *c, int32_t id, double now) {
+  uint64_t order;
+  int rc;
+  if (!c || id < 0 || (size_t)id >= c->cap || c->entries[id].state != FREE || !(c->entries[id].stall > 0))
+    return SH_EINVAL;
+  order = c->entries[id].order;
+  rc = sh_clock_start(c, id, c->entries[id].stall, now);
+  if (rc != SH_OK) return rc;
+  c->entries[id].order = order;
+  sh__heap_rekey_tie(&c->heap, id, sh__heap_key(&c->heap, id), order);
+  CHECKED(c);
+  return SH_OK;
 }
 
 int sh_clock_progress(sh_clock *c, int32_t id, double now) {
@@ -158,7 +178,7 @@ int sh_clock_resume(sh_clock *c, int32_t id, double now) {
   if (!e) return SH_EINVAL;
   e->state = RUNNING;
   e->last = vrecord(c, now);
-  if (!sh__heap_contains(&c->heap, id)) rc = sh__heap_insert(&c->heap, id, e->last + e->stall);
+  if (!sh__heap_contains(&c->heap, id)) rc = sh__heap_insert_tie(&c->heap, id, e->last + e->stall, e->order);
   CHECKED(c);
   return rc;
 }
@@ -226,7 +246,7 @@ int32_t sh_clock_pop_stalled(sh_clock *c, double now) {
       CHECKED(c);
       return id;
     } else {
-      sh__heap_rekey(&c->heap, id, due);
+      sh__heap_rekey_tie(&c->heap, id, due, e->order);
     }
   }
   CHECKED(c);

@@ -43,8 +43,9 @@ int sh__heap_contains(const sh__heap *h, int32_t id) {
 }
 
 static int less(const sh__heap *h, const sh__heap_item *a, const sh__heap_item *b) {
+  (void)h;
   if (a->key != b->key) return a->key < b->key;
-  return h->ties_by_id ? a->id < b->id : a->seq < b->seq;
+  return a->seq < b->seq;
 }
 
 static void place(sh__heap *h, size_t i, sh__heap_item it) {
@@ -77,13 +78,13 @@ static void sift_down(sh__heap *h, size_t i) {
   place(h, i, it);
 }
 
-int sh__heap_insert(sh__heap *h, int32_t id, double key) {
+int sh__heap_insert_tie(sh__heap *h, int32_t id, double key, uint64_t tie) {
   sh__heap_item it;
   int rc = sh__heap_reserve(h, id);
   if (rc != SH_OK) return rc;
   if (h->pos[id]) return SH_ESTATE;
   it.key = key;
-  it.seq = h->next_seq++;
+  it.seq = tie;
   it.id = id;
   h->items[h->len] = it;
   h->pos[id] = (uint32_t)(h->len + 1);
@@ -92,12 +93,18 @@ int sh__heap_insert(sh__heap *h, int32_t id, double key) {
   return SH_OK;
 }
 
-void sh__heap_rekey(sh__heap *h, int32_t id, double key) {
+int sh__heap_insert(sh__heap *h, int32_t id, double key) {
+  int rc = sh__heap_insert_tie(h, id, key, h->next_seq);
+  if (rc == SH_OK) h->next_seq++;
+  return rc;
+}
+
+void sh__heap_rekey_tie(sh__heap *h, int32_t id, double key, uint64_t tie) {
   size_t i = h->pos[id] - 1;
-  double old = h->items[i].key;
+  const sh__heap_item was = h->items[i];
   h->items[i].key = key;
-  h->items[i].seq = h->next_seq++;
-  if (key < old)
+  h->items[i].seq = tie;
+  if (less(h, &h->items[i], &was))
     sift_up(h, i);
   else
     sift_down(h, i);

@@ -1,10 +1,11 @@
 /*
  * An indexed binary min-heap of ids, shared by stall clocks and timers.
  *
- * Items order by key, then by a sequence number given when filed, so equal
+ * Items order by key, then by a sequence number: given when filed, so equal
  * keys come out in filing order (libuv's timers break ties the same way);
- * or, in a heap with ties_by_id set, by id, so that the order of equal keys
- * never hangs on when each was filed (stall clocks, filed lazily).
+ * or given by the caller (the _tie functions), so that the order of equal
+ * keys never hangs on when each was filed (stall clocks, filed lazily,
+ * order equal deadlines by when each clock started).
  * pos[id] remembers where each id sits, so any id can be re-keyed or removed
  * in O(log n). Internal to the core: the sh__ prefix.
  */
@@ -26,7 +27,6 @@ typedef struct sh__heap {
   uint32_t *pos; /* pos[id] = index + 1; 0 when id is not in the heap */
   size_t pos_cap;
   uint64_t next_seq;
-  int ties_by_id; /* equal keys come out by id rather than by filing order */
 } sh__heap;
 
 void sh__heap_init(sh__heap *h);
@@ -36,8 +36,11 @@ int sh__heap_reserve(sh__heap *h, int32_t id);
 int sh__heap_contains(const sh__heap *h, int32_t id);
 /* Files id (not yet in the heap, room reserved) under key. */
 int sh__heap_insert(sh__heap *h, int32_t id, double key);
-/* Gives an id already in the heap a new key and a new place in line. */
-void sh__heap_rekey(sh__heap *h, int32_t id, double key);
+/* The same, with the caller's sequence number (tie) for equal keys; and
+ * gives an id already in the heap a new key and tie. A heap files with
+ * sh__heap_insert or with these, never both. */
+int sh__heap_insert_tie(sh__heap *h, int32_t id, double key, uint64_t tie);
+void sh__heap_rekey_tie(sh__heap *h, int32_t id, double key, uint64_t tie);
 void sh__heap_remove(sh__heap *h, int32_t id);
 /* The key id is filed under (id must be in the heap). */
 double sh__heap_key(const sh__heap *h, int32_t id);

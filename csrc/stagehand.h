@@ -38,6 +38,9 @@ typedef struct sh_ids sh_ids;
 sh_clock *sh_clock_new(void);
 void sh_clock_free(sh_clock *c);
 int sh_clock_start(sh_clock *c, int32_t id, double stall_ms, double now);
+/* Starts again a clock that sh_clock_pop_stalled just took out, with its
+ * stall time, and its place among equal deadlines (its start's order). */
+int sh_clock_restart(sh_clock *c, int32_t id, double now);
 int sh_clock_progress(sh_clock *c, int32_t id, double now);
 int sh_clock_pause(sh_clock *c, int32_t id);
 int sh_clock_resume(sh_clock *c, int32_t id, double now);

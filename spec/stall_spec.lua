@@ -526,6 +526,26 @@ describe("stall clocks", function()
     assert.same(expected, play(false))
   end)
 
+  -- (They went by the core's slot of each, lowest first: a slot freed by
+  -- an ended job goes to the next job started, so a later job could stall
+  -- first, and keyed runs were remembered, and forgotten, out of order.)
+  it("end stalls that come due together in the order their jobs started", function()
+    local orch, clock, lines = new { check_ms = 1 }
+    local early = stagehand.future()
+    orch:run("intro", function(job) job:await(early) end) -- (takes the lowest slot)
+    orch:run("map", function(job) job:await(stagehand.future()) end, { stall_ms = 100 })
+    early:resolve() -- (intro ends: its slot, below map's, is free)
+    orch:step()
+    clock:advance(40)
+    orch:run("music", function(job) job:await(stagehand.future()) end, { stall_ms = 60 }) -- (due with map)
+    clock:advance(60)
+    orch:step()
+    assert.same({
+      "[stagehand] map made no progress for 0.1 s.",
+      "[stagehand] music made no progress for 0.06 s.",
+    }, lines)
+  end)
+
   it("report stalls of one check in the order they came due", function()
     local orch, clock, lines = new { check_ms = 10000 }
     orch:run("late", function(job) job:await(stagehand.future()) end, { stall_ms = 3000 })

@@ -60,21 +60,22 @@ static void clock_progress_defers_without_reordering(void) {
   sh_clock_free(c);
 }
 
-static void clock_ties_stall_by_id(void) {
+static void clock_ties_stall_in_start_order(void) {
   sh_clock *c = sh_clock_new();
   int32_t i;
   for (i = 9; i >= 0; i--) sh_clock_start(c, i, 50, 0);
-  for (i = 0; i < 10; i++) CHECK(sh_clock_pop_stalled(c, 50) == i);
+  for (i = 9; i >= 0; i--) CHECK(sh_clock_pop_stalled(c, 50) == i);
   sh_clock_free(c);
 }
 
-/* Ties stall by id whenever earlier checks ran. Each case runs twice, once
- * with a check between that re-files or drops an item, and must stall the
- * same way both times. (Ties went by filing order: an id started again
- * kept its old item's place in line unless a check had dropped it, and
- * hosts that checked at different moments ended the same two stalls in
- * opposite orders.) */
-static void clock_ties_stall_by_id_whenever_checked(void) {
+/* Ties stall in the order the clocks started, whenever earlier checks ran.
+ * Each case runs twice, once with a check between that re-files or drops
+ * an item, and must stall the same way both times. (Ties went by filing
+ * order: an id started again kept its old item's place in line unless a
+ * check had dropped it, and hosts that checked at different moments ended
+ * the same two stalls in opposite orders. Then by id: ids are reused
+ * lowest first, so a job started later stalled first.) */
+static void clock_ties_stall_in_start_order_whenever_checked(void) {
   int k;
   /* an ended clock's item, dropped by a check or not */
   for (k = 0; k < 2; k++) {
@@ -85,11 +86,25 @@ static void clock_ties_stall_by_id_whenever_checked(void) {
     CHECK(sh_clock_start(c, 1, 40, 60) == SH_OK);
     CHECK(sh_clock_start(c, 0, 40, 60) == SH_OK);
     CHECK(sh_clock_check(c) == SH_OK);
-    CHECK(sh_clock_pop_stalled(c, 100) == 0);
     CHECK(sh_clock_pop_stalled(c, 100) == 1);
+    CHECK(sh_clock_pop_stalled(c, 100) == 0);
     sh_clock_free(c);
   }
-  /* a paused clock's item, dropped by a check or not, then resumed */
+  /* the same with the lower id started first, its item filed lazily */
+  for (k = 0; k < 2; k++) {
+    sh_clock *c = sh_clock_new();
+    CHECK(sh_clock_start(c, 0, 50, 0) == SH_OK);
+    CHECK(sh_clock_stop(c, 0) == SH_OK);
+    if (k == 1) CHECK(sh_clock_pop_stalled(c, 50) == -1);
+    CHECK(sh_clock_start(c, 1, 40, 60) == SH_OK);
+    CHECK(sh_clock_start(c, 0, 40, 60) == SH_OK); /* its old item, if kept, is behind 1 now */
+    CHECK(sh_clock_check(c) == SH_OK);
+    CHECK(sh_clock_pop_stalled(c, 100) == 1);
+    CHECK(sh_clock_pop_stalled(c, 100) == 0);
+    sh_clock_free(c);
+  }
+  /* a paused clock's item, dropped by a check or not, then resumed: it
+   * keeps its start's place */
   for (k = 0; k < 2; k++) {
     sh_clock *c = sh_clock_new();
     CHECK(sh_clock_start(c, 1, 50, 0) == SH_OK);
@@ -98,8 +113,8 @@ static void clock_ties_stall_by_id_whenever_checked(void) {
     CHECK(sh_clock_resume(c, 1, 60) == SH_OK); /* due at 110 */
     CHECK(sh_clock_start(c, 0, 50, 60) == SH_OK); /* due at 110 too */
     CHECK(sh_clock_check(c) == SH_OK);
-    CHECK(sh_clock_pop_stalled(c, 110) == 0);
     CHECK(sh_clock_pop_stalled(c, 110) == 1);
+    CHECK(sh_clock_pop_stalled(c, 110) == 0);
     sh_clock_free(c);
   }
   /* a clock whose progress a check re-filed, or not */
@@ -109,8 +124,26 @@ static void clock_ties_stall_by_id_whenever_checked(void) {
     CHECK(sh_clock_progress(c, 5, 10) == SH_OK); /* due at 60, filed under 50 */
     CHECK(sh_clock_start(c, 2, 50, 10) == SH_OK); /* due at 60 too */
     if (k == 1) CHECK(sh_clock_pop_stalled(c, 55) == -1); /* re-files 5 at 60 */
-    CHECK(sh_clock_pop_stalled(c, 60) == 2);
     CHECK(sh_clock_pop_stalled(c, 60) == 5);
+    CHECK(sh_clock_pop_stalled(c, 60) == 2);
+    sh_clock_free(c);
+  }
+  /* a clock stalled and started again by sh_clock_restart keeps its place,
+   * ahead of one started after it (a restart, unlike a start, comes when a
+   * check runs: its order must not hang on that) */
+  {
+    sh_clock *c = sh_clock_new();
+    CHECK(sh_clock_start(c, 3, 50, 0) == SH_OK);
+    CHECK(sh_clock_pop_stalled(c, 50) == 3);
+    CHECK(sh_clock_stall_ms(c, 3) == 50);
+    CHECK(sh_clock_start(c, 1, 50, 50) == SH_OK); /* due at 100 */
+    CHECK(sh_clock_restart(c, 3, 50) == SH_OK);    /* due at 100 too */
+    CHECK(sh_clock_restart(c, 3, 50) == SH_EINVAL); /* running: not one to restart */
+    CHECK(sh_clock_restart(c, 7, 50) == SH_EINVAL); /* never started */
+    CHECK(sh_clock_check(c) == SH_OK);
+    CHECK(sh_clock_pop_stalled(c, 100) == 3);
+    CHECK(sh_clock_pop_stalled(c, 100) == 1);
+    CHECK(sh_clock_count(c) == 0);
     sh_clock_free(c);
   }
   /* a paused clock a check finds at the top is dropped: nothing can stall
@@ -877,8 +910,8 @@ static void fuzz_corpus_replays(void) {
 int main(void) {
   clock_stalls_after_its_time();
   clock_progress_defers_without_reordering();
-  clock_ties_stall_by_id();
-  clock_ties_stall_by_id_whenever_checked();
+  clock_ties_stall_in_start_order();
+  clock_ties_stall_in_start_order_whenever_checked();
   clock_hidden_time_never_counts();
   clock_paused_never_stalls_and_resume_is_progress();
   clock_stopped_ids_restart_on_their_new_deadline();

@@ -478,7 +478,7 @@ function E.check_stalls(o, now)
       -- A part settled deep in the group it awaits since it last heard:
       -- progress (taken now), not a stall.
       open_wait[job] = settle.seq
-      B.check(B.clock_start(cc, slot, B.clock_stall_ms(cc, slot), now), "restart a stall clock")
+      B.check(B.clock_restart(cc, slot, now), "restart a stall clock")
     elseif job then
       -- (Ended before the log function, game code, may wake it: the core
       -- has dropped its clock, which a wake would restart.)

@@ -17,6 +17,7 @@ typedef struct sh_ids sh_ids;
 sh_clock *sh_clock_new(void);
 void sh_clock_free(sh_clock *c);
 int sh_clock_start(sh_clock *c, int32_t id, double stall_ms, double now);
+int sh_clock_restart(sh_clock *c, int32_t id, double now);
 int sh_clock_progress(sh_clock *c, int32_t id, double now);
 int sh_clock_pause(sh_clock *c, int32_t id);
 int sh_clock_resume(sh_clock *c, int32_t id, double now);
@@ -143,7 +144,7 @@ end
 function M.ids_free(s) C.sh_ids_free(ffi.gc(s, nil)) end
 
 for _, name in ipairs {
-  "clock_start", "clock_progress", "clock_pause", "clock_resume", "clock_stop",
+  "clock_start", "clock_restart", "clock_progress", "clock_pause", "clock_resume", "clock_stop",
   "clock_set_visible", "clock_visible", "clock_visible_time", "clock_next_due",
   "clock_pop_stalled", "clock_stall_ms", "clock_count", "clock_check",
   "clock_join", "clock_touch",
