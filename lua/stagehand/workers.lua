@@ -39,7 +39,7 @@ function M.threads() return native.default_threads() end
 -- `prios`. The job is parked on one of its pool's two Waiting objects,
 -- `w_queued` until a worker takes it, then `w_running`: a request makes no
 -- table of its own.
-local ID, LABEL, W = F.ID, F.LABEL, F.W
+local ID, LABEL, W, CID = F.ID, F.LABEL, F.W, F.CID
 
 local Waiting = {}
 Waiting.__index = Waiting
@@ -443,11 +443,14 @@ function Pool:collect()
     local err
     if (kind == DONE or kind == FAILED) and job and not job[STATE] then
       -- Before the event counts as handled, so that memory running out
-      -- here leaves it to come again: a failure's Error is made, and a job
-      -- whose start went unread starts (its clock, paused while it was
-      -- queued, runs: should its end then fail for memory, it stalls).
+      -- here leaves it to come again: a failure's Error is made, and the
+      -- clock of a job whose start went unread (paused while it was
+      -- queued) runs, so that should its end fail for memory, it stalls.
       if kind == FAILED then err = failed(job[LABEL], buf[k + 4], buf[k + 5]) end
-      started(self, job)
+      if job[W] == self.w_queued then
+        local o = self.orch
+        B.check(B.clock_resume(o.cc, job[CID], o.now), "resume a stall clock")
+      end
     end
     self.ev_at = i + 1
     if kind == STARTED then
