@@ -7,10 +7,8 @@
 -- clock is paused, would wait for good), and nothing is left behind. The
 -- workers' own states use the system's allocator, so only the main side's
 -- memory runs out: making requests, collecting replies, destroying.
-local oom = assert(rawget(_G, "oom"), "run me with build/oom_host")
 local stagehand = require "stagehand"
 local T = require "stagehand.testing"
-local E = require "stagehand.engine"
 
 local SOURCE = [[
 local M = {}
@@ -65,70 +63,25 @@ local scenarios = {
   end, function(s) s.handles[#s.handles + 1] = s.pool:destroy() end },
 }
 
-local failures = {}
-local function fail(name, n, what)
-  failures[#failures + 1] = ("%s, allocation %d failing: %s"):format(name, n, what)
-end
-
 -- The dust settles with memory to spare: the orchestrator's clock run on
 -- past every stall time, and the workers given real time for what is
 -- still queued (a queued request's clock is paused: only a worker, or the
 -- pool's end, ends it); by then every Handle has ended. Then the pool is
--- destroyed, the orchestrator closed, and it must be whole.
-local function settle_and_check(s, name, n)
-  local ok, err = pcall(function()
-    if not s.pool.destroyed then s.pool:resume() end
-    let_workers_answer(5)
-    T.settle(s.orch, 20000, 250)
-    for _, h in ipairs(s.handles) do
-      if h:state() == "running" then s.orch:wait(h, 10000) end
-    end
-  end)
-  if not ok then return fail(name, n, "settling afterwards raised: " .. tostring(err)) end
+-- destroyed and the orchestrator closed.
+local function settle(s, fail)
+  if not s.pool.destroyed then s.pool:resume() end
+  let_workers_answer(5)
+  T.settle(s.orch, 20000, 250)
+  for _, h in ipairs(s.handles) do
+    if h:state() == "running" then s.orch:wait(h, 10000) end
+  end
   for i, h in ipairs(s.handles) do
-    if h:state() == "running" then fail(name, n, "Handle " .. i .. " (" .. h.label .. ") never ended") end
+    if h:state() == "running" then fail("Handle " .. i .. " (" .. h.label .. ") never ended") end
   end
-  ok, err = pcall(function()
-    s.orch:wait(s.pool:destroy(), 10000)
-    s.orch:close("the spec ends")
-    while s.orch:step() > 0 do end
-  end)
-  if not ok then return fail(name, n, "destroying and closing raised: " .. tostring(err)) end
-  if E.current ~= nil then fail(name, n, "a job is still marked as running (E.current)") end
-  if s.orch.nrunning ~= 0 then fail(name, n, s.orch.nrunning .. " job(s) still running") end
-  local leaks = T.leaks(s.orch)
-  if #leaks > 0 then fail(name, n, "left behind: " .. table.concat(leaks, "; ")) end
+  s.orch:wait(s.pool:destroy(), 10000)
+  s.orch:close("the spec ends")
+  while s.orch:step() > 0 do end
 end
 
-local ops = 0
-for _, sc in ipairs(scenarios) do
-  local name, setup, op = sc[1], sc[2], sc[3]
-  for n = 0, 100000 do
-    local s = new_scene()
-    setup(s)
-    collectgarbage()
-    local used
-    local off = oom.off
-    local function handler(e)
-      used = off() -- (first: the handler itself needs memory)
-      return e
-    end
-    oom.fail_after(n)
-    local ok, err = xpcall(op, handler, s)
-    local after = off() -- (a memory error skips the handler: Lua calls none for it)
-    used = used or after
-    ops = ops + 1
-    if not ok and not tostring(err):find("not enough memory", 1, true) then
-      fail(name, n, "raised something else: " .. tostring(err))
-    end
-    settle_and_check(s, name, n)
-    if ok and used < n then break end -- it ran through with memory to spare
-  end
-end
-
-if #failures > 0 then
-  local shown = {}
-  for i = 1, math.min(#failures, 40) do shown[i] = "  " .. failures[i] end
-  error(("%d of %d failing runs went wrong:\n%s"):format(#failures, ops, table.concat(shown, "\n")), 0)
-end
-print(("%d passed, 0 failed (%d pool operations, each allocation failing in turn)"):format(ops, #scenarios))
+local here = debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./"
+dofile(here .. "driver.lua")(scenarios, new_scene, settle, "pool operations")

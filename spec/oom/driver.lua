@@ -1,0 +1,61 @@
+-- What failing_alloc.lua and failing_alloc_pools.lua share: each runs its
+-- scenarios under build/oom_host's allocator, failing the first allocation,
+-- then the second, and so on until an operation runs through. Each time it
+-- must finish or raise "not enough memory"; then, with memory to spare,
+-- settle(s, fail) lets the dust settle (raising if that goes wrong, and
+-- calling fail(what) for anything it finds amiss), and the orchestrator
+-- s.orch must be whole: no job running, nothing left behind (T.leaks).
+-- OOM_WHERE=1 in the environment prints where each failing run raised.
+local T = require "stagehand.testing"
+local E = require "stagehand.engine"
+
+--- Runs {name, setup(s), op(s)} scenarios, each on a scene new_scene()
+--- makes; raises listing what went wrong, else prints the count. `what`
+--- names the operations in that line.
+return function(scenarios, new_scene, settle, what)
+  local oom = assert(rawget(_G, "oom"), "run me with build/oom_host")
+  local failures, ops = {}, 0
+  for _, sc in ipairs(scenarios) do
+    local name, setup, op = sc[1], sc[2], sc[3]
+    for n = 0, 100000 do
+      local function fail(why)
+        failures[#failures + 1] = ("%s, allocation %d failing: %s"):format(name, n, why)
+      end
+      local s = new_scene()
+      setup(s)
+      collectgarbage()
+      local where, used
+      local off = oom.off
+      local function handler(e)
+        used = off() -- (first: the handler itself needs memory)
+        if os.getenv("OOM_WHERE") then where = debug.traceback("", 2):match("\n%s*([^\n]*stagehand/[^\n]*)") end
+        return e
+      end
+      oom.fail_after(n)
+      local ok, err = xpcall(op, handler, s)
+      local after = off() -- (a memory error skips the handler: Lua calls none for it)
+      used = used or after
+      if os.getenv("OOM_WHERE") and not ok then print(name, n, where) end
+      ops = ops + 1
+      if not ok and not tostring(err):find("not enough memory", 1, true) then
+        fail("raised something else: " .. tostring(err))
+      end
+      local settled, serr = pcall(settle, s, fail)
+      if not settled then
+        fail("settling afterwards raised: " .. tostring(serr))
+      else
+        if E.current ~= nil then fail("a job is still marked as running (E.current)") end
+        if s.orch.nrunning ~= 0 then fail(s.orch.nrunning .. " job(s) still running") end
+        local leaks = T.leaks(s.orch)
+        if #leaks > 0 then fail("left behind: " .. table.concat(leaks, "; ")) end
+      end
+      if ok and used < n then break end -- it ran through with memory to spare
+    end
+  end
+  if #failures > 0 then
+    local shown = {}
+    for i = 1, math.min(#failures, 40) do shown[i] = "  " .. failures[i] end
+    error(("%d of %d failing runs went wrong:\n%s"):format(#failures, ops, table.concat(shown, "\n")), 0)
+  end
+  print(("%d passed, 0 failed (%d %s, each allocation failing in turn)"):format(ops, #scenarios, what))
+end
