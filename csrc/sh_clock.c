@@ -102,7 +102,9 @@ static entry *get(const sh_clock *c, int32_t id) {
   return c->entries[id].state == FREE ? NULL : &c->entries[id];
 }
 
-int sh_clock_start(sh_clock *c, int32_t id, double stall_ms, double now) {
+/* Starts id's clock; `order` is its place among equal deadlines, 0 for a
+ * new one (after every clock started so far). */
+static int start(sh_clock *c, int32_t id, double stall_ms, double now, uint64_t order) {
   entry *e;
   int rc;
   if (!c || !valid_time(now) || !(stall_ms > 0)) return SH_EINVAL; /* (inf: never stalls) */
@@ -120,14 +122,14 @@ int sh_clock_start(sh_clock *c, int32_t id, double stall_ms, double now) {
   e->stall = stall_ms;
   e->last = vrecord(c, now);
   e->group = -1;
-  e->order = ++c->starts;
+  e->order = order ? order : ++c->starts;
   c->count++;
   if (sh__heap_contains(&c->heap, id)) {
     /* The id's last clock stopped lazily and its item is still filed. A key
      * no later than the new deadline stands (it is re-filed when it reaches
      * the top); a later one would break the lazy invariant, and is brought
-     * down to the deadline. Either way it takes this clock's order, moving
-     * it behind any equal key (as a rule, a step or two). */
+     * down to the deadline. Either way it takes this clock's order (a new
+     * clock's puts it behind every equal key: as a rule, a step or two). */
     double key = sh__heap_key(&c->heap, id), due = e->last + e->stall;
     sh__heap_rekey_tie(&c->heap, id, key < due ? key : due, e->order);
     rc = SH_OK;
@@ -138,18 +140,16 @@ int sh_clock_start(sh_clock *c, int32_t id, double stall_ms, double now) {
   return rc;
 }
 
+int sh_clock_start(sh_clock *c, int32_t id, double stall_ms, double now) {
+  return start(c, id, stall_ms, now, 0);
+}
+
 int sh_clock_restart(sh_clock *c, int32_t id, double now) {
-  uint64_t order;
-  int rc;
-  if (!c || id < 0 || (size_t)id >= c->cap || c->entries[id].state != FREE || !(c->entries[id].stall > 0))
-    return SH_EINVAL;
-  order = c->entries[id].order;
-  rc = sh_clock_start(c, id, c->entries[id].stall, now);
-  if (rc != SH_OK) return rc;
-  c->entries[id].order = order;
-  sh__heap_rekey_tie(&c->heap, id, sh__heap_key(&c->heap, id), order);
-  CHECKED(c);
-  return SH_OK;
+  const entry *e;
+  if (!c || id < 0 || (size_t)id >= c->cap) return SH_EINVAL;
+  e = &c->entries[id];
+  if (e->state != FREE || !(e->stall > 0)) return SH_EINVAL;
+  return start(c, id, e->stall, now, e->order);
 }
 
 int sh_clock_progress(sh_clock *c, int32_t id, double now) {

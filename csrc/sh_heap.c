@@ -42,8 +42,7 @@ int sh__heap_contains(const sh__heap *h, int32_t id) {
   return id >= 0 && (size_t)id < h->pos_cap && h->pos[id] != 0;
 }
 
-static int less(const sh__heap *h, const sh__heap_item *a, const sh__heap_item *b) {
-  (void)h;
+static int less(const sh__heap_item *a, const sh__heap_item *b) {
   if (a->key != b->key) return a->key < b->key;
   return a->seq < b->seq;
 }
@@ -57,7 +56,7 @@ static void sift_up(sh__heap *h, size_t i) {
   sh__heap_item it = h->items[i];
   while (i > 0) {
     size_t parent = (i - 1) / 2;
-    if (!less(h, &it, &h->items[parent])) break;
+    if (!less(&it, &h->items[parent])) break;
     place(h, i, h->items[parent]);
     i = parent;
   }
@@ -69,8 +68,8 @@ static void sift_down(sh__heap *h, size_t i) {
   for (;;) {
     size_t l = 2 * i + 1, r = l + 1, m = i;
     const sh__heap_item *best = &it;
-    if (l < h->len && less(h, &h->items[l], best)) m = l, best = &h->items[l];
-    if (r < h->len && less(h, &h->items[r], best)) m = r;
+    if (l < h->len && less(&h->items[l], best)) m = l, best = &h->items[l];
+    if (r < h->len && less(&h->items[r], best)) m = r;
     if (m == i) break;
     place(h, i, h->items[m]);
     i = m;
@@ -104,7 +103,7 @@ void sh__heap_rekey_tie(sh__heap *h, int32_t id, double key, uint64_t tie) {
   const sh__heap_item was = h->items[i];
   h->items[i].key = key;
   h->items[i].seq = tie;
-  if (less(h, &h->items[i], &was))
+  if (less(&h->items[i], &was))
     sift_up(h, i);
   else
     sift_down(h, i);
@@ -118,7 +117,7 @@ void sh__heap_remove(sh__heap *h, int32_t id) {
   if (i == h->len) return;
   last = h->items[h->len];
   place(h, i, last);
-  if (i > 0 && less(h, &last, &h->items[(i - 1) / 2]))
+  if (i > 0 && less(&last, &h->items[(i - 1) / 2]))
     sift_up(h, i);
   else
     sift_down(h, i);
@@ -136,7 +135,7 @@ int sh__heap_check(const sh__heap *h) {
     const sh__heap_item *it = &h->items[i];
     if (it->id < 0 || (size_t)it->id >= h->pos_cap) return SH_ESTATE;
     if (h->pos[it->id] != i + 1) return SH_ESTATE;
-    if (i > 0 && less(h, it, &h->items[(i - 1) / 2])) return SH_ESTATE;
+    if (i > 0 && less(it, &h->items[(i - 1) / 2])) return SH_ESTATE;
   }
   for (i = 0; i < h->pos_cap; i++)
     if (h->pos[i]) n++;
