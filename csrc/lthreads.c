@@ -287,20 +287,23 @@ static void encode(enc *e, int idx, const seg *s, int depth) {
   }
 }
 
-/* Encodes the values at first..last (absolute indices) into a new
- * message; `root` names them in errors. A message starts with how many
- * tables it holds, then (counted) how many values. Leaves the stack as it
- * was and returns the message, which the caller owns; or NULL, with the
- * reason pushed, naming the first value that cannot cross. (Only running
+/* Encodes the values at first..last (absolute indices) into a message:
+ * `into`, emptied, or (NULL) a new one; `root` names them in errors. A
+ * message starts with how many tables it holds, then (counted) how many
+ * values. Leaves the stack as it was and returns the message, which the
+ * caller owns; or NULL, with the reason pushed, naming the first value
+ * that cannot cross, and the message freed (`into` too). (Only running
  * out of memory inside the Lua API itself, which raises at once, loses
  * the message being built.) */
-static sh_msg *try_encode_values(lua_State *L, int first, int last, const char *root, int counted) {
+static sh_msg *try_encode_values(lua_State *L, int first, int last, const char *root, int counted,
+                                 sh_msg *into) {
   enc e;
   seg top;
   int i, base = lua_gettop(L);
   uint32_t zero = 0;
-  sh_msg *m = sh_msg_new();
-  if (!m) luaL_error(L, "not enough memory");
+  sh_msg *m = into;
+  if (m) sh_msg_clear(m);
+  else if (!(m = sh_msg_new())) luaL_error(L, "not enough memory");
   e.L = L, e.m = m, e.seen = 0, e.ntables = 0, e.failed = 0, e.root = root;
   for (i = first; i <= last && !e.seen; i++) {
     if (lua_type(L, i) == LUA_TTABLE) {
@@ -330,8 +333,8 @@ static sh_msg *try_encode_values(lua_State *L, int first, int last, const char *
 }
 
 /* try_encode_values, raising the reason. */
-static sh_msg *encode_values(lua_State *L, int first, int last, const char *root, int counted) {
-  sh_msg *m = try_encode_values(L, first, last, root, counted);
+static sh_msg *encode_values(lua_State *L, int first, int last, const char *root, int counted, sh_msg *into) {
+  sh_msg *m = try_encode_values(L, first, last, root, counted, into);
   if (!m) lua_error(L);
   return m;
 }
@@ -562,7 +565,7 @@ static int l_port_post(lua_State *L) {
   luaL_checkany(L, 2);
   if (lua_isnil(L, 2)) return luaL_error(L, "port:post: nil cannot be posted (a closed port answers nil)");
   lua_settop(L, 2);
-  m = encode_values(L, 2, 2, "value", 0);
+  m = encode_values(L, 2, 2, "value", 0, NULL);
   rc = sh_port_post(p, m);
   if (rc != SH_OK) sh_msg_free(m);
   if (rc == SH_ENOMEM) return luaL_error(L, "not enough memory");
@@ -1061,8 +1064,9 @@ static int protected_run(lua_State *L) {
   if (r->w->tb_ref != LUA_NOREF) lua_rawgeti(L, LUA_REGISTRYINDEX, r->w->tb_ref); /* 1 */
   else lua_pushcfunction(L, traceback);
   base = lua_gettop(L);
-  r->payload = NULL;
-  n = decode_owned(L, payload, 1); /* the name at base + 1, the arguments after */
+  /* (the payload stays r's until the reply is written into it: whatever
+   * raises before then leaves it to run_request to free) */
+  n = decode_values(L, payload, 1); /* the name at base + 1, the arguments after */
   fname = lua_tostring(L, base + 1);
   if (r->w->mod_ref != LUA_NOREF) lua_rawgeti(L, LUA_REGISTRYINDEX, r->w->mod_ref);
   else lua_getfield(L, LUA_REGISTRYINDEX, "stagehand.worker module");
@@ -1082,7 +1086,8 @@ static int protected_run(lua_State *L) {
     lua_getfield(L, LUA_REGISTRYINDEX, "stagehand.worker error");
     return lua_error(L);
   }
-  r->result = encode_values(L, 2, lua_gettop(L), "result", 1);
+  r->payload = NULL;
+  r->result = encode_values(L, 2, lua_gettop(L), "result", 1, payload);
   return 0;
 }
 
@@ -1126,7 +1131,7 @@ static void run_request(lua_State *L, worker_ctx *w, int64_t id, sh_msg *payload
     const char *pieces[2];
     size_t lens[2];
     sh_msg *m;
-    if (r.payload) sh_msg_free(r.payload); /* (failed before decoding: out of memory) */
+    if (r.payload) sh_msg_free(r.payload); /* (it failed before its reply took the payload) */
     if (!lua_tostring(L, -1)) {
       lua_pop(L, 1);
       lua_pushstring(L, "(an error without a message)");
@@ -1387,7 +1392,7 @@ static int l_pool_push(lua_State *L) {
   sh_msg *m;
   int rc;
   luaL_checkstring(L, 5);
-  m = try_encode_values(L, 5, lua_gettop(L), root, 1);
+  m = try_encode_values(L, 5, lua_gettop(L), root, 1, NULL);
   if (!m) {
     lua_pushnil(L);
     lua_insert(L, -2);
@@ -1416,7 +1421,7 @@ static int l_pool_stage(lua_State *L) {
   const char *root = luaL_checkstring(L, 3);
   sh_msg *m;
   luaL_checkstring(L, 4);
-  m = try_encode_values(L, 4, lua_gettop(L), root, 1);
+  m = try_encode_values(L, 4, lua_gettop(L), root, 1, NULL);
   if (!m) {
     lua_pushnil(L);
     lua_insert(L, -2);

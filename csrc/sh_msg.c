@@ -13,6 +13,9 @@ typedef struct ref {
  * (a number, a short string, a small table) fit there, and a message is
  * then one allocation, made on one thread and freed on another. */
 #define SMALL 96
+/* A message cleared for another value keeps a grown buffer up to this
+ * size; a larger one goes back to the allocator. */
+#define KEEP 4096
 
 struct sh_msg {
   unsigned char *data; /* small, or an allocation once it outgrows it */
@@ -32,16 +35,31 @@ sh_msg *sh_msg_new(void) {
   return m;
 }
 
-void sh_msg_free(sh_msg *m) {
+static void drop_refs(sh_msg *m) {
   int32_t i;
-  if (!m) return;
   for (i = 0; i < m->nrefs; i++) {
     if (m->refs[i].kind == SH_REF_PORT) sh_port_unref((sh_port *)m->refs[i].obj);
     else sh_rounds_unref((sh_rounds *)m->refs[i].obj);
   }
+  m->nrefs = 0;
+}
+
+void sh_msg_free(sh_msg *m) {
+  if (!m) return;
+  drop_refs(m);
   free(m->refs);
   if (m->data != m->small) free(m->data);
   free(m);
+}
+
+void sh_msg_clear(sh_msg *m) {
+  drop_refs(m);
+  if (m->data != m->small && m->cap > KEEP) {
+    free(m->data);
+    m->data = m->small;
+    m->cap = SMALL;
+  }
+  m->len = 0;
 }
 
 int sh_msg_put(sh_msg *m, const void *p, size_t n) {

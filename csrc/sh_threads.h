@@ -71,6 +71,12 @@ typedef struct sh_work sh_work;
 
 sh_msg *sh_msg_new(void);
 void sh_msg_free(sh_msg *m);
+/* Empties m for another value: its bytes and references go (a buffer
+ * grown past 4 KB too), and it is written again from the start. A worker
+ * writes a reply into the message its request came in, so a request's one
+ * allocation is made and freed on the owner's thread, and a worker
+ * allocates nothing for a reply that fits. */
+void sh_msg_clear(sh_msg *m);
 int sh_msg_put(sh_msg *m, const void *p, size_t n);
 const unsigned char *sh_msg_data(const sh_msg *m, size_t *len);
 /* Overwrites 4 bytes written earlier (a count known only at the end). */
