@@ -88,21 +88,34 @@ static void fail_enc(enc *e) {
   lua_setfield(e->L, LUA_REGISTRYINDEX, ENC_ERROR); /* (the reason, on the top) */
 }
 
-static void put(enc *e, const void *p, size_t n) {
-  if (e->failed) return;
-  if (sh_msg_put(e->m, p, n) != SH_OK) {
+/* Room for n bytes of the message, or NULL once the encoder has failed. */
+static unsigned char *room(enc *e, size_t n) {
+  unsigned char *d;
+  if (e->failed) return NULL;
+  d = sh_msg_room(e->m, n);
+  if (!d) {
     lua_pushstring(e->L, "not enough memory");
     fail_enc(e);
   }
+  return d;
 }
-static void put_tag(enc *e, char t) { put(e, &t, 1); }
+static void put(enc *e, const void *p, size_t n) {
+  unsigned char *d = room(e, n);
+  if (d) memcpy(d, p, n);
+}
+static void put_tag(enc *e, char t) {
+  unsigned char *d = room(e, 1);
+  if (d) *d = (unsigned char)t;
+}
 static void put_u32(enc *e, uint32_t v) { put(e, &v, sizeof v); }
-/* A tag and the n bytes at p after it, in one put (most values are one). */
-static void put_tagged(enc *e, char t, const void *p, size_t n) {
-  unsigned char b[1 + 8];
-  b[0] = (unsigned char)t;
-  memcpy(b + 1, p, n);
-  put(e, b, 1 + n);
+/* A tag and the n bytes at p after it, then the `tail` bytes at t (a
+ * string's), in one piece of room: most values are one. */
+static void put_tagged(enc *e, char t, const void *p, size_t n, const void *tail, size_t ntail) {
+  unsigned char *d = room(e, 1 + n + ntail);
+  if (!d) return;
+  d[0] = (unsigned char)t;
+  memcpy(d + 1, p, n);
+  if (ntail) memcpy(d + 1 + n, tail, ntail);
 }
 
 static int is_ident(const char *s, size_t n) {
@@ -252,13 +265,13 @@ static void encode(enc *e, int idx, const seg *s, int depth) {
 #if HAS_INTEGERS
       if (lua_isinteger(L, idx)) {
         lua_Integer i = lua_tointeger(L, idx);
-        put_tagged(e, 'i', &i, sizeof i);
+        put_tagged(e, 'i', &i, sizeof i, NULL, 0);
         break;
       }
 #endif
       {
         double d = (double)lua_tonumber(L, idx);
-        put_tagged(e, 'd', &d, sizeof d);
+        put_tagged(e, 'd', &d, sizeof d, NULL, 0);
       }
       break;
     }
@@ -272,9 +285,8 @@ static void encode(enc *e, int idx, const seg *s, int depth) {
       }
       {
         uint32_t len32 = (uint32_t)len;
-        put_tagged(e, 's', &len32, sizeof len32);
+        put_tagged(e, 's', &len32, sizeof len32, str, len);
       }
-      put(e, str, len);
       break;
     }
     case LUA_TTABLE: encode_table(e, idx, s, depth); break;
@@ -1507,11 +1519,13 @@ static int l_pool_stop_worker(lua_State *L) {
 }
 
 /* pool:_drain(buf, handled): copies up to EVENT_BATCH events into buf,
- * five entries an event (id, kind, worker, a, b, from buf[1] on), and
- * returns how many: one call for a step's events, not one an event (on
- * LuaJIT each call of a C function ends a trace). a and b are, by kind:
- * progress's done and total; a reply's values (a packed table); a
- * failure's message and traceback; else nil.
+ * three entries an event (what, a, b, from buf[1] on), and returns how
+ * many: one call for a step's events, not one an event (on LuaJIT each
+ * call of a C function ends a trace). `what` is the request's id times 8
+ * plus the event's kind (an exit's: its worker's index times 8 plus the
+ * kind). a and b are, by kind: progress's done and total; a reply's
+ * values (a packed table; b is left as it was); a failure's message and
+ * traceback; none for a start or an exit (both left as they were).
  *
  * The events stay the pool's until a later call says the Lua side has
  * handled them (`handled`, the first that many of the last batch): memory
@@ -1536,12 +1550,12 @@ static int l_pool_drain(lua_State *L) {
     int kind = p->ev_kind[at];
     int32_t wk = p->ev_worker[at];
     sh_msg *m = p->ev_msg[at];
-    int slots = 0; /* (a and b: what the kind left on the stack) */
-    k = n * 5;
+    int slots = 0, wants = 0; /* (a and b: what the kind left on the stack; how many it writes) */
+    k = n * 3;
     if (kind == SH_EV_PROGRESS) {
       lua_pushnumber(L, (lua_Number)p->ev_a[at]);
       lua_pushnumber(L, (lua_Number)p->ev_b[at]);
-      slots = 2;
+      slots = wants = 2;
     } else if (kind == SH_EV_EXITED) {
       if (wk >= 0 && wk < p->nthreads && p->threads[wk].started && !p->threads[wk].joined) {
         pthread_join(p->threads[wk].thread, NULL);
@@ -1550,11 +1564,11 @@ static int l_pool_drain(lua_State *L) {
     } else if ((kind == SH_EV_DONE || kind == SH_EV_FAILED) && !m) {
       lua_pushstring(L, "not enough memory for a worker's reply");
       kind = SH_EV_FAILED;
-      slots = 1;
+      slots = 1, wants = 2;
     } else if (kind == SH_EV_DONE || kind == SH_EV_FAILED) {
       int base = lua_gettop(L), i, nv = decode_values(L, m, 1);
       if (kind == SH_EV_FAILED) {
-        slots = nv < 2 ? nv : 2;
+        slots = nv < 2 ? nv : 2, wants = 2;
         lua_settop(L, base + slots);
       } else {
         /* (packed as the Lua side packs values: a single one without its n) */
@@ -1569,20 +1583,18 @@ static int l_pool_drain(lua_State *L) {
         }
         lua_replace(L, base + 1);
         lua_settop(L, base + 1);
-        slots = 1;
+        slots = wants = 1;
       }
     }
-    while (slots < 2) {
+    while (slots < wants) {
       lua_pushnil(L);
       slots++;
     }
-    lua_rawseti(L, 2, k + 5);
-    lua_rawseti(L, 2, k + 4);
-    lua_pushinteger(L, wk);
-    lua_rawseti(L, 2, k + 3);
-    lua_pushinteger(L, kind);
-    lua_rawseti(L, 2, k + 2);
-    lua_pushinteger(L, (lua_Integer)p->ev_id[at]);
+    if (wants == 2) lua_rawseti(L, 2, k + 3);
+    if (wants >= 1) lua_rawseti(L, 2, k + 2);
+    /* (what the event is about, times 8, plus its kind: one entry, not
+     * two; an exit is about its worker) */
+    lua_pushnumber(L, (lua_Number)(kind == SH_EV_EXITED ? wk : p->ev_id[at]) * 8 + kind);
     lua_rawseti(L, 2, k + 1);
   }
   lua_pushinteger(L, n);

@@ -62,12 +62,13 @@ void sh_msg_clear(sh_msg *m) {
   m->len = 0;
 }
 
-int sh_msg_put(sh_msg *m, const void *p, size_t n) {
+unsigned char *sh_msg_room(sh_msg *m, size_t n) {
+  unsigned char *d;
   if (n > m->cap - m->len) {
     size_t cap = m->cap;
     unsigned char *grown;
     while (cap - m->len < n) {
-      if (cap > ((size_t)-1) / 2) return SH_ENOMEM;
+      if (cap > ((size_t)-1) / 2) return NULL;
       cap *= 2;
     }
     if (m->data == m->small) {
@@ -76,19 +77,19 @@ int sh_msg_put(sh_msg *m, const void *p, size_t n) {
     } else {
       grown = realloc(m->data, cap);
     }
-    if (!grown) return SH_ENOMEM;
+    if (!grown) return NULL;
     m->data = grown;
     m->cap = cap;
   }
-  if (n <= 16) { /* (most puts: a tag, a length, a number; no call for them) */
-    unsigned char *d = m->data + m->len;
-    const unsigned char *s = (const unsigned char *)p;
-    size_t i;
-    for (i = 0; i < n; i++) d[i] = s[i];
-  } else {
-    memcpy(m->data + m->len, p, n);
-  }
+  d = m->data + m->len;
   m->len += n;
+  return d;
+}
+
+int sh_msg_put(sh_msg *m, const void *p, size_t n) {
+  unsigned char *d = sh_msg_room(m, n);
+  if (!d) return SH_ENOMEM;
+  if (n) memcpy(d, p, n);
   return SH_OK;
 }
 

@@ -78,6 +78,10 @@ void sh_msg_free(sh_msg *m);
  * allocates nothing for a reply that fits. */
 void sh_msg_clear(sh_msg *m);
 int sh_msg_put(sh_msg *m, const void *p, size_t n);
+/* Room for n more bytes at the end of m, for the caller to write: a
+ * pointer to them, or NULL (m unchanged) without memory. (An encoder
+ * writes a tag and a number of known size with no call per byte.) */
+unsigned char *sh_msg_room(sh_msg *m, size_t n);
 const unsigned char *sh_msg_data(const sh_msg *m, size_t *len);
 /* Overwrites 4 bytes written earlier (a count known only at the end). */
 int sh_msg_set_u32(sh_msg *m, size_t offset, uint32_t v);

@@ -409,7 +409,8 @@ local function started(pool, job)
 end
 
 -- Outside source: what the workers reported since the last step, read a
--- batch at a time (_drain: five entries an event). Where the batch is and
+-- batch at a time (_drain: three entries an event, the first its
+-- request's id times 8 plus its kind). Where the batch is and
 -- how far it is handled are the pool's, not this call's: ending a job runs
 -- game code, which may step, and a collect inside this one goes on from
 -- the next event, as this one does once it returns. An event is counted
@@ -437,8 +438,10 @@ function Pool:collect()
       if n == 0 then break end
       i = 0
     end
-    local k = i * 5
-    local id, kind = buf[k + 1], buf[k + 2]
+    local k = i * 3
+    local what = buf[k + 1]
+    local kind = what % 8
+    local id = (what - kind) / 8
     local job = reqs[id]
     local err
     if (kind == DONE or kind == FAILED) and job and not job[STATE] then
@@ -446,7 +449,7 @@ function Pool:collect()
       -- here leaves it to come again: a failure's Error is made, and the
       -- clock of a job whose start went unread (paused while it was
       -- queued) runs, so that should its end fail for memory, it stalls.
-      if kind == FAILED then err = failed(job[LABEL], buf[k + 4], buf[k + 5]) end
+      if kind == FAILED then err = failed(job[LABEL], buf[k + 2], buf[k + 3]) end
       if job[W] == self.w_queued then
         local o = self.orch
         B.check(B.clock_resume(o.cc, job[CID], o.now), "resume a stall clock")
@@ -458,12 +461,12 @@ function Pool:collect()
     elseif kind == PROGRESS then
       if job and not job[STATE] then
         started(self, job) -- (its start was read late, or dropped: started now)
-        local a = buf[k + 4]
-        if a >= 0 then job:progress(a, buf[k + 5]) else job:progress() end
+        local a = buf[k + 2]
+        if a >= 0 then job:progress(a, buf[k + 3]) else job:progress() end
       end
     elseif kind == DONE or kind == FAILED then
-      local a = buf[k + 4]
-      buf[k + 4], buf[k + 5] = nil, nil -- (the buffer keeps no reply alive)
+      local a = buf[k + 2]
+      buf[k + 2], buf[k + 3] = nil, nil -- (the buffer keeps no reply alive)
       if job then
         reqs[id] = nil
         self.payloads[id], self.prios[id] = nil, nil
@@ -475,7 +478,7 @@ function Pool:collect()
         if self.service then ud:_close() end -- (its one request is over: its worker exits)
       end
     elseif kind == EXITED then
-      local worker = buf[k + 3]
+      local worker = id -- (an exit is about its worker)
       if self.workers[worker] then
         self.workers[worker] = nil
         self.live = self.live - 1
