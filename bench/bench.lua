@@ -388,6 +388,16 @@ do
   local min_ns
   pool_ns, min_ns = time_pair(100000, paused(through_pool), paused(minimal))
   report("  ... through the pool (GC paused)", pool_ns, "a minimal pure-Lua FIFO pool", min_ns, 3)
+  -- The same minimal pool granting by three priorities (cases.lua): the
+  -- jobs then run every third one, as stagehand's do, and each is read
+  -- after two others were made between it and the last one read
+  -- (information: how much of the gap is the order the priorities give).
+  local lanes_ns
+  pool_ns, lanes_ns = time_pair(100000, paused(through_pool), paused(cases.minimal_lanes))
+  report("  ... through the pool (GC paused)", pool_ns, "minimal pool, 3 lanes", lanes_ns)
+  local fifo_ns
+  lanes_ns, fifo_ns = time_pair(100000, paused(cases.minimal_lanes), paused(minimal))
+  report("  ... the minimal pool with 3 priority lanes", lanes_ns, "the minimal FIFO pool", fifo_ns)
   -- A step reads each distinct priority source once: a game passing a
   -- fresh closure per job makes every waiter a source of its own, read
   -- once a step however many grants the step makes.

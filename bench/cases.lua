@@ -84,4 +84,50 @@ function M.minimal(n)
   assert(qh > qt, "minimal pool left waiters")
 end
 
+--- The same minimal pool with a FIFO lane for each of three priorities,
+--- the best lane first, the i-th job in lane i % 3 + 1 as stagehand's case
+--- gives the i-th job the i % 3 + 1-th source. Granted by priority, the
+--- jobs run every third one in the order they were made, as stagehand's
+--- do: what that order alone costs a pool with nothing else.
+function M.minimal_lanes(n)
+  local used, lanes, heads, tails, ready, rh, rt = 0, { {}, {}, {} }, { 1, 1, 1 }, { 0, 0, 0 }, {}, 1, 0
+  local function slot(lane)
+    if used < 4 then used = used + 1 return end
+    local t = tails[lane] + 1
+    tails[lane] = t
+    lanes[lane][t] = coroutine.running()
+    co_yield()
+  end
+  local function release()
+    for l = 3, 1, -1 do
+      local h = heads[l]
+      if h <= tails[l] then
+        rt = rt + 1
+        ready[rt] = lanes[l][h]
+        lanes[l][h] = nil
+        heads[l] = h + 1
+        return
+      end
+    end
+    used = used - 1
+  end
+  local function body(lane) slot(lane) release() end
+  local function holder() slot(1) co_yield() release() end
+  local holders = {}
+  for i = 1, 4 do
+    holders[i] = co_create(holder)
+    co_resume(holders[i])
+  end
+  for i = 1, n do co_resume(co_create(body), i % 3 + 1) end
+  assert(tails[1] + tails[2] + tails[3] == n, "minimal pool with lanes: the jobs did not queue")
+  for i = 1, 4 do co_resume(holders[i]) end
+  while rh <= rt do
+    local co = ready[rh]
+    ready[rh] = nil
+    rh = rh + 1
+    co_resume(co)
+  end
+  for l = 1, 3 do assert(heads[l] > tails[l], "minimal pool with lanes left waiters") end
+end
+
 return M

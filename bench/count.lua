@@ -43,6 +43,9 @@ local cases = {
   bare = shared.bare,
   -- A pool with nothing else: a FIFO of waiting coroutines.
   minimal = shared.minimal,
+  -- The same with a FIFO lane for each of three priorities: its jobs run
+  -- every third one in the order they were made, as the pool case's do.
+  minimal_lanes = shared.minimal_lanes,
   -- A trivial job: run to done, no wait.
   trivial = function(n)
     local o = T.new { stall_ms = 1e12 }
@@ -82,7 +85,7 @@ local cases = {
     assert(o.nrunning == 0 and o.qn == 0, "tiles left running")
   end,
 }
-local ORDER = { "bare", "minimal", "trivial", "pool", "batches", "all", "controller", "cancel" }
+local ORDER = { "bare", "minimal", "minimal_lanes", "trivial", "pool", "batches", "all", "controller", "cancel" }
 
 local case, n = arg[1], tonumber(arg[2])
 if case then
