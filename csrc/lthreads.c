@@ -47,6 +47,10 @@
 
 typedef struct box {
   void *p;
+  /* (a port's) A value taken from the port whose decoding ran out of
+   * memory: the next receive through this box gives it, so it is neither
+   * lost nor leaked (the box's __gc frees one never received). */
+  sh_msg *held;
 } box;
 
 static void *check_box(lua_State *L, int arg, const char *mt) {
@@ -459,14 +463,6 @@ static int decode_values(lua_State *L, const sh_msg *m, int counted) {
   return (int)n;
 }
 
-/* Decodes a message nobody else holds, and frees it. (Reading only
- * allocates Lua values: out of memory there raises and loses it.) */
-static int decode_owned(lua_State *L, sh_msg *m, int counted) {
-  int n = decode_values(L, m, counted);
-  sh_msg_free(m);
-  return n;
-}
-
 /* ------------------------------------------------------------------------
  * The worker a thread runs, as its state knows it. */
 
@@ -507,7 +503,7 @@ static void set_waiting(lua_State *L, const char *what) {
 
 static int l_notify_new(lua_State *L) {
   box *b = (box *)lua_newuserdata(L, sizeof *b);
-  b->p = NULL;
+  b->p = NULL, b->held = NULL;
   luaL_getmetatable(L, NOTIFY_MT);
   lua_setmetatable(L, -2);
   b->p = sh_notify_new();
@@ -549,7 +545,7 @@ static int l_notify_clear(lua_State *L) {
 
 static void push_port(lua_State *L, sh_port *p) {
   box *b = (box *)lua_newuserdata(L, sizeof *b);
-  b->p = NULL;
+  b->p = NULL, b->held = NULL;
   luaL_getmetatable(L, PORT_MT);
   lua_setmetatable(L, -2);
   sh_port_ref(p);
@@ -564,11 +560,35 @@ static int l_port_new(lua_State *L) {
 }
 static int l_port_gc(lua_State *L) {
   box *b = (box *)lua_touserdata(L, 1);
+  sh_msg_free(b->held);
+  b->held = NULL;
   if (b->p) sh_port_unref((sh_port *)b->p);
   b->p = NULL;
   return 0;
 }
 #define PORT(L) ((sh_port *)check_box(L, 1, PORT_MT))
+
+static box *port_box(lua_State *L) {
+  check_box(L, 1, PORT_MT);
+  return (box *)lua_touserdata(L, 1);
+}
+
+/* Pushes the port's next value (one held from a receive that ran out of
+ * memory first), or returns the take's status with nothing pushed. The
+ * value stays the box's until it is decoded: decoding that runs out of
+ * memory raises and leaves it there for the next receive. */
+static int take_value(lua_State *L, box *b) {
+  if (!b->held) {
+    sh_msg *m = NULL;
+    int rc = sh_port_take((sh_port *)b->p, &m);
+    if (rc != SH_OK) return rc;
+    b->held = m;
+  }
+  decode_values(L, b->held, 0);
+  sh_msg_free(b->held);
+  b->held = NULL;
+  return SH_OK;
+}
 
 static int l_port_post(lua_State *L) {
   sh_port *p = PORT(L);
@@ -587,29 +607,29 @@ static int l_port_post(lua_State *L) {
 
 /* port:try_receive(): true and the value, or false and "empty" / "closed". */
 static int l_port_try(lua_State *L) {
-  sh_msg *m = NULL;
-  int rc = sh_port_take(PORT(L), &m);
+  box *b = port_box(L);
+  int rc;
+  lua_settop(L, 1);
+  lua_pushboolean(L, 1);
+  rc = take_value(L, b);
   if (rc != SH_OK) {
     lua_pushboolean(L, 0);
     lua_pushstring(L, rc == SH_ECLOSED ? "closed" : "empty");
-    return 2;
   }
-  lua_pushboolean(L, 1);
-  decode_owned(L, m, 0);
   return 2;
 }
 
 /* Waits for a value at most ms (math.huge: no limit; a worker's wait also
  * ends when it is told to stop). The value, or nil. */
 static int receive_for(lua_State *L, double ms) {
-  sh_port *p = PORT(L);
+  box *b = port_box(L);
+  sh_port *p = (sh_port *)b->p;
   const int *stop = stop_flag(L);
   double until = sh_now_ms() + ms; /* (another reader may take what woke us: the time left is what is left) */
   for (;;) {
-    sh_msg *m = NULL;
     double left = until - sh_now_ms();
-    int rc = sh_port_take(p, &m);
-    if (rc == SH_OK) return decode_owned(L, m, 0);
+    int rc = take_value(L, b);
+    if (rc == SH_OK) return 1;
     if (rc == SH_ECLOSED || !(left > 0)) return 0;
     set_waiting(L, "a port");
     rc = sh_port_wait(p, left, stop);
@@ -630,16 +650,17 @@ static int l_port_receive_within(lua_State *L) { return receive_for(L, check_ms(
 /* drain(fn[, ms]): fn(v) for each value queued, without waiting, for at
  * most ms (at least one when any is queued). Returns the count. */
 static int drain_for(lua_State *L, double ms) {
-  sh_port *p = PORT(L);
+  box *b = port_box(L);
   double until = sh_now_ms() + ms;
   lua_Integer n = 0;
   luaL_checktype(L, 2, LUA_TFUNCTION);
   for (;;) {
-    sh_msg *m = NULL;
     if (n > 0 && sh_now_ms() >= until) break;
-    if (sh_port_take(p, &m) != SH_OK) break;
     lua_pushvalue(L, 2);
-    decode_owned(L, m, 0);
+    if (take_value(L, b) != SH_OK) {
+      lua_pop(L, 1);
+      break;
+    }
     lua_call(L, 1, 0);
     n++;
   }
@@ -658,7 +679,8 @@ static int l_port_closed(lua_State *L) {
   return 1;
 }
 static int l_port_count(lua_State *L) {
-  lua_pushinteger(L, sh_port_count(PORT(L)));
+  box *b = port_box(L);
+  lua_pushinteger(L, sh_port_count((sh_port *)b->p) + (b->held ? 1 : 0));
   return 1;
 }
 static int l_port_watch(lua_State *L) {
@@ -677,7 +699,7 @@ static int l_port_unwatch(lua_State *L) {
 
 static void push_rounds(lua_State *L, sh_rounds *r) {
   box *b = (box *)lua_newuserdata(L, sizeof *b);
-  b->p = NULL;
+  b->p = NULL, b->held = NULL;
   luaL_getmetatable(L, ROUNDS_MT);
   lua_setmetatable(L, -2);
   sh_rounds_ref(r);

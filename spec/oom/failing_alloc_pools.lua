@@ -1,12 +1,13 @@
 -- Run by build/oom_host after failing_alloc.lua (`make test-oom`): worker
--- pools under an allocator that fails on demand. Each operation runs with
+-- pools and ports under an allocator that fails on demand. Each operation runs with
 -- its first allocation failing, then its second, and so on until it runs
 -- through; each time it must finish or raise "not enough memory", and once
 -- the dust settles every Handle it made has ended, on the orchestrator's
 -- own clock (a request whose reply was lost stalls; one left queued, whose
 -- clock is paused, would wait for good), and nothing is left behind. The
 -- workers' own states use the system's allocator, so only the main side's
--- memory runs out: making requests, collecting replies, destroying.
+-- memory runs out: making requests, collecting replies, destroying,
+-- receiving from a port.
 local stagehand = require "stagehand"
 local T = require "stagehand.testing"
 
@@ -57,6 +58,41 @@ local scenarios = {
     s.handles[2]:cancel("scrolled away")
     s.pool:resume()
   end },
+  -- A value taken from a port whose decoding runs out of memory stays
+  -- with the port's handle: the next receive gives it (check, below).
+  -- (What the op stores goes where memory was made for it in setup: a
+  -- value received and then dropped by the op's own store is not lost by
+  -- the port.)
+  { "receiving from a port", function(s)
+    s.port = stagehand.port()
+    s.port:post({ name = "tile", cells = { 1, 2, 3 }, text = ("x"):rep(200) })
+    s.port:post("second")
+    s.got = { false, false }
+    s.check = function(fail)
+      local got = s.got
+      if not got[1] then got[1], got[2] = s.port:try_receive() end
+      local v = got[2]
+      if not (got[1] and type(v) == "table" and v.name == "tile" and v.cells[3] == 3 and #v.text == 200) then
+        fail("the first value was lost or changed")
+      end
+      local ok, second = s.port:try_receive()
+      if not (ok and second == "second") or s.port:count() ~= 0 then fail("the second value did not follow it") end
+    end
+  end, function(s) s.got[1], s.got[2] = s.port:try_receive() end },
+  { "draining a port", function(s)
+    s.port = stagehand.port()
+    for i = 1, 4 do s.port:post({ i = i }) end
+    s.seen, s.n = { 0, 0, 0, 0 }, 0
+    s.keep = function(v)
+      s.n = s.n + 1
+      s.seen[s.n] = v.i
+    end
+    s.check = function(fail)
+      s.port:drain(s.keep)
+      local seen = table.concat(s.seen, ",", 1, s.n)
+      if seen ~= "1,2,3,4" then fail("drained " .. seen .. " where 1,2,3,4 were posted") end
+    end
+  end, function(s) s.port:drain(s.keep) end },
   { "destroy with queued requests", function(s)
     s.pool:pause()
     for i = 1, 4 do s.handles[i] = s.pool:run("echo", i) end
@@ -78,6 +114,7 @@ local function settle(s, fail)
   for i, h in ipairs(s.handles) do
     if h:state() == "running" then fail("Handle " .. i .. " (" .. h.label .. ") never ended") end
   end
+  if s.check then s.check(fail) end
   s.orch:wait(s.pool:destroy(), 10000)
   s.orch:close("the spec ends")
   while s.orch:step() > 0 do end
