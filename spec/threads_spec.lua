@@ -72,6 +72,23 @@ describe("stagehand.pool", function()
       assert.equal("three", back[3])
     end)
 
+    it("hands back ports and round barriers it was given as the same channels, and replies larger than the request", function()
+      local p = pool { size = 1 }
+      local port, rounds = stagehand.port(), stagehand.rounds(1)
+      local st, back = orch:wait(p:run("echo", { port = port, again = port, rounds = rounds }), WAIT)
+      assert.equal("done", st)
+      assert.is_true(back.port == back.again and back.port == port and back.rounds == rounds)
+      assert.is_true(back.port:post("through the reply"))
+      assert.equal("through the reply", port:receive_within(WAIT))
+      -- (the reply is written into the request's message: one that outgrows it, and the next one after it)
+      local big = ("x"):rep(100000)
+      st, back = orch:wait(p:run("echo", big), WAIT)
+      assert.equal("done", st)
+      assert.equal(big, back)
+      st, back = orch:wait(p:run("echo", "small"), WAIT)
+      assert.same({ "done", "small" }, { st, back })
+    end)
+
     it("hands every value the function returns back, nils included", function()
       local p = pool { size = 1 }
       local h = p:run("echo", "one")
