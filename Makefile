@@ -18,7 +18,7 @@ INC_lua5.1 := /usr/include/lua5.1
 
 SANITIZE := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
-.PHONY: all deps build docs test test-c test-oom tsan c-host test-lua demo bench bench-count env clean sanitize check-warnings chaos fuzz valgrind
+.PHONY: all deps build docs test test-c test-oom tsan c-host test-lua demo bench bench-count env clean sanitize check-warnings chaos soak-threads fuzz valgrind
 
 all: build
 
@@ -139,6 +139,20 @@ env:
 # checked against models of their own. Each
 # runtime's ends are then compared, as make test compares its own scenes'.
 CHAOS_SEEDS ?= 500
+# Worker pools and ports driven at random with real threads (spec/soak/threads.lua):
+# SOAK_SEEDS seeds on each runtime, then a few under ThreadSanitizer.
+SOAK_SEEDS ?= 20
+soak-threads: build build/tsan/lua5.4/stagehand/_core.so
+	@for rt in $(RUNTIMES); do \
+	  echo "== threads soak on $$rt ($(SOAK_SEEDS) seeds)"; \
+	  eval "$$(sh scripts/env.sh $$rt)"; \
+	  for s in $$(seq 1 $(SOAK_SEEDS)); do $$rt spec/soak/threads.lua $$s || exit 1; done; \
+	done
+	@echo "== threads soak under ThreadSanitizer (lua5.4, 3 seeds)"
+	@top=$$(pwd); for s in 1 2 3; do LUA_PATH="$$top/lua/?.lua;$$top/lua/?/init.lua;;" \
+	  LUA_CPATH="$$top/build/tsan/lua5.4/?.so;;" LD_PRELOAD="$$($(CC) -print-file-name=libtsan.so)" \
+	  TSAN_OPTIONS=halt_on_error=1:report_signal_unsafe=0 lua5.4 spec/soak/threads.lua $$s || exit 1; done
+
 chaos: build
 	@rm -rf build/chaos-ends && mkdir -p build/chaos-ends
 	@for rt in $(RUNTIMES); do \
