@@ -5,7 +5,9 @@
 -- nil, tables past a message's kept buffer), failures, progress, replies of
 -- up to 50 KB, keyed requests, cancels, pause and resume, reprioritise,
 -- destroy mid-flight with and without respawn_on_abort, ports crossing both
--- ways, posted to and closed at random, jobs and workers receiving on them.
+-- ways, posted to and closed at random, jobs and workers receiving on them,
+-- services (stagehand.spawn) fed and stopped, round barriers arrived at
+-- and aborted.
 -- Then it closes every port and steps until everything ends. It fails on
 -- any internal error, on a Handle still running at the end, or on an echo
 -- that came back changed. Thread timing makes no two runs of a seed alike:
@@ -13,6 +15,8 @@
 --
 --   lua spec/soak/threads.lua SEED [OPERATIONS]
 local stagehand = require "stagehand"
+local here = debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./"
+package.path = here .. "../fixtures/?.lua;" .. package.path -- (the service's module: fixture_worker)
 
 local seed = tonumber(arg[1]) or os.time()
 local operations = tonumber(arg[2]) or 300
@@ -35,13 +39,14 @@ function M.spin(ms)
 end
 function M.prog(n) for i = 1, n do W.progress(i, n) end return n end
 function M.big(n) return ("y"):rep(n) end
+function M.arrive(b) return b:arrive(1, 2) end
 return M
 ]]
 
 local function fail(why) error("seed " .. seed .. ": " .. why, 0) end
 
 local orch = stagehand.new { driver = "manual", stall_ms = 2000, log = function() end }
-local pools, handles, echoes, ports = {}, {}, {}, {}
+local pools, handles, echoes, ports, services, barriers = {}, {}, {}, {}, {}, {}
 
 local function new_pool()
   local p = stagehand.pool(orch, { module = "soak" .. #pools, source = SOURCE, size = R(1, 3),
@@ -124,6 +129,29 @@ local ops = {
     if R() < 0.5 then port:post(R(100)) end
   end,
   function() orch:step() end,
+  function() -- a service over two ports, fed a value
+    local inbox, outbox = stagehand.port(), stagehand.port()
+    local w = stagehand.spawn(orch, "fixture_worker.service", inbox, outbox)
+    services[#services + 1] = w
+    ports[#ports + 1] = inbox
+    handles[#handles + 1] = w.done
+    inbox:post(R(100))
+  end,
+  function()
+    local w = services[R(math.max(1, #services))]
+    if w then w:stop() end
+  end,
+  function() -- two requests meet at a round barrier (or wait until it is aborted)
+    local b = stagehand.rounds(2)
+    barriers[#barriers + 1] = b
+    for _ = 1, 2 do
+      handles[#handles + 1] = live_pool():run("arrive", b)
+    end
+  end,
+  function()
+    local b = barriers[R(math.max(1, #barriers))]
+    if b then b:abort() end
+  end,
 }
 
 for i = 1, operations do
@@ -141,6 +169,8 @@ for _, p in ipairs(pools) do
   if not p.destroyed then p:resume() end
 end
 for _, port in ipairs(ports) do port:close() end
+for _, w in ipairs(services) do w:stop() end
+for _, b in ipairs(barriers) do b:abort() end
 local t0 = os.clock()
 while orch.nrunning > 0 and os.clock() - t0 < 60 do
   orch:step()
@@ -155,4 +185,5 @@ for _, e in ipairs(echoes) do
 end
 for _, p in ipairs(pools) do orch:wait(p:destroy(), 5000) end
 orch:close()
-print(("seed %d: %d Handles ended, %d pools"):format(seed, #handles, #pools))
+print(("seed %d: %d Handles ended, %d pools, %d services, %d round barriers"):format(seed, #handles, #pools,
+  #services, #barriers))
