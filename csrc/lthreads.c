@@ -308,9 +308,9 @@ static void encode(enc *e, int idx, const seg *s, int depth) {
  * message starts with how many tables it holds, then (counted) how many
  * values. Leaves the stack as it was and returns the message, which the
  * caller owns; or NULL, with the reason pushed, naming the first value
- * that cannot cross, and the message freed (`into` too). (Only running
- * out of memory inside the Lua API itself, which raises at once, loses
- * the message being built.) */
+ * that cannot cross, and a new message freed (`into` stays the caller's,
+ * as it does when the Lua API raises for memory; a new message is then
+ * lost). */
 static sh_msg *try_encode_values(lua_State *L, int first, int last, const char *root, int counted,
                                  sh_msg *into) {
   enc e;
@@ -338,7 +338,7 @@ static sh_msg *try_encode_values(lua_State *L, int first, int last, const char *
   for (i = first; i <= last && !e.failed; i++) encode(&e, i, &top, 0);
   lua_settop(L, base);
   if (e.failed) {
-    sh_msg_free(m);
+    if (m != into) sh_msg_free(m);
     lua_getfield(L, LUA_REGISTRYINDEX, ENC_ERROR);
     lua_pushnil(L);
     lua_setfield(L, LUA_REGISTRYINDEX, ENC_ERROR);
@@ -1120,8 +1120,11 @@ static int protected_run(lua_State *L) {
     lua_getfield(L, LUA_REGISTRYINDEX, "stagehand.worker error");
     return lua_error(L);
   }
-  r->payload = NULL;
+  /* (written into the payload, which stays r's until it is the reply:
+   * results that cannot cross, or memory that runs out, leave it to
+   * run_request to free) */
   r->result = encode_values(L, 2, lua_gettop(L), "result", 1, payload);
+  r->payload = NULL;
   return 0;
 }
 
