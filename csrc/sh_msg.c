@@ -11,7 +11,7 @@ typedef struct ref {
 
 /* A message's bytes start in the message itself: most requests and replies
  * (a number, a short string, a small table) fit there, and a message is
- * then one allocation, made on one thread and freed on another. */
+ * then one allocation (a request and its reply share one: sh_msg_clear). */
 #define SMALL 96
 /* A message cleared for another value keeps a grown buffer up to this
  * size; a larger one goes back to the allocator. */
