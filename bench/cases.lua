@@ -88,7 +88,9 @@ end
 --- the best lane first, the i-th job in lane i % 3 + 1 as stagehand's case
 --- gives the i-th job the i % 3 + 1-th source. Granted by priority, the
 --- jobs run every third one in the order they were made, as stagehand's
---- do: what that order alone costs a pool with nothing else.
+--- do: what that order alone costs a pool with nothing else. (Written out
+--- in full, holders and ready loop as in minimal: a baseline calls no
+--- helper it shares with another, whose shape could move its timing.)
 function M.minimal_lanes(n)
   local used, lanes, heads, tails, ready, rh, rt = 0, { {}, {}, {} }, { 1, 1, 1 }, { 0, 0, 0 }, {}, 1, 0
   local function slot(lane)
