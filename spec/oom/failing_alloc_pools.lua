@@ -1,13 +1,13 @@
 -- Run by build/oom_host after failing_alloc.lua (`make test-oom`): worker
--- pools and ports under an allocator that fails on demand. Each operation runs with
--- its first allocation failing, then its second, and so on until it runs
--- through; each time it must finish or raise "not enough memory", and once
--- the dust settles every Handle it made has ended, on the orchestrator's
--- own clock (a request whose reply was lost stalls; one left queued, whose
--- clock is paused, would wait for good), and nothing is left behind. The
--- workers' own states use the system's allocator, so only the main side's
--- memory runs out: making requests, collecting replies, destroying,
--- receiving from a port.
+-- pools and ports under an allocator that fails on demand. Each operation
+-- runs with its first allocation failing, then its second, and so on until
+-- it runs through; each time it must finish or raise "not enough memory",
+-- and once the dust settles every Handle it made has ended, on the
+-- orchestrator's own clock (a request whose reply was lost stalls; one left
+-- queued, whose clock is paused, would wait for good), and nothing is left
+-- behind. The workers' own states use the system's allocator, so only the
+-- main side's memory runs out: making requests, collecting replies,
+-- destroying, receiving from a port.
 local stagehand = require "stagehand"
 local T = require "stagehand.testing"
 
