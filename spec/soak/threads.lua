@@ -13,7 +13,7 @@
 -- echo that came back changed. Thread timing makes no two runs of a seed alike:
 -- this is a soak, not a spec (the specs pin each behaviour down).
 --
---   lua spec/soak/threads.lua SEED [OPERATIONS]
+--   [SOAK_DRIVER=luv] lua spec/soak/threads.lua SEED [OPERATIONS]
 local stagehand = require "stagehand"
 local here = debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./"
 package.path = here .. "../fixtures/?.lua;" .. package.path -- (the service's module: fixture_worker)
@@ -45,7 +45,15 @@ return M
 
 local function fail(why) error("seed " .. seed .. ": " .. why, 0) end
 
-local orch = stagehand.new { driver = "manual", stall_ms = 2000, log = function() end }
+-- (SOAK_DRIVER=luv: the game runs luv's loop, and the driver's timer and
+-- its poll on the notifier must do every step; else the manual driver)
+local DRIVER = os.getenv("SOAK_DRIVER") or "manual"
+local uv = DRIVER == "luv" and require "luv"
+local orch = stagehand.new { driver = DRIVER, stall_ms = 2000, log = function() end }
+
+local function pump()
+  if uv then uv.run("nowait") else orch:step() end
+end
 local pools, handles, echoes, ports, services, barriers = {}, {}, {}, {}, {}, {}
 
 local function new_pool()
@@ -128,7 +136,7 @@ local ops = {
     handles[#handles + 1] = live_pool():run("recv", { port = port, ms = R(0, 10) })
     if R() < 0.5 then port:post(R(100)) end
   end,
-  function() orch:step() end,
+  pump,
   function() -- a service over two ports, fed a value
     local inbox, outbox = stagehand.port(), stagehand.port()
     local w = stagehand.spawn(orch, "fixture_worker.service", inbox, outbox)
@@ -158,7 +166,7 @@ for i = 1, operations do
   -- (every operation is one a game may make at any moment: none raises)
   local ok, err = pcall(ops[R(#ops)])
   if not ok then fail("operation " .. i .. " raised: " .. tostring(err)) end
-  if R() < 0.3 then orch:step() end
+  if R() < 0.3 then pump() end
 end
 
 for _, p in ipairs(pools) do
@@ -168,9 +176,18 @@ for _, port in ipairs(ports) do port:close() end
 for _, w in ipairs(services) do w:stop() end
 for _, b in ipairs(barriers) do b:abort() end
 local t0 = os.clock()
-while orch.nrunning > 0 and os.clock() - t0 < 60 do
-  orch:step()
-  orch:wait(stagehand.future(), 5)
+if uv then
+  local guard, done = uv.new_timer(), uv.new_timer()
+  guard:start(60000, 0, function() uv.stop() end)
+  done:start(5, 5, function() if orch.nrunning == 0 then uv.stop() end end)
+  uv.run()
+  guard:close()
+  done:close()
+else
+  while orch.nrunning > 0 and os.clock() - t0 < 60 do
+    orch:step()
+    orch:wait(stagehand.future(), 5)
+  end
 end
 for i, h in ipairs(handles) do
   if h:state() == "running" then fail("Handle " .. i .. " (" .. h.label .. ") still running") end
