@@ -140,13 +140,16 @@ env:
 # runtime's ends are then compared, as make test compares its own scenes'.
 CHAOS_SEEDS ?= 500
 # Worker pools and ports driven at random with real threads (spec/soak/threads.lua):
-# SOAK_SEEDS seeds on each runtime with each driver, then a few under ThreadSanitizer.
+# SOAK_SEEDS seeds (from SOAK_FIRST) on each runtime with each driver, then a few under
+# ThreadSanitizer.
 SOAK_SEEDS ?= 20
+SOAK_FIRST ?= 1
 soak-threads: build build/tsan/lua5.4/stagehand/_core.so
 	@for rt in $(RUNTIMES); do for driver in manual luv; do \
 	  echo "== threads soak on $$rt, $$driver driver ($(SOAK_SEEDS) seeds)"; \
 	  eval "$$(sh scripts/env.sh $$rt)"; \
-	  for s in $$(seq 1 $(SOAK_SEEDS)); do SOAK_DRIVER=$$driver $$rt spec/soak/threads.lua $$s || exit 1; done; \
+	  for s in $$(seq $(SOAK_FIRST) $$(($(SOAK_FIRST) + $(SOAK_SEEDS) - 1))); do \
+	    SOAK_DRIVER=$$driver $$rt spec/soak/threads.lua $$s || exit 1; done; \
 	done; done
 	@echo "== threads soak under ThreadSanitizer (lua5.4, 3 seeds)"
 	@top=$$(pwd); for s in 1 2 3; do LUA_PATH="$$top/lua/?.lua;$$top/lua/?/init.lua;;" \

@@ -7,11 +7,11 @@
 -- destroy mid-flight with and without respawn_on_abort, ports crossing both
 -- ways, posted to and closed at random, jobs and workers receiving on them,
 -- services (stagehand.spawn) fed and stopped, round barriers arrived at
--- and aborted.
--- Then it closes every port and steps until everything ends. It fails on
--- any operation that raises, on a Handle still running at the end, or on an
--- echo that came back changed. Thread timing makes no two runs of a seed alike:
--- this is a soak, not a spec (the specs pin each behaviour down).
+-- and aborted. Then it closes every port, stops every service, aborts
+-- every barrier and steps until everything ends. It fails on any
+-- operation that raises, on a Handle still running at the end, or on an
+-- echo that came back changed. Thread timing makes no two runs of a seed
+-- alike: this is a soak, not a spec (the specs pin each behaviour down).
 --
 --   [SOAK_DRIVER=luv] lua spec/soak/threads.lua SEED [OPERATIONS]
 local stagehand = require "stagehand"
