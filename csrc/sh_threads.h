@@ -46,7 +46,9 @@
  * (a request started, progress, a reply, its exit) is queued as an event
  * for the owning thread, which the notifier given at creation announces
  * (once until the owner has read them all; a start alone is not announced:
- * it is read with the next event).
+ * it is read with the next event). A push takes a lock of its own, not the
+ * one workers take: requests wait in a small inbox until a worker, or the
+ * owner's next call that reads the queue, files them.
  */
 #ifndef STAGEHAND_THREADS_H
 #define STAGEHAND_THREADS_H

@@ -12,6 +12,16 @@
  * otherwise wake a worker for nearly every request. */
 #define SPIN_MS 0.05
 
+/* Requests pushed wait in an inbox of this many slots (a power of two)
+ * until a worker, or the owner, moves them into the queue under its lock.
+ * A game's main thread queueing a burst then takes no lock that workers
+ * take and wakes nobody who is not asleep: with workers looking for work
+ * on the other cores, each push under the queue's own lock passed that
+ * lock (and the queue's memory) from core to core, and the main thread
+ * waited for it. A full inbox is moved into the queue by the push that
+ * found it full. */
+#define INBOX 512
+
 typedef struct request {
   int64_t id;
   double priority;
@@ -62,11 +72,27 @@ struct sh_work {
   int refs, paused, closed;
   int told; /* the owner was signalled since it last emptied the events */
   int ready; /* queued when not paused, else 0: read without the lock by spinning workers (SH__LOAD) */
+  /* The inbox (see push): pushers fill it under pmu alone, and whoever
+   * holds mu moves it into the queue (absorb). mu comes before pmu. */
+  pthread_mutex_t pmu;
+  request *inbox; /* INBOX slots, filled from in_head up to in_tail */
+  int32_t nq; /* queued(w) as of its last change (set_ready): read by pushers (SH__LOAD) */
+  int32_t room; /* the lane and the heap each hold this many (reserve): read by pushers */
+  int sleeping; /* workers waiting on cv: read by pushers */
+  char apart_[64]; /* (in_tail on a line of its own: a pusher writes it for every request) */
+  uint32_t in_tail; /* written under pmu */
+  char apart2_[64];
+  uint32_t in_head; /* written under mu */
 };
 
 static int32_t queued(const sh_work *w) { return w->nheap + w->llen; }
 
-static void set_ready(sh_work *w) { SH__STORE(&w->ready, w->paused || w->closed ? 0 : queued(w)); }
+/* (mu held) After every change to the queue: what spinning workers and
+ * pushers read without mu. */
+static void set_ready(sh_work *w) {
+  SH__STORE(&w->nq, queued(w));
+  SH__STORE(&w->ready, w->paused || w->closed ? 0 : queued(w));
+}
 
 static request *lane_at(const sh_work *w, int32_t k) { return &w->lane[(w->lhead + k) % w->lcap]; }
 
@@ -104,25 +130,27 @@ sh_work *sh_work_new(sh_notify *owner) {
   if (!owner) return NULL;
   w = calloc(1, sizeof *w);
   if (!w) return NULL;
-  if (pthread_mutex_init(&w->mu, NULL)) {
-    free(w);
-    return NULL;
-  }
-  if (pthread_mutex_init(&w->emu, NULL)) {
-    pthread_mutex_destroy(&w->mu);
-    free(w);
-    return NULL;
-  }
-  if (sh__cond_init(&w->cv)) {
-    pthread_mutex_destroy(&w->emu);
-    pthread_mutex_destroy(&w->mu);
-    free(w);
-    return NULL;
-  }
+  w->inbox = malloc(INBOX * sizeof *w->inbox);
+  if (!w->inbox) goto no_inbox;
+  if (pthread_mutex_init(&w->mu, NULL)) goto no_mu;
+  if (pthread_mutex_init(&w->emu, NULL)) goto no_emu;
+  if (pthread_mutex_init(&w->pmu, NULL)) goto no_pmu;
+  if (sh__cond_init(&w->cv)) goto no_cv;
   sh_notify_ref(owner);
   w->owner = owner;
   w->refs = 1;
   return w;
+no_cv:
+  pthread_mutex_destroy(&w->pmu);
+no_pmu:
+  pthread_mutex_destroy(&w->emu);
+no_emu:
+  pthread_mutex_destroy(&w->mu);
+no_mu:
+  free(w->inbox);
+no_inbox:
+  free(w);
+  return NULL;
 }
 
 void sh_work_ref(sh_work *w) {
@@ -141,14 +169,17 @@ void sh_work_unref(sh_work *w) {
   if (left) return;
   for (i = 0; i < w->nheap; i++) sh_msg_free(w->heap[i].payload);
   for (i = 0; i < w->llen; i++) sh_msg_free(lane_at(w, i)->payload);
+  for (; w->in_head != w->in_tail; w->in_head++) sh_msg_free(w->inbox[w->in_head % INBOX].payload);
   for (i = 0; i < w->elen; i++) sh_msg_free(w->events[(w->ehead + i) % w->ecap].msg);
   for (i = 0; i < w->nworkers; i++) free(w->workers[i]);
   free(w->heap);
   free(w->lane);
+  free(w->inbox);
   free(w->events);
   free(w->workers);
   sh_notify_unref(w->owner);
   pthread_cond_destroy(&w->cv);
+  pthread_mutex_destroy(&w->pmu);
   pthread_mutex_destroy(&w->emu);
   pthread_mutex_destroy(&w->mu);
   free(w);
@@ -182,26 +213,21 @@ static int add_event(sh_work *w, int64_t id, int kind, int32_t wk, sh_msg *m, do
   return SH_OK;
 }
 
-/* (lock held) Files r in the heap. */
-static int heap_add(sh_work *w, request r) {
-  if (w->nheap == w->capheap) {
-    int32_t cap = w->capheap ? w->capheap * 2 : 16;
+/* (mu held) Makes the lane and the heap each hold `need` requests, so that
+ * filing never allocates: pushers admit a request to the inbox only while
+ * the queue and the inbox together fit in `room` (see push). */
+static int reserve(sh_work *w, int32_t need) {
+  int32_t cap = w->room, k;
+  if (need <= cap) return SH_OK;
+  cap = cap ? cap * 2 : 16;
+  if (cap < need) cap = need;
+  if (w->capheap < cap) {
     request *grown = realloc(w->heap, (size_t)cap * sizeof *grown);
     if (!grown) return SH_ENOMEM;
     w->heap = grown;
     w->capheap = cap;
   }
-  w->heap[w->nheap] = r;
-  sift_up(w->heap, w->nheap++);
-  return SH_OK;
-}
-
-/* (lock held) Files r, the newest request: at the lane's tail when the
- * lane is empty or holds its priority, else in the heap. */
-static int add(sh_work *w, request r) {
-  if (w->llen > 0 && r.priority != w->lane_prio) return heap_add(w, r);
-  if (w->llen == w->lcap) {
-    int32_t cap = w->lcap ? w->lcap * 2 : 16, k;
+  if (w->lcap < cap) {
     request *grown = malloc((size_t)cap * sizeof *grown);
     if (!grown) return SH_ENOMEM;
     for (k = 0; k < w->llen; k++) grown[k] = *lane_at(w, k);
@@ -210,29 +236,94 @@ static int add(sh_work *w, request r) {
     w->lhead = 0;
     w->lcap = cap;
   }
-  w->lane_prio = r.priority;
-  w->lane[(w->lhead + w->llen) % w->lcap] = r;
-  w->llen++;
+  SH__STORE(&w->room, cap);
   return SH_OK;
 }
 
-int sh_work_push(sh_work *w, int64_t id, double priority, sh_msg *payload) {
-  request r;
-  int rc;
-  if (priority != priority) return SH_EINVAL;
+/* (mu held, room reserved) Files r in the heap. */
+static void heap_add(sh_work *w, request r) {
+  w->heap[w->nheap] = r;
+  sift_up(w->heap, w->nheap++);
+}
+
+/* (mu held, room reserved) Files r, the newest request: at the lane's tail
+ * when the lane is empty or holds its priority, else in the heap. */
+static void add(sh_work *w, request r) {
+  if (w->llen > 0 && r.priority != w->lane_prio) {
+    heap_add(w, r);
+    return;
+  }
+  w->lane_prio = r.priority;
+  w->lane[(w->lhead + w->llen) % w->lcap] = r;
+  w->llen++;
+}
+
+/* (mu held) Files what the inbox holds, oldest first. Pushers admitted it
+ * within the room reserved, so this allocates nothing and cannot fail. */
+static void absorb(sh_work *w) {
+  uint32_t head = w->in_head, tail = __atomic_load_n(&w->in_tail, __ATOMIC_ACQUIRE);
+  if (head == tail) return;
+  for (; head != tail; head++) add(w, w->inbox[head % INBOX]);
+  set_ready(w); /* (nq before in_head: a pusher that sees the slots free sees them counted) */
+  __atomic_store_n(&w->in_head, head, __ATOMIC_RELEASE);
+}
+
+/* The inbox was full, or the queue may need room: under both locks, the
+ * inbox is filed, room made, and r filed after it. */
+static int push_filed(sh_work *w, request r) {
+  int rc = SH_ECLOSED;
   pthread_mutex_lock(&w->mu);
-  if (w->closed) {
-    pthread_mutex_unlock(&w->mu);
-    return SH_ECLOSED;
+  pthread_mutex_lock(&w->pmu);
+  if (!w->closed) {
+    absorb(w);
+    rc = reserve(w, queued(w) + 1);
+    if (rc == SH_OK) {
+      r.seq = w->seq++;
+      add(w, r);
+      set_ready(w);
+      if (!w->paused) pthread_cond_signal(&w->cv);
+    }
   }
-  r.id = id, r.priority = priority, r.seq = w->seq++, r.payload = payload;
-  rc = add(w, r);
-  if (rc == SH_OK) {
-    set_ready(w);
-    if (!w->paused) pthread_cond_signal(&w->cv);
-  }
+  pthread_mutex_unlock(&w->pmu);
   pthread_mutex_unlock(&w->mu);
   return rc;
+}
+
+/* A request goes to the inbox under pmu alone while the inbox has a free
+ * slot and the queue has room for everything admitted (nq and the inbox's
+ * count may overstate it, never understate: in_head is read first, and
+ * absorb stores nq before in_head). A worker asleep is woken; one still
+ * looking finds it through in_tail. */
+int sh_work_push(sh_work *w, int64_t id, double priority, sh_msg *payload) {
+  request r;
+  uint32_t head, tail;
+  int wake;
+  if (priority != priority) return SH_EINVAL;
+  r.id = id, r.priority = priority, r.payload = payload;
+  pthread_mutex_lock(&w->pmu);
+  if (w->closed) {
+    pthread_mutex_unlock(&w->pmu);
+    return SH_ECLOSED;
+  }
+  tail = w->in_tail;
+  head = __atomic_load_n(&w->in_head, __ATOMIC_ACQUIRE);
+  if (tail - head >= INBOX || (int64_t)SH__LOAD(&w->nq) + (tail - head) >= SH__LOAD(&w->room)) {
+    pthread_mutex_unlock(&w->pmu);
+    return push_filed(w, r);
+  }
+  r.seq = w->seq++;
+  w->inbox[tail % INBOX] = r;
+  /* (sequentially consistent, with sleeping: a worker about to sleep
+   * either sees this slot or is seen asleep) */
+  __atomic_store_n(&w->in_tail, tail + 1, __ATOMIC_SEQ_CST);
+  wake = __atomic_load_n(&w->sleeping, __ATOMIC_SEQ_CST) > 0 && !w->paused;
+  pthread_mutex_unlock(&w->pmu);
+  if (wake) {
+    pthread_mutex_lock(&w->mu);
+    pthread_cond_signal(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+  }
+  return SH_OK;
 }
 
 /* Where a queued request is: (in the lane) its index there, or (in the
@@ -295,6 +386,7 @@ int sh_work_remove(sh_work *w, int64_t id) {
   sh_msg *m = NULL;
   int32_t at;
   pthread_mutex_lock(&w->mu);
+  absorb(w);
   at = find(w, id);
   if (at != -1) {
     m = take_at(w, at).payload;
@@ -320,6 +412,7 @@ int sh_work_set_priority(sh_work *w, int64_t id, double priority) {
   int rc = SH_ESTATE;
   if (priority != priority) return SH_EINVAL;
   pthread_mutex_lock(&w->mu);
+  absorb(w);
   at = find(w, id);
   if (at <= -2) {
     at = -2 - at;
@@ -332,8 +425,9 @@ int sh_work_set_priority(sh_work *w, int64_t id, double priority) {
      * of its new priority: its seq) */
     request r = lane_at(w, at)[0];
     r.priority = priority;
-    rc = heap_add(w, r);
-    if (rc == SH_OK) take_at(w, at);
+    heap_add(w, r); /* (room: the heap holds as many as are queued) */
+    take_at(w, at);
+    rc = SH_OK;
   }
   pthread_mutex_unlock(&w->mu);
   return rc;
@@ -342,6 +436,7 @@ int sh_work_set_priority(sh_work *w, int64_t id, double priority) {
 int32_t sh_work_queued(sh_work *w) {
   int32_t n;
   pthread_mutex_lock(&w->mu);
+  absorb(w);
   n = queued(w);
   pthread_mutex_unlock(&w->mu);
   return n;
@@ -364,6 +459,7 @@ int32_t sh_work_queued_ids(sh_work *w, int64_t *ids, int32_t cap) {
   int32_t i, n, total;
   request *copy;
   pthread_mutex_lock(&w->mu);
+  absorb(w);
   total = queued(w);
   n = total < cap ? total : cap;
   copy = malloc((size_t)(total ? total : 1) * sizeof *copy);
@@ -382,7 +478,9 @@ int32_t sh_work_queued_ids(sh_work *w, int64_t *ids, int32_t cap) {
 
 void sh_work_pause(sh_work *w, int paused) {
   pthread_mutex_lock(&w->mu);
+  pthread_mutex_lock(&w->pmu); /* (pushers read it) */
   w->paused = paused != 0;
+  pthread_mutex_unlock(&w->pmu);
   set_ready(w);
   if (!w->paused) pthread_cond_broadcast(&w->cv);
   pthread_mutex_unlock(&w->mu);
@@ -392,12 +490,16 @@ void sh_work_close(sh_work *w) {
   int32_t i, n, nlane, lhead, lcap;
   request *heap, *lane;
   pthread_mutex_lock(&w->mu);
+  pthread_mutex_lock(&w->pmu); /* (pushers read it: none pushes after this) */
   w->closed = 1;
+  pthread_mutex_unlock(&w->pmu);
+  absorb(w);
   for (i = 0; i < w->nworkers; i++) SH__STORE(&w->workers[i]->stop, 1);
   heap = w->heap, n = w->nheap;
   lane = w->lane, nlane = w->llen, lhead = w->lhead, lcap = w->lcap;
   w->heap = NULL, w->nheap = w->capheap = 0;
   w->lane = NULL, w->llen = w->lcap = w->lhead = 0;
+  SH__STORE(&w->room, 0);
   set_ready(w);
   pthread_cond_broadcast(&w->cv);
   pthread_mutex_unlock(&w->mu);
@@ -499,6 +601,11 @@ int32_t sh_work_live_workers(sh_work *w) {
   return n;
 }
 
+/* Whether the inbox holds requests not yet filed (read without a lock). */
+static int inbox_filled(sh_work *w) {
+  return __atomic_load_n(&w->in_tail, __ATOMIC_SEQ_CST) != __atomic_load_n(&w->in_head, __ATOMIC_ACQUIRE);
+}
+
 int sh_work_take(sh_work *w, int32_t i, int64_t *id, sh_msg **payload) {
   worker *k;
   int rc, spun = 0;
@@ -514,6 +621,7 @@ int sh_work_take(sh_work *w, int32_t i, int64_t *id, sh_msg **payload) {
       rc = SH_ECLOSED;
       break;
     }
+    absorb(w);
     if (!w->paused && queued(w) > 0) {
       int32_t from = best_at(w);
       request r = take_at(w, from);
@@ -544,12 +652,16 @@ int sh_work_take(sh_work *w, int32_t i, int64_t *id, sh_msg **payload) {
       double until = sh_now_ms() + SPIN_MS;
       spun = 1;
       pthread_mutex_unlock(&w->mu);
-      while (!SH__LOAD(&w->ready) && !SH__LOAD(&k->stop) && sh_now_ms() < until) sched_yield();
+      while (!SH__LOAD(&w->ready) && !inbox_filled(w) && !SH__LOAD(&k->stop) && sh_now_ms() < until) sched_yield();
       pthread_mutex_lock(&w->mu);
       continue;
     }
     spun = 0;
-    pthread_cond_wait(&w->cv, &w->mu);
+    /* Counted asleep before the inbox is looked at: a pusher that fills it
+     * afterwards sees the count and wakes us (see push). */
+    __atomic_add_fetch(&w->sleeping, 1, __ATOMIC_SEQ_CST);
+    if (!inbox_filled(w) || w->paused) pthread_cond_wait(&w->cv, &w->mu);
+    __atomic_sub_fetch(&w->sleeping, 1, __ATOMIC_SEQ_CST);
   }
   pthread_mutex_unlock(&w->mu);
   return rc;

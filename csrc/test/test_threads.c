@@ -529,6 +529,184 @@ static void work_queues_keep_priority_then_arrival_order(void) {
   sh_notify_unref(n);
 }
 
+/* Reads the owner's events until `count` replies came (or `ms` passed);
+ * returns how many came, the last one's id in *last. */
+static int await_replies(sh_notify *n, sh_work *w, int count, double ms, int64_t *last) {
+  double until = sh_now_ms() + ms;
+  int got = 0;
+  while (got < count && sh_now_ms() < until) {
+    uint64_t seen_gen = sh_notify_gen(n);
+    int64_t id;
+    int kind;
+    int32_t wk;
+    sh_msg *m;
+    double a, b;
+    if (sh_work_next_event(w, &id, &kind, &wk, &m, &a, &b) != SH_OK) {
+      sh_notify_wait(n, seen_gen, 100);
+      continue;
+    }
+    if (m) sh_msg_free(m);
+    if (kind == SH_EV_DONE) {
+      got++;
+      if (last) *last = id;
+    }
+  }
+  return got;
+}
+
+/* Frees the events nobody will read. */
+static void drop_events(sh_work *w) {
+  int64_t id;
+  int kind;
+  int32_t wk;
+  sh_msg *m;
+  double a, b;
+  while (sh_work_next_event(w, &id, &kind, &wk, &m, &a, &b) == SH_OK)
+    if (m) sh_msg_free(m);
+}
+
+/* Requests wait in an inbox until a worker (or the owner) files them in
+ * the queue. Several threads push at once, past the inbox's size, while
+ * one worker takes: every request runs once, each thread's in the order it
+ * pushed them (one priority); a pause holds everything pushed meanwhile. */
+enum { PUSHERS = 3, PUSHED = 20000 };
+
+typedef struct pusher {
+  sh_work *w;
+  int base;
+  int refused;
+} pusher;
+
+static void *push_many(void *arg) {
+  pusher *p = (pusher *)arg;
+  int i;
+  for (i = 0; i < PUSHED; i++) {
+    sh_msg *m = int_msg(p->base + i);
+    if (sh_work_push(p->w, p->base + i, 0, m) != SH_OK) {
+      sh_msg_free(m);
+      p->refused++;
+    }
+  }
+  return NULL;
+}
+
+typedef struct recorder {
+  sh_work *w;
+  int32_t index;
+  int n;
+  int *order; /* the values taken, in the order taken */
+} recorder;
+
+static void *record_takes(void *arg) {
+  recorder *r = (recorder *)arg;
+  int64_t id;
+  sh_msg *payload;
+  while (sh_work_take(r->w, r->index, &id, &payload) == SH_OK) {
+    r->order[r->n++] = msg_int(payload);
+    sh_work_report(r->w, r->index, id, SH_EV_DONE, payload, 0, 0);
+  }
+  sh_work_exited(r->w, r->index);
+  return NULL;
+}
+
+static void work_queues_take_from_several_pushing_threads(void) {
+  sh_notify *n = sh_notify_new();
+  sh_work *w = sh_work_new(n);
+  static int order[PUSHERS * PUSHED + 1000];
+  static char seen[PUSHERS * PUSHED + 1000];
+  pusher ps[PUSHERS];
+  pthread_t pt[PUSHERS], rt;
+  recorder rec;
+  int i, in_order = 1, once = 1, refused = 0;
+  int last[PUSHERS + 1];
+  rec.w = w, rec.n = 0, rec.order = order;
+  rec.index = sh_work_add_worker(w);
+  sh_work_ref(w);
+  pthread_create(&rt, NULL, record_takes, &rec);
+  for (i = 0; i < PUSHERS; i++) {
+    ps[i].w = w, ps[i].base = i * PUSHED, ps[i].refused = 0;
+    pthread_create(&pt[i], NULL, push_many, &ps[i]);
+  }
+  /* (the owner reads replies meanwhile) */
+  CHECK(await_replies(n, w, PUSHERS * PUSHED, 60000, NULL) == PUSHERS * PUSHED);
+  for (i = 0; i < PUSHERS; i++) {
+    pthread_join(pt[i], NULL);
+    refused += ps[i].refused;
+  }
+  CHECK(refused == 0);
+  /* paused: what is pushed now stays queued, counted, until resumed */
+  sh_work_pause(w, 1);
+  for (i = 0; i < 1000; i++) sh_work_push(w, PUSHERS * PUSHED + i, 0, int_msg(PUSHERS * PUSHED + i));
+  sh_sleep_ms(2);
+  CHECK(sh_work_queued(w) == 1000);
+  sh_work_pause(w, 0);
+  CHECK(await_replies(n, w, 1000, 60000, NULL) == 1000);
+  sh_work_close(w);
+  pthread_join(rt, NULL);
+  CHECK(rec.n == PUSHERS * PUSHED + 1000);
+  for (i = 0; i <= PUSHERS; i++) last[i] = -1;
+  for (i = 0; i < rec.n; i++) {
+    int v = order[i], from = v / PUSHED;
+    once &= !seen[v];
+    seen[v] = 1;
+    in_order &= v > last[from];
+    last[from] = v;
+  }
+  CHECK(once);
+  CHECK(in_order);
+  drop_events(w);
+  sh_work_unref(w);
+  sh_work_unref(w);
+  sh_notify_unref(n);
+}
+
+/* A worker asleep is woken by the next push however the push finds the
+ * queue: 50 requests one at a time, each after the worker fell asleep. */
+static void work_queues_wake_a_sleeping_worker(void) {
+  sh_notify *n = sh_notify_new();
+  sh_work *w = sh_work_new(n);
+  recorder rec;
+  pthread_t rt;
+  static int order[64];
+  int i, woken = 0;
+  rec.w = w, rec.n = 0, rec.order = order;
+  rec.index = sh_work_add_worker(w);
+  sh_work_ref(w);
+  pthread_create(&rt, NULL, record_takes, &rec);
+  for (i = 0; i < 50; i++) {
+    int64_t last = -1;
+    sh_sleep_ms(1); /* (longer than a worker looks before it sleeps) */
+    sh_work_push(w, i, 0, int_msg(i));
+    woken += await_replies(n, w, 1, 2000, &last) == 1 && last == i;
+  }
+  CHECK(woken == 50);
+  sh_work_close(w);
+  pthread_join(rt, NULL);
+  drop_events(w);
+  sh_work_unref(w);
+  sh_work_unref(w);
+  sh_notify_unref(n);
+}
+
+/* Requests pushed and never taken are freed at close, and by the last
+ * unref when nobody closed the queue (memory checks see no leak). */
+static void work_queues_free_what_was_never_taken(void) {
+  sh_notify *n = sh_notify_new();
+  sh_work *w = sh_work_new(n);
+  int i, ok = 1;
+  for (i = 0; i < 1300; i++) ok &= sh_work_push(w, i, i < 1000 ? i % 2 : 0, int_msg(i)) == SH_OK;
+  CHECK(ok);
+  CHECK(sh_work_remove(w, 1299) == SH_OK); /* (the newest, in the inbox or filed) */
+  CHECK(sh_work_queued(w) == 1299);
+  sh_work_close(w);
+  CHECK(sh_work_queued(w) == 0);
+  sh_work_unref(w);
+  w = sh_work_new(n);
+  for (i = 0; i < 700; i++) sh_work_push(w, i, 0, int_msg(i));
+  sh_work_unref(w);
+  sh_notify_unref(n);
+}
+
 int main(void) {
   messages_hold_bytes_and_counted_refs();
   cleared_messages_are_written_again();
@@ -539,6 +717,9 @@ int main(void) {
   rounds_abort_releases_everyone();
   work_queues_run_by_priority_and_report_everything();
   work_queues_keep_priority_then_arrival_order();
+  work_queues_take_from_several_pushing_threads();
+  work_queues_wake_a_sleeping_worker();
+  work_queues_free_what_was_never_taken();
   printf("threads: %d passed, %d failed\n", passed, failed);
   return failed ? 1 : 0;
 }
