@@ -1260,6 +1260,8 @@ typedef struct thread_slot {
  * Lua as many at a time (_drain): the owner's side of a busy pool reads
  * hundreds a step. */
 #define EVENT_BATCH 256
+/* _drain's kind for a reply of one value, left unpacked (after sh_work_event's kinds) */
+#define SH_DRAIN_DONE_ONE 6
 
 typedef struct pool_ud {
   const void *tag; /* &pool_tag: what check_pool looks for */
@@ -1549,8 +1551,10 @@ static int l_pool_stop_worker(lua_State *L) {
  * call of a C function ends a trace). `what` is the request's id times 8
  * plus the event's kind (an exit's: its worker's index times 8 plus the
  * kind). a and b are, by kind: progress's done and total; a reply's
- * values (a packed table; b is left as it was); a failure's message and
- * traceback; none for a start or an exit (both left as they were).
+ * values (a packed table; b is left as it was), or for a reply of one
+ * value the value itself, under the kind SH_DRAIN_DONE_ONE; a failure's
+ * message and traceback; none for a start or an exit (both left as they
+ * were).
  *
  * The events stay the pool's until a later call says the Lua side has
  * handled them (`handled`, the first that many of the last batch): memory
@@ -1595,17 +1599,21 @@ static int l_pool_drain(lua_State *L) {
       if (kind == SH_EV_FAILED) {
         slots = nv < 2 ? nv : 2, wants = 2;
         lua_settop(L, base + slots);
+      } else if (nv == 1) {
+        /* (one value, as most replies are, left for the Lua side to pack:
+         * a table made in compiled code costs less than one made here) */
+        lua_settop(L, base + 1);
+        kind = SH_DRAIN_DONE_ONE;
+        slots = wants = 1;
       } else {
-        /* (packed as the Lua side packs values: a single one without its n) */
-        lua_createtable(L, nv, nv == 1 ? 0 : 1);
+        /* (packed as the Lua side packs values) */
+        lua_createtable(L, nv, 1);
         for (i = nv; i >= 1; i--) {
           lua_pushvalue(L, base + i);
           lua_rawseti(L, -2, i);
         }
-        if (nv != 1) {
-          lua_pushinteger(L, nv);
-          lua_setfield(L, -2, "n");
-        }
+        lua_pushinteger(L, nv);
+        lua_setfield(L, -2, "n");
         lua_replace(L, base + 1);
         lua_settop(L, base + 1);
         slots = wants = 1;

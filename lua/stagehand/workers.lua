@@ -26,6 +26,7 @@ local M = {}
 
 -- Events a pool's queue reports (csrc/sh_threads.h, enum sh_work_event).
 local STARTED, PROGRESS, DONE, FAILED, EXITED = 1, 2, 3, 4, 5
+local DONE_ONE = 6 -- (_drain's: a reply of one value, not packed)
 
 --- The default number of worker threads: one fewer than the cores, at
 --- least 1, at most 4.
@@ -443,13 +444,16 @@ function Pool:collect()
     local kind = what % 8
     local id = (what - kind) / 8
     local job = reqs[id]
-    local err
+    local err, one, packed
+    if kind == DONE_ONE then kind, one = DONE, true end
     if (kind == DONE or kind == FAILED) and job and not job[STATE] then
       -- Before the event counts as handled, so that memory running out
-      -- here leaves it to come again: a failure's Error is made, and the
-      -- clock of a job whose start went unread (paused while it was
-      -- queued) runs, so that should its end fail for memory, it stalls.
+      -- here leaves it to come again: a failure's Error is made, a reply
+      -- of one value is packed, and the clock of a job whose start went
+      -- unread (paused while it was queued) runs, so that should its end
+      -- fail for memory, it stalls.
       if kind == FAILED then err = failed(job[LABEL], buf[k + 2], buf[k + 3]) end
+      if one then packed = { buf[k + 2] } end
       if job[W] == self.w_queued then
         local o = self.orch
         B.check(B.clock_resume(o.cc, job[CID], o.now), "resume a stall clock")
@@ -465,7 +469,7 @@ function Pool:collect()
         if a >= 0 then job:progress(a, buf[k + 3]) else job:progress() end
       end
     elseif kind == DONE or kind == FAILED then
-      local a = buf[k + 2]
+      local a = packed or buf[k + 2] -- (packed above when the reply is one value, for a job still running)
       buf[k + 2], buf[k + 3] = nil, nil -- (the buffer keeps no reply alive)
       if job then
         reqs[id] = nil
