@@ -282,6 +282,53 @@ describe("priorities", function()
     f:resolve()
   end)
 
+  it("read a fresh closure whose group id a collected one had, in the same step", function()
+    -- A function's group id is reused once the collector took the function.
+    -- Here that happens inside one step, between two grant rounds: the new
+    -- function must be read, not given the rank the old one had this step.
+    local orch = quiet { pools = { p = 1 }, stall_ms = 1e9 }
+    orch.sweep_min, orch.sweep_at = 1, 1 -- (sweep at every new function group)
+    local order, reads, new_group = {}, 0, nil
+    local function waiter(label, prio)
+      return orch:run(label, function(job)
+        local release = job:slot("p")
+        order[#order + 1] = label
+        release()
+      end, { priority = prio })
+    end
+    local doomed = {}
+    local function make_old() -- (a frame of its own: no register of this one keeps it)
+      local old = function() return "background" end
+      doomed[1] = waiter("old", old)
+      return orch.group_of[old]
+    end
+    local old_group = make_old()
+    local go = stagehand.future()
+    orch:run("first", function(job)
+      local release = job:slot("p") -- (fixed scene: granted before "old", whose function is read)
+      doomed[1]:cancel("scrolled away")
+      doomed[1] = nil
+      go:resolve() -- ("then" wakes after the cancelled job's cleanup, which lets go of it)
+      release()
+    end, { priority = "scene" })
+    orch:run("then", function(job)
+      job:await(go)
+      collectgarbage()
+      collectgarbage()
+      waiter("scene", "scene")
+      local fresh = function()
+        reads = reads + 1
+        return "visible"
+      end
+      waiter("fresh", fresh)
+      new_group = orch.group_of[fresh]
+    end)
+    orch:step()
+    assert.equal(old_group, new_group) -- (the id was reused: otherwise this proves nothing)
+    assert.same({ "fresh", "scene" }, order)
+    assert.equal(1, reads)
+  end)
+
   it("use the configured ranks", function()
     local orch = quiet { ranks = { "now", "soon", "later" }, default_priority = "later" }
     local h, prio, f = observed(orch, "x")

@@ -180,13 +180,15 @@ function M.init_groups(o)
   o.big_set = 16 -- (chaos lowers it, so big sets come and go in every scene)
   o.set_pos, o.set_hash, o.big_by_hash = {}, {}, {}
   -- A grant round's reading of each source group (see slots.read_live):
-  -- a function in several sets is called once per round.
-  -- (Keyed by the function, weakly: fresh closures come and go.)
+  -- a function in several sets is called once per round. (Keyed by the
+  -- function's group, an array index: keyed by the function, a game that
+  -- gives every job a closure of its own paid two inserts into weak hash
+  -- tables a job. A reused id is cleared by new_group.)
   o.prio_broken = false -- (memory ran out mid-change: sources.rebuild)
   o.prio_snapshot = false
   o.round = 0
-  o.seen_round = setmetatable({}, { __mode = "k" })
-  o.seen_rank = setmetatable({}, { __mode = "k" })
+  o.seen_round = {}
+  o.seen_rank = {}
 end
 
 --- The group of one source (0 for nil, the default). A rank name's group
@@ -233,6 +235,7 @@ local function new_group(o)
   free[n] = nil
   forget_in_queues(o, g)
   o.birth[g] = b
+  o.seen_round[g] = nil -- (read for another source before)
   return g
 end
 
@@ -304,11 +307,11 @@ function M.set_rank(o, g)
       local src = o.source_of[m]
       if src == nil then
         r = o.default_rank -- (a function no longer referenced: no job reads it)
-      elseif seen_round[src] == round then
-        r = seen_rank[src]
+      elseif seen_round[m] == round then
+        r = seen_rank[m]
       else
         r = M.source_rank(o, src, nil)
-        seen_round[src], seen_rank[src] = round, r
+        if o.source_of[m] == src then seen_round[m], seen_rank[m] = round, r end
       end
     end
     if r < best then best = r end

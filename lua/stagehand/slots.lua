@@ -335,12 +335,12 @@ local function read_group(o, p, g)
   local src = o.source_of[g]
   if src ~= nil then
     local round, rank = o.round
-    if o.seen_round[src] == round then
-      rank = o.seen_rank[src]
+    if o.seen_round[g] == round then
+      rank = o.seen_rank[g]
     else
       local ok, r = pcall(src)
       rank = ok and o.rank_of[r] or priority.bad_source(o, src, ok, r)
-      o.seen_round[src], o.seen_rank[src] = round, rank
+      if o.source_of[g] == src then o.seen_round[g], o.seen_rank[g] = round, rank end
     end
     if o.source_of[g] == src then check(pool_set_rank(p, g, rank), "set a group's rank") end
   else
