@@ -325,6 +325,42 @@ static void rounds_abort_releases_everyone(void) {
 
 /* ---- work queues ---- */
 
+/* Reads the owner's events until `count` replies came (or `ms` passed);
+ * returns how many came, the last one's id in *last. */
+static int await_replies(sh_notify *n, sh_work *w, int count, double ms, int64_t *last) {
+  double until = sh_now_ms() + ms;
+  int got = 0;
+  while (got < count && sh_now_ms() < until) {
+    uint64_t seen_gen = sh_notify_gen(n);
+    int64_t id;
+    int kind;
+    int32_t wk;
+    sh_msg *m;
+    double a, b;
+    if (sh_work_next_event(w, &id, &kind, &wk, &m, &a, &b) != SH_OK) {
+      sh_notify_wait(n, seen_gen, 100);
+      continue;
+    }
+    if (m) sh_msg_free(m);
+    if (kind == SH_EV_DONE) {
+      got++;
+      if (last) *last = id;
+    }
+  }
+  return got;
+}
+
+/* Frees the events nobody will read. */
+static void drop_events(sh_work *w) {
+  int64_t id;
+  int kind;
+  int32_t wk;
+  sh_msg *m;
+  double a, b;
+  while (sh_work_next_event(w, &id, &kind, &wk, &m, &a, &b) == SH_OK)
+    if (m) sh_msg_free(m);
+}
+
 typedef struct wq_worker {
   sh_work *w;
   int32_t index;
@@ -518,51 +554,9 @@ static void work_queues_keep_priority_then_arrival_order(void) {
   CHECK(same);
   CHECK(made == N || made > 300);
   sh_work_close(w);
-  {
-    int kind;
-    int32_t wk;
-    double a, b;
-    while (sh_work_next_event(w, &id, &kind, &wk, &m, &a, &b) == SH_OK)
-      if (m) sh_msg_free(m);
-  }
+  drop_events(w);
   sh_work_unref(w);
   sh_notify_unref(n);
-}
-
-/* Reads the owner's events until `count` replies came (or `ms` passed);
- * returns how many came, the last one's id in *last. */
-static int await_replies(sh_notify *n, sh_work *w, int count, double ms, int64_t *last) {
-  double until = sh_now_ms() + ms;
-  int got = 0;
-  while (got < count && sh_now_ms() < until) {
-    uint64_t seen_gen = sh_notify_gen(n);
-    int64_t id;
-    int kind;
-    int32_t wk;
-    sh_msg *m;
-    double a, b;
-    if (sh_work_next_event(w, &id, &kind, &wk, &m, &a, &b) != SH_OK) {
-      sh_notify_wait(n, seen_gen, 100);
-      continue;
-    }
-    if (m) sh_msg_free(m);
-    if (kind == SH_EV_DONE) {
-      got++;
-      if (last) *last = id;
-    }
-  }
-  return got;
-}
-
-/* Frees the events nobody will read. */
-static void drop_events(sh_work *w) {
-  int64_t id;
-  int kind;
-  int32_t wk;
-  sh_msg *m;
-  double a, b;
-  while (sh_work_next_event(w, &id, &kind, &wk, &m, &a, &b) == SH_OK)
-    if (m) sh_msg_free(m);
 }
 
 /* Requests wait in an inbox until a worker (or the owner) files them in
@@ -609,6 +603,24 @@ static void *record_takes(void *arg) {
   return NULL;
 }
 
+/* A worker thread recording what it takes into `order`. */
+static void start_recorder(recorder *rec, sh_work *w, int *order, pthread_t *thread) {
+  rec->w = w, rec->n = 0, rec->order = order;
+  rec->index = sh_work_add_worker(w);
+  sh_work_ref(w);
+  pthread_create(thread, NULL, record_takes, rec);
+}
+
+/* Closes the queue, waits for the recorder, and lets go of everything. */
+static void stop_recorder(sh_notify *n, sh_work *w, pthread_t thread) {
+  sh_work_close(w);
+  pthread_join(thread, NULL);
+  drop_events(w);
+  sh_work_unref(w);
+  sh_work_unref(w);
+  sh_notify_unref(n);
+}
+
 static void work_queues_take_from_several_pushing_threads(void) {
   sh_notify *n = sh_notify_new();
   sh_work *w = sh_work_new(n);
@@ -619,10 +631,7 @@ static void work_queues_take_from_several_pushing_threads(void) {
   recorder rec;
   int i, in_order = 1, once = 1, refused = 0;
   int last[PUSHERS + 1];
-  rec.w = w, rec.n = 0, rec.order = order;
-  rec.index = sh_work_add_worker(w);
-  sh_work_ref(w);
-  pthread_create(&rt, NULL, record_takes, &rec);
+  start_recorder(&rec, w, order, &rt);
   for (i = 0; i < PUSHERS; i++) {
     ps[i].w = w, ps[i].base = i * PUSHED, ps[i].refused = 0;
     pthread_create(&pt[i], NULL, push_many, &ps[i]);
@@ -641,8 +650,7 @@ static void work_queues_take_from_several_pushing_threads(void) {
   CHECK(sh_work_queued(w) == 1000);
   sh_work_pause(w, 0);
   CHECK(await_replies(n, w, 1000, 60000, NULL) == 1000);
-  sh_work_close(w);
-  pthread_join(rt, NULL);
+  stop_recorder(n, w, rt); /* (then what it took can be read) */
   CHECK(rec.n == PUSHERS * PUSHED + 1000);
   for (i = 0; i <= PUSHERS; i++) last[i] = -1;
   for (i = 0; i < rec.n; i++) {
@@ -654,10 +662,6 @@ static void work_queues_take_from_several_pushing_threads(void) {
   }
   CHECK(once);
   CHECK(in_order);
-  drop_events(w);
-  sh_work_unref(w);
-  sh_work_unref(w);
-  sh_notify_unref(n);
 }
 
 /* A worker asleep is woken by the next push however the push finds the
@@ -669,10 +673,7 @@ static void work_queues_wake_a_sleeping_worker(void) {
   pthread_t rt;
   static int order[64];
   int i, woken = 0;
-  rec.w = w, rec.n = 0, rec.order = order;
-  rec.index = sh_work_add_worker(w);
-  sh_work_ref(w);
-  pthread_create(&rt, NULL, record_takes, &rec);
+  start_recorder(&rec, w, order, &rt);
   for (i = 0; i < 50; i++) {
     int64_t last = -1;
     sh_sleep_ms(1); /* (longer than a worker looks before it sleeps) */
@@ -680,12 +681,7 @@ static void work_queues_wake_a_sleeping_worker(void) {
     woken += await_replies(n, w, 1, 2000, &last) == 1 && last == i;
   }
   CHECK(woken == 50);
-  sh_work_close(w);
-  pthread_join(rt, NULL);
-  drop_events(w);
-  sh_work_unref(w);
-  sh_work_unref(w);
-  sh_notify_unref(n);
+  stop_recorder(n, w, rt);
 }
 
 /* Requests pushed and never taken are freed at close, and by the last
