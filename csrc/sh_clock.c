@@ -126,12 +126,16 @@ static int start(sh_clock *c, int32_t id, double stall_ms, double now, uint64_t 
   c->count++;
   if (sh__heap_contains(&c->heap, id)) {
     /* The id's last clock stopped lazily and its item is still filed. A key
-     * no later than the new deadline stands (it is re-filed when it reaches
-     * the top); a later one would break the lazy invariant, and is brought
-     * down to the deadline. Either way it takes this clock's order (a new
-     * clock's puts it behind every equal key: as a rule, a step or two). */
+     * earlier than the new deadline stands as it is, order and all: it is
+     * re-filed under this clock's deadline and order when it reaches the
+     * top, before it could stall. A key equal to the deadline could stall
+     * as it is, so it takes this clock's order (behind every equal key); a
+     * later one would break the lazy invariant, and is brought down to the
+     * deadline. (Re-filing every restarted id at once sifted it down the
+     * heap: a kept orchestrator's next wave of 100,000 jobs took 75 ns a
+     * start where a new one's took 5.) */
     double key = sh__heap_key(&c->heap, id), due = e->last + e->stall;
-    sh__heap_rekey_tie(&c->heap, id, key < due ? key : due, e->order);
+    if (key >= due) sh__heap_rekey_tie(&c->heap, id, due, e->order);
     rc = SH_OK;
   } else {
     rc = sh__heap_insert_tie(&c->heap, id, e->last + e->stall, e->order);

@@ -222,6 +222,52 @@ static void clock_stopped_ids_restart_on_their_new_deadline(void) {
   sh_clock_free(c);
 }
 
+/* A stopped id's item left in the heap, taken over by the id's next
+ * clock: a key earlier than the new deadline stands as it was filed, and
+ * one equal to it takes the new clock's order. Either way equal deadlines
+ * stall in the order their clocks started. */
+static void clock_restarted_ids_stall_in_start_order(void) {
+  sh_clock *c = sh_clock_new();
+  int k;
+  CHECK(sh_clock_start(c, 0, 100, 0) == SH_OK); /* filed under 100, started first */
+  CHECK(sh_clock_stop(c, 0) == SH_OK);
+  CHECK(sh_clock_start(c, 1, 100, 50) == SH_OK); /* due at 150 */
+  CHECK(sh_clock_start(c, 0, 100, 50) == SH_OK); /* due at 150 too, started after 1 */
+  CHECK(sh_clock_check(c) == SH_OK);
+  CHECK(sh_clock_next_due(c, 50) == 50); /* (its old key: a lower bound) */
+  CHECK(sh_clock_pop_stalled(c, 149) == -1);
+  CHECK(sh_clock_check(c) == SH_OK);
+  CHECK(sh_clock_pop_stalled(c, 150) == 1);
+  CHECK(sh_clock_pop_stalled(c, 150) == 0);
+  sh_clock_free(c);
+  /* the same, with the new deadline equal to the old key, checked before
+   * the deadline (k == 1) or only at it */
+  for (k = 0; k < 2; k++) {
+    c = sh_clock_new();
+    CHECK(sh_clock_start(c, 0, 100, 0) == SH_OK); /* filed under 100 */
+    CHECK(sh_clock_stop(c, 0) == SH_OK);
+    CHECK(sh_clock_start(c, 1, 50, 50) == SH_OK); /* due at 100 */
+    CHECK(sh_clock_start(c, 0, 50, 50) == SH_OK); /* due at 100 too, started after 1 */
+    CHECK(sh_clock_check(c) == SH_OK);
+    if (k == 1) CHECK(sh_clock_pop_stalled(c, 99) == -1);
+    CHECK(sh_clock_pop_stalled(c, 100) == 1);
+    CHECK(sh_clock_pop_stalled(c, 100) == 0);
+    sh_clock_free(c);
+  }
+  /* 1,000 ids stopped and restarted a wave later, in reverse: they stall
+   * in the new wave's start order, not the old one's */
+  c = sh_clock_new();
+  for (k = 0; k < 1000; k++) CHECK(sh_clock_start(c, k, 100, 0) == SH_OK);
+  for (k = 0; k < 1000; k++) CHECK(sh_clock_stop(c, k) == SH_OK);
+  for (k = 999; k >= 0; k--) CHECK(sh_clock_start(c, k, 100, 10) == SH_OK);
+  CHECK(sh_clock_check(c) == SH_OK);
+  CHECK(sh_clock_pop_stalled(c, 109) == -1);
+  for (k = 999; k >= 0; k--) CHECK(sh_clock_pop_stalled(c, 110) == k);
+  CHECK(sh_clock_pop_stalled(c, 110) == -1);
+  CHECK(sh_clock_count(c) == 0);
+  sh_clock_free(c);
+}
+
 static void clock_refuses_bad_input(void) {
   sh_clock *c = sh_clock_new();
   CHECK(sh_clock_start(c, -1, 10, 0) == SH_EINVAL);
@@ -915,6 +961,7 @@ int main(void) {
   clock_hidden_time_never_counts();
   clock_paused_never_stalls_and_resume_is_progress();
   clock_stopped_ids_restart_on_their_new_deadline();
+  clock_restarted_ids_stall_in_start_order();
   clock_refuses_bad_input();
   clock_of_infinity_never_stalls();
   clock_random_sequences_keep_invariants();
