@@ -6,7 +6,7 @@ RUNTIMES := luajit lua5.4 lua5.1
 CC ?= cc
 WARN := -Wall -Wextra -Wshadow -Wconversion -Wstrict-prototypes -Wmissing-prototypes
 CFLAGS_CORE := -std=c99 -O2 -g -fPIC $(WARN)
-CORE_SRC := csrc/sh_heap.c csrc/sh_clock.c csrc/sh_timer.c csrc/sh_pool.c csrc/sh_barrier.c csrc/sh_ids.c csrc/sh_sys.c \
+CORE_SRC := csrc/sh_grow.c csrc/sh_heap.c csrc/sh_clock.c csrc/sh_timer.c csrc/sh_pool.c csrc/sh_barrier.c csrc/sh_ids.c csrc/sh_sys.c \
 	csrc/sh_notify.c csrc/sh_msg.c csrc/sh_port.c csrc/sh_rounds.c csrc/sh_work.c
 CORE_HDR := csrc/stagehand.h csrc/sh_heap.h csrc/sh_grow.h csrc/sh_threads.h csrc/sh_sync.h csrc/sh_watchers.h
 MODULE_SRC := csrc/lstagehand.c csrc/lthreads.c

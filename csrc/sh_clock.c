@@ -62,7 +62,7 @@ sh_clock *sh_clock_new(void) {
 void sh_clock_free(sh_clock *c) {
   if (!c) return;
   sh__heap_free(&c->heap);
-  free(c->entries);
+  sh__free_kept(c->entries, c->cap, sizeof *c->entries);
   free(c->groups);
   free(c);
 }
@@ -111,10 +111,11 @@ static int start(sh_clock *c, int32_t id, double stall_ms, double now, uint64_t 
   rc = sh__heap_reserve(&c->heap, id);
   if (rc != SH_OK) return rc;
   if (c->heap.pos_cap > c->cap) {
-    entry *grown = sh__grow_zeroed(c->entries, c->cap, c->heap.pos_cap, sizeof *grown);
+    size_t got;
+    entry *grown = sh__grow_kept(c->entries, c->cap, c->heap.pos_cap, sizeof *grown, 1, &got);
     if (!grown) return SH_ENOMEM;
     c->entries = grown;
-    c->cap = c->heap.pos_cap;
+    c->cap = got;
   }
   e = &c->entries[id];
   if (e->state != FREE) return SH_ESTATE;

@@ -8,13 +8,13 @@
 void sh__heap_init(sh__heap *h) { memset(h, 0, sizeof *h); }
 
 void sh__heap_free(sh__heap *h) {
-  free(h->items);
-  free(h->pos);
+  sh__free_kept(h->items, h->cap, sizeof *h->items);
+  sh__free_kept(h->pos, h->pos_cap, sizeof *h->pos);
   sh__heap_init(h);
 }
 
 int sh__heap_reserve(sh__heap *h, int32_t id) {
-  size_t need, cap;
+  size_t need, cap, got;
   uint32_t *pos;
   sh__heap_item *items;
   if (id < 0 || id >= SH_MAX_ID) return SH_EINVAL;
@@ -22,18 +22,18 @@ int sh__heap_reserve(sh__heap *h, int32_t id) {
   if (need > h->pos_cap) {
     cap = h->pos_cap ? h->pos_cap : 64;
     while (cap < need) cap *= 2;
-    pos = sh__grow_zeroed(h->pos, h->pos_cap, cap, sizeof *pos);
+    pos = sh__grow_kept(h->pos, h->pos_cap, cap, sizeof *pos, 1, &got);
     if (!pos) return SH_ENOMEM;
     h->pos = pos;
-    h->pos_cap = cap;
+    h->pos_cap = got;
   }
   /* The heap never holds more items than there are ids, so growing the item
    * array here means insert cannot fail later. */
   if (h->pos_cap > h->cap) {
-    items = realloc(h->items, h->pos_cap * sizeof *items);
+    items = sh__grow_kept(h->items, h->cap, h->pos_cap, sizeof *items, 0, &got);
     if (!items) return SH_ENOMEM;
     h->items = items;
-    h->cap = h->pos_cap;
+    h->cap = got;
   }
   return SH_OK;
 }

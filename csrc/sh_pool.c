@@ -63,7 +63,7 @@ sh_pool *sh_pool_new(void) {
 
 void sh_pool_free(sh_pool *p) {
   if (!p) return;
-  free(p->waiters);
+  sh__free_kept(p->waiters, p->nwaiters, sizeof *p->waiters);
   free(p->groups);
   free(p->heap);
   free(p->stack);
@@ -164,14 +164,14 @@ int sh_pool_reset_use(sh_pool *p) {
 }
 
 static int grow_waiters(sh_pool *p, int32_t id) {
-  size_t n = p->nwaiters ? p->nwaiters : 64;
+  size_t n = p->nwaiters ? p->nwaiters : 64, got;
   waiter *w;
   if ((size_t)id < p->nwaiters) return SH_OK;
   while (n <= (size_t)id) n *= 2;
-  w = sh__grow_zeroed(p->waiters, p->nwaiters, n, sizeof *w);
+  w = sh__grow_kept(p->waiters, p->nwaiters, n, sizeof *w, 1, &got);
   if (!w) return SH_ENOMEM;
   p->waiters = w;
-  p->nwaiters = n;
+  p->nwaiters = got;
   return SH_OK;
 }
 

@@ -70,7 +70,7 @@ build = {
     ["stagehand.driver.manual"] = "lua/stagehand/driver/manual.lua",
     ["stagehand._core"] = {
       sources = {
-        "csrc/sh_heap.c", "csrc/sh_clock.c", "csrc/sh_timer.c", "csrc/sh_pool.c", "csrc/sh_barrier.c",
+        "csrc/sh_grow.c", "csrc/sh_heap.c", "csrc/sh_clock.c", "csrc/sh_timer.c", "csrc/sh_pool.c", "csrc/sh_barrier.c",
         "csrc/sh_ids.c", "csrc/sh_sys.c", "csrc/sh_notify.c", "csrc/sh_msg.c", "csrc/sh_port.c",
         "csrc/sh_rounds.c", "csrc/sh_work.c", "csrc/lstagehand.c", "csrc/lthreads.c",
       },

@@ -3,6 +3,7 @@
  * their invariants checked after every step of long random sequences.
  * Prints "N passed, N failed" and exits non-zero on any failure.
  */
+#include "../sh_grow.h"
 #include "../stagehand.h"
 #include "fuzz_core.h"
 
@@ -266,6 +267,78 @@ static void clock_restarted_ids_stall_in_start_order(void) {
   CHECK(sh_clock_pop_stalled(c, 110) == -1);
   CHECK(sh_clock_count(c) == 0);
   sh_clock_free(c);
+}
+
+/* A core's per-id arrays, once it is freed, are kept for the next core
+ * to grow into: the next one starts from zeroed entries all the same
+ * (every id free, nothing filed), and what is kept stays within its
+ * bound however many cores are freed. */
+static void cores_grow_into_the_arrays_freed_cores_kept(void) {
+  enum { N = 11000 }; /* (the clock's entries, the heap's items and the pool's waiters: 256 KB or more each) */
+  size_t bytes = 0, blocks;
+  int32_t i;
+  int k;
+  for (k = 0; k < 2; k++) { /* (the second grows into what the first kept) */
+    sh_clock *c = sh_clock_new();
+    sh_pool *p = sh_pool_new();
+    for (i = 0; i < N; i++) {
+      if (sh_clock_start(c, i, 1000 + k, 0) != SH_OK || sh_pool_enqueue(p, i, i % 3) != SH_OK) {
+        CHECK(0); /* (a kept entry not zeroed reads as running: SH_ESTATE) */
+        break;
+      }
+      if (i % 1000 == 0) CHECK(sh_clock_join(c, i, 1) == SH_OK);
+    }
+    CHECK(sh_clock_count(c) == N);
+    CHECK(sh_clock_check(c) == SH_OK);
+    CHECK(sh_pool_check(p) == SH_OK);
+    CHECK(sh_pool_waiting(p) == N);
+    CHECK(sh_clock_pop_stalled(c, 999 + k) == -1);
+    /* (the first core is freed with every clock running and every waiter
+     * queued: what it leaves in its arrays must not reach the second) */
+    if (k == 1) {
+      for (i = 0; i < N; i++) {
+        if (sh_clock_pop_stalled(c, 1000 + k) != i) {
+          CHECK(0);
+          break;
+        }
+      }
+      CHECK(sh_clock_pop_stalled(c, 1e9) == -1);
+      for (i = 0; i < N; i++) {
+        if (sh_pool_remove(p, i) != SH_OK) {
+          CHECK(0);
+          break;
+        }
+      }
+    }
+    sh_clock_free(c);
+    sh_pool_free(p);
+    blocks = sh__kept_blocks(&bytes);
+    CHECK(blocks > 0);
+    CHECK(bytes >= (size_t)N * 40); /* (the stall clock's entries, at least) */
+    CHECK(bytes <= SH__SPARE_MAX);
+  }
+  /* a small core never takes a kept block: it grows as ever */
+  {
+    sh_clock *c = sh_clock_new();
+    size_t before;
+    blocks = sh__kept_blocks(&before);
+    for (i = 0; i < 100; i++) CHECK(sh_clock_start(c, i, 5, 0) == SH_OK);
+    CHECK(sh__kept_blocks(&bytes) == blocks && bytes == before);
+    CHECK(sh_clock_pop_stalled(c, 5) == 0);
+    sh_clock_free(c);
+  }
+  /* freeing more than the bound keeps no more than it */
+  {
+    sh_clock *cs[8];
+    for (k = 0; k < 8; k++) {
+      cs[k] = sh_clock_new();
+      CHECK(sh_clock_start(cs[k], 400000, 10, 0) == SH_OK); /* (grown at once to 400,001 ids) */
+    }
+    for (k = 0; k < 8; k++) sh_clock_free(cs[k]);
+    sh__kept_blocks(&bytes);
+    CHECK(bytes <= SH__SPARE_MAX);
+    CHECK(bytes > SH__SPARE_MAX / 2);
+  }
 }
 
 static void clock_refuses_bad_input(void) {
@@ -962,6 +1035,7 @@ int main(void) {
   clock_paused_never_stalls_and_resume_is_progress();
   clock_stopped_ids_restart_on_their_new_deadline();
   clock_restarted_ids_stall_in_start_order();
+  cores_grow_into_the_arrays_freed_cores_kept();
   clock_refuses_bad_input();
   clock_of_infinity_never_stalls();
   clock_random_sequences_keep_invariants();

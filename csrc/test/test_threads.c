@@ -5,11 +5,13 @@
  * Prints "N passed, N failed" and exits non-zero on any failure.
  */
 #define _GNU_SOURCE
+#include "../sh_grow.h"
 #include "../sh_threads.h"
 #include "../stagehand.h"
 
 #include <poll.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -703,6 +705,34 @@ static void work_queues_free_what_was_never_taken(void) {
   sh_notify_unref(n);
 }
 
+/* Cores made and freed on several threads at once (an orchestrator in
+ * each of several Lua states): the arrays freed cores keep are handed to
+ * one grower each, and every core starts from zeroed entries. */
+static void *clock_churn(void *arg) {
+  int t = (int)(intptr_t)arg, r;
+  for (r = 0; r < 6; r++) {
+    sh_clock *c = sh_clock_new();
+    int32_t i, n = 7000 + 500 * t, bad = 0;
+    for (i = 0; i < n; i++) bad |= sh_clock_start(c, i, 10 + t, 0) != SH_OK;
+    for (i = 0; i < n; i += 2) bad |= sh_clock_stop(c, i) != SH_OK;
+    CHECK(!bad);
+    CHECK(sh_clock_count(c) == n / 2);
+    CHECK(sh_clock_pop_stalled(c, 10 + t) == 1);
+    sh_clock_free(c);
+  }
+  return NULL;
+}
+
+static void cores_freed_on_several_threads_keep_their_arrays(void) {
+  pthread_t th[4];
+  int t;
+  size_t bytes;
+  for (t = 0; t < 4; t++) CHECK(pthread_create(&th[t], NULL, clock_churn, (void *)(intptr_t)t) == 0);
+  for (t = 0; t < 4; t++) pthread_join(th[t], NULL);
+  CHECK(sh__kept_blocks(&bytes) > 0);
+  CHECK(bytes <= SH__SPARE_MAX);
+}
+
 int main(void) {
   messages_hold_bytes_and_counted_refs();
   cleared_messages_are_written_again();
@@ -716,6 +746,7 @@ int main(void) {
   work_queues_take_from_several_pushing_threads();
   work_queues_wake_a_sleeping_worker();
   work_queues_free_what_was_never_taken();
+  cores_freed_on_several_threads_keep_their_arrays();
   printf("threads: %d passed, %d failed\n", passed, failed);
   return failed ? 1 : 0;
 }
