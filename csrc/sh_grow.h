@@ -20,7 +20,8 @@ static inline void *sh__grow_zeroed(void *p, size_t old_n, size_t new_n, size_t 
  * this big back to the system once freed. So those of SH__SPARE_MIN bytes
  * or more are kept when freed, SH__SPARE_MAX bytes in all, and the next
  * core to grow one takes the smallest kept block that holds what it needs.
- * Any thread may grow and free them (a lock guards what is kept). */
+ * A worker pool's queues (an entry a request or an event) are kept the same
+ * way. Any thread may grow and free them (a lock guards what is kept). */
 #define SH__SPARE_MIN ((size_t)256 * 1024)
 #define SH__SPARE_MAX ((size_t)32 * 1024 * 1024)
 
@@ -29,7 +30,11 @@ static inline void *sh__grow_zeroed(void *p, size_t old_n, size_t new_n, size_t 
  * to how many elements the array now holds (new_n or more: a kept block
  * may be bigger). Returns the array, or NULL with p untouched. */
 void *sh__grow_kept(void *p, size_t old_n, size_t new_n, size_t size, int zero, size_t *got);
-/* Frees an array of n elements of size bytes grown by sh__grow_kept. */
+/* A new array of at least n elements of size bytes, not zeroed (a kept
+ * block, or malloc's); *got as for sh__grow_kept. NULL when out of memory. */
+void *sh__alloc_kept(size_t n, size_t size, size_t *got);
+/* Frees an array of n elements of size bytes from sh__grow_kept or
+ * sh__alloc_kept. */
 void sh__free_kept(void *p, size_t n, size_t size);
 /* How many blocks are kept, and their bytes (for tests). */
 size_t sh__kept_blocks(size_t *bytes);

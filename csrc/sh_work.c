@@ -1,3 +1,4 @@
+#include "sh_grow.h"
 #include "sh_sync.h"
 #include "sh_threads.h"
 #include "stagehand.h"
@@ -172,10 +173,10 @@ void sh_work_unref(sh_work *w) {
   for (; w->in_head != w->in_tail; w->in_head++) sh_msg_free(w->inbox[w->in_head % INBOX].payload);
   for (i = 0; i < w->elen; i++) sh_msg_free(w->events[(w->ehead + i) % w->ecap].msg);
   for (i = 0; i < w->nworkers; i++) free(w->workers[i]);
-  free(w->heap);
-  free(w->lane);
+  sh__free_kept(w->heap, (size_t)w->capheap, sizeof *w->heap);
+  sh__free_kept(w->lane, (size_t)w->lcap, sizeof *w->lane);
   free(w->inbox);
-  free(w->events);
+  sh__free_kept(w->events, (size_t)w->ecap, sizeof *w->events);
   free(w->workers);
   sh_notify_unref(w->owner);
   pthread_cond_destroy(&w->cv);
@@ -191,13 +192,14 @@ static int add_event(sh_work *w, int64_t id, int kind, int32_t wk, sh_msg *m, do
   event *e;
   if (w->elen == w->ecap) {
     int32_t cap = w->ecap ? w->ecap * 2 : 64, i;
-    event *grown = malloc((size_t)cap * sizeof *grown);
+    size_t got;
+    event *grown = sh__alloc_kept((size_t)cap, sizeof *grown, &got);
     if (!grown) return SH_ENOMEM;
     for (i = 0; i < w->elen; i++) grown[i] = w->events[(w->ehead + i) % w->ecap];
-    free(w->events);
+    sh__free_kept(w->events, (size_t)w->ecap, sizeof *w->events);
     w->events = grown;
     w->ehead = 0;
-    w->ecap = cap;
+    w->ecap = got > INT32_MAX ? INT32_MAX : (int32_t)got;
   }
   e = &w->events[(w->ehead + w->elen) % w->ecap];
   e->id = id, e->kind = kind, e->worker = wk, e->msg = m, e->a = a, e->b = b;
@@ -222,19 +224,21 @@ static int reserve(sh_work *w, int32_t need) {
   cap = cap ? cap * 2 : 16;
   if (cap < need) cap = need;
   if (w->capheap < cap) {
-    request *grown = realloc(w->heap, (size_t)cap * sizeof *grown);
+    size_t got;
+    request *grown = sh__grow_kept(w->heap, (size_t)w->capheap, (size_t)cap, sizeof *grown, 0, &got);
     if (!grown) return SH_ENOMEM;
     w->heap = grown;
-    w->capheap = cap;
+    w->capheap = got > INT32_MAX ? INT32_MAX : (int32_t)got;
   }
   if (w->lcap < cap) {
-    request *grown = malloc((size_t)cap * sizeof *grown);
+    size_t got;
+    request *grown = sh__alloc_kept((size_t)cap, sizeof *grown, &got);
     if (!grown) return SH_ENOMEM;
     for (k = 0; k < w->llen; k++) grown[k] = *lane_at(w, k);
-    free(w->lane);
+    sh__free_kept(w->lane, (size_t)w->lcap, sizeof *w->lane);
     w->lane = grown;
     w->lhead = 0;
-    w->lcap = cap;
+    w->lcap = got > INT32_MAX ? INT32_MAX : (int32_t)got;
   }
   SH__STORE(&w->room, cap);
   return SH_OK;
@@ -487,7 +491,7 @@ void sh_work_pause(sh_work *w, int paused) {
 }
 
 void sh_work_close(sh_work *w) {
-  int32_t i, n, nlane, lhead, lcap;
+  int32_t i, n, nlane, lhead, lcap, capheap;
   request *heap, *lane;
   pthread_mutex_lock(&w->mu);
   pthread_mutex_lock(&w->pmu); /* (pushers read it: none pushes after this) */
@@ -495,7 +499,7 @@ void sh_work_close(sh_work *w) {
   pthread_mutex_unlock(&w->pmu);
   absorb(w);
   for (i = 0; i < w->nworkers; i++) SH__STORE(&w->workers[i]->stop, 1);
-  heap = w->heap, n = w->nheap;
+  heap = w->heap, n = w->nheap, capheap = w->capheap;
   lane = w->lane, nlane = w->llen, lhead = w->lhead, lcap = w->lcap;
   w->heap = NULL, w->nheap = w->capheap = 0;
   w->lane = NULL, w->llen = w->lcap = w->lhead = 0;
@@ -505,8 +509,8 @@ void sh_work_close(sh_work *w) {
   pthread_mutex_unlock(&w->mu);
   for (i = 0; i < n; i++) sh_msg_free(heap[i].payload);
   for (i = 0; i < nlane; i++) sh_msg_free(lane[(lhead + i) % lcap].payload);
-  free(heap);
-  free(lane);
+  sh__free_kept(heap, (size_t)capheap, sizeof *heap);
+  sh__free_kept(lane, (size_t)lcap, sizeof *lane);
 }
 
 int sh_work_closed(sh_work *w) {
