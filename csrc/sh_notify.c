@@ -85,8 +85,11 @@ void sh_notify_signal(sh_notify *n) {
     /* (a full pipe is readable already: nothing lost) */
     if (write(n->fds[1], &one, 1) == 1) n->armed = 1;
   }
-  pthread_cond_broadcast(&n->cv);
   pthread_mutex_unlock(&n->mu);
+  /* Woken after the lock is let go: woken under it, a waiter at once waited
+   * again for the lock. (A waiter reads gen under the lock, so none misses
+   * this one; the caller holds a reference, so n outlives the call.) */
+  pthread_cond_broadcast(&n->cv);
 }
 
 uint64_t sh_notify_gen(sh_notify *n) {

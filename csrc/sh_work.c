@@ -187,8 +187,10 @@ void sh_work_unref(sh_work *w) {
 }
 
 /* (emu held) Queues an event for the owner; the owner hears of the first
- * one queued since it last looked. */
-static int add_event(sh_work *w, int64_t id, int kind, int32_t wk, sh_msg *m, double a, double b) {
+ * one queued since it last looked: *tell is set, and the caller signals
+ * the owner once it has let go of emu (signalled under it, the owner woke
+ * only to wait for emu, a sleep and a wake more on every round trip). */
+static int add_event(sh_work *w, int64_t id, int kind, int32_t wk, sh_msg *m, double a, double b, int *tell) {
   event *e;
   if (w->elen == w->ecap) {
     int32_t cap = w->ecap ? w->ecap * 2 : 64, i;
@@ -210,7 +212,7 @@ static int add_event(sh_work *w, int64_t id, int kind, int32_t wk, sh_msg *m, do
    * short request (it is read with the next event, or the next step). */
   if (!w->told && kind != SH_EV_STARTED) {
     w->told = 1;
-    sh_notify_signal(w->owner);
+    *tell = 1;
   }
   return SH_OK;
 }
@@ -612,7 +614,7 @@ static int inbox_filled(sh_work *w) {
 
 int sh_work_take(sh_work *w, int32_t i, int64_t *id, sh_msg **payload) {
   worker *k;
-  int rc, spun = 0;
+  int rc, spun = 0, tell = 0;
   pthread_mutex_lock(&w->mu);
   k = at(w, i);
   if (k && k->taken) { /* the last request is over */
@@ -637,7 +639,7 @@ int sh_work_take(sh_work *w, int32_t i, int64_t *id, sh_msg **payload) {
       *id = r.id;
       *payload = r.payload;
       pthread_mutex_lock(&w->emu);
-      rc = add_event(w, r.id, SH_EV_STARTED, i, NULL, 0, 0);
+      rc = add_event(w, r.id, SH_EV_STARTED, i, NULL, 0, 0, &tell); /* (a start tells nobody) */
       pthread_mutex_unlock(&w->emu);
       if (rc != SH_OK) { /* the owner could not be told: give the request back */
         k->taken = 0, k->current = -1, w->running--;
@@ -686,17 +688,19 @@ static void drop_unread_start(sh_work *w, int64_t id) {
 }
 
 int sh_work_report(sh_work *w, int32_t i, int64_t id, int kind, sh_msg *m, double a, double b) {
-  int rc;
+  int rc, tell = 0;
   if (kind < SH_EV_STARTED || kind > SH_EV_FAILED) return SH_EINVAL;
   pthread_mutex_lock(&w->emu);
   if (kind == SH_EV_DONE || kind == SH_EV_FAILED) drop_unread_start(w, id);
-  rc = add_event(w, id, kind, i, m, a, b);
+  rc = add_event(w, id, kind, i, m, a, b, &tell);
   pthread_mutex_unlock(&w->emu);
+  if (tell) sh_notify_signal(w->owner);
   return rc;
 }
 
 void sh_work_exited(sh_work *w, int32_t i) {
   worker *k;
+  int tell = 0;
   pthread_mutex_lock(&w->mu);
   k = at(w, i);
   if (k && !k->exited) {
@@ -705,9 +709,9 @@ void sh_work_exited(sh_work *w, int32_t i) {
     w->live--;
     /* (out of memory here loses the event; the owner also counts live) */
     pthread_mutex_lock(&w->emu);
-    add_event(w, -1, SH_EV_EXITED, i, NULL, 0, 0);
+    add_event(w, -1, SH_EV_EXITED, i, NULL, 0, 0, &tell);
     pthread_mutex_unlock(&w->emu);
-    sh_notify_signal(w->owner);
+    sh_notify_signal(w->owner); /* (always: the owner also counts live) */
   }
   pthread_mutex_unlock(&w->mu);
 }
