@@ -295,11 +295,23 @@ function M.set_of(o, job)
   return M.group(o, rawget(h, 2)) -- (raw: a Handle's __index is a function)
 end
 
+--- The rank of source group g, whose function is src, in this grant
+--- round: read once a round, and remembered under g only while g still
+--- names src (the read runs game code, which may let g go and its id be
+--- reused).
+function M.round_rank(o, g, src)
+  local round = o.round
+  if o.seen_round[g] == round then return o.seen_rank[g] end
+  local r = M.source_rank(o, src, nil)
+  if o.source_of[g] == src then o.seen_round[g], o.seen_rank[g] = round, r end
+  return r
+end
+
 --- The rank of a set group in this grant round: the best of its members'.
 function M.set_rank(o, g)
   local ms = o.members[g]
   local best = #o.ranks + 1
-  local fixed, seen_round, seen_rank, round = o.fixed_rank, o.seen_round, o.seen_rank, o.round
+  local fixed = o.fixed_rank
   for i = 1, #ms do
     local m = ms[i]
     local r = fixed[m]
@@ -307,11 +319,8 @@ function M.set_rank(o, g)
       local src = o.source_of[m]
       if src == nil then
         r = o.default_rank -- (a function no longer referenced: no job reads it)
-      elseif seen_round[m] == round then
-        r = seen_rank[m]
       else
-        r = M.source_rank(o, src, nil)
-        if o.source_of[m] == src then seen_round[m], seen_rank[m] = round, r end
+        r = M.round_rank(o, m, src)
       end
     end
     if r < best then best = r end

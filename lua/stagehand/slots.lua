@@ -328,20 +328,12 @@ end
 -- the read began (a set whose last waiter left may be given back and its
 -- id reused), and grant_free asks again what can be granted once the
 -- reading is done.
-local pcall = pcall
 local pool_set_rank, pool_new_reads, pool_next_unread = B.pool_set_rank, B.pool_new_reads, B.pool_next_unread
 
 local function read_group(o, p, g)
   local src = o.source_of[g]
   if src ~= nil then
-    local round, rank = o.round
-    if o.seen_round[g] == round then
-      rank = o.seen_rank[g]
-    else
-      local ok, r = pcall(src)
-      rank = ok and o.rank_of[r] or priority.bad_source(o, src, ok, r)
-      if o.source_of[g] == src then o.seen_round[g], o.seen_rank[g] = round, rank end
-    end
+    local rank = priority.round_rank(o, g, src)
     if o.source_of[g] == src then check(pool_set_rank(p, g, rank), "set a group's rank") end
   else
     local ms = o.members[g]
