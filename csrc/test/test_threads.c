@@ -717,17 +717,17 @@ static void work_queues_grow_into_what_a_freed_queue_kept(void) {
   sh_work *w = sh_work_new(n);
   recorder rec;
   pthread_t rt;
-  size_t before, after;
+  size_t after;
   int i, ok = 1, once = 1, in_order = 1;
-  sh__kept_blocks(&before);
   for (i = 0; i < N; i++) ok &= sh_work_push(w, i, i % 3, int_msg(i)) == SH_OK;
   CHECK(ok);
   CHECK(sh_work_queued(w) == N);
   sh_work_unref(w); /* (never closed: the last unref frees it) */
   sh__kept_blocks(&after);
   /* (its heap and its lane, 20,000 requests of 32 bytes each, are kept, or
-   * were grown into blocks kept before and handed back) */
-  CHECK(after >= before && after >= (size_t)2 * N * 32);
+   * were grown into blocks kept before and handed back, counted then at
+   * what the queue used of them: the total may shrink, never below these) */
+  CHECK(after >= (size_t)2 * N * 32);
   w = sh_work_new(n);
   start_recorder(&rec, w, order, &rt);
   sh_work_pause(w, 1);
