@@ -186,6 +186,10 @@ void sh_work_unref(sh_work *w) {
   free(w);
 }
 
+/* A queue's capacity from the elements a kept block holds (it may hold
+ * more than asked for; the counts here are int32_t). */
+static int32_t cap_of(size_t got) { return got > INT32_MAX ? INT32_MAX : (int32_t)got; }
+
 /* (emu held) Queues an event for the owner; the owner hears of the first
  * one queued since it last looked: *tell is set, and the caller signals
  * the owner once it has let go of emu (signalled under it, the owner woke
@@ -201,7 +205,7 @@ static int add_event(sh_work *w, int64_t id, int kind, int32_t wk, sh_msg *m, do
     sh__free_kept(w->events, (size_t)w->ecap, sizeof *w->events);
     w->events = grown;
     w->ehead = 0;
-    w->ecap = got > INT32_MAX ? INT32_MAX : (int32_t)got;
+    w->ecap = cap_of(got);
   }
   e = &w->events[(w->ehead + w->elen) % w->ecap];
   e->id = id, e->kind = kind, e->worker = wk, e->msg = m, e->a = a, e->b = b;
@@ -230,7 +234,7 @@ static int reserve(sh_work *w, int32_t need) {
     request *grown = sh__grow_kept(w->heap, (size_t)w->capheap, (size_t)cap, sizeof *grown, 0, &got);
     if (!grown) return SH_ENOMEM;
     w->heap = grown;
-    w->capheap = got > INT32_MAX ? INT32_MAX : (int32_t)got;
+    w->capheap = cap_of(got);
   }
   if (w->lcap < cap) {
     size_t got;
@@ -240,7 +244,7 @@ static int reserve(sh_work *w, int32_t need) {
     sh__free_kept(w->lane, (size_t)w->lcap, sizeof *w->lane);
     w->lane = grown;
     w->lhead = 0;
-    w->lcap = got > INT32_MAX ? INT32_MAX : (int32_t)got;
+    w->lcap = cap_of(got);
   }
   SH__STORE(&w->room, cap);
   return SH_OK;
