@@ -53,18 +53,8 @@ void *sh__grow_kept(void *p, size_t old_n, size_t new_n, size_t size, int zero, 
 }
 
 void *sh__alloc_kept(size_t n, size_t size, size_t *got) {
-  size_t bytes, have = 0;
-  void *p = NULL;
-  if (size == 0 || n == 0 || n > SIZE_MAX / size) return NULL;
-  bytes = n * size;
-  if (bytes >= SH__SPARE_MIN) p = take(bytes, &have);
-  if (!p) {
-    p = malloc(bytes);
-    if (!p) return NULL;
-    have = bytes;
-  }
-  *got = have / size;
-  return p;
+  if (n == 0) return NULL;
+  return sh__grow_kept(NULL, 0, n, size, 0, got); /* (realloc of NULL is malloc) */
 }
 
 void sh__free_kept(void *p, size_t n, size_t size) {
