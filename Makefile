@@ -8,7 +8,7 @@ WARN := -Wall -Wextra -Wshadow -Wconversion -Wstrict-prototypes -Wmissing-protot
 CFLAGS_CORE := -std=c99 -O2 -g -fPIC $(WARN)
 CORE_SRC := csrc/sh_grow.c csrc/sh_heap.c csrc/sh_clock.c csrc/sh_timer.c csrc/sh_pool.c csrc/sh_barrier.c csrc/sh_ids.c csrc/sh_sys.c \
 	csrc/sh_notify.c csrc/sh_msg.c csrc/sh_port.c csrc/sh_rounds.c csrc/sh_work.c
-CORE_HDR := csrc/stagehand.h csrc/sh_heap.h csrc/sh_grow.h csrc/sh_threads.h csrc/sh_sync.h csrc/sh_watchers.h
+CORE_HDR := csrc/stagehand.h csrc/sh_heap.h csrc/sh_grow.h csrc/sh_checks.h csrc/sh_threads.h csrc/sh_sync.h csrc/sh_watchers.h
 MODULE_SRC := csrc/lstagehand.c csrc/lthreads.c
 C_HOSTS := build/c_host/host_luajit build/c_host/host_lua5.4 # (examples/c_host)
 
@@ -169,9 +169,10 @@ chaos: build
 # AddressSanitizer + UndefinedBehaviorSanitizer: the core's C tests, then the
 # busted suite against a sanitized build of the module on Lua 5.4, and on
 # LuaJIT through both backends (the interpreters are not sanitized, so the
-# runtime is preloaded). The core's invariant checks run after every change.
-# Lua 5.4's run goes beside LuaJIT's two (two cores; each run takes about two
-# minutes); their outputs are printed in order once all are done.
+# runtime is preloaded). The core's invariant checks run after every change
+# (one in n/64 past 64 entries: csrc/sh_checks.h).
+# Lua 5.4's run goes beside LuaJIT's two (two cores; each run takes about half
+# a minute); their outputs are printed in order once all are done.
 build/sanitize/test_core: $(CORE_SRC) $(CORE_HDR) $(TEST_SRC) csrc/test/fuzz_core.h
 	@mkdir -p $(@D)
 	$(CC) -std=c99 -O1 -g $(WARN) $(SANITIZE) $(TEST_DEFS) -o $@ $(CORE_SRC) $(TEST_SRC) -lm -ldl -lpthread

@@ -1,3 +1,4 @@
+#include "sh_checks.h"
 #include "sh_grow.h"
 #include "sh_heap.h"
 #include "stagehand.h"
@@ -34,11 +35,17 @@ struct sh_clock {
   double vis_acc;   /* visible ms before vis_since */
   double vis_since; /* caller time when visibility last turned on */
   double vis_high;  /* the latest visible time recorded anywhere */
+#ifdef SH_DEBUG_CHECKS
+  sh__checks checks;
+#endif
 };
 
 #ifdef SH_DEBUG_CHECKS
 #include <assert.h>
-#define CHECKED(c) assert(sh_clock_check(c) == SH_OK)
+#define CHECKED(c) \
+  do { \
+    if (sh__check_due(&(c)->checks, (c)->cap)) assert(sh_clock_check(c) == SH_OK); \
+  } while (0)
 #else
 #define CHECKED(c) ((void)0)
 #endif

@@ -1,3 +1,4 @@
+#include "sh_checks.h"
 #include "sh_grow.h"
 #include "stagehand.h"
 
@@ -43,11 +44,17 @@ struct sh_pool {
   int32_t *stack; /* groups to read in this epoch; room for ngroups */
   size_t stack_len;
   uint32_t epoch;
+#ifdef SH_DEBUG_CHECKS
+  sh__checks checks;
+#endif
 };
 
 #ifdef SH_DEBUG_CHECKS
 #include <assert.h>
-#define CHECKED(p) assert(sh_pool_check(p) == SH_OK)
+#define CHECKED(p) \
+  do { \
+    if (sh__check_due(&(p)->checks, (p)->nwaiters + (p)->ngroups)) assert(sh_pool_check(p) == SH_OK); \
+  } while (0)
 #else
 #define CHECKED(p) ((void)0)
 #endif

@@ -1,3 +1,4 @@
+#include "sh_checks.h"
 #include "sh_heap.h"
 #include "stagehand.h"
 
@@ -6,11 +7,17 @@
 
 struct sh_timers {
   sh__heap heap;
+#ifdef SH_DEBUG_CHECKS
+  sh__checks checks;
+#endif
 };
 
 #ifdef SH_DEBUG_CHECKS
 #include <assert.h>
-#define CHECKED(t) assert(sh_timers_check(t) == SH_OK)
+#define CHECKED(t) \
+  do { \
+    if (sh__check_due(&(t)->checks, (t)->heap.pos_cap)) assert(sh_timers_check(t) == SH_OK); \
+  } while (0)
 #else
 #define CHECKED(t) ((void)0)
 #endif

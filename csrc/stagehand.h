@@ -203,7 +203,8 @@ int sh_pin_library(void);
  * the object cannot be found (a static link: nothing to pin).
  *
  * *_check verify every heap and index invariant and return SH_OK or
- * SH_ESTATE; debug builds (SH_DEBUG_CHECKS) run them after each change.
+ * SH_ESTATE; debug builds (SH_DEBUG_CHECKS) run them after each change
+ * to a small structure, and after one change in n/64 to one of n entries.
  */
 
 #ifdef __cplusplus

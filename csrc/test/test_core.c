@@ -3,6 +3,7 @@
  * their invariants checked after every step of long random sequences.
  * Prints "N passed, N failed" and exits non-zero on any failure.
  */
+#include "../sh_checks.h"
 #include "../sh_grow.h"
 #include "../stagehand.h"
 #include "fuzz_core.h"
@@ -1000,6 +1001,24 @@ static void ids_random_sequences_match_a_model(void) {
   CHECK(ok);
 }
 
+/* Debug builds check a structure after every change while it is small,
+ * and after one change in n / SH__CHECK_EVERY when it holds n entries. */
+static void debug_checks_cost_a_bounded_share_of_changes(void) {
+  sh__checks k = {0, 0};
+  int i, due = 0;
+  for (i = 0; i < 1000; i++) due += sh__check_due(&k, SH__CHECK_EVERY);
+  CHECK(due == 1000); /* small: every change */
+  due = 0;
+  for (i = 0; i < 10000; i++) due += sh__check_due(&k, 100 * SH__CHECK_EVERY);
+  CHECK(due == 100); /* 6,400 entries: one change in 100 */
+  due = 0;
+  for (i = 0; i < 100; i++) due += sh__check_due(&k, 1);
+  CHECK(due >= 1); /* shrunk: checked again within the old interval */
+  due = 0;
+  for (i = 0; i < 50; i++) due += sh__check_due(&k, 1);
+  CHECK(due == 50); /* and then at every change */
+}
+
 static void fuzz_corpus_replays(void) {
   DIR *dir = opendir(CORPUS_DIR);
   struct dirent *e;
@@ -1055,6 +1074,7 @@ int main(void) {
   ids_refuse_bad_input();
   ids_run_out_at_the_limit();
   ids_random_sequences_match_a_model();
+  debug_checks_cost_a_bounded_share_of_changes();
   fuzz_corpus_replays();
   sys_reports_time_and_cores();
   printf("c: %d passed, %d failed\n", passed, failed);
