@@ -288,7 +288,7 @@ describe("priorities", function()
     -- function must be read, not given the rank the old one had this step.
     local orch = quiet { pools = { p = 1 }, stall_ms = 1e9 }
     orch.sweep_min, orch.sweep_at = 1, 1 -- (sweep at every new function group)
-    local order, reads, new_group = {}, 0, nil
+    local order, reads, new_group, seen = {}, 0, nil, {}
     local function waiter(label, prio)
       return orch:run(label, function(job)
         local release = job:slot("p")
@@ -318,6 +318,8 @@ describe("priorities", function()
       waiter("scene", "scene")
       local fresh = function()
         reads = reads + 1
+        -- (where and in which step each read came: a second read says how)
+        seen[#seen + 1] = "read in step " .. orch.round .. ": " .. debug.traceback()
         return "visible"
       end
       waiter("fresh", fresh)
@@ -326,7 +328,7 @@ describe("priorities", function()
     orch:step()
     assert.equal(old_group, new_group) -- (the id was reused: otherwise this proves nothing)
     assert.same({ "fresh", "scene" }, order)
-    assert.equal(1, reads)
+    assert.equal(1, reads, table.concat(seen, "\n"))
   end)
 
   it("use the configured ranks", function()
