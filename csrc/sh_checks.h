@@ -9,10 +9,11 @@
  * loaders took 21 s under the sanitizers, and the sanitized suite took
  * nearly three minutes a runtime, against half a minute without checks.
  * Instead every change is checked while the structure is small (at most
- * SH__CHECK_EVERY entries: every case the C tests and the fuzzer build),
- * and one change in n / SH__CHECK_EVERY beyond that, so a change costs
- * O(SH__CHECK_EVERY) checking whatever n is. A fault that stays is found
- * within n / SH__CHECK_EVERY changes of the one that made it. */
+ * SH__CHECK_EVERY entries), and one change in n / SH__CHECK_EVERY beyond
+ * that, so a change costs O(SH__CHECK_EVERY) checking whatever n is. A
+ * fault that stays is found within n / SH__CHECK_EVERY changes of the one
+ * that made it. (The C tests' random sequences and the fuzzer call the
+ * checks themselves after every step, at any size.) */
 #include <stddef.h>
 #include <stdint.h>
 
