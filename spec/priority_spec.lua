@@ -288,7 +288,7 @@ describe("priorities", function()
     -- function must be read, not given the rank the old one had this step.
     local orch = quiet { pools = { p = 1 }, stall_ms = 1e9 }
     orch.sweep_min, orch.sweep_at = 1, 1 -- (sweep at every new function group)
-    local order, reads, new_group, seen = {}, 0, nil, {}
+    local order, reads, new_group = {}, 0, nil
     local function waiter(label, prio)
       return orch:run(label, function(job)
         local release = job:slot("p")
@@ -313,13 +313,17 @@ describe("priorities", function()
     end, { priority = "scene" })
     orch:run("then", function(job)
       job:await(go)
+      -- (LuaJIT: a compiled trace that called the old function may hold it
+      -- as a constant, and a trace keeps what it holds alive: flushed, the
+      -- collector can take it. Without this the id was not reused in one
+      -- run of the suite in 27, and in 3 runs of this file in 80 under
+      -- varied collector settings: the spec failed on the line after step.)
+      if jit then jit.flush() end
       collectgarbage()
       collectgarbage()
       waiter("scene", "scene")
       local fresh = function()
         reads = reads + 1
-        -- (where and in which step each read came: a second read says how)
-        seen[#seen + 1] = "read in step " .. orch.round .. ": " .. debug.traceback()
         return "visible"
       end
       waiter("fresh", fresh)
@@ -328,7 +332,7 @@ describe("priorities", function()
     orch:step()
     assert.equal(old_group, new_group) -- (the id was reused: otherwise this proves nothing)
     assert.same({ "fresh", "scene" }, order)
-    assert.equal(1, reads, table.concat(seen, "\n"))
+    assert.equal(1, reads)
   end)
 
   it("use the configured ranks", function()
