@@ -68,10 +68,13 @@ describe("stagehand.port", function()
     local p = stagehand.port()
     for i = 1, 5 do p:post(i) end
     local got = {}
-    local function slow(v) -- (each takes 20 ms: drain_for stops after the first)
+    -- (each takes 20 ms of the wall clock drain_for reads: os.clock, the
+    -- process's CPU time, runs faster while other threads are busy)
+    local now_ms = require("stagehand.backend").now_ms
+    local function slow(v) -- (drain_for stops after the first)
       got[#got + 1] = v
-      local t0 = os.clock()
-      while os.clock() - t0 < 0.02 do end
+      local t0 = now_ms()
+      while now_ms() - t0 < 20 do end
     end
     assert.equal(1, p:drain_for(slow, 10))
     assert.equal(4, p:drain(function(v) got[#got + 1] = v end))
@@ -353,8 +356,10 @@ describe("threads under the luv driver", function()
     local uv = require "luv"
     local orch = stagehand.new { driver = "luv", log = function() end }
     local pool = stagehand.pool(orch, { module = "fixture_worker", size = 1 })
-    local h = pool:run("sleep", 30)
+    -- (t0 before the run: the worker may start its 30 ms sleep before run
+    -- returns, and a main thread held up after that saw less of it)
     local t0 = uv.hrtime()
+    local h = pool:run("sleep", 30)
     orch:loop()
     assert.same({ "done", true }, { h:result() })
     assert.is_true((uv.hrtime() - t0) / 1e6 >= 25) -- (the loop waited for the reply, rather than return)
