@@ -31,4 +31,17 @@ static inline int sh__check_due(sh__checks *k, size_t n) {
   return 1;
 }
 
+/* CHECKED in each structure's file: check(obj) must return SH_OK when a
+ * change to obj, holding n entries, is due a check (obj->checks counts
+ * them). Nothing is evaluated outside debug builds. */
+#ifdef SH_DEBUG_CHECKS
+#include <assert.h>
+#define SH__CHECKED(obj, n, check) \
+  do { \
+    if (sh__check_due(&(obj)->checks, (n))) assert((check)(obj) == SH_OK); \
+  } while (0)
+#else
+#define SH__CHECKED(obj, n, check) ((void)0)
+#endif
+
 #endif

@@ -40,15 +40,7 @@ struct sh_clock {
 #endif
 };
 
-#ifdef SH_DEBUG_CHECKS
-#include <assert.h>
-#define CHECKED(c) \
-  do { \
-    if (sh__check_due(&(c)->checks, (c)->cap)) assert(sh_clock_check(c) == SH_OK); \
-  } while (0)
-#else
-#define CHECKED(c) ((void)0)
-#endif
+#define CHECKED(c) SH__CHECKED(c, (c)->cap, sh_clock_check)
 
 sh_clock *sh_clock_new(void) {
   sh_clock *c = calloc(1, sizeof *c);

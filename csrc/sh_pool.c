@@ -49,15 +49,7 @@ struct sh_pool {
 #endif
 };
 
-#ifdef SH_DEBUG_CHECKS
-#include <assert.h>
-#define CHECKED(p) \
-  do { \
-    if (sh__check_due(&(p)->checks, (p)->nwaiters + (p)->ngroups)) assert(sh_pool_check(p) == SH_OK); \
-  } while (0)
-#else
-#define CHECKED(p) ((void)0)
-#endif
+#define CHECKED(p) SH__CHECKED(p, (p)->nwaiters + (p)->ngroups, sh_pool_check)
 
 sh_pool *sh_pool_new(void) {
   sh_pool *p = calloc(1, sizeof *p);

@@ -12,15 +12,7 @@ struct sh_timers {
 #endif
 };
 
-#ifdef SH_DEBUG_CHECKS
-#include <assert.h>
-#define CHECKED(t) \
-  do { \
-    if (sh__check_due(&(t)->checks, (t)->heap.pos_cap)) assert(sh_timers_check(t) == SH_OK); \
-  } while (0)
-#else
-#define CHECKED(t) ((void)0)
-#endif
+#define CHECKED(t) SH__CHECKED(t, (t)->heap.pos_cap, sh_timers_check)
 
 sh_timers *sh_timers_new(void) {
   sh_timers *t = calloc(1, sizeof *t);
