@@ -16,6 +16,9 @@
 
 #include <math.h>
 #include <pthread.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +32,8 @@
 #define ROUNDS_MT "stagehand.rounds"
 #define WORK_MT "stagehand.workers"
 #define WORKER_KEY "stagehand.worker context"
+#define ERROR_KEY "stagehand.worker error"         /* what the last failing function raised */
+#define TRACEBACK_KEY "stagehand.worker traceback" /* and its traceback */
 
 #if LUA_VERSION_NUM >= 502
 #define rawlen(L, i) lua_rawlen(L, i)
@@ -475,9 +480,9 @@ typedef struct worker_ctx {
   size_t source_len;
   /* (worker thread only) What every request uses, kept in the registry
    * once (LUA_NOREF until then): the request runner, the traceback
-   * handler, the module's table. tb_set: a failure's traceback is in the
+   * handler, the module's table, the failure's message maker. tb_set: a failure's traceback is in the
    * registry. */
-  int run_ref, tb_ref, mod_ref, tb_set;
+  int run_ref, tb_ref, mod_ref, fail_ref, tb_set;
 } worker_ctx;
 
 static worker_ctx *this_worker(lua_State *L) {
@@ -492,6 +497,10 @@ static const int *stop_flag(lua_State *L) {
   worker_ctx *w = this_worker(L);
   return w ? sh_work_stop_flag(w->work, w->index) : NULL;
 }
+
+/* Whether this state's worker was told to stop: its waits then return
+ * nil or false at once, without taking a value or arriving. */
+static int stopped(const int *stop) { return stop && __atomic_load_n(stop, __ATOMIC_ACQUIRE); }
 
 static void set_waiting(lua_State *L, const char *what) {
   worker_ctx *w = this_worker(L);
@@ -626,6 +635,7 @@ static int receive_for(lua_State *L, double ms) {
   sh_port *p = (sh_port *)b->p;
   const int *stop = stop_flag(L);
   double until = sh_now_ms() + ms; /* (another reader may take what woke us: the time left is what is left) */
+  if (stopped(stop)) return 0;
   for (;;) {
     double left = until - sh_now_ms();
     int rc = take_value(L, b);
@@ -647,15 +657,18 @@ static double check_ms(lua_State *L, int arg) {
 static int l_port_receive(lua_State *L) { return receive_for(L, HUGE_VAL); }
 static int l_port_receive_within(lua_State *L) { return receive_for(L, check_ms(L, 2)); }
 
-/* drain(fn[, ms]): fn(v) for each value queued, without waiting, for at
- * most ms (at least one when any is queued). Returns the count. */
+/* drain(fn[, ms]): fn(v) for each value queued when it began, without
+ * waiting, for at most ms (at least one when any is queued). Returns the
+ * count. (Values posted meanwhile, by fn itself or by a busy worker, wait
+ * for the next drain: one that took them too might never return.) */
 static int drain_for(lua_State *L, double ms) {
   box *b = port_box(L);
   double until = sh_now_ms() + ms;
-  lua_Integer n = 0;
+  lua_Integer n = 0, queued;
   luaL_checktype(L, 2, LUA_TFUNCTION);
+  queued = (lua_Integer)sh_port_count((sh_port *)b->p) + (b->held ? 1 : 0);
   for (;;) {
-    if (n > 0 && sh_now_ms() >= until) break;
+    if (n >= queued || (n > 0 && sh_now_ms() >= until)) break;
     lua_pushvalue(L, 2);
     if (take_value(L, b) != SH_OK) {
       lua_pop(L, 1);
@@ -789,7 +802,12 @@ static int rounds_blocking(lua_State *L, int op) {
   sh_rounds *r = ROUNDS(L);
   double round_no, *share, *res = NULL;
   int32_t len = sh_rounds_share_len(r);
-  int rc = arrive_args(L, r, op, &round_no, &share);
+  int rc;
+  if (stopped(stop_flag(L))) {
+    lua_pushboolean(L, 0);
+    return 1;
+  }
+  rc = arrive_args(L, r, op, &round_no, &share);
   if (rc == SH_ECLOSED) {
     lua_pushboolean(L, 0);
     return 1;
@@ -869,7 +887,7 @@ static int l_rounds_unwatch(lua_State *L) {
 
 static int w_stopping(lua_State *L) {
   const int *stop = stop_flag(L);
-  lua_pushboolean(L, stop && __atomic_load_n(stop, __ATOMIC_ACQUIRE));
+  lua_pushboolean(L, stopped(stop));
   return 1;
 }
 
@@ -885,18 +903,31 @@ static int w_progress(lua_State *L) {
   return 0;
 }
 
+/* What a bad argument was, for a message: a number or string as itself,
+ * anything else by its type. */
+static const char *got_of(lua_State *L, int arg) {
+  switch (lua_type(L, arg)) {
+  case LUA_TNUMBER: return lua_pushfstring(L, "%f", (double)lua_tonumber(L, arg));
+  case LUA_TSTRING: return lua_pushfstring(L, "\"%s\"", lua_tostring(L, arg));
+  default: return luaL_typename(L, arg);
+  }
+}
+
 static int w_sleep(lua_State *L) {
-  double ms = check_ms(L, 1), until = sh_now_ms() + ms;
+  double ms, until;
+  if (lua_type(L, 1) != LUA_TNUMBER || !(lua_tonumber(L, 1) >= 0))
+    return luaL_error(L, "bad argument 'ms' to worker.sleep: expected a number >= 0, got %s", got_of(L, 1));
+  ms = (double)lua_tonumber(L, 1), until = sh_now_ms() + ms;
   const int *stop = stop_flag(L);
   set_waiting(L, "a sleep");
   for (;;) {
     double left = until - sh_now_ms();
     if (left <= 0) break;
-    if (stop && __atomic_load_n(stop, __ATOMIC_ACQUIRE)) break;
+    if (stopped(stop)) break;
     sh_sleep_ms(left > 10 ? 10 : left);
   }
   set_waiting(L, NULL);
-  lua_pushboolean(L, !(stop && __atomic_load_n(stop, __ATOMIC_ACQUIRE)));
+  lua_pushboolean(L, !stopped(stop));
   return 1;
 }
 
@@ -1014,21 +1045,36 @@ static void stop_hook(lua_State *L, lua_Debug *ar) {
 }
 #endif
 
-/* The message handler of a worker's function: keeps the message (a
- * string, or what a table or other value raised says of itself) in the
- * registry, and returns the traceback. */
-static int traceback(lua_State *L) {
-  const char *msg = lua_tostring(L, 1);
-  if (!msg) {
-    if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING) msg = lua_tostring(L, -1);
-    else if (lua_type(L, 1) == LUA_TTABLE) {
-      lua_getfield(L, 1, "message");
-      msg = lua_tostring(L, -1);
-    }
-    if (!msg) msg = lua_pushfstring(L, "(a %s was raised)", luaL_typename(L, 1));
+/* Pushes what the value at idx says of itself: a string or number as
+ * itself, else its __tostring, a table's message, or its type. */
+static const char *push_said(lua_State *L, int idx) {
+  int t = lua_type(L, idx);
+  if (t == LUA_TSTRING || t == LUA_TNUMBER) {
+    lua_pushvalue(L, idx);
+    return lua_tostring(L, -1);
   }
-  lua_pushstring(L, msg);
-  lua_setfield(L, LUA_REGISTRYINDEX, "stagehand.worker error");
+  if (luaL_callmeta(L, idx, "__tostring")) {
+    if (lua_type(L, -1) == LUA_TSTRING) return lua_tostring(L, -1);
+    lua_pop(L, 1);
+  }
+  if (t == LUA_TTABLE) {
+    lua_getfield(L, idx, "message");
+    if (lua_type(L, -1) == LUA_TSTRING) return lua_tostring(L, -1);
+    lua_pop(L, 1);
+  }
+  return lua_pushfstring(L, "(a %s was raised)", luaL_typename(L, idx));
+}
+
+/* The message handler of a worker's function: keeps what was raised, as
+ * it was, in the registry (a plain-data table crosses to the main side as
+ * the failure's cause), and returns the traceback, headed by what the
+ * value says of itself. */
+static int traceback(lua_State *L) {
+  const char *msg;
+  lua_settop(L, 1);
+  lua_pushvalue(L, 1);
+  lua_setfield(L, LUA_REGISTRYINDEX, ERROR_KEY);
+  msg = push_said(L, 1);
   lua_getglobal(L, "debug");
   if (lua_type(L, -1) == LUA_TTABLE) {
     lua_getfield(L, -1, "traceback");
@@ -1083,6 +1129,7 @@ static int load_module(lua_State *L) {
 typedef struct running {
   worker_ctx *w;
   sh_msg *payload, *result;
+  int oom; /* the function ran out of memory (its message handler never ran) */
 } running;
 
 /* A request, run under lua_pcall: its message (the function's name, then
@@ -1114,10 +1161,18 @@ static int protected_run(lua_State *L) {
     return luaL_error(L, "module '%s' has no function '%s'", r->w->module, fname ? fname : "?");
   lua_replace(L, base + 1);
   lua_settop(L, base + n);
-  if (lua_pcall(L, n - 1, LUA_MULTRET, 1) != 0) {
-    r->w->tb_set = 1;
-    lua_setfield(L, LUA_REGISTRYINDEX, "stagehand.worker traceback");
-    lua_getfield(L, LUA_REGISTRYINDEX, "stagehand.worker error");
+  n = lua_pcall(L, n - 1, LUA_MULTRET, 1);
+  if (n != 0) {
+    /* (A memory error skips the message handler: what the registry holds
+     * is an earlier failure's, and the message is Lua's own.) */
+    if (n == LUA_ERRMEM) r->oom = 1;
+    else if (n == LUA_ERRRUN) {
+      r->w->tb_set = 1;
+      lua_setfield(L, LUA_REGISTRYINDEX, TRACEBACK_KEY);
+      lua_getfield(L, LUA_REGISTRYINDEX, ERROR_KEY);
+      lua_pushnil(L);
+      lua_setfield(L, LUA_REGISTRYINDEX, ERROR_KEY); /* (nothing kept alive for good) */
+    }
     return lua_error(L);
   }
   /* (written into the payload, which stays r's until it is the reply:
@@ -1148,39 +1203,85 @@ static sh_msg *strings_msg(const char *const *s, const size_t *lens, uint32_t n)
   return m;
 }
 
+/* Hands the C heap's free memory back to the system (glibc keeps a
+ * thread's freed blocks in that thread's own arena, where the game's
+ * thread cannot reuse them). */
+static void sh__trim_heap(void) {
+#ifdef __GLIBC__
+  malloc_trim(0);
+#endif
+}
+
+/* A failure's message, run under lua_pcall: what was raised (a plain-data
+ * table copied as it is, anything else as the string it says of itself)
+ * and the traceback (the function's, or the message again when the
+ * failure came before or after it ran). */
+static int failure_msg(lua_State *L) {
+  sh_msg **out = (sh_msg **)lua_touserdata(L, 1);
+  lua_settop(L, 2); /* (what was raised at 2) */
+  lua_getfield(L, LUA_REGISTRYINDEX, TRACEBACK_KEY);
+  if (lua_type(L, 3) != LUA_TSTRING) {
+    lua_pop(L, 1);
+    push_said(L, 2);
+  }
+  if (lua_type(L, 2) == LUA_TTABLE) {
+    if (lua_getmetatable(L, 2)) lua_pop(L, 1);
+    else if ((*out = try_encode_values(L, 2, 3, "error", 1, NULL)) != NULL) return 0;
+    else lua_pop(L, 1); /* (the reason it cannot cross: it goes by what it says) */
+  }
+  if (lua_type(L, 2) != LUA_TSTRING) {
+    push_said(L, 2);
+    lua_replace(L, 2);
+  }
+  lua_settop(L, 3);
+  *out = encode_values(L, 2, 3, "error", 1, NULL);
+  return 0;
+}
+
 static void run_request(lua_State *L, worker_ctx *w, int64_t id, sh_msg *payload) {
   running r;
-  r.w = w, r.payload = payload, r.result = NULL;
+  int rc;
+  r.w = w, r.payload = payload, r.result = NULL, r.oom = 0;
   w->request = id;
   if (w->tb_set) { /* (an earlier failure's) */
     w->tb_set = 0;
     lua_pushnil(L);
-    lua_setfield(L, LUA_REGISTRYINDEX, "stagehand.worker traceback");
+    lua_setfield(L, LUA_REGISTRYINDEX, TRACEBACK_KEY);
   }
   if (w->run_ref != LUA_NOREF) lua_rawgeti(L, LUA_REGISTRYINDEX, w->run_ref);
   else lua_pushcfunction(L, protected_run);
   lua_pushlightuserdata(L, &r);
-  if (lua_pcall(L, 1, 0, 0) == 0) {
+  rc = lua_pcall(L, 1, 0, 0);
+  if (rc == 0) {
     if (sh_work_report(w->work, w->index, id, SH_EV_DONE, r.result, 0, 0) != SH_OK) sh_msg_free(r.result);
   } else {
-    /* The failure: what was raised, and the traceback (the function's, or
-     * the message again when the failure came before or after it ran). */
-    const char *pieces[2];
-    size_t lens[2];
-    sh_msg *m;
+    sh_msg *m = NULL;
     if (r.payload) sh_msg_free(r.payload); /* (it failed before its reply took the payload) */
-    if (!lua_tostring(L, -1)) {
-      lua_pop(L, 1);
-      lua_pushstring(L, "(an error without a message)");
+    if (rc == LUA_ERRMEM || r.oom) {
+      /* What the failed request allocated goes back now, not when the
+       * worker's next request happens to collect it: the game's own state
+       * may be the one short of memory. */
+      lua_settop(L, 0);
+      lua_gc(L, LUA_GCCOLLECT, 0);
+      sh__trim_heap();
+    } else {
+      if (w->fail_ref != LUA_NOREF) lua_rawgeti(L, LUA_REGISTRYINDEX, w->fail_ref);
+      else lua_pushcfunction(L, failure_msg);
+      lua_insert(L, -2);
+      lua_pushlightuserdata(L, &m);
+      lua_insert(L, -2);
+      if (lua_pcall(L, 2, 0, 0) != 0) {
+        sh_msg_free(m);
+        m = NULL;
+        lua_settop(L, 0);
+        lua_gc(L, LUA_GCCOLLECT, 0);
+      }
     }
-    lua_getfield(L, LUA_REGISTRYINDEX, "stagehand.worker traceback");
-    if (!lua_tostring(L, -1)) {
-      lua_pop(L, 1);
-      lua_pushvalue(L, -1);
+    if (!m) {
+      static const char *const oom[2] = {"not enough memory", "not enough memory"};
+      static const size_t lens[2] = {17, 17};
+      m = strings_msg(oom, lens, 2);
     }
-    pieces[0] = lua_tolstring(L, -2, &lens[0]);
-    pieces[1] = lua_tolstring(L, -1, &lens[1]);
-    m = strings_msg(pieces, lens, 2);
     if (sh_work_report(w->work, w->index, id, SH_EV_FAILED, m, 0, 0) != SH_OK) sh_msg_free(m);
   }
   w->request = -1;
@@ -1196,6 +1297,8 @@ static int keep_refs(lua_State *L) {
   w->run_ref = luaL_ref(L, LUA_REGISTRYINDEX);
   lua_pushcfunction(L, traceback);
   w->tb_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  lua_pushcfunction(L, failure_msg);
+  w->fail_ref = luaL_ref(L, LUA_REGISTRYINDEX);
   lua_getfield(L, LUA_REGISTRYINDEX, "stagehand.worker module");
   if (lua_type(L, -1) == LUA_TTABLE) w->mod_ref = luaL_ref(L, LUA_REGISTRYINDEX);
   return 0;
@@ -1206,7 +1309,7 @@ static void *worker_main(void *arg) {
   lua_State *L = luaL_newstate();
   int64_t id;
   sh_msg *payload;
-  w->run_ref = w->tb_ref = w->mod_ref = LUA_NOREF;
+  w->run_ref = w->tb_ref = w->mod_ref = w->fail_ref = LUA_NOREF;
   w->tb_set = 0;
   if (L) {
     luaL_openlibs(L);

@@ -156,8 +156,10 @@ int32_t sh_work_add_worker(sh_work *w);
  * the worker also exits once its function returns). Returns the worker,
  * or -1 when no worker runs id. */
 int32_t sh_work_abort_running(sh_work *w, int64_t id, int retire);
-/* Tells a worker to stop what it runs (stopping() turns true); with retire,
- * it also exits once that returns. */
+/* Tells a worker to stop, for good: what it runs now and every request it
+ * takes later start stopped (stopping() is true, its waits end at once),
+ * so a stop made before its thread took its first request holds too; with
+ * retire, it also exits once what it runs returns. */
 int sh_work_stop_worker(sh_work *w, int32_t worker, int retire);
 const int *sh_work_stop_flag(sh_work *w, int32_t worker);
 int sh_work_retired(sh_work *w, int32_t worker);

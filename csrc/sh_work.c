@@ -42,6 +42,7 @@ typedef struct event {
  * thread holds a pointer to its stop flag. */
 typedef struct worker {
   int stop; /* read by the worker's thread without the lock (SH__LOAD) */
+  int halted; /* told to stop for good: each request it takes starts stopped */
   int retired, exited, taken;
   int64_t current;
   const char *waiting;
@@ -562,6 +563,7 @@ int sh_work_stop_worker(sh_work *w, int32_t i, int retire) {
   pthread_mutex_lock(&w->mu);
   k = at(w, i);
   if (k) {
+    k->halted = 1;
     SH__STORE(&k->stop, 1);
     if (retire) k->retired = 1;
     pthread_cond_broadcast(&w->cv);
@@ -636,7 +638,7 @@ int sh_work_take(sh_work *w, int32_t i, int64_t *id, sh_msg **payload) {
       int32_t from = best_at(w);
       request r = take_at(w, from);
       set_ready(w);
-      SH__STORE(&k->stop, 0);
+      SH__STORE(&k->stop, k->halted);
       k->current = r.id;
       k->taken = 1;
       w->running++;

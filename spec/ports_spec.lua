@@ -81,6 +81,36 @@ describe("stagehand.port", function()
     assert.same({ 1, 2, 3, 4, 5 }, got)
   end)
 
+  -- Regression: a drain whose fn posted back to the same port never returned.
+  it("drains only what was queued when it began, when fn posts back to the port", function()
+    local p = stagehand.port()
+    for i = 1, 3 do p:post(i) end
+    local seen = {}
+    assert.equal(3, p:drain(function(v)
+      seen[#seen + 1] = v
+      p:post(v + 10)
+    end))
+    assert.same({ 1, 2, 3 }, seen)
+    assert.equal(3, p:count())
+    assert.equal(3, p:drain_for(function(v) p:post(v) end, 1000))
+    assert.equal(3, p:count())
+  end)
+
+  it("ends a drain while a worker keeps posting to the port", function()
+    local orch = T.new()
+    local pool = stagehand.pool(orch, { module = "fixture_worker", size = 1 })
+    local p = stagehand.port()
+    local h = pool:run("flood", p)
+    assert.is_not_nil(p:receive_within(WAIT))
+    for _ = 1, 20 do
+      local before = p:count()
+      local n = p:drain(function() end)
+      assert.is_true(n >= before, "took fewer than were queued")
+    end
+    h:cancel()
+    orch:wait(pool:destroy(), WAIT)
+  end)
+
   it("raises when receive would block the main thread outside a job", function()
     local p = stagehand.port()
     local ok, err = pcall(p.receive, p)
@@ -190,6 +220,49 @@ describe("stagehand.spawn", function()
     w:stop()
     assert.same({ "done", "stopped" }, { orch:wait(w.done, WAIT) })
     assert.equal("stopped", w:state())
+  end)
+
+  -- Regression: a stop made before the worker reached its first wait was
+  -- lost (its thread cleared it when it took its request), and the
+  -- service blocked in receive for good.
+  it("holds a stop made at once after spawn, before the worker first waits", function()
+    local orch = T.new()
+    for _ = 1, 20 do
+      local inbox, outbox = stagehand.port(), stagehand.port()
+      local w = stagehand.spawn(orch, "fixture_worker.service", inbox, outbox)
+      w:stop()
+      assert.same({ "done", "stopped" }, { orch:wait(w.done, WAIT) })
+      assert.equal("stopped", w:state())
+    end
+  end)
+
+  it("answers nil from receive, false from a round and false from sleep once stopped, with values queued", function()
+    local orch = T.new()
+    local inbox, b = stagehand.port(), stagehand.rounds(1)
+    inbox:post("queued before the stop")
+    local w = stagehand.spawn(orch, "fixture_worker.all_waits", inbox, b)
+    w:stop()
+    assert.same({ "done", "nil", false, false, true }, { orch:wait(w.done, WAIT) })
+    assert.equal(1, inbox:count())
+  end)
+
+  -- Regression: from the second spawn on, under the manual driver, a worker
+  -- that returned before orch:wait began was heard only when the wait's
+  -- time ran out (removing a finished service shifted the next source out
+  -- of the step's walk over them).
+  it("hears each of three spawns end at once under the manual driver", function()
+    local B = require "stagehand.backend"
+    local orch = stagehand.new { driver = "manual" }
+    for i = 1, 3 do
+      local out = stagehand.port()
+      local w = stagehand.spawn(orch, "fixture_worker.post_and_return", out, i)
+      assert.equal(i, out:receive_within(WAIT))
+      out:receive_within(20) -- (time for it to return: nothing more comes)
+      local t0 = B.now_ms()
+      assert.same({ "done", i }, { orch:wait(w.done, 3000) })
+      local took = B.now_ms() - t0
+      assert.is_true(took < 1000, "spawn " .. i .. " heard after " .. took .. " ms")
+    end
   end)
 
   it("never stalls by its own clock", function()

@@ -147,11 +147,59 @@ describe("stagehand.pool", function()
       assert.same({ "done", 3 }, { orch:wait(p:run("add", { a = 1, b = 2 }), WAIT) })
     end)
 
-    it("reads a raised table by its message", function()
+    it("reads a raised table by its message, and hands the table over as the cause", function()
       local p = pool { size = 1 }
       local st, err = orch:wait(p:run("raise_table"), WAIT)
       assert.equal("failed", st)
-      assert.equal("a table with a message", err.cause)
+      assert.same({ message = "a table with a message" }, err.cause)
+      assert.equal("fixture_worker.raise_table failed: a table with a message", err.message)
+    end)
+
+    -- Regression: error({code = 42}) in a worker reached the game as the
+    -- string "(a table was raised)".
+    it("hands a raised plain-data table over as the cause, copied, with a readable message", function()
+      local p = pool { size = 1 }
+      local st, err = orch:wait(p:run("raise_code", 42), WAIT)
+      assert.equal("failed", st)
+      assert.same({ code = 42, where = { "deep", 1 } }, err.cause)
+      assert.matches("^fixture_worker.raise_code failed: a table {code = 42", err.message)
+      assert.matches("stack traceback", err.traceback, 1, true)
+      -- (what cannot cross goes as what it says of itself)
+      st, err = orch:wait(p:run("raise_with_function"), WAIT)
+      assert.equal("failed", st)
+      assert.equal("(a table was raised)", err.cause)
+      assert.same({ "done", 3 }, { orch:wait(p:run("add", { a = 1, b = 2 }), WAIT) })
+    end)
+
+    -- Regression: a worker that ran out of memory reported the previous
+    -- request's error (memory errors skip the message handler), and kept
+    -- what it had allocated while the game's state went short.
+    it("fails a request that runs out of memory with \"not enough memory\", and gives the memory back", function()
+      -- (in a process of its own, under a limit: the address space, or
+      -- AddressSanitizer's own limit when it runs us)
+      local asan = (os.getenv("LD_PRELOAD") or ""):find("asan", 1, true)
+      local limit = asan and "ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1:soft_rss_limit_mb=400 "
+        or "ulimit -v 700000; "
+      local out = io.popen("(" .. limit .. require("spec.helpers").interpreter()
+        .. " spec/fixtures/worker_oom.lua) 2>&1; echo \"exit=$?\""):read("*a")
+      assert.matches("first: fixture_worker.boom failed: [^\n]*an earlier failure\n", out)
+      assert.matches("hog: failed: not enough memory\n", out, 1, true)
+      assert.matches("next: done %d+\n", out)
+      assert.matches("exit=0", out, 1, true)
+      local rss = tonumber(out:match("rss after: (%d+)"))
+      assert.is_true(rss ~= nil and rss < 300, "the process holds " .. tostring(rss) .. " MB after the failure")
+      assert.is_true(tonumber(out:match("next: done (%d+)")) < 50, out)
+    end)
+
+    -- Regression: worker.sleep's errors said "bad argument #1 to '?'".
+    it("names worker.sleep and its argument when given a bad time", function()
+      local p = pool { size = 1 }
+      for _, bad in ipairs { -1, 0 / 0, "x" } do
+        local st, ok, err = orch:wait(p:run("sleep_bad", bad), WAIT)
+        assert.equal("done", st)
+        assert.is_false(ok)
+        assert.matches("bad argument 'ms' to worker.sleep: expected a number >= 0, got ", err, 1, true)
+      end
     end)
 
     it("fails a request for a function the module lacks, naming both, and stays usable", function()
