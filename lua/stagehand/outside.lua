@@ -36,13 +36,17 @@ function M.add(o, src)
   list[#list + 1] = src
 end
 
+-- (A new list, never the one a step may be walking: a source removed while
+-- step_began walks them, a service whose worker exited, shifted the next
+-- one out of that walk, and its reply went unheard until a timeout.)
 function M.remove(o, src)
   local s = states_of(o)
   if not s then return end
-  local list = s.sources
-  for i = #list, 1, -1 do
-    if list[i] == src then table.remove(list, i) end
+  local list, kept = s.sources, {}
+  for i = 1, #list do
+    if list[i] ~= src then kept[#kept + 1] = list[i] end
   end
+  s.sources = kept
 end
 
 local gen = native.notifier_gen
