@@ -514,6 +514,29 @@ describe("stagehand.pool", function()
       assert.matches("pool 'fixture_worker' was destroyed", err, 1, true)
     end)
 
+    -- Regression: destroy cancelled a request whose reply had arrived and
+    -- waited only for the step that collects it.
+    it("ends done a request whose reply arrived before the destroy, with its values", function()
+      local p = new_pool(orch, { size = 2 })
+      local a = holder()
+      local held = p:run("hold", a)
+      started(a)
+      orch:step()
+      local h = p:run("add", { a = 20, b = 22 })
+      -- (until the reply waits to be collected: the manual driver's next
+      -- wake is then 0)
+      local waited = 0
+      while orch:next_wake() ~= 0 and waited < WAIT do
+        a.started:receive_within(1)
+        waited = waited + 1
+      end
+      assert.equal("running", h:state())
+      local d = p:destroy()
+      assert.same({ "done", 42 }, { h:result() })
+      assert.equal("cancelled", held:state())
+      assert.same({ "done" }, { orch:wait(d, WAIT) })
+    end)
+
     -- A worker whose function never looks at stopping(): LuaJIT's compiled
     -- loops run no hooks, so it runs on; PUC Lua's count hook ends it.
     if rawget(_G, "jit") then

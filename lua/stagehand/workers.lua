@@ -396,7 +396,10 @@ function Pool:destroy()
   local h, job = self.orch:_awaiting("destroying " .. self:_describe(), setmetatable({ pool = self }, Exiting))
   self.destroyed, self.destroy_job, self.destroy_reason = h, job, reason
   self.ud:_close()
-  finish_destroy(self)
+  -- (A reply that arrived before the destroy ends its request done: its
+  -- work is over, whenever the step that would collect it comes.)
+  self:_collect_events()
+  if not self.destroy_done then finish_destroy(self) end
   return h
 end
 
@@ -425,6 +428,10 @@ function Pool:collect()
     if not self.destroy_done then finish_destroy(self) end
     if self.live == 0 and not self.destroy_ended then end_destroy(self) end
   end
+  return self:_collect_events()
+end
+
+function Pool:_collect_events()
   local ud, reqs, buf = self.ud, self.reqs, self.events
   self.ev_more = true
   while true do
@@ -487,7 +494,7 @@ function Pool:collect()
         self.workers[worker] = nil
         self.live = self.live - 1
       end
-      if self.destroyed and self.live == 0 then end_destroy(self) end
+      if self.destroy_done and self.live == 0 then end_destroy(self) end
       if self.service and self.live == 0 then outside.remove(self.orch, self) end
     end
   end
