@@ -145,6 +145,8 @@ threads_under_tsan() {
 }
 
 check "luacheck (.luacheckrc): no warnings in lua/, spec/, bench/ and examples/" luacheck -q lua spec bench examples
+check "pools destroyed under the luv driver, then exit without closing: exit 0, 20 runs per runtime and backend" \
+  sh scripts/exit_check.sh "$@"
 check "make demo: the example scene loader" demo_ends_every_job
 check "examples/love: LÖVE 11 under Xvfb, a loading screen and the scene, both screenshots not blank" \
   sh scripts/love_check.sh

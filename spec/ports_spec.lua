@@ -439,4 +439,55 @@ describe("threads under the luv driver", function()
     orch:wait(pool:destroy(), WAIT)
     orch:close()
   end)
+
+  -- How many threads and descriptors this process has (Linux's /proc; the
+  -- listing's own pipe is closed before the next count).
+  local pid
+  local function count(dir)
+    if not pid then
+      local f = io.popen("echo $PPID")
+      pid = f:read("*l")
+      f:close()
+    end
+    local f, n = io.popen("ls /proc/" .. pid .. "/" .. dir), 0
+    for _ in f:lines() do n = n + 1 end
+    f:close()
+    return n
+  end
+
+  -- Regression: the luv driver's timer and poll callbacks held their
+  -- orchestrator, so a dropped one stayed, with its threads and its
+  -- notifier's descriptors.
+  it("lets dropped orchestrators go, with their threads and descriptors", function()
+    local uv = require "luv"
+    local weak = setmetatable({}, { __mode = "k" })
+    local function settle()
+      for _ = 1, 3 do
+        collectgarbage()
+        collectgarbage()
+        uv.run("nowait") -- (where their handles are closed)
+      end
+    end
+    settle()
+    local threads0, fds0 = count("task"), count("fd")
+    for i = 1, 5 do
+      local orch = stagehand.new { driver = "luv", log = function() end }
+      local pool = stagehand.pool(orch, { module = "fixture_worker", size = 2 })
+      assert.same({ "done", i + 1 }, { orch:wait(pool:run("add", { a = i, b = 1 }), WAIT) })
+      if i % 2 == 0 then orch:wait(pool:destroy(), WAIT) end -- (some destroyed, some dropped with their pools)
+      weak[orch] = true
+    end
+    assert.is_true(count("task") > threads0)
+    local left, threads, fds
+    for _ = 1, 200 do
+      settle()
+      left, threads, fds = 0, count("task"), count("fd")
+      for _ in pairs(weak) do left = left + 1 end
+      if left == 0 and threads <= threads0 and fds <= fds0 then break end
+      stagehand.port():receive_within(10) -- (time for the workers' threads to exit)
+    end
+    assert.equal(0, left)
+    assert.is_true(threads <= threads0, threads .. " threads, " .. threads0 .. " before")
+    assert.is_true(fds <= fds0, fds .. " descriptors, " .. fds0 .. " before")
+  end)
 end)

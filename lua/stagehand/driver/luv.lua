@@ -38,13 +38,62 @@ local function delay(ms, least)
   return math.min(MAX_DELAY, math.max(least, math.ceil(ms)))
 end
 
+-- Handles of orchestrators the game dropped. A handle is closed only where
+-- the loop completes the close in the same pass: luv 1.44 crashes at
+-- lua_close on a handle whose close never completed (luvit/luv#437), and
+-- the collector may run a finalizer anywhere, inside a luv callback or
+-- after the game's last line. So a dropped orchestrator's handles are
+-- stopped at once (safe anywhere: they keep neither the loop nor the
+-- orchestrator alive) and closed by the reaper's callback, on the loop;
+-- at exit, luv closes what is left as it closes any open handle.
+local doomed = {}
+local reaper = uv.new_timer() -- (made with the module: older than any orchestrator, so it outlives their finalizers)
+
+-- Whether a handle is still luv's to use. At lua_close luv finalizes
+-- handles before the finalizers of older values run, and a timer's or a
+-- poll's own methods read a finalized handle through a null pointer;
+-- is_closing checks it first, and raises instead.
+local function usable(hd)
+  local ok, closing = pcall(hd.is_closing, hd)
+  return ok and not closing
+end
+
+local function reap()
+  for i = #doomed, 1, -1 do
+    local hd = doomed[i]
+    doomed[i] = nil
+    if usable(hd) then hd:close() end
+  end
+end
+local function doom(hd)
+  if not hd or not usable(hd) then return end
+  hd:stop()
+  doomed[#doomed + 1] = hd
+  if usable(reaper) then reaper:start(0, 0, reap) end
+end
+
+-- A value whose collection calls fn: a table's __gc on Lua 5.2 and later,
+-- a proxy's on Lua 5.1 and LuaJIT (whose tables have no __gc).
+local newproxy = rawget(_G, "newproxy")
+local function on_collect(fn)
+  if newproxy then
+    local p = newproxy(true)
+    getmetatable(p).__gc = fn
+    return p
+  end
+  return setmetatable({}, { __gc = fn })
+end
+
 function M.new(clock)
   -- (has_events: callbacks on the loop may end work while nothing is due,
   -- so a wait passes the loop even when next_wake says nil)
   local d = { name = "luv", clock = clock or loop_clock, has_events = true }
   local timer -- made on first need
   local due -- absolute clock time the timer is set for, or nil
-  local orch
+  -- The orchestrator, held weakly: the timer's and the poll's callbacks
+  -- stay with luv while the handles live, and must not keep a dropped
+  -- orchestrator (its pools, threads and descriptors) alive. d is its own.
+  local ref = setmetatable({}, { __mode = "v" })
   local in_fire = false
 
   -- A step that raised (a given clock that broke, a fault of stagehand's
@@ -56,6 +105,7 @@ function M.new(clock)
   local fire
   function fire()
     due = nil
+    local orch = ref.o
     if orch and not orch.stepping then
       in_fire = true
       local ok, err = pcall(orch.step, orch, orch.slice_ms > 0 and orch.slice_ms or nil)
@@ -71,28 +121,41 @@ function M.new(clock)
   -- While work on other threads may end a job, the loop polls the
   -- orchestrator's notifier (a pipe its threads write to: outside.lua), so
   -- a reply wakes the loop and steps it, with no polling by time; and the
-  -- poll keeps the loop alive until then.
-  local poll
-  local function heard()
-    local outside = require "stagehand.outside"
-    if orch then outside.clear(orch) end
-    fire()
-  end
+  -- poll keeps the loop alive until then. Made once, it then stays
+  -- started, and only stops keeping the loop alive (unref) while nothing
+  -- can come: closed, its close would be left unfinished if the game ended
+  -- outside the loop (see reap), and stopped and started again, it missed
+  -- wake-ups now and then.
+  local poll, polling = nil, false
   local function watch_threads(o)
     local want = E.outside_pending(o)
-    if want and not poll then
-      poll = uv.new_poll(require("stagehand.outside").fd(o))
-      poll:start("r", heard)
-    elseif not want and poll then
-      poll:stop()
-      poll:close()
-      poll = nil
+    if want and not polling then
+      if not poll then
+        local outside = require "stagehand.outside"
+        -- (The callback holds the notifier, not the orchestrator: its
+        -- descriptor stays open while the poll watches it, so the number
+        -- is never another's by then.)
+        local notifier = outside.notifier(o)
+        poll = uv.new_poll(outside.fd(o))
+        poll:start("r", function()
+          local _ = notifier
+          local orch = ref.o
+          if orch then outside.clear(orch) end
+          fire()
+        end)
+      else
+        poll:ref()
+      end
+      polling = true
+    elseif not want and polling then
+      poll:unref()
+      polling = false
     end
   end
 
   function d.reschedule(o)
-    orch = o
-    if poll and poll:is_closing() then poll = nil end -- (closed from outside: made again)
+    ref.o = o
+    if poll and poll:is_closing() then poll, polling = nil, false end -- (closed from outside: made again)
     watch_threads(o)
     if timer and timer:is_closing() then
       -- Closed from outside (shutdown code that walks every handle and
@@ -128,20 +191,28 @@ function M.new(clock)
   end
 
   function d.close()
+    local orch = ref.o
     if poll and not poll:is_closing() and not (orch and E.outside_pending(orch)) then
-      poll:stop()
       poll:close()
-      poll = nil
+      poll, polling = nil, false
     end
     if timer and not timer:is_closing() then
       timer:close()
       timer, due = nil, nil
-      -- luv 1.44 crashes at lua_close on a handle whose close never
-      -- completed (luvit/luv#437): complete it now unless the loop is
-      -- running us, in which case this iteration completes it.
-      if not in_fire then pcall(uv.run, "nowait") end
     end
+    -- luv 1.44 crashes at lua_close on a handle whose close never
+    -- completed (luvit/luv#437): complete it now unless the loop is
+    -- running us, in which case this pass completes it.
+    if not in_fire then pcall(uv.run, "nowait") end
   end
+
+  -- The game dropped the orchestrator: its handles are stopped now and
+  -- closed on the loop (doom), and nothing of luv's holds it.
+  d.collected = on_collect(function()
+    doom(timer)
+    doom(poll)
+    timer, poll, polling = nil, nil, false
+  end)
   return d
 end
 
