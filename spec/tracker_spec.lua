@@ -60,6 +60,13 @@ describe("stagehand.tracker", function()
       assert.same({ 2, 2 }, { load:progress("fetch") })
     end)
 
+    -- Regression: load:task(phase, {weird = 1}) was accepted without a word.
+    it("refuses an option it does not know", function()
+      local ok, err = pcall(load.task, load, "fetch", { weird = 1 })
+      assert.is_false(ok)
+      assert.matches("bad argument 'opts.weird' to load:task: expected one of label, total, got 1", err, 1, true)
+    end)
+
     it("names a bad phase, label or total", function()
       assert.has_error(function() load:task("") end,
         "bad argument 'phase' to load:task: expected a non-empty string, got \"\"")
@@ -220,6 +227,85 @@ describe("stagehand.tracker", function()
       assert.has_error(function() stagehand.format_timeline(5) end)
       assert.has_error(function() stagehand.format_timeline({ 5 }) end)
     end)
+
+    -- Regression: rows of the wrong shape were rendered without a word.
+    it("refuses rows of the wrong shape, naming the row and field", function()
+      local good = { phase = "fetch", start_ms = 0, end_ms = 10, busy_ms = 10, spans = 1, tasks = 2, failed = 0 }
+      local function bad(change, what)
+        local r = {}
+        for k, v in pairs(good) do r[k] = v end
+        for k, v in pairs(change) do r[k] = v end
+        if change.end_ms == false then r.end_ms = nil end
+        local ok, err = pcall(stagehand.format_timeline, { good, r })
+        assert.is_false(ok)
+        assert.matches(what, err, 1, true)
+      end
+      bad({ phase = 3 }, "bad argument 'rows[2].phase' to stagehand.format_timeline: expected a non-empty string")
+      bad({ start_ms = "0" }, "bad argument 'rows[2].start_ms' to stagehand.format_timeline: expected a number")
+      bad({ spans = 1.5 }, "'rows[2].spans' to stagehand.format_timeline: expected a whole number >= 0")
+      bad({ failed = -1 }, "'rows[2].failed'")
+      bad({ busy = 3 }, "bad argument 'rows[2].busy' to stagehand.format_timeline: expected one of phase, start_ms")
+      assert.matches("fetch", stagehand.format_timeline({ good, { phase = "decode", start_ms = 1, busy_ms = 0,
+        spans = 0, tasks = 0, failed = 0 } })) -- (end_ms nil: a phase still running)
+    end)
+  end)
+
+  describe(":close", function()
+    -- Regression: a tracker stayed in its orchestrator for good and counted
+    -- every later job (200 loading screens of 1,000 jobs held 5.1 GB).
+    it("stops tracking, and keeps what it recorded readable", function()
+      local a = load:task("fetch", { total = 2 })
+      a:advance(1)
+      orch:run("decoded", function() end, { phase = "decode" })
+      orch:step()
+      load:close()
+      load:close() -- (twice: nothing more)
+      orch:run("late", function() end, { phase = "decode" })
+      orch:step()
+      a:advance(1)
+      a:finish()
+      assert.same({ 2, 3 }, { load:progress() })
+      assert.same({ running = 1, done = 1, failed = 0, cancelled = 0, stalled = 0 }, load:counts())
+      assert.equal(2, #load:timeline())
+      local ok, err = pcall(load.task, load, "fetch")
+      assert.is_false(ok)
+      assert.matches("load:task: the load tracker was closed", err, 1, true)
+      local other = stagehand.tracker(orch) -- (a tracker made afterwards tracks as ever)
+      orch:run("next", function() end, { phase = "decode" })
+      orch:step()
+      assert.same({ 1, 1 }, { other:progress("decode") })
+    end)
+
+    it("lets a tracker the game drops be collected, and the rest track on", function()
+      local weak = setmetatable({}, { __mode = "k" })
+      for _ = 1, 50 do weak[stagehand.tracker(orch)] = true end
+      collectgarbage()
+      collectgarbage()
+      local left = 0
+      for _ in pairs(weak) do left = left + 1 end
+      assert.equal(0, left)
+      local h = orch:run("counted", function() end, { phase = "decode" })
+      orch:step()
+      assert.equal("done", h:state())
+      assert.same({ 1, 1 }, { load:progress("decode") })
+      assert.equal(1, #orch.trackers) -- (the empty boxes left the list)
+    end)
+
+    it("keeps a dropped tracker while a job awaits its idle Handle", function()
+      local f = stagehand.future()
+      local h
+      do
+        local tr = stagehand.tracker(orch)
+        orch:run("load", function(job) job:await(f) end, { phase = "fetch" })
+        h = orch:run("screen", function(job) return job:await(tr:idle()) end)
+      end
+      collectgarbage()
+      collectgarbage()
+      f:resolve()
+      orch:step()
+      orch:step()
+      assert.equal("done", h:state())
+    end)
   end)
 
   describe(":idle", function()
@@ -236,6 +322,14 @@ describe("stagehand.tracker", function()
       f:resolve()
       orch:step()
       assert.equal("done", idle:state())
+    end)
+
+    it("ends cancelled once the tracker is closed with tasks running", function()
+      load:task("fetch")
+      local idle = load:idle()
+      load:close()
+      assert.equal("cancelled", idle:state())
+      assert.equal("cancelled", load:idle():state())
     end)
 
     it("is awaited from a job", function()

@@ -6,13 +6,19 @@ local F = require "stagehand.fields"
 local settle = require "stagehand.settle"
 local options = require "stagehand.options"
 local logm = require "stagehand.log"
+local each = require("stagehand.compat").each
 
 local LABEL, ORCH = F.LABEL, F.ORCH
 
 local M = {}
 
 -- An orchestrator's trackers are in its field trackers, in the order they
--- were made (not in a table keyed by it: see outside.lua).
+-- were made (not in a table keyed by it: see outside.lua), each in a box
+-- that holds it weakly: a tracker the game drops is collected, and stops
+-- counting every later job. (Closed ones leave the list: see close.)
+local BOX = { __mode = "v" }
+
+local check_row -- (format_timeline's, below)
 
 ---@class stagehand.Tracker
 local Tracker = {}
@@ -85,7 +91,7 @@ local function settle_idle(tr)
 end
 
 local function finish(task, state, t)
-  if task.state ~= "running" then return false end
+  if task.state ~= "running" or task.tracker.closed then return false end
   local tr = task.tracker
   local ph = tr.phases[task.phase]
   task.state = state
@@ -122,7 +128,7 @@ function Task:advance(n)
   if type(n) ~= "number" or n ~= n or n < 0 or n == math.huge then
     options.fail("task:advance", "n", "a finite number >= 0", n)
   end
-  if self.state ~= "running" then return end
+  if self.state ~= "running" or self.tracker.closed then return end
   self.done = clamp(self, self.done + n)
   event(self, "progress", now(self.tracker))
 end
@@ -146,12 +152,17 @@ end
 ---@param phase string
 ---@param opts table?
 ---@return stagehand.Task
+local TASK_FIELDS = { label = true, total = true }
+
 function Tracker:task(phase, opts)
   check_tracker(self, "task")
   check_phase(phase, "load:task", 2)
   local label, total = phase, 1
   if opts ~= nil then
     if type(opts) ~= "table" then options.fail("load:task", "opts", "a table {label =, total =}", opts) end
+    for k in each, opts do
+      if not TASK_FIELDS[k] then options.fail("load:task", "opts." .. tostring(k), "one of label, total", opts[k]) end
+    end
     if opts.label ~= nil then
       if type(opts.label) ~= "string" or opts.label == "" then
         options.fail("load:task", "opts.label", "a non-empty string", opts.label)
@@ -166,6 +177,7 @@ function Tracker:task(phase, opts)
       total = t
     end
   end
+  if self.closed then error("load:task: the load tracker was closed (load:close())", 2) end
   return begin(self, phase, label, total, now(self))
 end
 
@@ -265,21 +277,52 @@ function Tracker:timeline()
   return rows
 end
 
--- What a job of load:idle() waits on (orch:report, orch:dump).
-local GOING_IDLE = { _describe = function() return "every task of the load tracker to end" end }
+-- What a job of load:idle() waits on (orch:report, orch:dump). It holds
+-- the tracker: a game that awaits idle() and drops the tracker still
+-- hears the load end.
+local GoingIdle = { _describe = function() return "every task of the load tracker to end" end }
+GoingIdle.__index = GoingIdle
+
+local CLOSED = "the load tracker was closed"
 
 --- A Handle that ends done once no tracked task is running (at once when
---- none is).
+--- none is). Once the tracker is closed with tasks running, it ends
+--- cancelled: nothing would end them any more.
 ---@return stagehand.Handle
 function Tracker:idle()
   check_tracker(self, "idle")
-  local h, job = self.orch:_awaiting("the load going idle", GOING_IDLE)
+  local h, job = self.orch:_awaiting("the load going idle", setmetatable({ tracker = self }, GoingIdle))
   if self.running == 0 then
     E.end_job(job, "done", settle.pack())
+  elseif self.closed then
+    E.cancel(job, CLOSED)
   else
     self.idle_jobs[#self.idle_jobs + 1] = job
   end
   return h
+end
+
+--- Stops tracking: later jobs and tasks change nothing, and what was
+--- recorded stays readable (progress, counts, timeline). Handles from
+--- load:idle() still waiting end cancelled. A tracker the game drops
+--- stops by itself once collected.
+function Tracker:close()
+  check_tracker(self, "close")
+  if self.closed then return end
+  self.closed = true
+  local list, kept = rawget(self.orch, "trackers") or {}, {}
+  for i = 1, #list do
+    local tr = list[i][1]
+    if tr and tr ~= self then kept[#kept + 1] = list[i] end
+  end
+  self.orch.trackers = kept -- (a new list: never the one a phase hook may be walking)
+  self.jobs = {}
+  local waiting = self.idle_jobs
+  self.idle_jobs = {}
+  for i = 1, #waiting do
+    local job = waiting[i]
+    if not job[F.STATE] then E.cancel(job, CLOSED) end
+  end
 end
 
 --- A load tracker over `orch`: tasks by hand (load:task), and every job
@@ -291,21 +334,37 @@ function M.new(orch)
     options.fail("stagehand.tracker", "orch", "an orchestrator", orch)
   end
   local tr = setmetatable({ orch = orch, phases = {}, order = {}, listeners = {}, running = 0, idle_jobs = {},
-    jobs = setmetatable({}, { __mode = "k" }), t0 = E.now(orch) }, Tracker)
+    jobs = setmetatable({}, { __mode = "k" }), t0 = E.now(orch), closed = false }, Tracker)
   local list = rawget(orch, "trackers")
   if not list then
     list = {}
     orch.trackers = list
   end
-  list[#list + 1] = tr
+  list[#list + 1] = setmetatable({ tr }, BOX)
   return tr
 end
 
--- Jobs with a phase: a task in each tracker of their orchestrator.
+-- Jobs with a phase: a task in each tracker of their orchestrator. Boxes
+-- the collector emptied leave the list (a new one, as close makes).
 local function each_tracker(o, fn, a, b)
   local list = rawget(o, "trackers")
   if not list then return end
-  for i = 1, #list do fn(list[i], a, b) end
+  local gone = false
+  for i = 1, #list do
+    local tr = list[i][1]
+    if not tr then
+      gone = true
+    elseif not tr.closed then
+      fn(tr, a, b)
+    end
+  end
+  if gone and rawget(o, "trackers") == list then
+    local kept = {}
+    for i = 1, #list do
+      if list[i][1] then kept[#kept + 1] = list[i] end
+    end
+    o.trackers = kept
+  end
 end
 
 -- (Named functions, not a closure per event: every job with a phase calls
@@ -338,6 +397,38 @@ E.on("phase_began", function(o, job) each_tracker(o, job_began, job) end)
 E.on("phase_progressed", function(job) each_tracker(job[ORCH], job_progressed, job) end)
 E.on("phase_ended", function(o, job, st) each_tracker(o, job_ended, job, st) end)
 
+-- A row of load:timeline(): each field of the kind it has there, and no
+-- other field.
+local ROW_FIELDS = { phase = "a non-empty string", start_ms = "a number", end_ms = "a number or nil",
+  busy_ms = "a number", spans = "a whole number >= 0", tasks = "a whole number >= 0", failed = "a whole number >= 0" }
+
+local ROW_ORDER = { "phase", "start_ms", "end_ms", "busy_ms", "spans", "tasks", "failed" }
+
+local function row_field_ok(k, v)
+  if k == "phase" then return type(v) == "string" and v ~= "" end
+  if k == "end_ms" and v == nil then return true end
+  if type(v) ~= "number" or v ~= v then return false end
+  if k == "start_ms" or k == "end_ms" or k == "busy_ms" then return true end
+  return v >= 0 and v % 1 == 0
+end
+
+check_row = function(r, i)
+  local where = "rows[" .. i .. "]"
+  if type(r) ~= "table" then options.fail("stagehand.format_timeline", where, "a row of load:timeline()", r, 3) end
+  for k in each, r do
+    if not ROW_FIELDS[k] then
+      options.fail("stagehand.format_timeline", where .. "." .. tostring(k),
+        "one of phase, start_ms, end_ms, busy_ms, spans, tasks, failed", r[k], 3)
+    end
+  end
+  for j = 1, #ROW_ORDER do
+    local k = ROW_ORDER[j]
+    if not row_field_ok(k, r[k]) then
+      options.fail("stagehand.format_timeline", where .. "." .. k, ROW_FIELDS[k], r[k], 3)
+    end
+  end
+end
+
 --- The rows of load:timeline() as an aligned text table.
 ---@param rows table[]
 ---@return string
@@ -348,9 +439,7 @@ function M.format_timeline(rows)
   local function ms(v) return v and string.format("%.1f", v) or "-" end
   for i = 1, #rows do
     local r = rows[i]
-    if type(r) ~= "table" or type(r.phase) ~= "string" then
-      options.fail("stagehand.format_timeline", "rows[" .. i .. "]", "a row of load:timeline()", r)
-    end
+    check_row(r, i)
     cells[#cells + 1] = { r.phase, ms(r.start_ms), ms(r.end_ms), ms(r.busy_ms), tostring(r.spans or 0),
       tostring(r.tasks or 0), tostring(r.failed or 0) }
   end
