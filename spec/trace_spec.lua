@@ -96,6 +96,64 @@ describe(":trace", function()
     assert.is_true(#names >= 10)
   end)
 
+  -- Whether the bytes of s are valid UTF-8 (RFC 3629), checked here by a
+  -- table of the ranges each lead byte allows, not by stagehand's code.
+  local function valid_utf8(s)
+    local i = 1
+    while i <= #s do
+      local c = s:byte(i)
+      local ranges
+      if c < 0x80 then ranges = {}
+      elseif c >= 0xC2 and c <= 0xDF then ranges = { { 0x80, 0xBF } }
+      elseif c == 0xE0 then ranges = { { 0xA0, 0xBF }, { 0x80, 0xBF } }
+      elseif (c >= 0xE1 and c <= 0xEC) or c == 0xEE or c == 0xEF then ranges = { { 0x80, 0xBF }, { 0x80, 0xBF } }
+      elseif c == 0xED then ranges = { { 0x80, 0x9F }, { 0x80, 0xBF } }
+      elseif c == 0xF0 then ranges = { { 0x90, 0xBF }, { 0x80, 0xBF }, { 0x80, 0xBF } }
+      elseif c >= 0xF1 and c <= 0xF3 then ranges = { { 0x80, 0xBF }, { 0x80, 0xBF }, { 0x80, 0xBF } }
+      elseif c == 0xF4 then ranges = { { 0x80, 0x8F }, { 0x80, 0xBF }, { 0x80, 0xBF } }
+      else return false, i end
+      for k, r in ipairs(ranges) do
+        local ck = s:byte(i + k)
+        if not ck or ck < r[1] or ck > r[2] then return false, i end
+      end
+      i = i + 1 + #ranges
+    end
+    return true
+  end
+
+  -- Regression: label bytes were copied unchanged, so a label holding
+  -- \255 made a file that strict JSON readers reject.
+  it("writes every label as valid UTF-8 JSON, whatever bytes it holds", function()
+    local orch = T.new { log = function() end }
+    local tr = orch:trace()
+    local labels = {
+      "bad \255 byte", "lone \192 lead", "cut \226\130", "overlong \192\175", "surrogate \237\160\128",
+      "past U+10FFFF \244\144\128\128", "control \1\2\31\127 bytes", "nul \0 inside", "fine é ✓ 🎮",
+      "quote \" and \\ backslash", string.rep("\200", 3),
+    }
+    for i = 1, #labels do orch:run(labels[i], function() end) end
+    orch:step()
+    local path = os.tmpname()
+    tr:write(path)
+    local text = read(path)
+    os.remove(path)
+    local ok, at = valid_utf8(text)
+    assert.is_true(ok, "the file is not valid UTF-8 at byte " .. tostring(at))
+    assert.is_nil(text:find("[%z\1-\9\11-\31]"), "a raw control byte in the file (newlines part events)")
+    local doc = cjson.decode(text)
+    local names = {}
+    for _, e in ipairs(doc.traceEvents) do
+      assert.is_true(valid_utf8(e.name), "not UTF-8: " .. e.name)
+      if e.ph == "M" and e.name == "thread_name" then names[#names + 1] = e.args.name end
+    end
+    assert.equal(#labels, #names)
+    assert.equal("bad \239\191\189 byte #1", names[1])
+    assert.equal("fine é ✓ 🎮 #9", names[9]) -- (valid UTF-8 stays as it was)
+    assert.equal("control \1\2\31\127 bytes #7", names[7]) -- (escaped, and read back as they were)
+    assert.equal("quote \" and \\ backslash #10", names[10])
+    assert.equal(string.rep("\239\191\189", 3) .. " #11", names[11])
+  end)
+
   it("shows a job still running up to now, and stops recording on stop", function()
     local orch, clock = T.new()
     local tr = orch:trace()

@@ -111,15 +111,61 @@ function Trace:events()
   return out
 end
 
+local byte, sub, find = string.byte, string.sub, string.find
+
+-- How long the UTF-8 sequence at i of s is (1 to 4), or nil when the bytes
+-- there are no valid sequence (RFC 3629: no overlong forms, no
+-- surrogates, nothing past U+10FFFF).
+local function utf8_len(s, i)
+  local c = byte(s, i)
+  if c < 0x80 then return 1 end
+  local lo, hi, n = 0x80, 0xBF, 2
+  if c >= 0xE0 and c <= 0xEF then
+    n = 3
+    if c == 0xE0 then lo = 0xA0 elseif c == 0xED then hi = 0x9F end
+  elseif c >= 0xF0 and c <= 0xF4 then
+    n = 4
+    if c == 0xF0 then lo = 0x90 elseif c == 0xF4 then hi = 0x8F end
+  elseif c < 0xC2 or c > 0xDF then
+    return nil
+  end
+  local c2 = byte(s, i + 1)
+  if not c2 or c2 < lo or c2 > hi then return nil end
+  for k = 2, n - 1 do
+    local ck = byte(s, i + k)
+    if not ck or ck < 0x80 or ck > 0xBF then return nil end
+  end
+  return n
+end
+
+local function escape(c)
+  if c == '"' then return '\\"' end
+  if c == "\\" then return "\\\\" end
+  if c == "\n" then return "\\n" end
+  if c == "\t" then return "\\t" end
+  return string.format("\\u%04x", c:byte())
+end
+
+-- A JSON string that strict readers take: quotes, backslashes and every
+-- control byte escaped, and each byte that starts no valid UTF-8 sequence
+-- (a label may hold any bytes) written as U+FFFD, the replacement
+-- character.
 local function json_string(s)
   s = tostring(s)
-  return '"' .. s:gsub('[%c"\\]', function(c)
-    if c == '"' then return '\\"' end
-    if c == "\\" then return "\\\\" end
-    if c == "\n" then return "\\n" end
-    if c == "\t" then return "\\t" end
-    return string.format("\\u%04x", c:byte())
-  end) .. '"'
+  if not find(s, "[\128-\255]") then return '"' .. s:gsub('[%c"\\]', escape) .. '"' end
+  local out, i, n = {}, 1, #s
+  while i <= n do
+    local len = utf8_len(s, i)
+    if len then
+      local piece = sub(s, i, i + len - 1)
+      out[#out + 1] = len == 1 and piece:gsub('[%c"\\]', escape) or piece
+      i = i + len
+    else
+      out[#out + 1] = "\\ufffd"
+      i = i + 1
+    end
+  end
+  return '"' .. table.concat(out) .. '"'
 end
 
 local function us(ms) return string.format("%.3f", ms * 1000) end
