@@ -502,9 +502,31 @@ static const int *stop_flag(lua_State *L) {
  * nil or false at once, without taking a value or arriving. */
 static int stopped(const int *stop) { return stop && __atomic_load_n(stop, __ATOMIC_ACQUIRE); }
 
+/* What a bad argument was, for a message: a number or string as itself,
+ * anything else by its type. */
+static const char *got_of(lua_State *L, int arg) {
+  switch (lua_type(L, arg)) {
+  case LUA_TNUMBER: return lua_pushfstring(L, "%f", (double)lua_tonumber(L, arg));
+  case LUA_TSTRING: return lua_pushfstring(L, "\"%s\"", lua_tostring(L, arg));
+  default: return luaL_typename(L, arg);
+  }
+}
+
 static void set_waiting(lua_State *L, const char *what) {
   worker_ctx *w = this_worker(L);
   if (w) sh_work_set_waiting(w->work, w->index, what);
+}
+
+/* A wait on a port, named for the log: by the name it was given, or by
+ * its address, as tostring(port) shows it. */
+static void set_waiting_port(lua_State *L, const sh_port *p) {
+  char what[SH_WAITING_LEN];
+  const char *name = sh_port_name(p);
+  worker_ctx *w = this_worker(L);
+  if (!w) return;
+  if (name[0]) snprintf(what, sizeof what, "port '%s'", name);
+  else snprintf(what, sizeof what, "a port (%p)", (const void *)p);
+  sh_work_set_waiting(w->work, w->index, what);
 }
 
 /* ------------------------------------------------------------------------
@@ -560,9 +582,14 @@ static void push_port(lua_State *L, sh_port *p) {
   sh_port_ref(p);
   b->p = p;
 }
+/* port([name]): a name, for the log, is optional. */
 static int l_port_new(lua_State *L) {
-  sh_port *p = sh_port_new();
+  sh_port *p;
+  if (!lua_isnoneornil(L, 1) && lua_type(L, 1) != LUA_TSTRING)
+    return luaL_error(L, "bad argument 'name' to port: expected a string or nil, got %s", got_of(L, 1));
+  p = sh_port_new();
   if (!p) return luaL_error(L, "not enough memory");
+  if (lua_type(L, 1) == LUA_TSTRING) sh_port_set_name(p, lua_tostring(L, 1));
   push_port(L, p);
   sh_port_unref(p);
   return 1;
@@ -641,7 +668,7 @@ static int receive_for(lua_State *L, double ms) {
     int rc = take_value(L, b);
     if (rc == SH_OK) return 1;
     if (rc == SH_ECLOSED || !(left > 0)) return 0;
-    set_waiting(L, "a port");
+    set_waiting_port(L, p);
     rc = sh_port_wait(p, left, stop);
     set_waiting(L, NULL);
     if (rc == SH_ECLOSED || rc == SH_ESTOPPED || rc == SH_ETIMEDOUT) return 0;
@@ -901,16 +928,6 @@ static int w_progress(lua_State *L) {
   }
   if (w && w->request >= 0) sh_work_report(w->work, w->index, w->request, SH_EV_PROGRESS, NULL, done, total);
   return 0;
-}
-
-/* What a bad argument was, for a message: a number or string as itself,
- * anything else by its type. */
-static const char *got_of(lua_State *L, int arg) {
-  switch (lua_type(L, arg)) {
-  case LUA_TNUMBER: return lua_pushfstring(L, "%f", (double)lua_tonumber(L, arg));
-  case LUA_TSTRING: return lua_pushfstring(L, "\"%s\"", lua_tostring(L, arg));
-  default: return luaL_typename(L, arg);
-  }
 }
 
 static int w_sleep(lua_State *L) {
@@ -1744,10 +1761,11 @@ static int l_pool_worker(lua_State *L) {
   int32_t i = (int32_t)luaL_checknumber(L, 2);
   int64_t cur = sh_work_current(p->work, i);
   double since = 0;
-  const char *what = sh_work_waiting(p->work, i, &since);
+  char what[SH_WAITING_LEN];
+  int waits = sh_work_waiting(p->work, i, what, &since);
   if (cur >= 0) lua_pushnumber(L, (lua_Number)cur);
   else lua_pushnil(L);
-  if (what) {
+  if (waits) {
     lua_pushstring(L, what);
     lua_pushnumber(L, (lua_Number)since);
     return 3;

@@ -4,6 +4,7 @@
 #include "stagehand.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 struct sh_port {
   pthread_mutex_t mu;
@@ -12,7 +13,17 @@ struct sh_port {
   int32_t head, len, cap;
   int refs, closed;
   sh__watchers watchers;
+  char name[SH_PORT_NAME_LEN];
 };
+
+void sh_port_set_name(sh_port *p, const char *name) {
+  size_t n = name ? strlen(name) : 0;
+  if (n >= sizeof p->name) n = sizeof p->name - 1;
+  if (n) memcpy(p->name, name, n);
+  p->name[n] = '\0';
+}
+
+const char *sh_port_name(const sh_port *p) { return p->name; }
 
 sh_port *sh_port_new(void) {
   sh_port *p = calloc(1, sizeof *p);

@@ -103,6 +103,11 @@ int sh_notify_fd(const sh_notify *n);
 void sh_notify_clear(sh_notify *n);
 
 sh_port *sh_port_new(void);
+/* A port's name, for the log (cut to SH_PORT_NAME_LEN - 1 bytes; "" for
+ * none): set once, before the port is shared. */
+#define SH_PORT_NAME_LEN 64
+void sh_port_set_name(sh_port *p, const char *name);
+const char *sh_port_name(const sh_port *p);
 void sh_port_ref(sh_port *p);
 void sh_port_unref(sh_port *p);
 int sh_port_post(sh_port *p, sh_msg *m);
@@ -177,10 +182,15 @@ int sh_work_next_event(sh_work *w, int64_t *id, int *event, int32_t *worker, sh_
 int32_t sh_work_next_events(sh_work *w, int32_t cap, int64_t *ids, int *kinds, int32_t *workers, sh_msg **msgs,
                             double *as, double *bs);
 /* What a worker is doing, for the log: its request (or -1), and what it
- * waits on ("port", "round", "sleep" or NULL), since when (sh_now_ms). */
+ * waits on ("a port (0x...)", "port 'inbox'", "a round barrier", "a
+ * sleep"; NULL or "" for nothing), since when (sh_now_ms). The text is
+ * copied, cut to SH_WAITING_LEN - 1 bytes; sh_work_waiting writes it into
+ * `what` (SH_WAITING_LEN bytes) and returns 1, or 0 while it waits on
+ * nothing. */
+#define SH_WAITING_LEN 96
 int64_t sh_work_current(sh_work *w, int32_t worker);
 void sh_work_set_waiting(sh_work *w, int32_t worker, const char *what);
-const char *sh_work_waiting(sh_work *w, int32_t worker, double *since);
+int sh_work_waiting(sh_work *w, int32_t worker, char *what, double *since);
 
 int sh_threads_default(void);
 

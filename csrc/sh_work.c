@@ -45,7 +45,7 @@ typedef struct worker {
   int halted; /* told to stop for good: each request it takes starts stopped */
   int retired, exited, taken;
   int64_t current;
-  const char *waiting;
+  char waiting[SH_WAITING_LEN]; /* what it waits on ("" while it waits on nothing) */
   double since;
 } worker;
 
@@ -774,21 +774,25 @@ void sh_work_set_waiting(sh_work *w, int32_t i, const char *what) {
   pthread_mutex_lock(&w->mu);
   k = at(w, i);
   if (k) {
-    k->waiting = what;
+    size_t n = what ? strlen(what) : 0;
+    if (n >= sizeof k->waiting) n = sizeof k->waiting - 1;
+    if (n) memcpy(k->waiting, what, n);
+    k->waiting[n] = '\0';
     k->since = sh_now_ms();
   }
   pthread_mutex_unlock(&w->mu);
 }
 
-const char *sh_work_waiting(sh_work *w, int32_t i, double *since) {
+int sh_work_waiting(sh_work *w, int32_t i, char *what, double *since) {
   worker *k;
-  const char *what = NULL;
+  int waits = 0;
   pthread_mutex_lock(&w->mu);
   k = at(w, i);
-  if (k && !k->exited) {
-    what = k->waiting;
+  if (k && !k->exited && k->waiting[0]) {
+    memcpy(what, k->waiting, sizeof k->waiting);
     *since = k->since;
+    waits = 1;
   }
   pthread_mutex_unlock(&w->mu);
-  return what;
+  return waits;
 }

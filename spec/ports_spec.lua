@@ -265,6 +265,41 @@ describe("stagehand.spawn", function()
     end
   end)
 
+  it("names the port it waits on in the log, by the name it was given", function()
+    local lines = {}
+    local orch = T.new { log = function(line) lines[#lines + 1] = line end }
+    local inbox, outbox = stagehand.port("mixer inbox"), stagehand.port()
+    local w = stagehand.spawn(orch, "fixture_worker.service", inbox, outbox)
+    local waiting = false
+    for _ = 1, 2000 do
+      local _, what = w.pool.ud:_worker(0)
+      if what then waiting = true break end
+      outbox:receive_within(1)
+    end
+    assert.is_true(waiting)
+    orch:close()
+    assert.matches("long-lived worker fixture_worker.service waits on port 'mixer inbox' for ", table.concat(lines, "\n"),
+      1, true)
+    local ok, err = pcall(stagehand.port, 5)
+    assert.is_false(ok)
+    assert.matches("bad argument 'name' to stagehand.port: expected a string or nil, got 5", err, 1, true)
+  end)
+
+  it("stops a worker whose handle the game drops", function()
+    local orch = T.new()
+    local inbox, outbox = stagehand.port(), stagehand.port()
+    local done
+    do
+      local w = stagehand.spawn(orch, "fixture_worker.service", inbox, outbox)
+      done = w.done
+      inbox:post(1)
+      assert.equal(2, outbox:receive_within(WAIT))
+    end
+    collectgarbage()
+    collectgarbage()
+    assert.same({ "done", "stopped" }, { orch:wait(done, WAIT) })
+  end)
+
   it("never stalls by its own clock", function()
     local orch, clock = T.new { stall_ms = 100 }
     local inbox, outbox = stagehand.port(), stagehand.port()
@@ -314,8 +349,9 @@ describe("stagehand.spawn", function()
     end
     assert.is_true(waiting)
     orch:close()
-    assert.matches("worker 1 of pool 'fixture_worker' waits on a port for %d+%.%d s %(running fixture_worker.service%)",
-      table.concat(lines, "\n"))
+    local address = tostring(inbox):match("%((0x%x+)%)") or tostring(inbox):match("%((%x+)%)")
+    assert.matches("long-lived worker fixture_worker.service waits on a port (" .. address .. ") for ",
+      table.concat(lines, "\n"), 1, true)
     assert.equal("cancelled", w.done:state())
   end)
 end)

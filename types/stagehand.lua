@@ -72,9 +72,11 @@ function stagehand.pool(orch, opts) end
 ---@return stagehand.Worker
 function stagehand.spawn(orch, name, ...) end
 
---- A port: a channel between threads, in either direction.
----@return userdata
-function stagehand.port() end
+--- A port: a channel between threads, in either direction. `name`
+--- (optional) names it in the log, where a worker waiting on it is named.
+---@param name string?
+---@return stagehand.Port
+function stagehand.port(name) end
 
 --- Round barriers for `participants` threads, each share `share_len` numbers.
 ---@param participants integer
@@ -557,13 +559,6 @@ local stagehand_Tracker = {}
 ---@field phase string
 local stagehand_Task = {}
 
---- A task of `phase` made by hand: `opts.label` (default the phase),
---- `opts.total` (a number > 0, default 1).
----@param phase string
----@param opts table?
----@return stagehand.Task
-function stagehand_Tracker:task(phase, opts) end
-
 --- How far `phase` is (every phase when nil): done, total, summed over
 --- its tasks. A finished task counts its total; a failed or cancelled one
 --- leaves both sums.
@@ -594,9 +589,16 @@ function stagehand_Tracker:on(fn) end
 function stagehand_Tracker:timeline() end
 
 --- A Handle that ends done once no tracked task is running (at once when
---- none is).
+--- none is). Once the tracker is closed with tasks running, it ends
+--- cancelled: nothing would end them any more.
 ---@return stagehand.Handle
 function stagehand_Tracker:idle() end
+
+--- Stops tracking: later jobs and tasks change nothing, and what was
+--- recorded stays readable (progress, counts, timeline). Handles from
+--- load:idle() still waiting end cancelled. A tracker the game drops
+--- stops by itself once collected.
+function stagehand_Tracker:close() end
 
 --- Adds `n` (default 1) to how far the task is.
 ---@param n number?

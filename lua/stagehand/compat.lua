@@ -1,3 +1,5 @@
+-- What differs between the runtimes, in one place.
+--
 -- Walking a table: stagehand writes `for k, v in each, t do`, never
 -- `pairs(t)` nor `in next, t`. This is the one place that says why.
 --
@@ -15,4 +17,19 @@
 -- specialised loop) and by luacheck (.luacheckrc: pairs is no global in
 -- lua/). It can go once the LuaJIT stagehand supports on Debian has the
 -- fix: then `each` is next again, and pairs is fine.
-return { each = next }
+--
+-- on_collect(fn): a value whose collection calls fn, for the owner of
+-- something a game may drop (an orchestrator's luv handles, a spawned
+-- worker): a table's __gc on Lua 5.2 and later, a proxy's on Lua 5.1 and
+-- LuaJIT, whose tables run no __gc.
+local newproxy = rawget(_G, "newproxy")
+local function on_collect(fn)
+  if newproxy then
+    local p = newproxy(true)
+    getmetatable(p).__gc = fn
+    return p
+  end
+  return setmetatable({}, { __gc = fn })
+end
+
+return { each = next, on_collect = on_collect }

@@ -75,9 +75,11 @@ function M.pool(orch, opts) return workers().pool(orch, opts) end
 ---@return stagehand.Worker
 function M.spawn(orch, name, ...) return workers().spawn(orch, name, ...) end
 
---- A port: a channel between threads, in either direction.
----@return userdata
-function M.port() return ports().port() end
+--- A port: a channel between threads, in either direction. `name`
+--- (optional) names it in the log, where a worker waiting on it is named.
+---@param name string?
+---@return stagehand.Port
+function M.port(name) return ports().port(name) end
 
 --- Round barriers for `participants` threads, each share `share_len` numbers.
 ---@param participants integer

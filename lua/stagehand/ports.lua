@@ -111,9 +111,14 @@ local port_methods = native.port_methods
 local c_port = {} -- (the C methods; a worker's state has only these)
 for k, v in each, port_methods do c_port[k] = v end
 
---- A port: a channel between threads, in either direction.
+--- A port: a channel between threads, in either direction. `name`
+--- (optional) names it in the log, where a worker waiting on it is named.
+---@param name string?
 ---@return stagehand.Port
-function M.port() return native.port() end
+function M.port(name)
+  if name ~= nil and type(name) ~= "string" then options.fail("stagehand.port", "name", "a string or nil", name) end
+  return native.port(name)
+end
 
 -- The methods a port has in the game's state: the C ones (called by tail
 -- calls, so an error names the game's line), and receive, which suspends a

@@ -14,6 +14,7 @@ local settle = require "stagehand.settle"
 local wait = require "stagehand.wait"
 local options = require "stagehand.options"
 local each = require("stagehand.compat").each
+local on_collect = require("stagehand.compat").on_collect
 local signal = require "stagehand.signal"
 local logm = require "stagehand.log"
 local B = require "stagehand.backend"
@@ -515,12 +516,14 @@ function Pool:waiting(now, all)
     local job = cur and self.reqs[cur]
     local doing = job and (" (running " .. job[LABEL] .. ")")
       or (cur and " (running a request whose job ended)" or "")
+    -- (a long-lived worker by the function it runs: a pool of one, made for it)
+    local who = self.service and "long-lived worker " .. self.service
+      or string.format("worker %d of %s", i + 1, self:_describe())
+    if self.service then doing = "" end
     if what then
-      lines[#lines + 1] = string.format("worker %d of %s waits on %s for %.1f s%s", i + 1, self:_describe(), what,
-        (now - since) / 1000, doing)
+      lines[#lines + 1] = string.format("%s waits on %s for %.1f s%s", who, what, (now - since) / 1000, doing)
     elseif all and cur then
-      lines[#lines + 1] = string.format("worker %d of %s still runs%s; it is left to end alone", i + 1,
-        self:_describe(), doing)
+      lines[#lines + 1] = string.format("%s still runs%s; it is left to end alone", who, doing)
     end
   end
   return lines
@@ -569,7 +572,7 @@ function M.spawn(orch, name, ...)
   -- Its arguments are copied before its thread starts: arguments that
   -- cannot cross leave nothing behind (the pool has no worker yet).
   local pool = M.new_pool(orch, { module = module, size = 1, stall_ms = math.huge }, false)
-  pool.service = true
+  pool.service = name
   local w = setmetatable({ pool = pool, stopped = false }, Service)
   local staged, err = pool.ud:_stage(0, "args", fn, ...)
   local ok, h = pcall(request, pool, fn, name, 0, { stall_ms = math.huge }, "args", 1, staged, err, (...))
@@ -580,6 +583,12 @@ function M.spawn(orch, name, ...)
   end
   pool:_add_worker()
   w.done = h
+  -- A worker whose `w` the game drops is told to stop when `w` is
+  -- collected: nothing could stop it any more. (The pool is the
+  -- orchestrator's until the worker exits; w.done may outlive w.)
+  w.collected = on_collect(function()
+    if not pool.destroyed and not h._st then pcall(pool.ud._stop_worker, pool.ud, 0, false) end
+  end)
   return w
 end
 

@@ -4,6 +4,7 @@
 local uv = require "luv"
 local logm = require "stagehand.log"
 local E = require "stagehand.engine"
+local on_collect = require("stagehand.compat").on_collect
 
 local M = {}
 
@@ -70,18 +71,6 @@ local function doom(hd)
   hd:stop()
   doomed[#doomed + 1] = hd
   if usable(reaper) then reaper:start(0, 0, reap) end
-end
-
--- A value whose collection calls fn: a table's __gc on Lua 5.2 and later,
--- a proxy's on Lua 5.1 and LuaJIT (whose tables have no __gc).
-local newproxy = rawget(_G, "newproxy")
-local function on_collect(fn)
-  if newproxy then
-    local p = newproxy(true)
-    getmetatable(p).__gc = fn
-    return p
-  end
-  return setmetatable({}, { __gc = fn })
 end
 
 function M.new(clock)
