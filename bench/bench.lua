@@ -84,7 +84,7 @@ if not section then
   local interp = arg[-1] or "luajit"
   local me = arg[0]
   local missed = 0
-  for i = 1, 10 do
+  for i = 1, 11 do
     local f = assert(io.popen(string.format("%q %q %d", interp, me, i)))
     for line in f:lines() do
       if line:find("MISSED", 1, true) then missed = missed + 1 end
@@ -755,4 +755,32 @@ end
 if section == 10 then
 -- 11. Worker pools against luv's uv.new_work (bench/threads.lua).
 dofile((arg[0]:match("^(.*[/\\])") or "./") .. "threads.lua").run(report, results)
+end
+
+if section == 11 then
+-- 12. orch:newest within one frame: n calls under one name, each replacing
+-- the one before (a search box typed into fast), then the frame's step.
+-- Per call at 8,000 against per call at 1,000: a call must not cost more
+-- the more calls came before it.
+local function newest_frame(n)
+  local o = T.new { log = function() end }
+  local f = stagehand.future()
+  local last
+  for i = 1, n do
+    last = o:newest("search", "search", function(job) return job:await(f) end,
+      { priority = i % 3 == 0 and "visible" or "background" })
+  end
+  o:step()
+  f:resolve("results")
+  o:step()
+  assert(last:state() == "done")
+end
+local function per_call(n)
+  return function(reps)
+    for _ = 1, math.max(1, math.floor(reps / n)) do newest_frame(n) end
+  end
+end
+local big, small = time_pair(8000, per_call(8000), per_call(1000))
+-- (8x the calls in at most 10x the time: per call, at most 1.25x)
+report("newest: a frame of 8,000 calls, per call", big, "frames of 1,000 calls", small, 1.25)
 end

@@ -93,6 +93,68 @@ describe(":newest", function()
     assert.same({ "done", "b" }, { newer:result() })
   end)
 
+  it("gives the newest run the highest rank of every call still waiting, and takes a withdrawn one's away", function()
+    local job_ref
+    local f = stagehand.future()
+    local ctl = stagehand.controller()
+    orch:newest("portrait", "portrait 1", function(job) job:await(stagehand.future()) end,
+      { priority = "visible", signal = ctl.signal })
+    orch:newest("portrait", "portrait 2", function(job) job:await(stagehand.future()) end, { priority = "scene" })
+    orch:newest("portrait", "portrait 3", function(job)
+      job_ref = job
+      job:await(f)
+      return "3"
+    end, { priority = "background" })
+    assert.equal("visible", job_ref:priority()) -- (the first call's rank reaches the newest run)
+    ctl:abort("closed")
+    assert.equal("scene", job_ref:priority())
+    f:resolve()
+    orch:step()
+  end)
+
+  it("ends the newest run once every call under the name withdrew", function()
+    local hs = {}
+    for i = 1, 3 do hs[i] = orch:newest("x", "x " .. i, function(job) return job:await(stagehand.future()) end) end
+    for i = 1, 3 do assert.is_true(hs[i]:cancel("gone")) end
+    for i = 1, 3 do assert.equal("cancelled", hs[i]:state()) end
+    assert.equal(0, orch.nrunning)
+    orch:step() -- (the cancelled runs' last resumes: their cleanup)
+    assert.no_leaks(orch)
+  end)
+
+  it("wakes a job awaiting a Handle two calls old, and starts a new chain once the newest ended", function()
+    local f = stagehand.future()
+    local first = orch:newest("level", "level 1", function(job) return job:await(stagehand.future()) end)
+    local screen = orch:run("screen", function(job) return job:await(first) end)
+    orch:step()
+    orch:newest("level", "level 2", function(job) return job:await(stagehand.future()) end)
+    orch:newest("level", "level 3", function(job) return job:await(f) end)
+    f:resolve("three")
+    orch:step()
+    assert.same({ "done", "three" }, { screen:result() })
+    local again = orch:newest("level", "level 4", function() return "four" end)
+    assert.same({ "done", "four" }, { again:result() })
+    assert.same({ "done", "three" }, { first:result() })
+  end)
+
+  -- Regression: each newer call moved every older Handle onto the newer
+  -- run, so n calls within a frame took O(n^2) (10k: 12 s on LuaJIT).
+  it("keeps the newest run's callers to its own and one a priority source, however many calls came", function()
+    local last
+    for i = 1, 2000 do
+      last = orch:newest("search", "search " .. i, function(job) return job:await(stagehand.future()) end,
+        { priority = i % 2 == 0 and "visible" or "background" })
+    end
+    local job = last[1]
+    local callers = 0
+    for i = require("stagehand.fields").H, #job do
+      if job[i] then callers = callers + 1 end
+    end
+    assert.equal(3, callers) -- (its own, and a carrier for each of the two ranks the older calls had)
+    assert.equal(1, orch.nrunning)
+    last:cancel()
+  end)
+
   it("names bad arguments", function()
     local function bad(what, ...)
       local ok, err = pcall(orch.newest, orch, ...)

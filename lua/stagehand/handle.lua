@@ -79,6 +79,8 @@ end
 function Handle:cancel(reason)
   if getmetatable(self) ~= HandleMT then bad_self("h:cancel", self) end
   if self._st then return false end
+  local relay = rawget(self, "_relay")
+  if relay then return relay:withdraw(self, reason) end
   local job = self[1]
   if job[H] == self and rawget(job, H + 1) == nil then
     -- Its last caller: the job ends first, and this Handle reads its end.
@@ -103,8 +105,10 @@ function Handle:_describe()
   return s
 end
 function Handle:_follows()
-  local job = self[1]
-  if self._st or job[STATE] then return nil end
+  if self._st then return nil end
+  local relay = rawget(self, "_relay")
+  local job = relay and relay:job() or self[1]
+  if job[STATE] then return nil end
   return job
 end
 function Handle:_settled()
@@ -148,5 +152,18 @@ function M.new(job, prio)
 end
 
 function M.is_handle(v) return getmetatable(v) == HandleMT end
+
+--- Hands a running Handle over to `relay`, which now ends it (with
+--- settle.settle) and answers for it: relay:job() is the job it follows
+--- now, for whoever awaits it, and relay:withdraw(h, reason) is its
+--- h:cancel. It stops being its job's caller first (newest.lua's older
+--- calls, which follow whichever run is newest).
+function M.relay(h, relay)
+  rawset(h, "_st", false) -- (its own state from now on, not its job's)
+  rawset(h, "_relay", relay)
+end
+
+--- Ends a relayed Handle's relay: it is an ordinary settled Handle.
+function M.unrelay(h) rawset(h, "_relay", nil) end
 
 return M
