@@ -79,7 +79,7 @@ build/tsan/lua5.4/stagehand/_core.so: $(CORE_SRC) $(MODULE_SRC) $(CORE_HDR)
 	@mkdir -p $(@D)
 	$(CC) -std=c99 -O1 -g -fPIC $(WARN) $(TSAN) -I$(INC_lua5.4) -shared -o $@ $(CORE_SRC) $(MODULE_SRC) -lm -ldl -lpthread
 
-tsan: deps build/tsan/test_threads build/tsan/lua5.4/stagehand/_core.so
+tsan: deps build build/tsan/test_threads build/tsan/lua5.4/stagehand/_core.so
 	TSAN_OPTIONS=halt_on_error=1 ./build/tsan/test_threads
 	@top=$$(pwd); LUA_PATH="$$top/lua/?.lua;$$top/lua/?/init.lua;;" LUA_CPATH="$$top/build/tsan/lua5.4/?.so;;" \
 	  LD_PRELOAD="$$($(CC) -print-file-name=libtsan.so)" TSAN_OPTIONS=halt_on_error=1:report_signal_unsafe=0 \
@@ -188,7 +188,7 @@ SANITIZED_RUN = LUA_PATH="$$top/lua/?.lua;$$top/lua/?/init.lua;;" LUA_CPATH="$$t
 	LD_PRELOAD="$$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file-name=libubsan.so)" \
 	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 
-sanitize: deps build/sanitize/test_core build/sanitize/lua5.4/stagehand/_core.so build/sanitize/luajit/stagehand/_core.so
+sanitize: deps build build/sanitize/test_core build/sanitize/lua5.4/stagehand/_core.so build/sanitize/luajit/stagehand/_core.so
 	./build/sanitize/test_core
 	@top=$$(pwd); out=$$(mktemp -d); \
 	( $(call SANITIZED_RUN,lua5.4) lua5.4 /usr/bin/busted -o utfTerminal spec >$$out/a 2>&1; echo $$? >$$out/a.rc ) & \

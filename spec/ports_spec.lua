@@ -476,20 +476,7 @@ describe("threads under the luv driver", function()
     orch:close()
   end)
 
-  -- How many threads and descriptors this process has (Linux's /proc; the
-  -- listing's own pipe is closed before the next count).
-  local pid
-  local function count(dir)
-    if not pid then
-      local f = io.popen("echo $PPID")
-      pid = f:read("*l")
-      f:close()
-    end
-    local f, n = io.popen("ls /proc/" .. pid .. "/" .. dir), 0
-    for _ in f:lines() do n = n + 1 end
-    f:close()
-    return n
-  end
+  local count = require("spec.helpers").proc_count
 
   -- Regression: the luv driver's timer and poll callbacks held their
   -- orchestrator, so a dropped one stayed, with its threads and its

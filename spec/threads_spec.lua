@@ -175,13 +175,10 @@ describe("stagehand.pool", function()
     -- request's error (memory errors skip the message handler), and kept
     -- what it had allocated while the game's state went short.
     it("fails a request that runs out of memory with \"not enough memory\", and gives the memory back", function()
-      -- (in a process of its own, under a limit: the address space, or
-      -- AddressSanitizer's own limit when it runs us)
-      local asan = (os.getenv("LD_PRELOAD") or ""):find("asan", 1, true)
-      local limit = asan and "ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1:soft_rss_limit_mb=400 "
-        or "ulimit -v 700000; "
-      local out = io.popen("(" .. limit .. require("spec.helpers").interpreter()
-        .. " spec/fixtures/worker_oom.lua) 2>&1; echo \"exit=$?\""):read("*a")
+      -- (in a process of its own, under a limit on its address space)
+      local out, status = require("spec.helpers").run_clean("ulimit -v 700000; exec "
+        .. require("spec.helpers").interpreter() .. " spec/fixtures/worker_oom.lua")
+      out = out .. "exit=" .. tostring(status)
       assert.matches("first: fixture_worker.boom failed: [^\n]*an earlier failure\n", out)
       assert.matches("hog: failed: not enough memory\n", out, 1, true)
       assert.matches("next: done %d+\n", out)
