@@ -5,10 +5,16 @@
 RUNTIMES := luajit lua5.4 lua5.1
 CC ?= cc
 WARN := -Wall -Wextra -Wshadow -Wconversion -Wstrict-prototypes -Wmissing-prototypes
-CFLAGS_CORE := -std=c99 -O2 -g -fPIC $(WARN)
-CORE_SRC := csrc/sh_grow.c csrc/sh_heap.c csrc/sh_clock.c csrc/sh_timer.c csrc/sh_pool.c csrc/sh_barrier.c csrc/sh_ids.c csrc/sh_sys.c \
+# What this system's C library has, for the core's POSIX layer
+# (csrc/sh_platform.h; scripts/probe.sh tries each).
+PLAT := $(shell sh scripts/probe.sh $(CC) 2>/dev/null)
+CFLAGS_CORE := -std=c99 -O2 -g -fPIC $(WARN) $(PLAT)
+PORTABLE_SRC := csrc/sh_grow.c csrc/sh_heap.c csrc/sh_clock.c csrc/sh_timer.c csrc/sh_pool.c csrc/sh_barrier.c csrc/sh_ids.c \
 	csrc/sh_notify.c csrc/sh_msg.c csrc/sh_port.c csrc/sh_rounds.c csrc/sh_work.c
-CORE_HDR := csrc/stagehand.h csrc/sh_heap.h csrc/sh_grow.h csrc/sh_checks.h csrc/sh_threads.h csrc/sh_sync.h csrc/sh_watchers.h
+CORE_SRC := $(PORTABLE_SRC) csrc/unix/sh_unix.c
+WIN_CORE_SRC := $(PORTABLE_SRC) csrc/win/sh_win.c
+CORE_HDR := csrc/stagehand.h csrc/sh_heap.h csrc/sh_grow.h csrc/sh_checks.h csrc/sh_threads.h csrc/sh_sync.h csrc/sh_watchers.h \
+	csrc/sh_platform.h
 MODULE_SRC := csrc/lstagehand.c csrc/lthreads.c
 C_HOSTS := build/c_host/host_luajit build/c_host/host_lua5.4 # (examples/c_host)
 
@@ -18,7 +24,7 @@ INC_lua5.1 := /usr/include/lua5.1
 
 SANITIZE := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
-.PHONY: all deps build docs test test-c test-oom tsan c-host test-lua demo bench bench-count env clean sanitize check-warnings chaos soak-threads fuzz valgrind
+.PHONY: portable all deps build docs test test-c test-oom tsan c-host test-lua demo bench bench-count env clean sanitize check-warnings chaos soak-threads fuzz valgrind
 
 all: build
 
@@ -43,14 +49,14 @@ TEST_DEFS := -DSH_DEBUG_CHECKS -DCORPUS_DIR='"csrc/test/corpus"' -D_DEFAULT_SOUR
 
 build/test_core: $(CORE_SRC) $(CORE_HDR) $(TEST_SRC) csrc/test/fuzz_core.h
 	@mkdir -p $(@D)
-	$(CC) -std=c99 -O1 -g $(WARN) $(TEST_DEFS) -o $@ $(CORE_SRC) $(TEST_SRC) -lm -ldl -lpthread
+	$(CC) -std=c99 -O1 -g $(WARN) $(PLAT) $(TEST_DEFS) -o $@ $(CORE_SRC) $(TEST_SRC) -lm -ldl -lpthread
 
 # libFuzzer over the core (clang): FUZZ_SECONDS of it; new inputs that find
 # new paths land in csrc/test/corpus, which the C tests replay every run.
 FUZZ_SECONDS ?= 60
 build/fuzz_core: $(CORE_SRC) $(CORE_HDR) csrc/test/fuzz_core.c csrc/test/fuzz_core.h
 	@mkdir -p $(@D)
-	clang -std=c99 -O1 -g -DSH_LIBFUZZER -DSH_DEBUG_CHECKS -fsanitize=fuzzer,address,undefined -o $@ $(CORE_SRC) csrc/test/fuzz_core.c -lm -ldl -lpthread
+	clang -std=c99 $(PLAT) -O1 -g -DSH_LIBFUZZER -DSH_DEBUG_CHECKS -fsanitize=fuzzer,address,undefined -o $@ $(CORE_SRC) csrc/test/fuzz_core.c -lm -ldl -lpthread
 
 fuzz:
 	@EXTRA_PKGS="clang libclang-rt-14-dev" sh scripts/deps.sh
@@ -68,16 +74,16 @@ test-c: deps build/test_core build/test_threads
 THREADS_TEST := csrc/test/test_threads.c
 build/test_threads: $(CORE_SRC) $(CORE_HDR) $(THREADS_TEST)
 	@mkdir -p $(@D)
-	$(CC) -std=c99 -O1 -g $(WARN) -D_DEFAULT_SOURCE -o $@ $(CORE_SRC) $(THREADS_TEST) -lm -ldl -lpthread
+	$(CC) -std=c99 -O1 -g $(WARN) $(PLAT) -D_DEFAULT_SOURCE -o $@ $(CORE_SRC) $(THREADS_TEST) -lm -ldl -lpthread
 
 TSAN := -fsanitize=thread -fno-omit-frame-pointer
 build/tsan/test_threads: $(CORE_SRC) $(CORE_HDR) $(THREADS_TEST)
 	@mkdir -p $(@D)
-	$(CC) -std=c99 -O1 -g $(WARN) $(TSAN) -D_DEFAULT_SOURCE -o $@ $(CORE_SRC) $(THREADS_TEST) -lm -ldl -lpthread
+	$(CC) -std=c99 -O1 -g $(WARN) $(PLAT) $(TSAN) -D_DEFAULT_SOURCE -o $@ $(CORE_SRC) $(THREADS_TEST) -lm -ldl -lpthread
 
 build/tsan/lua5.4/stagehand/_core.so: $(CORE_SRC) $(MODULE_SRC) $(CORE_HDR)
 	@mkdir -p $(@D)
-	$(CC) -std=c99 -O1 -g -fPIC $(WARN) $(TSAN) -I$(INC_lua5.4) -shared -o $@ $(CORE_SRC) $(MODULE_SRC) -lm -ldl -lpthread
+	$(CC) -std=c99 -O1 -g -fPIC $(WARN) $(PLAT) $(TSAN) -I$(INC_lua5.4) -shared -o $@ $(CORE_SRC) $(MODULE_SRC) -lm -ldl -lpthread
 
 tsan: deps build build/tsan/test_threads build/tsan/lua5.4/stagehand/_core.so
 	TSAN_OPTIONS=halt_on_error=1 ./build/tsan/test_threads
@@ -175,12 +181,12 @@ chaos: build
 # a minute); their outputs are printed in order once all are done.
 build/sanitize/test_core: $(CORE_SRC) $(CORE_HDR) $(TEST_SRC) csrc/test/fuzz_core.h
 	@mkdir -p $(@D)
-	$(CC) -std=c99 -O1 -g $(WARN) $(SANITIZE) $(TEST_DEFS) -o $@ $(CORE_SRC) $(TEST_SRC) -lm -ldl -lpthread
+	$(CC) -std=c99 -O1 -g $(WARN) $(PLAT) $(SANITIZE) $(TEST_DEFS) -o $@ $(CORE_SRC) $(TEST_SRC) -lm -ldl -lpthread
 
 define sanitized_rule
 build/sanitize/$(1)/stagehand/_core.so: $(CORE_SRC) $(MODULE_SRC) $(CORE_HDR)
 	@mkdir -p $$(@D)
-	$$(CC) -std=c99 -O1 -g -fPIC $$(WARN) $$(SANITIZE) -DSH_DEBUG_CHECKS -I$$(INC_$(1)) -shared -o $$@ $(CORE_SRC) $(MODULE_SRC) -lm -ldl -lpthread
+	$$(CC) -std=c99 -O1 -g -fPIC $$(WARN) $$(PLAT) $$(SANITIZE) -DSH_DEBUG_CHECKS -I$$(INC_$(1)) -shared -o $$@ $(CORE_SRC) $(MODULE_SRC) -lm -ldl -lpthread
 endef
 $(foreach rt,lua5.4 luajit,$(eval $(call sanitized_rule,$(rt))))
 
@@ -211,6 +217,27 @@ valgrind: build build/test_core build/test_threads
 	@top=$$(pwd); \
 	LUA_PATH="$$top/lua/?.lua;$$top/lua/?/init.lua;;" LUA_CPATH="$$top/build/lua5.4/?.so;;" \
 	$(VALGRIND) lua5.4 /usr/bin/busted -o utfTerminal spec
+
+# The portable paths, forced and tested on Linux where they cannot be
+# reached naturally (csrc/sh_platform.h): a pipe made by pipe + fcntl,
+# waits timed on the wall clock, and C11 atomics in place of the
+# compiler's builtins (-std=c11, SH_NO_BUILTINS); then every .c file of the
+# core and the module compiled as C++, as engines that build everything as
+# C++ do.
+FALLBACK_DEFS := -DSH_FORCE_FALLBACKS -DSH_NO_BUILTINS
+build/fallback/test_core: $(CORE_SRC) $(CORE_HDR) $(TEST_SRC) csrc/test/fuzz_core.h
+	@mkdir -p $(@D)
+	$(CC) -std=c11 -O1 -g $(WARN) $(FALLBACK_DEFS) $(TEST_DEFS) -o $@ $(CORE_SRC) $(TEST_SRC) -lm -ldl -lpthread
+build/fallback/test_threads: $(CORE_SRC) $(CORE_HDR) $(THREADS_TEST)
+	@mkdir -p $(@D)
+	$(CC) -std=c11 -O1 -g $(WARN) $(FALLBACK_DEFS) -D_DEFAULT_SOURCE -o $@ $(CORE_SRC) $(THREADS_TEST) -lm -ldl -lpthread
+CXX_CHECK := c++ -x c++ -std=c++11 -fsyntax-only -Wall -Wextra -Werror
+portable: deps build/fallback/test_core build/fallback/test_threads
+	./build/fallback/test_core
+	./build/fallback/test_threads
+	$(CXX_CHECK) $(PLAT) $(CORE_SRC)
+	$(CXX_CHECK) $(PLAT) -I$(INC_lua5.4) $(MODULE_SRC)
+	$(CXX_CHECK) $(PLAT) -I$(INC_luajit) $(MODULE_SRC)
 
 check-warnings:
 	@mkdir -p build

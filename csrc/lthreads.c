@@ -4,18 +4,17 @@
  * no Lua). Part of the classic C module on every runtime: LuaJIT's FFI
  * backend reaches the hot paths of jobs, not these.
  *
- * A worker is a POSIX thread with a Lua state of its own, made with the
+ * A worker is a thread (sh_platform.h) with a Lua state of its own, made with the
  * same runtime the module was built for (luaL_newstate of the host's own
  * library): standard libraries, the creating state's package.path and
  * package.cpath, and `stagehand.worker` preloaded. Values cross as deep
  * copies (encode/decode below); ports and round barriers as references.
  */
-#define _GNU_SOURCE
+#include "sh_platform.h"
 #include "sh_threads.h"
 #include "stagehand.h"
 
 #include <math.h>
-#include <pthread.h>
 #ifdef __GLIBC__
 #include <malloc.h>
 #endif
@@ -475,7 +474,6 @@ typedef struct worker_ctx {
   sh_work *work;
   int32_t index;
   int64_t request;
-  pthread_t thread;
   char *module, *source, *path, *cpath;
   size_t source_len;
   /* (worker thread only) What every request uses, kept in the registry
@@ -500,7 +498,7 @@ static const int *stop_flag(lua_State *L) {
 
 /* Whether this state's worker was told to stop: its waits then return
  * nil or false at once, without taking a value or arriving. */
-static int stopped(const int *stop) { return stop && __atomic_load_n(stop, __ATOMIC_ACQUIRE); }
+static int stopped(const int *stop) { return stop && SH__LOAD(stop); }
 
 /* What a bad argument was, for a message: a number or string as itself,
  * anything else by its type. */
@@ -1032,7 +1030,7 @@ static void open_types(lua_State *L) {
 static char *dup_str(const char *s, size_t n) {
   char *d;
   if (!s) return NULL;
-  d = malloc(n + 1);
+  d = (char *)malloc(n + 1);
   if (!d) return NULL;
   memcpy(d, s, n);
   d[n] = '\0';
@@ -1057,7 +1055,7 @@ static void free_ctx(worker_ctx *w) {
 static void stop_hook(lua_State *L, lua_Debug *ar) {
   worker_ctx *w = this_worker(L);
   (void)ar;
-  if (w && __atomic_load_n(sh_work_stop_flag(w->work, w->index), __ATOMIC_ACQUIRE) && sh_work_retired(w->work, w->index))
+  if (w && SH__LOAD(sh_work_stop_flag(w->work, w->index)) && sh_work_retired(w->work, w->index))
     luaL_error(L, "stopped: the worker was retired while its function ran");
 }
 #endif
@@ -1321,7 +1319,7 @@ static int keep_refs(lua_State *L) {
   return 0;
 }
 
-static void *worker_main(void *arg) {
+static SH__THREAD_RETURN worker_main(void *arg) {
   worker_ctx *w = (worker_ctx *)arg;
   lua_State *L = luaL_newstate();
   int64_t id;
@@ -1365,14 +1363,14 @@ static void *worker_main(void *arg) {
   sh_work_exited(w->work, w->index);
   sh_work_unref(w->work);
   free_ctx(w);
-  return NULL;
+  return 0;
 }
 
 /* ------------------------------------------------------------------------
  * A worker pool's queue and threads, as the main side holds them. */
 
 typedef struct thread_slot {
-  pthread_t thread;
+  sh__thread thread;
   int started, joined; /* joined: joined or detached */
 } thread_slot;
 
@@ -1423,7 +1421,7 @@ static void detach_all(pool_ud *p) {
   int32_t i;
   for (i = 0; i < p->nthreads; i++) {
     if (p->threads[i].started && !p->threads[i].joined) {
-      pthread_detach(p->threads[i].thread);
+      sh__thread_detach(p->threads[i].thread);
       p->threads[i].joined = 1;
     }
   }
@@ -1479,11 +1477,10 @@ static int l_pool_add_worker(lua_State *L) {
   pool_ud *p = check_pool(L);
   worker_ctx *w;
   int32_t idx;
-  pthread_attr_t attr;
   int rc;
   if (p->nthreads == p->capthreads) {
     int32_t cap = p->capthreads ? p->capthreads * 2 : 4;
-    thread_slot *grown = realloc(p->threads, (size_t)cap * sizeof *grown);
+    thread_slot *grown = (thread_slot *)realloc(p->threads, (size_t)cap * sizeof *grown);
     if (!grown) return luaL_error(L, "not enough memory");
     p->threads = grown;
     p->capthreads = cap;
@@ -1514,9 +1511,7 @@ static int l_pool_add_worker(lua_State *L) {
   w->work = p->work;
   w->index = idx;
   sh_work_ref(p->work);
-  pthread_attr_init(&attr);
-  rc = pthread_create(&p->threads[idx].thread, &attr, worker_main, w);
-  pthread_attr_destroy(&attr);
+  rc = sh__thread_start(&p->threads[idx].thread, worker_main, w);
   p->nthreads++;
   p->threads[idx].started = rc == 0;
   p->threads[idx].joined = 0;
@@ -1707,7 +1702,7 @@ static int l_pool_drain(lua_State *L) {
       slots = wants = 2;
     } else if (kind == SH_EV_EXITED) {
       if (wk >= 0 && wk < p->nthreads && p->threads[wk].started && !p->threads[wk].joined) {
-        pthread_join(p->threads[wk].thread, NULL);
+        sh__thread_join(p->threads[wk].thread);
         p->threads[wk].joined = 1;
       }
     } else if ((kind == SH_EV_DONE || kind == SH_EV_FAILED) && !m) {

@@ -10,9 +10,9 @@ struct sh_barrier {
 sh_barrier *sh_barrier_new(int32_t size) {
   sh_barrier *b;
   if (size < 0 || size >= SH_MAX_ID) return NULL;
-  b = calloc(1, sizeof *b);
+  b = (sh_barrier *)calloc(1, sizeof *b);
   if (!b) return NULL;
-  b->seen = calloc((size_t)size + 1, 1);
+  b->seen = (uint8_t *)calloc((size_t)size + 1, 1);
   if (!b->seen) {
     free(b);
     return NULL;

@@ -43,7 +43,7 @@ struct sh_clock {
 #define CHECKED(c) SH__CHECKED(c, (c)->cap, sh_clock_check)
 
 sh_clock *sh_clock_new(void) {
-  sh_clock *c = calloc(1, sizeof *c);
+  sh_clock *c = (sh_clock *)calloc(1, sizeof *c);
   if (!c) return NULL;
   /* Equal deadlines stall in the order their clocks started (the order
    * the jobs started), not in filing order: an id's item keeps its filing
@@ -111,7 +111,7 @@ static int start(sh_clock *c, int32_t id, double stall_ms, double now, uint64_t 
   if (rc != SH_OK) return rc;
   if (c->heap.pos_cap > c->cap) {
     size_t got;
-    entry *grown = sh__grow_kept(c->entries, c->cap, c->heap.pos_cap, sizeof *grown, 1, &got);
+    entry *grown = (entry *)sh__grow_kept(c->entries, c->cap, c->heap.pos_cap, sizeof *grown, 1, &got);
     if (!grown) return SH_ENOMEM;
     c->entries = grown;
     c->cap = got;
@@ -275,7 +275,7 @@ int sh_clock_join(sh_clock *c, int32_t id, int32_t group) {
     size_t n = c->ngroups ? c->ngroups : 8, i;
     group_entry *g;
     while (n <= (size_t)group) n *= 2;
-    g = realloc(c->groups, n * sizeof *g);
+    g = (group_entry *)realloc(c->groups, n * sizeof *g);
     if (!g) return SH_ENOMEM;
     for (i = c->ngroups; i < n; i++) {
       g[i].last = -HUGE_VAL;

@@ -1,12 +1,12 @@
 #include "sh_grow.h"
+#include "sh_platform.h"
 
-#include <pthread.h>
 #include <stdint.h>
 
 /* What is kept: at most SPARE_SLOTS blocks, SH__SPARE_MAX bytes. */
 #define SPARE_SLOTS 16
 
-static pthread_mutex_t spare_mu = PTHREAD_MUTEX_INITIALIZER;
+static sh__mutex spare_mu = SH__MUTEX_INIT;
 static struct {
   void *p;
   size_t bytes;
@@ -18,7 +18,7 @@ static int spare_closed; /* the library is unloading: nothing more is kept */
 static void *take(size_t bytes, size_t *got_bytes) {
   size_t i, best = SPARE_SLOTS;
   void *p = NULL;
-  pthread_mutex_lock(&spare_mu);
+  sh__mutex_lock(&spare_mu);
   for (i = 0; i < SPARE_SLOTS; i++)
     if (spare[i].p && spare[i].bytes >= bytes && (best == SPARE_SLOTS || spare[i].bytes < spare[best].bytes))
       best = i;
@@ -29,7 +29,7 @@ static void *take(size_t bytes, size_t *got_bytes) {
     spare[best].p = NULL;
     spare[best].bytes = 0;
   }
-  pthread_mutex_unlock(&spare_mu);
+  sh__mutex_unlock(&spare_mu);
   return p;
 }
 
@@ -38,12 +38,12 @@ void *sh__grow_kept(void *p, size_t old_n, size_t new_n, size_t size, int zero, 
   unsigned char *grown = NULL;
   if (size == 0 || new_n > SIZE_MAX / size) return NULL;
   bytes = new_n * size;
-  if (bytes >= SH__SPARE_MIN) grown = take(bytes, &have);
+  if (bytes >= SH__SPARE_MIN) grown = (unsigned char *)take(bytes, &have);
   if (grown) {
     if (old_n) memcpy(grown, p, old_n * size);
     sh__free_kept(p, old_n, size);
   } else {
-    grown = realloc(p, bytes);
+    grown = (unsigned char *)realloc(p, bytes);
     if (!grown) return NULL;
     have = bytes;
   }
@@ -61,7 +61,7 @@ void sh__free_kept(void *p, size_t n, size_t size) {
   size_t bytes = n * size, i;
   if (!p) return;
   if (bytes >= SH__SPARE_MIN) {
-    pthread_mutex_lock(&spare_mu);
+    sh__mutex_lock(&spare_mu);
     if (!spare_closed && spare_bytes + bytes <= SH__SPARE_MAX) {
       for (i = 0; i < SPARE_SLOTS; i++) {
         if (!spare[i].p) {
@@ -73,17 +73,17 @@ void sh__free_kept(void *p, size_t n, size_t size) {
         }
       }
     }
-    pthread_mutex_unlock(&spare_mu);
+    sh__mutex_unlock(&spare_mu);
   }
   free(p);
 }
 
 size_t sh__kept_blocks(size_t *bytes) {
   size_t i, n = 0;
-  pthread_mutex_lock(&spare_mu);
+  sh__mutex_lock(&spare_mu);
   for (i = 0; i < SPARE_SLOTS; i++) n += spare[i].p != NULL;
   if (bytes) *bytes = spare_bytes;
-  pthread_mutex_unlock(&spare_mu);
+  sh__mutex_unlock(&spare_mu);
   return n;
 }
 
@@ -92,7 +92,7 @@ size_t sh__kept_blocks(size_t *bytes) {
  * library with its state), what is kept is freed. */
 __attribute__((destructor)) static void drop_kept(void) {
   size_t i;
-  pthread_mutex_lock(&spare_mu);
+  sh__mutex_lock(&spare_mu);
   spare_closed = 1;
   for (i = 0; i < SPARE_SLOTS; i++) {
     free(spare[i].p);
@@ -100,6 +100,6 @@ __attribute__((destructor)) static void drop_kept(void) {
     spare[i].bytes = 0;
   }
   spare_bytes = 0;
-  pthread_mutex_unlock(&spare_mu);
+  sh__mutex_unlock(&spare_mu);
 }
 #endif

@@ -22,7 +22,7 @@ int sh__heap_reserve(sh__heap *h, int32_t id) {
   if (need > h->pos_cap) {
     cap = h->pos_cap ? h->pos_cap : 64;
     while (cap < need) cap *= 2;
-    pos = sh__grow_kept(h->pos, h->pos_cap, cap, sizeof *pos, 1, &got);
+    pos = (uint32_t *)sh__grow_kept(h->pos, h->pos_cap, cap, sizeof *pos, 1, &got);
     if (!pos) return SH_ENOMEM;
     h->pos = pos;
     h->pos_cap = got;
@@ -30,7 +30,7 @@ int sh__heap_reserve(sh__heap *h, int32_t id) {
   /* The heap never holds more items than there are ids, so growing the item
    * array here means insert cannot fail later. */
   if (h->pos_cap > h->cap) {
-    items = sh__grow_kept(h->items, h->cap, h->pos_cap, sizeof *items, 0, &got);
+    items = (sh__heap_item *)sh__grow_kept(h->items, h->cap, h->pos_cap, sizeof *items, 0, &got);
     if (!items) return SH_ENOMEM;
     h->items = items;
     h->cap = got;

@@ -21,7 +21,7 @@ struct sh_ids {
 #define BIT(i) ((uint64_t)1 << ((i) & 63))
 
 static int lowest_bit(uint64_t w) {
-#if defined(__GNUC__) || defined(__clang__)
+#if (defined(__GNUC__) || defined(__clang__)) && !defined(SH_NO_BUILTINS)
   return __builtin_ctzll(w);
 #else
   int i = 0;
@@ -33,7 +33,7 @@ static int lowest_bit(uint64_t w) {
 #endif
 }
 
-sh_ids *sh_ids_new(void) { return calloc(1, sizeof(sh_ids)); }
+sh_ids *sh_ids_new(void) { return (sh_ids *)calloc(1, sizeof(sh_ids)); }
 
 void sh_ids_free(sh_ids *s) {
   if (!s) return;
@@ -49,14 +49,14 @@ static int grow(sh_ids *s, int32_t id) {
     uint64_t *w;
     n = s->words0 ? s->words0 : 4;
     while (n < need0) n *= 2;
-    w = sh__grow_zeroed(s->bits0, s->words0, n, sizeof *w);
+    w = (uint64_t *)sh__grow_zeroed(s->bits0, s->words0, n, sizeof *w);
     if (!w) return SH_ENOMEM;
     s->bits0 = w;
     s->words0 = n;
   }
   need1 = (s->words0 + 63) / 64;
   if (need1 > s->words1) {
-    uint64_t *w = sh__grow_zeroed(s->bits1, s->words1, need1, sizeof *w);
+    uint64_t *w = (uint64_t *)sh__grow_zeroed(s->bits1, s->words1, need1, sizeof *w);
     if (!w) return SH_ENOMEM;
     s->bits1 = w;
     s->words1 = need1;

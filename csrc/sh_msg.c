@@ -26,7 +26,7 @@ struct sh_msg {
 };
 
 sh_msg *sh_msg_new(void) {
-  sh_msg *m = malloc(sizeof *m);
+  sh_msg *m = (sh_msg *)malloc(sizeof *m);
   if (!m) return NULL;
   m->data = m->small;
   m->len = 0, m->cap = SMALL;
@@ -72,10 +72,10 @@ unsigned char *sh_msg_room(sh_msg *m, size_t n) {
       cap *= 2;
     }
     if (m->data == m->small) {
-      grown = malloc(cap);
+      grown = (unsigned char *)malloc(cap);
       if (grown) memcpy(grown, m->small, m->len);
     } else {
-      grown = realloc(m->data, cap);
+      grown = (unsigned char *)realloc(m->data, cap);
     }
     if (!grown) return NULL;
     m->data = grown;
@@ -108,7 +108,7 @@ int32_t sh_msg_add_ref(sh_msg *m, int kind, void *obj) {
   if (kind != SH_REF_PORT && kind != SH_REF_ROUNDS) return SH_EINVAL;
   if (m->nrefs == m->refcap) {
     int32_t cap = m->refcap ? m->refcap * 2 : 4;
-    ref *grown = realloc(m->refs, (size_t)cap * sizeof *grown);
+    ref *grown = (ref *)realloc(m->refs, (size_t)cap * sizeof *grown);
     if (!grown) return SH_ENOMEM;
     m->refs = grown;
     m->refcap = cap;

@@ -52,7 +52,7 @@ struct sh_pool {
 #define CHECKED(p) SH__CHECKED(p, (p)->nwaiters + (p)->ngroups, sh_pool_check)
 
 sh_pool *sh_pool_new(void) {
-  sh_pool *p = calloc(1, sizeof *p);
+  sh_pool *p = (sh_pool *)calloc(1, sizeof *p);
   if (!p) return NULL;
   p->active = -1;
   p->next_seq = 1;
@@ -167,7 +167,7 @@ static int grow_waiters(sh_pool *p, int32_t id) {
   waiter *w;
   if ((size_t)id < p->nwaiters) return SH_OK;
   while (n <= (size_t)id) n *= 2;
-  w = sh__grow_kept(p->waiters, p->nwaiters, n, sizeof *w, 1, &got);
+  w = (waiter *)sh__grow_kept(p->waiters, p->nwaiters, n, sizeof *w, 1, &got);
   if (!w) return SH_ENOMEM;
   p->waiters = w;
   p->nwaiters = got;
@@ -182,13 +182,13 @@ static int grow_groups(sh_pool *p, int32_t g) {
   while (n <= (size_t)g) n *= 2;
   /* (The heap and the stack hold each group at most once: with room for
    * every group, nothing that links a waiter can fail for want of it.) */
-  heap = realloc(p->heap, n * sizeof *heap);
+  heap = (int32_t *)realloc(p->heap, n * sizeof *heap);
   if (!heap) return SH_ENOMEM;
   p->heap = heap;
-  stack = realloc(p->stack, n * sizeof *stack);
+  stack = (int32_t *)realloc(p->stack, n * sizeof *stack);
   if (!stack) return SH_ENOMEM;
   p->stack = stack;
-  gs = realloc(p->groups, n * sizeof *gs);
+  gs = (group *)realloc(p->groups, n * sizeof *gs);
   if (!gs) return SH_ENOMEM;
   for (i = p->ngroups; i < n; i++) {
     gs[i].head = gs[i].tail = gs[i].prev = gs[i].next = -1;

@@ -7,8 +7,8 @@
 #include <string.h>
 
 struct sh_port {
-  pthread_mutex_t mu;
-  pthread_cond_t cv;
+  sh__mutex mu;
+  sh__cond cv;
   sh_msg **ring; /* queued messages, oldest at head */
   int32_t head, len, cap;
   int refs, closed;
@@ -26,14 +26,14 @@ void sh_port_set_name(sh_port *p, const char *name) {
 const char *sh_port_name(const sh_port *p) { return p->name; }
 
 sh_port *sh_port_new(void) {
-  sh_port *p = calloc(1, sizeof *p);
+  sh_port *p = (sh_port *)calloc(1, sizeof *p);
   if (!p) return NULL;
-  if (pthread_mutex_init(&p->mu, NULL)) {
+  if (sh__mutex_init(&p->mu)) {
     free(p);
     return NULL;
   }
   if (sh__cond_init(&p->cv)) {
-    pthread_mutex_destroy(&p->mu);
+    sh__mutex_destroy(&p->mu);
     free(p);
     return NULL;
   }
@@ -42,9 +42,9 @@ sh_port *sh_port_new(void) {
 }
 
 void sh_port_ref(sh_port *p) {
-  pthread_mutex_lock(&p->mu);
+  sh__mutex_lock(&p->mu);
   p->refs++;
-  pthread_mutex_unlock(&p->mu);
+  sh__mutex_unlock(&p->mu);
 }
 
 static void drop_queue(sh_port *p) {
@@ -59,9 +59,9 @@ static void drop_queue(sh_port *p) {
 void sh_port_unref(sh_port *p) {
   int left;
   if (!p) return;
-  pthread_mutex_lock(&p->mu);
+  sh__mutex_lock(&p->mu);
   left = --p->refs;
-  pthread_mutex_unlock(&p->mu);
+  sh__mutex_unlock(&p->mu);
   if (left) return;
   /* A message queued in a port may hold a count of the port itself (a port
    * posted into its own queue): its count keeps the port alive until the
@@ -69,22 +69,22 @@ void sh_port_unref(sh_port *p) {
   drop_queue(p);
   free(p->ring);
   sh__drop_watchers(&p->watchers);
-  pthread_cond_destroy(&p->cv);
-  pthread_mutex_destroy(&p->mu);
+  sh__cond_destroy(&p->cv);
+  sh__mutex_destroy(&p->mu);
   free(p);
 }
 
 int sh_port_post(sh_port *p, sh_msg *m) {
-  pthread_mutex_lock(&p->mu);
+  sh__mutex_lock(&p->mu);
   if (p->closed) {
-    pthread_mutex_unlock(&p->mu);
+    sh__mutex_unlock(&p->mu);
     return SH_ECLOSED;
   }
   if (p->len == p->cap) {
     int32_t cap = p->cap ? p->cap * 2 : 8, i;
-    sh_msg **grown = malloc((size_t)cap * sizeof *grown);
+    sh_msg **grown = (sh_msg **)malloc((size_t)cap * sizeof *grown);
     if (!grown) {
-      pthread_mutex_unlock(&p->mu);
+      sh__mutex_unlock(&p->mu);
       return SH_ENOMEM;
     }
     for (i = 0; i < p->len; i++) grown[i] = p->ring[(p->head + i) % p->cap];
@@ -95,15 +95,15 @@ int sh_port_post(sh_port *p, sh_msg *m) {
   }
   p->ring[(p->head + p->len) % p->cap] = m;
   p->len++;
-  pthread_cond_broadcast(&p->cv);
+  sh__cond_broadcast(&p->cv);
   sh__signal_all(&p->watchers);
-  pthread_mutex_unlock(&p->mu);
+  sh__mutex_unlock(&p->mu);
   return SH_OK;
 }
 
 int sh_port_take(sh_port *p, sh_msg **out) {
   int rc = SH_OK;
-  pthread_mutex_lock(&p->mu);
+  sh__mutex_lock(&p->mu);
   if (p->len > 0) {
     *out = p->ring[p->head];
     p->head = (p->head + 1) % p->cap;
@@ -111,14 +111,14 @@ int sh_port_take(sh_port *p, sh_msg **out) {
   } else {
     rc = p->closed ? SH_ECLOSED : SH_EAGAIN;
   }
-  pthread_mutex_unlock(&p->mu);
+  sh__mutex_unlock(&p->mu);
   return rc;
 }
 
 int sh_port_wait(sh_port *p, double timeout_ms, const int *stop) {
   int rc;
   double until = sh_now_ms() + timeout_ms;
-  pthread_mutex_lock(&p->mu);
+  sh__mutex_lock(&p->mu);
   for (;;) {
     double left;
     if (p->len > 0) { rc = SH_OK; break; }
@@ -129,55 +129,55 @@ int sh_port_wait(sh_port *p, double timeout_ms, const int *stop) {
     if (stop && left > SH__STOP_SLICE_MS) left = SH__STOP_SLICE_MS;
     sh__cond_wait_ms(&p->cv, &p->mu, left);
   }
-  pthread_mutex_unlock(&p->mu);
+  sh__mutex_unlock(&p->mu);
   return rc;
 }
 
 void sh_port_close(sh_port *p) {
   sh_msg **ring;
   int32_t head, len, cap, i;
-  pthread_mutex_lock(&p->mu);
+  sh__mutex_lock(&p->mu);
   if (p->closed) {
-    pthread_mutex_unlock(&p->mu);
+    sh__mutex_unlock(&p->mu);
     return;
   }
   p->closed = 1;
   /* The queue is freed outside the lock: a message may hold this port. */
   ring = p->ring, head = p->head, len = p->len, cap = p->cap;
   p->ring = NULL, p->head = p->len = p->cap = 0;
-  pthread_cond_broadcast(&p->cv);
+  sh__cond_broadcast(&p->cv);
   sh__signal_all(&p->watchers);
-  pthread_mutex_unlock(&p->mu);
+  sh__mutex_unlock(&p->mu);
   for (i = 0; i < len; i++) sh_msg_free(ring[(head + i) % cap]);
   free(ring);
 }
 
 int sh_port_closed(sh_port *p) {
   int c;
-  pthread_mutex_lock(&p->mu);
+  sh__mutex_lock(&p->mu);
   c = p->closed;
-  pthread_mutex_unlock(&p->mu);
+  sh__mutex_unlock(&p->mu);
   return c;
 }
 
 int32_t sh_port_count(sh_port *p) {
   int32_t n;
-  pthread_mutex_lock(&p->mu);
+  sh__mutex_lock(&p->mu);
   n = p->len;
-  pthread_mutex_unlock(&p->mu);
+  sh__mutex_unlock(&p->mu);
   return n;
 }
 
 int sh_port_watch(sh_port *p, sh_notify *n) {
   int rc;
-  pthread_mutex_lock(&p->mu);
+  sh__mutex_lock(&p->mu);
   rc = sh__watch(&p->watchers, n);
-  pthread_mutex_unlock(&p->mu);
+  sh__mutex_unlock(&p->mu);
   return rc;
 }
 
 void sh_port_unwatch(sh_port *p, sh_notify *n) {
-  pthread_mutex_lock(&p->mu);
+  sh__mutex_lock(&p->mu);
   sh__unwatch(&p->watchers, n);
-  pthread_mutex_unlock(&p->mu);
+  sh__mutex_unlock(&p->mu);
 }

@@ -19,8 +19,8 @@ typedef struct round {
 } round;
 
 struct sh_rounds {
-  pthread_mutex_t mu;
-  pthread_cond_t cv;
+  sh__mutex mu;
+  sh__cond cv;
   int32_t participants, share_len;
   int refs, aborted;
   round *rounds;
@@ -30,14 +30,14 @@ struct sh_rounds {
 sh_rounds *sh_rounds_new(int32_t participants, int32_t share_len) {
   sh_rounds *b;
   if (participants < 1 || participants > 4096 || share_len < 0 || share_len > 65536) return NULL;
-  b = calloc(1, sizeof *b);
+  b = (sh_rounds *)calloc(1, sizeof *b);
   if (!b) return NULL;
-  if (pthread_mutex_init(&b->mu, NULL)) {
+  if (sh__mutex_init(&b->mu)) {
     free(b);
     return NULL;
   }
   if (sh__cond_init(&b->cv)) {
-    pthread_mutex_destroy(&b->mu);
+    sh__mutex_destroy(&b->mu);
     free(b);
     return NULL;
   }
@@ -55,17 +55,17 @@ static void free_round(round *r) {
 }
 
 void sh_rounds_ref(sh_rounds *b) {
-  pthread_mutex_lock(&b->mu);
+  sh__mutex_lock(&b->mu);
   b->refs++;
-  pthread_mutex_unlock(&b->mu);
+  sh__mutex_unlock(&b->mu);
 }
 
 void sh_rounds_unref(sh_rounds *b) {
   int left;
   if (!b) return;
-  pthread_mutex_lock(&b->mu);
+  sh__mutex_lock(&b->mu);
   left = --b->refs;
-  pthread_mutex_unlock(&b->mu);
+  sh__mutex_unlock(&b->mu);
   if (left) return;
   while (b->rounds) {
     round *r = b->rounds;
@@ -73,8 +73,8 @@ void sh_rounds_unref(sh_rounds *b) {
     free_round(r);
   }
   sh__drop_watchers(&b->watchers);
-  pthread_cond_destroy(&b->cv);
-  pthread_mutex_destroy(&b->mu);
+  sh__cond_destroy(&b->cv);
+  sh__mutex_destroy(&b->mu);
   free(b);
 }
 
@@ -114,23 +114,23 @@ int sh_rounds_arrive(sh_rounds *b, double round_no, int32_t count, int op, int32
     return SH_EINVAL;
   if (op != SH_OP_COUNT && (index < 1 || index > b->participants || (!share && b->share_len > 0)))
     return SH_EINVAL;
-  pthread_mutex_lock(&b->mu);
+  sh__mutex_lock(&b->mu);
   if (b->aborted) {
-    pthread_mutex_unlock(&b->mu);
+    sh__mutex_unlock(&b->mu);
     return SH_ECLOSED;
   }
   r = find(b, round_no);
   if (!r) {
     size_t n = (size_t)b->participants * (size_t)b->share_len;
-    r = calloc(1, sizeof *r);
+    r = (round *)calloc(1, sizeof *r);
     if (!r) goto nomem;
     r->number = round_no;
     r->count = count;
     r->op = op;
     if (op != SH_OP_COUNT) {
-      r->shares = calloc(n ? n : 1, sizeof(double));
-      r->have = calloc((size_t)b->participants, 1);
-      r->result = calloc(b->share_len ? (size_t)b->share_len : 1, sizeof(double));
+      r->shares = (double *)calloc(n ? n : 1, sizeof(double));
+      r->have = (uint8_t *)calloc((size_t)b->participants, 1);
+      r->result = (double *)calloc(b->share_len ? (size_t)b->share_len : 1, sizeof(double));
       if (!r->shares || !r->have || !r->result) {
         free_round(r);
         goto nomem;
@@ -153,14 +153,14 @@ int sh_rounds_arrive(sh_rounds *b, double round_no, int32_t count, int op, int32
     if (++r->arrived == r->count) {
       combine(b, r);
       r->complete = 1;
-      pthread_cond_broadcast(&b->cv);
+      sh__cond_broadcast(&b->cv);
       sh__signal_all(&b->watchers);
     }
   }
-  pthread_mutex_unlock(&b->mu);
+  sh__mutex_unlock(&b->mu);
   return rc;
 nomem:
-  pthread_mutex_unlock(&b->mu);
+  sh__mutex_unlock(&b->mu);
   return SH_ENOMEM;
 }
 
@@ -175,16 +175,16 @@ static int answer(sh_rounds *b, round *r, double *out) {
 
 int sh_rounds_poll(sh_rounds *b, double round_no, double *out) {
   int rc;
-  pthread_mutex_lock(&b->mu);
+  sh__mutex_lock(&b->mu);
   rc = answer(b, find(b, round_no), out);
-  pthread_mutex_unlock(&b->mu);
+  sh__mutex_unlock(&b->mu);
   return rc;
 }
 
 int sh_rounds_wait(sh_rounds *b, double round_no, double *out, double timeout_ms, const int *stop) {
   int rc;
   double until = sh_now_ms() + timeout_ms;
-  pthread_mutex_lock(&b->mu);
+  sh__mutex_lock(&b->mu);
   for (;;) {
     double left;
     rc = answer(b, find(b, round_no), out);
@@ -195,13 +195,13 @@ int sh_rounds_wait(sh_rounds *b, double round_no, double *out, double timeout_ms
     if (stop && left > SH__STOP_SLICE_MS) left = SH__STOP_SLICE_MS;
     sh__cond_wait_ms(&b->cv, &b->mu, left);
   }
-  pthread_mutex_unlock(&b->mu);
+  sh__mutex_unlock(&b->mu);
   return rc;
 }
 
 void sh_rounds_leave(sh_rounds *b, double round_no) {
   round **at, *r;
-  pthread_mutex_lock(&b->mu);
+  sh__mutex_lock(&b->mu);
   for (at = &b->rounds; (r = *at) != NULL; at = &r->next) {
     if (r->number != round_no) continue;
     if (++r->left >= r->count && (r->complete || b->aborted)) {
@@ -210,40 +210,40 @@ void sh_rounds_leave(sh_rounds *b, double round_no) {
     }
     break;
   }
-  pthread_mutex_unlock(&b->mu);
+  sh__mutex_unlock(&b->mu);
 }
 
 void sh_rounds_abort(sh_rounds *b) {
-  pthread_mutex_lock(&b->mu);
+  sh__mutex_lock(&b->mu);
   b->aborted = 1;
   while (b->rounds) {
     round *r = b->rounds;
     b->rounds = r->next;
     free_round(r);
   }
-  pthread_cond_broadcast(&b->cv);
+  sh__cond_broadcast(&b->cv);
   sh__signal_all(&b->watchers);
-  pthread_mutex_unlock(&b->mu);
+  sh__mutex_unlock(&b->mu);
 }
 
 int sh_rounds_aborted(sh_rounds *b) {
   int a;
-  pthread_mutex_lock(&b->mu);
+  sh__mutex_lock(&b->mu);
   a = b->aborted;
-  pthread_mutex_unlock(&b->mu);
+  sh__mutex_unlock(&b->mu);
   return a;
 }
 
 int sh_rounds_watch(sh_rounds *b, sh_notify *n) {
   int rc;
-  pthread_mutex_lock(&b->mu);
+  sh__mutex_lock(&b->mu);
   rc = sh__watch(&b->watchers, n);
-  pthread_mutex_unlock(&b->mu);
+  sh__mutex_unlock(&b->mu);
   return rc;
 }
 
 void sh_rounds_unwatch(sh_rounds *b, sh_notify *n) {
-  pthread_mutex_lock(&b->mu);
+  sh__mutex_lock(&b->mu);
   sh__unwatch(&b->watchers, n);
-  pthread_mutex_unlock(&b->mu);
+  sh__mutex_unlock(&b->mu);
 }

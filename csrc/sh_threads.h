@@ -6,8 +6,9 @@
  * these and drive its own worker threads. Everything here may be called
  * from any thread; each object guards itself with a mutex of its own.
  * Objects shared between threads are reference counted: *_ref adds one,
- * *_unref drops one and frees the object with the last. Threads are POSIX
- * threads (pthreads); times are milliseconds.
+ * *_unref drops one and frees the object with the last. Threads and locks
+ * are the system's own (POSIX threads, or Win32's: sh_platform.h); times
+ * are milliseconds.
  *
  * Messages (sh_msg_*) are a value encoded for another thread: bytes, plus
  * references to ports and round barriers (each holds one count of the
@@ -99,7 +100,9 @@ void sh_notify_signal(sh_notify *n);
 uint64_t sh_notify_gen(sh_notify *n);
 /* 1 once the generation differs from seen, 0 when timeout_ms passed first. */
 int sh_notify_wait(sh_notify *n, uint64_t seen, double timeout_ms);
-int sh_notify_fd(const sh_notify *n);
+/* What an event loop watches: a file descriptor (a pipe's read end) on
+ * POSIX, a SOCKET (one of a connected loopback pair) on Windows. */
+intptr_t sh_notify_fd(const sh_notify *n);
 void sh_notify_clear(sh_notify *n);
 
 sh_port *sh_port_new(void);

@@ -15,7 +15,7 @@ struct sh_timers {
 #define CHECKED(t) SH__CHECKED(t, (t)->heap.pos_cap, sh_timers_check)
 
 sh_timers *sh_timers_new(void) {
-  sh_timers *t = calloc(1, sizeof *t);
+  sh_timers *t = (sh_timers *)calloc(1, sizeof *t);
   if (t) sh__heap_init(&t->heap);
   return t;
 }

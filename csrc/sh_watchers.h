@@ -15,7 +15,7 @@ typedef struct sh__watchers {
 static inline int sh__watch(sh__watchers *w, sh_notify *n) {
   if (w->len == w->cap) {
     int32_t cap = w->cap ? w->cap * 2 : 2;
-    sh_notify **grown = realloc(w->n, (size_t)cap * sizeof *grown);
+    sh_notify **grown = (sh_notify **)realloc(w->n, (size_t)cap * sizeof *grown);
     if (!grown) return -2; /* SH_ENOMEM */
     w->n = grown;
     w->cap = cap;

@@ -3,7 +3,6 @@
 #include "sh_threads.h"
 #include "stagehand.h"
 
-#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -53,8 +52,8 @@ typedef struct worker {
  * worker reporting does not hold up the owner queueing (or the reverse).
  * Where both are taken, mu comes first. */
 struct sh_work {
-  pthread_mutex_t mu, emu;
-  pthread_cond_t cv; /* workers wait here for requests */
+  sh__mutex mu, emu;
+  sh__cond cv; /* workers wait here for requests */
   sh_notify *owner;
   /* The queue: better first (higher priority, then lower seq). Requests
    * asked for in a row at one priority, as most are, go to the lane, a FIFO
@@ -76,7 +75,7 @@ struct sh_work {
   int ready; /* queued when not paused, else 0: read without the lock by spinning workers (SH__LOAD) */
   /* The inbox (see push): pushers fill it under pmu alone, and whoever
    * holds mu moves it into the queue (absorb). mu comes before pmu. */
-  pthread_mutex_t pmu;
+  sh__mutex pmu;
   request *inbox; /* INBOX slots, filled from in_head up to in_tail */
   int32_t nq; /* queued(w) as of its last change (set_ready): read by pushers (SH__LOAD) */
   int32_t room; /* the lane and the heap each hold this many (reserve): read by pushers */
@@ -130,24 +129,24 @@ static void sift_down(request *h, int32_t n, int32_t i) {
 sh_work *sh_work_new(sh_notify *owner) {
   sh_work *w;
   if (!owner) return NULL;
-  w = calloc(1, sizeof *w);
+  w = (sh_work *)calloc(1, sizeof *w);
   if (!w) return NULL;
-  w->inbox = malloc(INBOX * sizeof *w->inbox);
+  w->inbox = (request *)malloc(INBOX * sizeof *w->inbox);
   if (!w->inbox) goto no_inbox;
-  if (pthread_mutex_init(&w->mu, NULL)) goto no_mu;
-  if (pthread_mutex_init(&w->emu, NULL)) goto no_emu;
-  if (pthread_mutex_init(&w->pmu, NULL)) goto no_pmu;
+  if (sh__mutex_init(&w->mu)) goto no_mu;
+  if (sh__mutex_init(&w->emu)) goto no_emu;
+  if (sh__mutex_init(&w->pmu)) goto no_pmu;
   if (sh__cond_init(&w->cv)) goto no_cv;
   sh_notify_ref(owner);
   w->owner = owner;
   w->refs = 1;
   return w;
 no_cv:
-  pthread_mutex_destroy(&w->pmu);
+  sh__mutex_destroy(&w->pmu);
 no_pmu:
-  pthread_mutex_destroy(&w->emu);
+  sh__mutex_destroy(&w->emu);
 no_emu:
-  pthread_mutex_destroy(&w->mu);
+  sh__mutex_destroy(&w->mu);
 no_mu:
   free(w->inbox);
 no_inbox:
@@ -156,18 +155,18 @@ no_inbox:
 }
 
 void sh_work_ref(sh_work *w) {
-  pthread_mutex_lock(&w->mu);
+  sh__mutex_lock(&w->mu);
   w->refs++;
-  pthread_mutex_unlock(&w->mu);
+  sh__mutex_unlock(&w->mu);
 }
 
 void sh_work_unref(sh_work *w) {
   int left;
   int32_t i;
   if (!w) return;
-  pthread_mutex_lock(&w->mu);
+  sh__mutex_lock(&w->mu);
   left = --w->refs;
-  pthread_mutex_unlock(&w->mu);
+  sh__mutex_unlock(&w->mu);
   if (left) return;
   for (i = 0; i < w->nheap; i++) sh_msg_free(w->heap[i].payload);
   for (i = 0; i < w->llen; i++) sh_msg_free(lane_at(w, i)->payload);
@@ -180,10 +179,10 @@ void sh_work_unref(sh_work *w) {
   sh__free_kept(w->events, (size_t)w->ecap, sizeof *w->events);
   free(w->workers);
   sh_notify_unref(w->owner);
-  pthread_cond_destroy(&w->cv);
-  pthread_mutex_destroy(&w->pmu);
-  pthread_mutex_destroy(&w->emu);
-  pthread_mutex_destroy(&w->mu);
+  sh__cond_destroy(&w->cv);
+  sh__mutex_destroy(&w->pmu);
+  sh__mutex_destroy(&w->emu);
+  sh__mutex_destroy(&w->mu);
   free(w);
 }
 
@@ -200,7 +199,7 @@ static int add_event(sh_work *w, int64_t id, int kind, int32_t wk, sh_msg *m, do
   if (w->elen == w->ecap) {
     int32_t cap = w->ecap ? w->ecap * 2 : 64, i;
     size_t got;
-    event *grown = sh__alloc_kept((size_t)cap, sizeof *grown, &got);
+    event *grown = (event *)sh__alloc_kept((size_t)cap, sizeof *grown, &got);
     if (!grown) return SH_ENOMEM;
     for (i = 0; i < w->elen; i++) grown[i] = w->events[(w->ehead + i) % w->ecap];
     sh__free_kept(w->events, (size_t)w->ecap, sizeof *w->events);
@@ -232,14 +231,14 @@ static int reserve(sh_work *w, int32_t need) {
   if (cap < need) cap = need;
   if (w->capheap < cap) {
     size_t got;
-    request *grown = sh__grow_kept(w->heap, (size_t)w->capheap, (size_t)cap, sizeof *grown, 0, &got);
+    request *grown = (request *)sh__grow_kept(w->heap, (size_t)w->capheap, (size_t)cap, sizeof *grown, 0, &got);
     if (!grown) return SH_ENOMEM;
     w->heap = grown;
     w->capheap = cap_of(got);
   }
   if (w->lcap < cap) {
     size_t got;
-    request *grown = sh__alloc_kept((size_t)cap, sizeof *grown, &got);
+    request *grown = (request *)sh__alloc_kept((size_t)cap, sizeof *grown, &got);
     if (!grown) return SH_ENOMEM;
     for (k = 0; k < w->llen; k++) grown[k] = *lane_at(w, k);
     sh__free_kept(w->lane, (size_t)w->lcap, sizeof *w->lane);
@@ -272,19 +271,19 @@ static void add(sh_work *w, request r) {
 /* (mu held) Files what the inbox holds, oldest first. Pushers admitted it
  * within the room reserved, so this allocates nothing and cannot fail. */
 static void absorb(sh_work *w) {
-  uint32_t head = w->in_head, tail = __atomic_load_n(&w->in_tail, __ATOMIC_ACQUIRE);
+  uint32_t head = w->in_head, tail = SH__LOAD_U32(&w->in_tail);
   if (head == tail) return;
   for (; head != tail; head++) add(w, w->inbox[head % INBOX]);
   set_ready(w); /* (nq before in_head: a pusher that sees the slots free sees them counted) */
-  __atomic_store_n(&w->in_head, head, __ATOMIC_RELEASE);
+  SH__STORE_U32(&w->in_head, head);
 }
 
 /* The inbox was full, or the queue may need room: under both locks, the
  * inbox is filed, room made, and r filed after it. */
 static int push_filed(sh_work *w, request r) {
   int rc = SH_ECLOSED;
-  pthread_mutex_lock(&w->mu);
-  pthread_mutex_lock(&w->pmu);
+  sh__mutex_lock(&w->mu);
+  sh__mutex_lock(&w->pmu);
   if (!w->closed) {
     absorb(w);
     rc = reserve(w, queued(w) + 1);
@@ -292,11 +291,11 @@ static int push_filed(sh_work *w, request r) {
       r.seq = w->seq++;
       add(w, r);
       set_ready(w);
-      if (!w->paused) pthread_cond_signal(&w->cv);
+      if (!w->paused) sh__cond_signal(&w->cv);
     }
   }
-  pthread_mutex_unlock(&w->pmu);
-  pthread_mutex_unlock(&w->mu);
+  sh__mutex_unlock(&w->pmu);
+  sh__mutex_unlock(&w->mu);
   return rc;
 }
 
@@ -311,28 +310,28 @@ int sh_work_push(sh_work *w, int64_t id, double priority, sh_msg *payload) {
   int wake;
   if (priority != priority) return SH_EINVAL;
   r.id = id, r.priority = priority, r.payload = payload;
-  pthread_mutex_lock(&w->pmu);
+  sh__mutex_lock(&w->pmu);
   if (w->closed) {
-    pthread_mutex_unlock(&w->pmu);
+    sh__mutex_unlock(&w->pmu);
     return SH_ECLOSED;
   }
   tail = w->in_tail;
-  head = __atomic_load_n(&w->in_head, __ATOMIC_ACQUIRE);
+  head = SH__LOAD_U32(&w->in_head);
   if (tail - head >= INBOX || (int64_t)SH__LOAD(&w->nq) + (tail - head) >= SH__LOAD(&w->room)) {
-    pthread_mutex_unlock(&w->pmu);
+    sh__mutex_unlock(&w->pmu);
     return push_filed(w, r);
   }
   r.seq = w->seq++;
   w->inbox[tail % INBOX] = r;
   /* (sequentially consistent, with sleeping: a worker about to sleep
    * either sees this slot or is seen asleep) */
-  __atomic_store_n(&w->in_tail, tail + 1, __ATOMIC_SEQ_CST);
-  wake = __atomic_load_n(&w->sleeping, __ATOMIC_SEQ_CST) > 0 && !w->paused;
-  pthread_mutex_unlock(&w->pmu);
+  SH__STORE_U32_SC(&w->in_tail, tail + 1);
+  wake = SH__LOAD_SC(&w->sleeping) > 0 && !w->paused;
+  sh__mutex_unlock(&w->pmu);
   if (wake) {
-    pthread_mutex_lock(&w->mu);
-    pthread_cond_signal(&w->cv);
-    pthread_mutex_unlock(&w->mu);
+    sh__mutex_lock(&w->mu);
+    sh__cond_signal(&w->cv);
+    sh__mutex_unlock(&w->mu);
   }
   return SH_OK;
 }
@@ -396,14 +395,14 @@ static int32_t best_at(const sh_work *w) {
 int sh_work_remove(sh_work *w, int64_t id) {
   sh_msg *m = NULL;
   int32_t at;
-  pthread_mutex_lock(&w->mu);
+  sh__mutex_lock(&w->mu);
   absorb(w);
   at = find(w, id);
   if (at != -1) {
     m = take_at(w, at).payload;
     set_ready(w);
   }
-  pthread_mutex_unlock(&w->mu);
+  sh__mutex_unlock(&w->mu);
   if (at == -1) return SH_ESTATE;
   sh_msg_free(m);
   return SH_OK;
@@ -411,10 +410,10 @@ int sh_work_remove(sh_work *w, int64_t id) {
 
 int32_t sh_work_running_on(sh_work *w, int64_t id) {
   int32_t i, on = -1;
-  pthread_mutex_lock(&w->mu);
+  sh__mutex_lock(&w->mu);
   for (i = 0; i < w->nworkers; i++)
     if (!w->workers[i]->exited && w->workers[i]->current == id) on = i;
-  pthread_mutex_unlock(&w->mu);
+  sh__mutex_unlock(&w->mu);
   return on;
 }
 
@@ -422,7 +421,7 @@ int sh_work_set_priority(sh_work *w, int64_t id, double priority) {
   int32_t at;
   int rc = SH_ESTATE;
   if (priority != priority) return SH_EINVAL;
-  pthread_mutex_lock(&w->mu);
+  sh__mutex_lock(&w->mu);
   absorb(w);
   at = find(w, id);
   if (at <= -2) {
@@ -440,70 +439,70 @@ int sh_work_set_priority(sh_work *w, int64_t id, double priority) {
     take_at(w, at);
     rc = SH_OK;
   }
-  pthread_mutex_unlock(&w->mu);
+  sh__mutex_unlock(&w->mu);
   return rc;
 }
 
 int32_t sh_work_queued(sh_work *w) {
   int32_t n;
-  pthread_mutex_lock(&w->mu);
+  sh__mutex_lock(&w->mu);
   absorb(w);
   n = queued(w);
-  pthread_mutex_unlock(&w->mu);
+  sh__mutex_unlock(&w->mu);
   return n;
 }
 
 int32_t sh_work_running(sh_work *w) {
   int32_t n;
-  pthread_mutex_lock(&w->mu);
+  sh__mutex_lock(&w->mu);
   n = w->running;
-  pthread_mutex_unlock(&w->mu);
+  sh__mutex_unlock(&w->mu);
   return n;
 }
 
 static int by_order(const void *a, const void *b) {
-  const request *x = a, *y = b;
+  const request *x = (const request *)a, *y = (const request *)b;
   return better(x, y) ? -1 : better(y, x) ? 1 : 0;
 }
 
 int32_t sh_work_queued_ids(sh_work *w, int64_t *ids, int32_t cap) {
   int32_t i, n, total;
   request *copy;
-  pthread_mutex_lock(&w->mu);
+  sh__mutex_lock(&w->mu);
   absorb(w);
   total = queued(w);
   n = total < cap ? total : cap;
-  copy = malloc((size_t)(total ? total : 1) * sizeof *copy);
+  copy = (request *)malloc((size_t)(total ? total : 1) * sizeof *copy);
   if (!copy) {
-    pthread_mutex_unlock(&w->mu);
+    sh__mutex_unlock(&w->mu);
     return SH_ENOMEM;
   }
   if (w->nheap) memcpy(copy, w->heap, (size_t)w->nheap * sizeof *copy);
   for (i = 0; i < w->llen; i++) copy[w->nheap + i] = *lane_at(w, i);
   qsort(copy, (size_t)total, sizeof *copy, by_order);
   for (i = 0; i < n; i++) ids[i] = copy[i].id;
-  pthread_mutex_unlock(&w->mu);
+  sh__mutex_unlock(&w->mu);
   free(copy);
   return n;
 }
 
 void sh_work_pause(sh_work *w, int paused) {
-  pthread_mutex_lock(&w->mu);
-  pthread_mutex_lock(&w->pmu); /* (pushers read it) */
+  sh__mutex_lock(&w->mu);
+  sh__mutex_lock(&w->pmu); /* (pushers read it) */
   w->paused = paused != 0;
-  pthread_mutex_unlock(&w->pmu);
+  sh__mutex_unlock(&w->pmu);
   set_ready(w);
-  if (!w->paused) pthread_cond_broadcast(&w->cv);
-  pthread_mutex_unlock(&w->mu);
+  if (!w->paused) sh__cond_broadcast(&w->cv);
+  sh__mutex_unlock(&w->mu);
 }
 
 void sh_work_close(sh_work *w) {
   int32_t i, n, nlane, lhead, lcap, capheap;
   request *heap, *lane;
-  pthread_mutex_lock(&w->mu);
-  pthread_mutex_lock(&w->pmu); /* (pushers read it: none pushes after this) */
+  sh__mutex_lock(&w->mu);
+  sh__mutex_lock(&w->pmu); /* (pushers read it: none pushes after this) */
   w->closed = 1;
-  pthread_mutex_unlock(&w->pmu);
+  sh__mutex_unlock(&w->pmu);
   absorb(w);
   for (i = 0; i < w->nworkers; i++) SH__STORE(&w->workers[i]->stop, 1);
   heap = w->heap, n = w->nheap, capheap = w->capheap;
@@ -512,8 +511,8 @@ void sh_work_close(sh_work *w) {
   w->lane = NULL, w->llen = w->lcap = w->lhead = 0;
   SH__STORE(&w->room, 0);
   set_ready(w);
-  pthread_cond_broadcast(&w->cv);
-  pthread_mutex_unlock(&w->mu);
+  sh__cond_broadcast(&w->cv);
+  sh__mutex_unlock(&w->mu);
   for (i = 0; i < n; i++) sh_msg_free(heap[i].payload);
   for (i = 0; i < nlane; i++) sh_msg_free(lane[(lhead + i) % lcap].payload);
   sh__free_kept(heap, (size_t)capheap, sizeof *heap);
@@ -522,37 +521,37 @@ void sh_work_close(sh_work *w) {
 
 int sh_work_closed(sh_work *w) {
   int c;
-  pthread_mutex_lock(&w->mu);
+  sh__mutex_lock(&w->mu);
   c = w->closed;
-  pthread_mutex_unlock(&w->mu);
+  sh__mutex_unlock(&w->mu);
   return c;
 }
 
 int32_t sh_work_add_worker(sh_work *w) {
   worker *k;
   int32_t i;
-  pthread_mutex_lock(&w->mu);
+  sh__mutex_lock(&w->mu);
   if (w->closed) {
-    pthread_mutex_unlock(&w->mu);
+    sh__mutex_unlock(&w->mu);
     return SH_ECLOSED;
   }
   if (w->nworkers == w->capworkers) {
     int32_t cap = w->capworkers ? w->capworkers * 2 : 4;
-    worker **grown = realloc(w->workers, (size_t)cap * sizeof *grown);
+    worker **grown = (worker **)realloc(w->workers, (size_t)cap * sizeof *grown);
     if (!grown) goto nomem;
     w->workers = grown;
     w->capworkers = cap;
   }
-  k = calloc(1, sizeof *k);
+  k = (worker *)calloc(1, sizeof *k);
   if (!k) goto nomem;
   k->current = -1;
   i = w->nworkers++;
   w->workers[i] = k;
   w->live++;
-  pthread_mutex_unlock(&w->mu);
+  sh__mutex_unlock(&w->mu);
   return i;
 nomem:
-  pthread_mutex_unlock(&w->mu);
+  sh__mutex_unlock(&w->mu);
   return SH_ENOMEM;
 }
 
@@ -560,21 +559,21 @@ static worker *at(sh_work *w, int32_t i) { return i >= 0 && i < w->nworkers ? w-
 
 int sh_work_stop_worker(sh_work *w, int32_t i, int retire) {
   worker *k;
-  pthread_mutex_lock(&w->mu);
+  sh__mutex_lock(&w->mu);
   k = at(w, i);
   if (k) {
     k->halted = 1;
     SH__STORE(&k->stop, 1);
     if (retire) k->retired = 1;
-    pthread_cond_broadcast(&w->cv);
+    sh__cond_broadcast(&w->cv);
   }
-  pthread_mutex_unlock(&w->mu);
+  sh__mutex_unlock(&w->mu);
   return k ? SH_OK : SH_EINVAL;
 }
 
 int32_t sh_work_abort_running(sh_work *w, int64_t id, int retire) {
   int32_t i, on = -1;
-  pthread_mutex_lock(&w->mu);
+  sh__mutex_lock(&w->mu);
   for (i = 0; i < w->nworkers; i++) {
     worker *k = w->workers[i];
     if (k->exited || !k->taken || k->current != id) continue;
@@ -583,45 +582,45 @@ int32_t sh_work_abort_running(sh_work *w, int64_t id, int retire) {
     on = i;
     break;
   }
-  pthread_mutex_unlock(&w->mu);
+  sh__mutex_unlock(&w->mu);
   return on;
 }
 
 const int *sh_work_stop_flag(sh_work *w, int32_t i) {
   worker *k;
-  pthread_mutex_lock(&w->mu);
+  sh__mutex_lock(&w->mu);
   k = at(w, i);
-  pthread_mutex_unlock(&w->mu);
+  sh__mutex_unlock(&w->mu);
   return k ? &k->stop : NULL;
 }
 
 int sh_work_retired(sh_work *w, int32_t i) {
   worker *k;
   int r;
-  pthread_mutex_lock(&w->mu);
+  sh__mutex_lock(&w->mu);
   k = at(w, i);
   r = !k || k->retired || w->closed;
-  pthread_mutex_unlock(&w->mu);
+  sh__mutex_unlock(&w->mu);
   return r;
 }
 
 int32_t sh_work_live_workers(sh_work *w) {
   int32_t n;
-  pthread_mutex_lock(&w->mu);
+  sh__mutex_lock(&w->mu);
   n = w->live;
-  pthread_mutex_unlock(&w->mu);
+  sh__mutex_unlock(&w->mu);
   return n;
 }
 
 /* Whether the inbox holds requests not yet filed (read without a lock). */
 static int inbox_filled(sh_work *w) {
-  return __atomic_load_n(&w->in_tail, __ATOMIC_SEQ_CST) != __atomic_load_n(&w->in_head, __ATOMIC_ACQUIRE);
+  return SH__LOAD_U32_SC(&w->in_tail) != SH__LOAD_U32(&w->in_head);
 }
 
 int sh_work_take(sh_work *w, int32_t i, int64_t *id, sh_msg **payload) {
   worker *k;
   int rc, spun = 0, tell = 0;
-  pthread_mutex_lock(&w->mu);
+  sh__mutex_lock(&w->mu);
   k = at(w, i);
   if (k && k->taken) { /* the last request is over */
     k->taken = 0;
@@ -644,16 +643,16 @@ int sh_work_take(sh_work *w, int32_t i, int64_t *id, sh_msg **payload) {
       w->running++;
       *id = r.id;
       *payload = r.payload;
-      pthread_mutex_lock(&w->emu);
+      sh__mutex_lock(&w->emu);
       rc = add_event(w, r.id, SH_EV_STARTED, i, NULL, 0, 0, &tell); /* (a start tells nobody) */
-      pthread_mutex_unlock(&w->emu);
+      sh__mutex_unlock(&w->emu);
       if (rc != SH_OK) { /* the owner could not be told: give the request back */
         k->taken = 0, k->current = -1, w->running--;
         put_back(w, from, r);
         set_ready(w);
-        pthread_mutex_unlock(&w->mu);
+        sh__mutex_unlock(&w->mu);
         sh_sleep_ms(1);
-        pthread_mutex_lock(&w->mu);
+        sh__mutex_lock(&w->mu);
         continue;
       }
       break;
@@ -663,19 +662,19 @@ int sh_work_take(sh_work *w, int32_t i, int64_t *id, sh_msg **payload) {
        * as the queue is) */
       double until = sh_now_ms() + SPIN_MS;
       spun = 1;
-      pthread_mutex_unlock(&w->mu);
-      while (!SH__LOAD(&w->ready) && !inbox_filled(w) && !SH__LOAD(&k->stop) && sh_now_ms() < until) sched_yield();
-      pthread_mutex_lock(&w->mu);
+      sh__mutex_unlock(&w->mu);
+      while (!SH__LOAD(&w->ready) && !inbox_filled(w) && !SH__LOAD(&k->stop) && sh_now_ms() < until) sh__yield();
+      sh__mutex_lock(&w->mu);
       continue;
     }
     spun = 0;
     /* Counted asleep before the inbox is looked at: a pusher that fills it
      * afterwards sees the count and wakes us (see push). */
-    __atomic_add_fetch(&w->sleeping, 1, __ATOMIC_SEQ_CST);
-    if (!inbox_filled(w) || w->paused) pthread_cond_wait(&w->cv, &w->mu);
-    __atomic_sub_fetch(&w->sleeping, 1, __ATOMIC_SEQ_CST);
+    (void)SH__ADD(&w->sleeping, 1);
+    if (!inbox_filled(w) || w->paused) sh__cond_wait(&w->cv, &w->mu);
+    (void)SH__ADD(&w->sleeping, -1);
   }
-  pthread_mutex_unlock(&w->mu);
+  sh__mutex_unlock(&w->mu);
   return rc;
 }
 
@@ -696,10 +695,10 @@ static void drop_unread_start(sh_work *w, int64_t id) {
 int sh_work_report(sh_work *w, int32_t i, int64_t id, int kind, sh_msg *m, double a, double b) {
   int rc, tell = 0;
   if (kind < SH_EV_STARTED || kind > SH_EV_FAILED) return SH_EINVAL;
-  pthread_mutex_lock(&w->emu);
+  sh__mutex_lock(&w->emu);
   if (kind == SH_EV_DONE || kind == SH_EV_FAILED) drop_unread_start(w, id);
   rc = add_event(w, id, kind, i, m, a, b, &tell);
-  pthread_mutex_unlock(&w->emu);
+  sh__mutex_unlock(&w->emu);
   if (tell) sh_notify_signal(w->owner);
   return rc;
 }
@@ -707,28 +706,28 @@ int sh_work_report(sh_work *w, int32_t i, int64_t id, int kind, sh_msg *m, doubl
 void sh_work_exited(sh_work *w, int32_t i) {
   worker *k;
   int tell = 0;
-  pthread_mutex_lock(&w->mu);
+  sh__mutex_lock(&w->mu);
   k = at(w, i);
   if (k && !k->exited) {
     if (k->taken) w->running--;
     k->exited = 1, k->taken = 0, k->current = -1;
     w->live--;
     /* (out of memory here loses the event; the owner also counts live) */
-    pthread_mutex_lock(&w->emu);
+    sh__mutex_lock(&w->emu);
     add_event(w, -1, SH_EV_EXITED, i, NULL, 0, 0, &tell);
-    pthread_mutex_unlock(&w->emu);
+    sh__mutex_unlock(&w->emu);
     sh_notify_signal(w->owner); /* (always: the owner also counts live) */
   }
-  pthread_mutex_unlock(&w->mu);
+  sh__mutex_unlock(&w->mu);
 }
 
 int sh_work_next_event(sh_work *w, int64_t *id, int *kind, int32_t *wk, sh_msg **m, double *a, double *b) {
-  pthread_mutex_lock(&w->emu);
+  sh__mutex_lock(&w->emu);
   for (;;) {
     event *e;
     if (w->elen == 0) {
       w->told = 0;
-      pthread_mutex_unlock(&w->emu);
+      sh__mutex_unlock(&w->emu);
       return SH_EAGAIN;
     }
     e = &w->events[w->ehead];
@@ -738,14 +737,14 @@ int sh_work_next_event(sh_work *w, int64_t *id, int *kind, int32_t *wk, sh_msg *
     *id = e->id, *kind = e->kind, *wk = e->worker, *m = e->msg, *a = e->a, *b = e->b;
     break;
   }
-  pthread_mutex_unlock(&w->emu);
+  sh__mutex_unlock(&w->emu);
   return SH_OK;
 }
 
 int32_t sh_work_next_events(sh_work *w, int32_t cap, int64_t *ids, int *kinds, int32_t *workers, sh_msg **msgs,
                             double *as, double *bs) {
   int32_t n = 0;
-  pthread_mutex_lock(&w->emu);
+  sh__mutex_lock(&w->emu);
   while (n < cap && w->elen > 0) {
     event *e = &w->events[w->ehead];
     w->ehead = (w->ehead + 1) % w->ecap;
@@ -755,23 +754,23 @@ int32_t sh_work_next_events(sh_work *w, int32_t cap, int64_t *ids, int *kinds, i
     n++;
   }
   if (w->elen == 0) w->told = 0;
-  pthread_mutex_unlock(&w->emu);
+  sh__mutex_unlock(&w->emu);
   return n;
 }
 
 int64_t sh_work_current(sh_work *w, int32_t i) {
   worker *k;
   int64_t id;
-  pthread_mutex_lock(&w->mu);
+  sh__mutex_lock(&w->mu);
   k = at(w, i);
   id = k && !k->exited ? k->current : -1;
-  pthread_mutex_unlock(&w->mu);
+  sh__mutex_unlock(&w->mu);
   return id;
 }
 
 void sh_work_set_waiting(sh_work *w, int32_t i, const char *what) {
   worker *k;
-  pthread_mutex_lock(&w->mu);
+  sh__mutex_lock(&w->mu);
   k = at(w, i);
   if (k) {
     size_t n = what ? strlen(what) : 0;
@@ -780,19 +779,19 @@ void sh_work_set_waiting(sh_work *w, int32_t i, const char *what) {
     k->waiting[n] = '\0';
     k->since = sh_now_ms();
   }
-  pthread_mutex_unlock(&w->mu);
+  sh__mutex_unlock(&w->mu);
 }
 
 int sh_work_waiting(sh_work *w, int32_t i, char *what, double *since) {
   worker *k;
   int waits = 0;
-  pthread_mutex_lock(&w->mu);
+  sh__mutex_lock(&w->mu);
   k = at(w, i);
   if (k && !k->exited && k->waiting[0]) {
     memcpy(what, k->waiting, sizeof k->waiting);
     *since = k->since;
     waits = 1;
   }
-  pthread_mutex_unlock(&w->mu);
+  sh__mutex_unlock(&w->mu);
   return waits;
 }

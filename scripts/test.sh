@@ -120,6 +120,8 @@ c_host_runs_on() ( # $1: runtime (luajit or lua5.4)
 
 count "C core tests" ./build/test_core
 count "C threads tests (messages, notifiers, ports, round barriers, work queues)" ./build/test_threads
+count "the core's portable paths forced (pipe + fcntl, wall-clock waits, C11 atomics), then every .c as C++" \
+  make -s portable
 for rt in "$@"; do
   eval "$(sh scripts/env.sh "$rt")"
   count "busted on $rt ($(sh -c "$rt -v 2>&1" | head -1))" \

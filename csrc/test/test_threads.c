@@ -206,7 +206,7 @@ static void notifiers_wake_a_waiter_and_its_descriptor(void) {
   struct pollfd pfd;
   uint64_t seen = sh_notify_gen(n);
   CHECK(sh_notify_wait(n, seen, 1) == 0);
-  pfd.fd = sh_notify_fd(n);
+  pfd.fd = (int)sh_notify_fd(n);
   pfd.events = POLLIN;
   CHECK(poll(&pfd, 1, 0) == 0);
   pthread_create(&t, NULL, signal_later, n);
