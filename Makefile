@@ -24,7 +24,7 @@ INC_lua5.1 := /usr/include/lua5.1
 
 SANITIZE := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
-.PHONY: portable all deps build docs test test-c test-oom tsan c-host test-lua demo bench bench-count env clean sanitize check-warnings chaos soak-threads fuzz valgrind
+.PHONY: test-windows-c portable all deps build docs test test-c test-oom tsan c-host test-lua demo bench bench-count env clean sanitize check-warnings chaos soak-threads fuzz valgrind
 
 all: build
 
@@ -238,6 +238,23 @@ portable: deps build/fallback/test_core build/fallback/test_threads
 	$(CXX_CHECK) $(PLAT) $(CORE_SRC)
 	$(CXX_CHECK) $(PLAT) -I$(INC_lua5.4) $(MODULE_SRC)
 	$(CXX_CHECK) $(PLAT) -I$(INC_luajit) $(MODULE_SRC)
+
+# Windows, cross-built with Debian's MinGW-w64 and run under wine: the
+# core's C tests over the Win32 platform layer (csrc/win/).
+MINGW ?= x86_64-w64-mingw32-gcc
+WINE ?= $(shell command -v wine 2>/dev/null || echo /usr/lib/wine/wine64)
+WIN_PKGS := gcc-mingw-w64-x86-64 wine64 wine
+build/windows/test_core.exe: $(WIN_CORE_SRC) $(CORE_HDR) $(TEST_SRC) csrc/test/fuzz_core.h
+	@mkdir -p $(@D)
+	$(MINGW) -std=c99 -O1 -g $(WARN) -DSH_DEBUG_CHECKS -DCORPUS_DIR='"csrc/test/corpus"' -o $@ $(WIN_CORE_SRC) $(TEST_SRC) -lws2_32
+build/windows/test_threads.exe: $(WIN_CORE_SRC) $(CORE_HDR) $(THREADS_TEST)
+	@mkdir -p $(@D)
+	$(MINGW) -std=c99 -O1 -g $(WARN) -o $@ $(WIN_CORE_SRC) $(THREADS_TEST) -lws2_32
+test-windows-c:
+	@EXTRA_PKGS="$(WIN_PKGS)" sh scripts/deps.sh
+	$(MAKE) -s build/windows/test_core.exe build/windows/test_threads.exe
+	WINEDEBUG=-all $(WINE) build/windows/test_core.exe
+	WINEDEBUG=-all $(WINE) build/windows/test_threads.exe
 
 check-warnings:
 	@mkdir -p build

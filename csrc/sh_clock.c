@@ -66,7 +66,9 @@ void sh_clock_free(sh_clock *c) {
   free(c);
 }
 
-static int valid_time(double t) { return !isnan(t) && !isinf(t); }
+/* (Comparisons, not isnan and isinf: MinGW's macros narrow to float
+ * under -Wconversion.) */
+static int valid_time(double t) { return t == t && t != HUGE_VAL && t != -HUGE_VAL; }
 
 /* Visible time never runs back, even when the caller's clock does: a time
  * earlier than one already recorded reads as that one. Every time an entry
@@ -225,7 +227,7 @@ double sh_clock_next_due(const sh_clock *c, double now) {
   double d;
   if (!c || !c->visible || !valid_time(now)) return -1;
   top = sh__heap_top(&c->heap);
-  if (!top || isinf(top->key)) return -1; /* (only clocks that never stall) */
+  if (!top || top->key == HUGE_VAL || top->key == -HUGE_VAL) return -1; /* (only clocks that never stall) */
   d = top->key - vnow(c, now);
   return d > 0 ? d : 0;
 }

@@ -28,7 +28,7 @@ void sh_timers_free(sh_timers *t) {
 
 int sh_timers_add(sh_timers *t, int32_t id, double due) {
   int rc;
-  if (!t || isnan(due) || isinf(due)) return SH_EINVAL;
+  if (!t || due != due || due == HUGE_VAL || due == -HUGE_VAL) return SH_EINVAL; /* (NaN, or infinite) */
   rc = sh__heap_insert(&t->heap, id, due);
   CHECKED(t);
   return rc;
@@ -50,7 +50,7 @@ double sh_timers_peek(const sh_timers *t) {
 int32_t sh_timers_pop(sh_timers *t, double now) {
   const sh__heap_item *top = t ? sh__heap_top(&t->heap) : NULL;
   int32_t id;
-  if (!top || isnan(now) || top->key > now) return -1;
+  if (!top || now != now || top->key > now) return -1;
   id = top->id;
   sh__heap_remove(&t->heap, id);
   CHECKED(t);

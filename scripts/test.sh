@@ -120,6 +120,7 @@ c_host_runs_on() ( # $1: runtime (luajit or lua5.4)
 
 count "C core tests" ./build/test_core
 count "C threads tests (messages, notifiers, ports, round barriers, work queues)" ./build/test_threads
+count "the core's C tests on Windows: cross-built with MinGW-w64, run under wine" make -s test-windows-c
 count "the core's portable paths forced (pipe + fcntl, wall-clock waits, C11 atomics), then every .c as C++" \
   make -s portable
 for rt in "$@"; do

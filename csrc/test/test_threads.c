@@ -9,26 +9,30 @@
 #include "../sh_threads.h"
 #include "../stagehand.h"
 
+#include "../sh_platform.h"
+#if defined(_WIN32)
+#include <winsock2.h>
+#else
 #include <poll.h>
-#include <pthread.h>
+#endif
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 static int passed, failed;
-static pthread_mutex_t count_mu = PTHREAD_MUTEX_INITIALIZER;
+static sh__mutex count_mu = SH__MUTEX_INIT;
 
 #define CHECK(cond)                                                                            \
   do {                                                                                         \
     int ok_ = (cond) ? 1 : 0;                                                                  \
-    pthread_mutex_lock(&count_mu);                                                             \
+    sh__mutex_lock(&count_mu);                                                             \
     if (ok_) passed++;                                                                         \
     else {                                                                                     \
       failed++;                                                                                \
       fprintf(stderr, "%s:%d: %s: check failed: %s\n", __FILE__, __LINE__, __func__, #cond); \
     }                                                                                          \
-    pthread_mutex_unlock(&count_mu);                                                           \
+    sh__mutex_unlock(&count_mu);                                                           \
   } while (0)
 
 static sh_msg *int_msg(int v) {
@@ -136,14 +140,14 @@ typedef struct port_run {
   int in_order;
 } port_run;
 
-static void *producer(void *arg) {
+static SH__THREAD_RETURN producer(void *arg) {
   port_run *r = (port_run *)arg;
   int i;
   for (i = 0; i < PER_PRODUCER; i++) sh_port_post(r->p, int_msg(r->id * PER_PRODUCER + i));
-  return NULL;
+  return 0;
 }
 
-static void *consumer(void *arg) {
+static SH__THREAD_RETURN consumer(void *arg) {
   port_run *r = (port_run *)arg;
   int last[PRODUCERS], i;
   for (i = 0; i < PRODUCERS; i++) last[i] = -1;
@@ -161,28 +165,28 @@ static void *consumer(void *arg) {
     }
     sh_msg_free(m);
   }
-  return NULL;
+  return 0;
 }
 
 static void ports_carry_everything_between_threads_in_order(void) {
   sh_port *p = sh_port_new();
-  pthread_t prod[PRODUCERS], cons[2];
+  sh__thread prod[PRODUCERS], cons[2];
   port_run pr[PRODUCERS], cr[2];
   int i, k, total = 0;
   memset(cr, 0, sizeof cr);
   for (i = 0; i < 2; i++) {
     cr[i].p = p;
-    pthread_create(&cons[i], NULL, consumer, &cr[i]);
+    sh__thread_start(&cons[i], consumer, &cr[i]);
   }
   for (i = 0; i < PRODUCERS; i++) {
     pr[i].p = p;
     pr[i].id = i;
-    pthread_create(&prod[i], NULL, producer, &pr[i]);
+    sh__thread_start(&prod[i], producer, &pr[i]);
   }
-  for (i = 0; i < PRODUCERS; i++) pthread_join(prod[i], NULL);
+  for (i = 0; i < PRODUCERS; i++) sh__thread_join(prod[i]);
   while (sh_port_count(p) > 0) sh_sleep_ms(1);
   sh_port_close(p);
-  for (i = 0; i < 2; i++) pthread_join(cons[i], NULL);
+  for (i = 0; i < 2; i++) sh__thread_join(cons[i]);
   for (i = 0; i < 2; i++) {
     CHECK(cr[i].in_order); /* each producer's values arrive in the order it posted them */
     for (k = 0; k < PRODUCERS; k++) total += cr[i].got[k];
@@ -193,28 +197,42 @@ static void ports_carry_everything_between_threads_in_order(void) {
 
 /* ---- notifiers ---- */
 
-static void *signal_later(void *arg) {
+/* Whether the notifier's descriptor reads as readable now (a pipe on
+ * POSIX, a socket on Windows). */
+static int readable(intptr_t fd) {
+#if defined(_WIN32)
+  fd_set set;
+  struct timeval none = {0, 0};
+  FD_ZERO(&set);
+  FD_SET((SOCKET)fd, &set);
+  return select(0, &set, NULL, NULL, &none) == 1;
+#else
+  struct pollfd pfd;
+  pfd.fd = (int)fd;
+  pfd.events = POLLIN;
+  return poll(&pfd, 1, 0) == 1;
+#endif
+}
+
+static SH__THREAD_RETURN signal_later(void *arg) {
   sh_sleep_ms(5);
   sh_notify_signal((sh_notify *)arg);
-  return NULL;
+  return 0;
 }
 
 static void notifiers_wake_a_waiter_and_its_descriptor(void) {
   sh_notify *n = sh_notify_new();
   sh_port *p = sh_port_new();
-  pthread_t t;
-  struct pollfd pfd;
+  sh__thread t;
   uint64_t seen = sh_notify_gen(n);
   CHECK(sh_notify_wait(n, seen, 1) == 0);
-  pfd.fd = (int)sh_notify_fd(n);
-  pfd.events = POLLIN;
-  CHECK(poll(&pfd, 1, 0) == 0);
-  pthread_create(&t, NULL, signal_later, n);
+  CHECK(!readable(sh_notify_fd(n)));
+  sh__thread_start(&t, signal_later, n);
   CHECK(sh_notify_wait(n, seen, 5000) == 1);
-  pthread_join(t, NULL);
-  CHECK(poll(&pfd, 1, 0) == 1);
+  sh__thread_join(t);
+  CHECK(readable(sh_notify_fd(n)));
   sh_notify_clear(n);
-  CHECK(poll(&pfd, 1, 0) == 0);
+  CHECK(!readable(sh_notify_fd(n)));
   /* a port it watches signals it at every post */
   CHECK(sh_port_watch(p, n) == SH_OK);
   seen = sh_notify_gen(n);
@@ -240,7 +258,7 @@ typedef struct rb_run {
   int ok;
 } rb_run;
 
-static void *rounds_participant(void *arg) {
+static SH__THREAD_RETURN rounds_participant(void *arg) {
   rb_run *r = (rb_run *)arg;
   int round;
   r->ok = 1;
@@ -253,20 +271,20 @@ static void *rounds_participant(void *arg) {
     if (sh_rounds_wait(r->b, round, r->results[round], 10000, NULL) != SH_OK) r->ok = 0;
     sh_rounds_leave(r->b, round);
   }
-  return NULL;
+  return 0;
 }
 
 static void rounds_give_every_participant_the_same_bits(void) {
   sh_rounds *b = sh_rounds_new(RB_THREADS, 2);
-  pthread_t t[RB_THREADS];
+  sh__thread t[RB_THREADS];
   rb_run *r = calloc(RB_THREADS, sizeof *r);
   int i, round, same = 1;
   for (i = 0; i < RB_THREADS; i++) {
     r[i].b = b;
     r[i].index = i + 1;
-    pthread_create(&t[i], NULL, rounds_participant, &r[i]);
+    sh__thread_start(&t[i], rounds_participant, &r[i]);
   }
-  for (i = 0; i < RB_THREADS; i++) pthread_join(t[i], NULL);
+  for (i = 0; i < RB_THREADS; i++) sh__thread_join(t[i]);
   for (i = 0; i < RB_THREADS; i++) CHECK(r[i].ok);
   for (round = 0; round < RB_ROUNDS; round++) {
     double want = 0;
@@ -287,26 +305,35 @@ static void rounds_give_every_participant_the_same_bits(void) {
   sh_rounds_unref(b);
 }
 
-static void *arrive_and_wait(void *arg) {
-  sh_rounds *b = (sh_rounds *)arg;
-  int rc = sh_rounds_arrive(b, 7, 3, SH_OP_COUNT, 0, NULL);
-  if (rc == SH_OK) rc = sh_rounds_wait(b, 7, NULL, 10000, NULL);
-  sh_rounds_leave(b, 7);
-  return (void *)(intptr_t)rc;
+typedef struct arrival {
+  sh_rounds *b;
+  int rc;
+} arrival;
+
+static SH__THREAD_RETURN arrive_and_wait(void *arg) {
+  arrival *a = (arrival *)arg;
+  int rc = sh_rounds_arrive(a->b, 7, 3, SH_OP_COUNT, 0, NULL);
+  if (rc == SH_OK) rc = sh_rounds_wait(a->b, 7, NULL, 10000, NULL);
+  sh_rounds_leave(a->b, 7);
+  a->rc = rc;
+  return 0;
 }
 
 static void rounds_abort_releases_everyone(void) {
   sh_rounds *b = sh_rounds_new(3, 0);
-  pthread_t t[2];
-  void *rc;
+  sh__thread t[2];
+  arrival a[2];
   int i, stop = 1;
   double share[1] = {1};
-  for (i = 0; i < 2; i++) pthread_create(&t[i], NULL, arrive_and_wait, b);
+  for (i = 0; i < 2; i++) {
+    a[i].b = b, a[i].rc = -1;
+    sh__thread_start(&t[i], arrive_and_wait, &a[i]);
+  }
   sh_sleep_ms(5); /* (they wait for a third that never comes) */
   sh_rounds_abort(b);
   for (i = 0; i < 2; i++) {
-    pthread_join(t[i], &rc);
-    CHECK((intptr_t)rc == SH_ECLOSED);
+    sh__thread_join(t[i]);
+    CHECK(a[i].rc == SH_ECLOSED);
   }
   CHECK(sh_rounds_arrive(b, 8, 1, SH_OP_COUNT, 0, NULL) == SH_ECLOSED);
   CHECK(sh_rounds_aborted(b));
@@ -369,7 +396,7 @@ typedef struct wq_worker {
   int ran;
 } wq_worker;
 
-static void *queue_worker(void *arg) {
+static SH__THREAD_RETURN queue_worker(void *arg) {
   wq_worker *k = (wq_worker *)arg;
   int64_t id;
   sh_msg *payload;
@@ -390,14 +417,14 @@ static void *queue_worker(void *arg) {
     if (sh_work_retired(k->w, k->index)) break;
   }
   sh_work_exited(k->w, k->index);
-  return NULL;
+  return 0;
 }
 
 static void work_queues_run_by_priority_and_report_everything(void) {
   sh_notify *n = sh_notify_new();
   sh_work *w = sh_work_new(n);
   wq_worker k[3];
-  pthread_t t[3];
+  sh__thread t[3];
   int i, started = 0, done = 0, progress = 0, exited = 0, sum = 0;
   int64_t ids[8];
   int64_t id;
@@ -423,7 +450,7 @@ static void work_queues_run_by_priority_and_report_everything(void) {
     k[i].index = sh_work_add_worker(w);
     CHECK(k[i].index == i);
     sh_work_ref(w);
-    pthread_create(&t[i], NULL, queue_worker, &k[i]);
+    sh__thread_start(&t[i], queue_worker, &k[i]);
   }
   sh_sleep_ms(5);
   CHECK(sh_work_queued(w) == 5); /* paused: nothing taken */
@@ -459,7 +486,7 @@ static void work_queues_run_by_priority_and_report_everything(void) {
   m = int_msg(1);
   CHECK(sh_work_push(w, 600, 0, m) == SH_ECLOSED);
   sh_msg_free(m);
-  for (i = 0; i < 3; i++) pthread_join(t[i], NULL);
+  for (i = 0; i < 3; i++) sh__thread_join(t[i]);
   while (sh_work_next_event(w, &id, &kind, &wk, &m, &a, &b) == SH_OK) {
     if (kind == SH_EV_EXITED) exited++;
     if (m) sh_msg_free(m);
@@ -573,7 +600,7 @@ typedef struct pusher {
   int refused;
 } pusher;
 
-static void *push_many(void *arg) {
+static SH__THREAD_RETURN push_many(void *arg) {
   pusher *p = (pusher *)arg;
   int i;
   for (i = 0; i < PUSHED; i++) {
@@ -583,7 +610,7 @@ static void *push_many(void *arg) {
       p->refused++;
     }
   }
-  return NULL;
+  return 0;
 }
 
 typedef struct recorder {
@@ -593,7 +620,7 @@ typedef struct recorder {
   int *order; /* the values taken, in the order taken */
 } recorder;
 
-static void *record_takes(void *arg) {
+static SH__THREAD_RETURN record_takes(void *arg) {
   recorder *r = (recorder *)arg;
   int64_t id;
   sh_msg *payload;
@@ -602,21 +629,21 @@ static void *record_takes(void *arg) {
     sh_work_report(r->w, r->index, id, SH_EV_DONE, payload, 0, 0);
   }
   sh_work_exited(r->w, r->index);
-  return NULL;
+  return 0;
 }
 
 /* A worker thread recording what it takes into `order`. */
-static void start_recorder(recorder *rec, sh_work *w, int *order, pthread_t *thread) {
+static void start_recorder(recorder *rec, sh_work *w, int *order, sh__thread *thread) {
   rec->w = w, rec->n = 0, rec->order = order;
   rec->index = sh_work_add_worker(w);
   sh_work_ref(w);
-  pthread_create(thread, NULL, record_takes, rec);
+  sh__thread_start(thread, record_takes, rec);
 }
 
 /* Closes the queue, waits for the recorder, and lets go of everything. */
-static void stop_recorder(sh_notify *n, sh_work *w, pthread_t thread) {
+static void stop_recorder(sh_notify *n, sh_work *w, sh__thread thread) {
   sh_work_close(w);
-  pthread_join(thread, NULL);
+  sh__thread_join(thread);
   drop_events(w);
   sh_work_unref(w);
   sh_work_unref(w);
@@ -629,19 +656,19 @@ static void work_queues_take_from_several_pushing_threads(void) {
   static int order[PUSHERS * PUSHED + 1000];
   static char seen[PUSHERS * PUSHED + 1000];
   pusher ps[PUSHERS];
-  pthread_t pt[PUSHERS], rt;
+  sh__thread pt[PUSHERS], rt;
   recorder rec;
   int i, in_order = 1, once = 1, refused = 0;
   int last[PUSHERS + 1];
   start_recorder(&rec, w, order, &rt);
   for (i = 0; i < PUSHERS; i++) {
     ps[i].w = w, ps[i].base = i * PUSHED, ps[i].refused = 0;
-    pthread_create(&pt[i], NULL, push_many, &ps[i]);
+    sh__thread_start(&pt[i], push_many, &ps[i]);
   }
   /* (the owner reads replies meanwhile) */
   CHECK(await_replies(n, w, PUSHERS * PUSHED, 60000, NULL) == PUSHERS * PUSHED);
   for (i = 0; i < PUSHERS; i++) {
-    pthread_join(pt[i], NULL);
+    sh__thread_join(pt[i]);
     refused += ps[i].refused;
   }
   CHECK(refused == 0);
@@ -672,7 +699,7 @@ static void work_queues_wake_a_sleeping_worker(void) {
   sh_notify *n = sh_notify_new();
   sh_work *w = sh_work_new(n);
   recorder rec;
-  pthread_t rt;
+  sh__thread rt;
   static int order[64];
   int i, woken = 0;
   start_recorder(&rec, w, order, &rt);
@@ -716,7 +743,7 @@ static void work_queues_grow_into_what_a_freed_queue_kept(void) {
   sh_notify *n = sh_notify_new();
   sh_work *w = sh_work_new(n);
   recorder rec;
-  pthread_t rt;
+  sh__thread rt;
   size_t after;
   int i, ok = 1, once = 1, in_order = 1;
   for (i = 0; i < N; i++) ok &= sh_work_push(w, i, i % 3, int_msg(i)) == SH_OK;
@@ -754,7 +781,7 @@ static void work_queues_grow_into_what_a_freed_queue_kept(void) {
 /* Cores made and freed on several threads at once (an orchestrator in
  * each of several Lua states): the arrays freed cores keep are handed to
  * one grower each, and every core starts from zeroed entries. */
-static void *clock_churn(void *arg) {
+static SH__THREAD_RETURN clock_churn(void *arg) {
   int t = (int)(intptr_t)arg, r;
   for (r = 0; r < 6; r++) {
     sh_clock *c = sh_clock_new();
@@ -766,20 +793,46 @@ static void *clock_churn(void *arg) {
     CHECK(sh_clock_pop_stalled(c, 10 + t) == 1);
     sh_clock_free(c);
   }
-  return NULL;
+  return 0;
 }
 
 static void cores_freed_on_several_threads_keep_their_arrays(void) {
-  pthread_t th[4];
+  sh__thread th[4];
   int t;
   size_t bytes;
-  for (t = 0; t < 4; t++) CHECK(pthread_create(&th[t], NULL, clock_churn, (void *)(intptr_t)t) == 0);
-  for (t = 0; t < 4; t++) pthread_join(th[t], NULL);
+  for (t = 0; t < 4; t++) CHECK(sh__thread_start(&th[t], clock_churn, (void *)(intptr_t)t) == 0);
+  for (t = 0; t < 4; t++) sh__thread_join(th[t]);
   CHECK(sh__kept_blocks(&bytes) > 0);
   CHECK(bytes <= SH__SPARE_MAX);
 }
 
+/* A timed wait sleeps until its time is up: it wakes at most a few times
+ * in 300 ms (a wait timed against a deadline the system reads on another
+ * clock, as Windows' and macOS' condition variables would an absolute
+ * CLOCK_MONOTONIC one, returns at once and spins: 8,116 wake-ups once). */
+static void timed_waits_sleep_their_time(void) {
+  sh__mutex m;
+  sh__cond c;
+  int wakes = 0;
+  double t0, left;
+  CHECK(sh__mutex_init(&m) == 0);
+  CHECK(sh__cond_init(&c) == 0);
+  sh__mutex_lock(&m);
+  t0 = sh_now_ms();
+  while ((left = t0 + 300 - sh_now_ms()) > 0) {
+    sh__cond_wait_ms(&c, &m, left);
+    wakes++;
+  }
+  sh__mutex_unlock(&m);
+  CHECK(sh_now_ms() - t0 >= 299);
+  CHECK(wakes >= 1 && wakes <= 5);
+  if (wakes > 5) printf("  a 300 ms wait woke %d times\n", wakes);
+  sh__cond_destroy(&c);
+  sh__mutex_destroy(&m);
+}
+
 int main(void) {
+  timed_waits_sleep_their_time();
   messages_hold_bytes_and_counted_refs();
   cleared_messages_are_written_again();
   ports_keep_order_and_refuse_after_close();
