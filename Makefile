@@ -24,7 +24,7 @@ INC_lua5.1 := /usr/include/lua5.1
 
 SANITIZE := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
-.PHONY: test-windows-c portable all deps build docs test test-c test-oom tsan c-host test-lua demo bench bench-count env clean sanitize check-warnings chaos soak-threads fuzz valgrind
+.PHONY: windows test-windows test-windows-c portable all deps build docs test test-c test-oom tsan c-host test-lua demo bench bench-count env clean sanitize check-warnings chaos soak-threads fuzz valgrind
 
 all: build
 
@@ -250,6 +250,14 @@ build/windows/test_core.exe: $(WIN_CORE_SRC) $(CORE_HDR) $(TEST_SRC) csrc/test/f
 build/windows/test_threads.exe: $(WIN_CORE_SRC) $(CORE_HDR) $(THREADS_TEST)
 	@mkdir -p $(@D)
 	$(MINGW) -std=c99 -O1 -g $(WARN) -o $@ $(WIN_CORE_SRC) $(THREADS_TEST) -lws2_32
+# The runtimes for Windows from Debian's sources and stagehand's DLLs for
+# them, in build/windows/ (scripts/windows.sh), and the specs run there
+# under wine (scripts/test_windows.sh): LuaJIT through both backends, Lua 5.4.
+windows:
+	@EXTRA_PKGS="$(WIN_PKGS)" sh scripts/deps.sh
+	@sh scripts/windows.sh
+test-windows: windows test-windows-c
+	@sh scripts/test_windows.sh
 test-windows-c:
 	@EXTRA_PKGS="$(WIN_PKGS)" sh scripts/deps.sh
 	$(MAKE) -s build/windows/test_core.exe build/windows/test_threads.exe

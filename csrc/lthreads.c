@@ -522,8 +522,12 @@ static void set_waiting_port(lua_State *L, const sh_port *p) {
   const char *name = sh_port_name(p);
   worker_ctx *w = this_worker(L);
   if (!w) return;
-  if (name[0]) snprintf(what, sizeof what, "port '%s'", name);
-  else snprintf(what, sizeof what, "a port (%p)", (const void *)p);
+  if (name[0]) {
+    snprintf(what, sizeof what, "port '%s'", name);
+  } else { /* (Lua's %p, as tostring(port) writes it: C's differs from one C library to another) */
+    snprintf(what, sizeof what, "a port (%s)", lua_pushfstring(L, "%p", (const void *)p));
+    lua_pop(L, 1);
+  }
   sh_work_set_waiting(w->work, w->index, what);
 }
 

@@ -121,6 +121,8 @@ c_host_runs_on() ( # $1: runtime (luajit or lua5.4)
 count "C core tests" ./build/test_core
 count "C threads tests (messages, notifiers, ports, round barriers, work queues)" ./build/test_threads
 count "the core's C tests on Windows: cross-built with MinGW-w64, run under wine" make -s test-windows-c
+count "the specs on Windows under wine: LuaJIT (both backends) and Lua 5.4, cross-built from Debian's sources" \
+  sh -c 'make -s windows >/dev/null && sh scripts/test_windows.sh' 
 count "the core's portable paths forced (pipe + fcntl, wall-clock waits, C11 atomics), then every .c as C++" \
   make -s portable
 for rt in "$@"; do

@@ -1,0 +1,47 @@
+#!/bin/sh
+# make test-windows: stagehand's specs on Windows, under wine, through
+# scripts/spec_runner.lua (busted's own C helpers are not built for
+# Windows): LuaJIT through both backends, and Lua 5.4. Specs that check
+# the source tree or Linux tools (docs, module and rockspec, shape, luv,
+# lua-cjson) stay with the Linux runs. Prints "N passed, N failed".
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top/build/windows" || exit 1
+rm -rf spec csrc
+mkdir -p spec csrc
+cp "$top"/spec/*.lua spec/
+cp -r "$top/spec/fixtures" spec/
+cp "$top"/csrc/*.h csrc/ # (the cdef and status specs read the header)
+cp "$top/scripts/spec_runner.lua" .
+files=""
+for f in spec/*_spec.lua; do
+  case "$f" in
+    spec/docs_spec.lua | spec/module_spec.lua | spec/shape_spec.lua | spec/luv_spec.lua | spec/trace_spec.lua) ;;
+    *) files="$files $f" ;;
+  esac
+done
+export WINEDEBUG=-all
+wine=${WINE:-wine}
+passed=0
+failed=0
+run() { # $1: label, then the command
+  label=$1
+  shift
+  echo "== $label"
+  out=$("$@" 2>&1)
+  echo "$out" | grep -v '^\.*$' | tail -40
+  p=$(echo "$out" | grep -aoE '[0-9]+ passed, [0-9]+ failed' | tail -1 | sed 's/ passed.*//')
+  f=$(echo "$out" | grep -aoE '[0-9]+ passed, [0-9]+ failed' | tail -1 | sed 's/.*, //; s/ failed//')
+  [ -z "$p" ] && { p=0; f=1; echo "!! $label: no summary"; }
+  passed=$((passed + p))
+  failed=$((failed + f))
+}
+# shellcheck disable=SC2086
+run "Windows: LuaJIT, FFI backend" env STAGEHAND_BACKEND=ffi "$wine" luajit.exe spec_runner.lua \
+  '--lua-dir=Z:\usr\share\lua\5.1' $files
+# shellcheck disable=SC2086
+run "Windows: LuaJIT, C module" env STAGEHAND_BACKEND=c "$wine" luajit.exe spec_runner.lua \
+  '--lua-dir=Z:\usr\share\lua\5.1' $files
+# shellcheck disable=SC2086
+run "Windows: Lua 5.4" "$wine" lua5.4/lua54.exe spec_runner.lua '--lua-dir=Z:\usr\share\lua\5.4' $files
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
