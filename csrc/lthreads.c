@@ -564,9 +564,16 @@ static int l_notify_signal(lua_State *L) {
   sh_notify_signal((sh_notify *)check_box(L, 1, NOTIFY_MT));
   return 0;
 }
+/* The descriptor an event loop watches, and what it is: "socket" on
+ * Windows (luv polls it with new_socket_poll), else "fd". */
 static int l_notify_fd(lua_State *L) {
-  lua_pushinteger(L, sh_notify_fd((sh_notify *)check_box(L, 1, NOTIFY_MT)));
-  return 1;
+  lua_pushinteger(L, (lua_Integer)sh_notify_fd((sh_notify *)check_box(L, 1, NOTIFY_MT)));
+#if defined(_WIN32)
+  lua_pushliteral(L, "socket");
+#else
+  lua_pushliteral(L, "fd");
+#endif
+  return 2;
 }
 static int l_notify_clear(lua_State *L) {
   sh_notify_clear((sh_notify *)check_box(L, 1, NOTIFY_MT));

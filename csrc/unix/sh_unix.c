@@ -1,8 +1,8 @@
 /* The platform layer over POSIX (sh_platform.h): Linux, macOS, the BSDs,
  * Android, iOS. What a system may lack is chosen by what the build found
  * (SH_HAVE_*), never by the name of the system. */
-#if !defined(_GNU_SOURCE) && !defined(__APPLE__)
-#define _GNU_SOURCE /* pipe2, dladdr, RTLD_NODELETE (glibc) */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* pipe2, dladdr, RTLD_NODELETE (glibc; harmless elsewhere) */
 #endif
 #include "../sh_platform.h"
 #include "../stagehand.h"

@@ -85,7 +85,8 @@ E.on("outside_wait", function(o, ms)
 end)
 
 --- The descriptor that turns readable when o's notifier is signalled
---- (the luv driver polls it), and the call that makes it quiet again.
+--- (the luv driver polls it), and its kind: "fd", or "socket" (Windows,
+--- where libuv polls only sockets); and the call that makes it quiet again.
 function M.fd(o) return native.notifier_fd(state(o).n) end
 function M.clear(o) native.notifier_clear(state(o).n) end
 M.pending = pending

@@ -17,6 +17,20 @@ local sorted_keys = require("stagehand.options").sorted_keys
 
 local T = {}
 
+-- Which runtime and backend the specs run on, said once a process (busted
+-- loads this module again for each spec file; the registry outlives that):
+-- Debian's `busted` starts `lua`, which is 5.1, and LuaJIT falls back to
+-- the C module when the FFI backend cannot load, both easy to miss.
+do
+  local reg = debug and debug.getregistry and debug.getregistry()
+  local said = "stagehand.testing said its runtime"
+  if type(reg) ~= "table" or not reg[said] then
+    if type(reg) == "table" then reg[said] = true end
+    io.stderr:write(string.format("[stagehand.testing] %s, %s backend\n",
+      rawget(_G, "jit") and jit.version or _VERSION, stagehand.backend))
+  end
+end
+
 local Orchestrator = require "stagehand.orchestrator"
 
 -- A helper handed something other than an orchestrator (a nil from a typo,

@@ -125,7 +125,8 @@ function M.new(clock)
         -- descriptor stays open while the poll watches it, so the number
         -- is never another's by then.)
         local notifier = outside.notifier(o)
-        poll = uv.new_poll(outside.fd(o))
+        local fd, kind = outside.fd(o)
+        poll = kind == "socket" and uv.new_socket_poll(fd) or uv.new_poll(fd)
         poll:start("r", function()
           local _ = notifier
           local orch = ref.o
