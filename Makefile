@@ -24,7 +24,7 @@ INC_lua5.1 := /usr/include/lua5.1
 
 SANITIZE := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
-.PHONY: windows test-windows test-windows-c portable all deps build docs test test-c test-oom tsan c-host test-lua demo bench bench-count env clean sanitize check-warnings chaos soak-threads fuzz valgrind
+.PHONY: rock windows test-windows test-windows-c portable all deps build docs test test-c test-oom tsan c-host test-lua demo bench bench-count env clean sanitize check-warnings chaos soak-threads fuzz valgrind
 
 all: build
 
@@ -263,6 +263,14 @@ test-windows-c:
 	$(MAKE) -s build/windows/test_core.exe build/windows/test_threads.exe
 	WINEDEBUG=-all $(WINE) build/windows/test_core.exe
 	WINEDEBUG=-all $(WINE) build/windows/test_threads.exe
+
+# The release rock (scripts/release_rock.sh): rockspec/stagehand-VERSION-1.rockspec
+# from the checkout's, and build/rock/stagehand-VERSION-1.src.rock. The
+# project's public git URL, once it has one, goes here and nowhere else.
+ROCK_URL ?= git+https://stagehand.invalid/stagehand.git
+rock:
+	@EXTRA_PKGS=zip sh scripts/deps.sh
+	@ROCK_URL="$(ROCK_URL)" sh scripts/release_rock.sh
 
 check-warnings:
 	@mkdir -p build

@@ -75,15 +75,19 @@ build = {
         "csrc/sh_rounds.c", "csrc/sh_work.c", "csrc/lstagehand.c", "csrc/lthreads.c", "csrc/unix/sh_unix.c",
       },
       incdirs = { "csrc" },
-      libraries = { "m", "dl", "pthread" },
     },
   },
   -- (LuaRocks runs no probe: scripts/probe.sh's findings for the systems
   -- whose C libraries are known to have them; others get the portable
   -- paths, csrc/sh_platform.h)
   platforms = {
+    unix = { modules = { ["stagehand._core"] = { libraries = { "m", "dl", "pthread" } } } },
     linux = { modules = { ["stagehand._core"] = { defines = { "SH_HAVE_PIPE2", "SH_HAVE_CONDATTR_SETCLOCK" } } } },
     macosx = { modules = { ["stagehand._core"] = { defines = { "SH_HAVE_COND_TIMEDWAIT_RELATIVE" } } } },
+    -- Win32's layer in place of POSIX's (the last source: LuaRocks merges
+    -- a platform's list into the main one entry by entry), and Winsock for
+    -- the wake-up sockets.
+    windows = { modules = { ["stagehand._core"] = { sources = { [15] = "csrc/win/sh_win.c" }, libraries = { "ws2_32" } } } },
   },
-  copy_directories = { "examples" },
+  copy_directories = { "examples", "types" },
 }

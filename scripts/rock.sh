@@ -8,18 +8,29 @@ cd "$top"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 failed=0
-for rt in "$@"; do
+# The release's source rock too (make rock), installed as a user would,
+# with no network: each runtime gets both, in trees of their own.
+ROCK_URL=${ROCK_URL:-git+https://stagehand.invalid/stagehand.git} sh scripts/release_rock.sh >"$tmp/pack.log" 2>&1 ||
+  { cat "$tmp/pack.log"; echo "make rock failed"; exit 1; }
+src_rock=$(ls build/rock/stagehand-*-1.src.rock | tail -1)
+for run in "$@"; do
+ for how in make install; do
+  rt=$run
   case "$rt" in
     luajit) ver=5.1; extra="LUA_INCDIR=/usr/include/luajit-2.1" ;;
     lua5.4) ver=5.4; extra="" ;;
     lua5.1) ver=5.1; extra="" ;;
   esac
-  tree="$tmp/$rt"
-  # luarocks make builds in the source tree; keep its objects out of build/.
-  if ! luarocks make --tree="$tree" --lua-version=$ver --deps-mode=none $extra \
-      rockspec/stagehand-scm-1.rockspec >"$tmp/$rt.log" 2>&1; then
+  tree="$tmp/$rt-$how"
+  if [ "$how" = make ]; then
+    # (luarocks make builds in the source tree; keep its objects out of build/)
+    set -- luarocks make --tree="$tree" --lua-version=$ver --deps-mode=none $extra rockspec/stagehand-scm-1.rockspec
+  else
+    set -- luarocks install --tree="$tree" --lua-version=$ver --deps-mode=none "$src_rock" $extra
+  fi
+  if ! "$@" >"$tmp/$rt.log" 2>&1; then
     cat "$tmp/$rt.log"
-    echo "rock on $rt: luarocks make failed"
+    echo "rock on $rt: luarocks $how failed"
     failed=$((failed + 1))
     continue
   fi
@@ -36,10 +47,12 @@ for rt in "$@"; do
         st, v = orch:wait(pool:run("twice", 21), 10000)
         assert(st == "done" and v == 42, "a worker pool: " .. tostring(st) .. " " .. tostring(v))
         orch:wait(pool:destroy(), 10000)
-        print("rock on '"$rt"': installed, and ran a job through the " .. stagehand.backend .. " backend and one on a worker")'); then
+        print("rock on '"$rt"' (luarocks '"$how"'): installed, and ran a job through the " .. stagehand.backend
+          .. " backend and one on a worker")'); then
     :
   else
     failed=$((failed + 1))
   fi
+ done
 done
 [ "$failed" -eq 0 ]

@@ -163,7 +163,10 @@ for rt in "$@"; do
 done
 check "make sanitize: C tests, then specs on Lua 5.4 and LuaJIT (both backends) under ASan and UBSan" sanitized
 check "make tsan: the threads' C tests, then the thread specs on Lua 5.4, under ThreadSanitizer" threads_under_tsan
-check "luarocks make of the rockspec into a temporary tree" sh scripts/rock.sh "$@"
+check "the release rockspec is what make rock makes of the checkout's" \
+  env ROCK_URL=git+https://stagehand.invalid/stagehand.git sh scripts/release_rock.sh --check
+check "luarocks make of the rockspec, and luarocks install of the release's source rock, into temporary trees" \
+  sh scripts/rock.sh "$@"
 echo
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
