@@ -24,7 +24,7 @@ INC_lua5.1 := /usr/include/lua5.1
 
 SANITIZE := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
-.PHONY: rock windows test-windows test-windows-c portable all deps build docs test test-c test-oom tsan c-host test-lua demo bench bench-count env clean sanitize check-warnings chaos soak-threads fuzz valgrind
+.PHONY: love-dist rock windows test-windows test-windows-c portable all deps build docs test test-c test-oom tsan c-host test-lua demo bench bench-count env clean sanitize check-warnings chaos soak-threads fuzz valgrind
 
 all: build
 
@@ -271,6 +271,12 @@ ROCK_URL ?= git+https://stagehand.invalid/stagehand.git
 rock:
 	@EXTRA_PKGS=zip sh scripts/deps.sh
 	@ROCK_URL="$(ROCK_URL)" sh scripts/release_rock.sh
+
+# A LÖVE game folder that uses stagehand, packaged for players
+# (scripts/love_dist.sh): build/love/NAME.love and a fused Linux build.
+GAME ?= examples/love
+love-dist: build
+	@sh scripts/love_dist.sh $(GAME)
 
 check-warnings:
 	@mkdir -p build

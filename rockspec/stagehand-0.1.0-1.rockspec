@@ -68,6 +68,7 @@ build = {
     ["stagehand.worker"] = "lua/stagehand/worker.lua",
     ["stagehand.ports"] = "lua/stagehand/ports.lua",
     ["stagehand.threads_native"] = "lua/stagehand/threads_native.lua",
+    ["stagehand.native"] = "lua/stagehand/native.lua",
     ["stagehand.driver.luv"] = "lua/stagehand/driver/luv.lua",
     ["stagehand.driver.manual"] = "lua/stagehand/driver/manual.lua",
     ["stagehand._core"] = {

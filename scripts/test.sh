@@ -155,6 +155,10 @@ check "pools destroyed under the luv driver, then exit without closing: exit 0, 
 check "make demo: the example scene loader" demo_ends_every_job
 check "examples/love: LÖVE 11 under Xvfb, a loading screen and the scene, both screenshots not blank" \
   sh scripts/love_check.sh
+check "make love-dist: examples/love as a .love and a fused build, run from /tmp with no environment" \
+  sh scripts/love_dist_check.sh
+check "a core exporting only luaopen: LuaJIT names the missing function and says once that it runs the C module" \
+  sh scripts/ffi_fallback_check.sh
 check "examples/c_host on LuaJIT" c_host_runs_on luajit
 check "examples/c_host on Lua 5.4" c_host_runs_on lua5.4
 for rt in "$@"; do

@@ -34,6 +34,7 @@ end
 
 function love.load(arglist)
   args = arglist or {}
+  print(string.format("stagehand %s on the %s backend", stagehand.VERSION, stagehand.backend))
   shot_scene = option(args, "--screenshot")
   shot_loading = option(args, "--loading-screenshot")
   orch = stagehand.new {

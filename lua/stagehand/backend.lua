@@ -34,10 +34,23 @@ local function with_statuses(M)
   return M
 end
 
+-- LuaJIT that ends up on the C module without being asked to says so,
+-- once a process (busted and hot reloads load this module again), and why.
+local function fell_back(why)
+  local reg = debug and debug.getregistry and debug.getregistry()
+  local said = "stagehand: said the backend fell back"
+  if type(reg) == "table" then
+    if reg[said] then return end
+    reg[said] = true
+  end
+  io.stderr:write("[stagehand] LuaJIT runs on the C module, not the FFI backend: " .. tostring(why) .. "\n")
+end
+
 if want ~= "c" and rawget(_G, "jit") then
   local ok, ffi_core = pcall(require, "stagehand.ffi_core")
   if ok then return with_statuses(ffi_core) end
   if want == "ffi" then error(ffi_core, 0) end
+  fell_back(ffi_core)
 end
 
 -- The runtime running now, and the name `make env LUA=...` knows it by.
@@ -67,7 +80,16 @@ local function wrong_build(err)
     .. ")\" in stagehand's tree, or install the rock with this runtime's luarocks."
 end
 
+-- (Inside LÖVE, native.path writes a core the game's archive carries to
+-- the save directory, where LÖVE's C loader finds it; one found only beside
+-- the game is opened directly.)
+local native = require "stagehand.native"
+local found = native.path()
 local ok, C = pcall(require, "stagehand._core")
+if not ok and found then
+  local open = package.loadlib(found, "luaopen_stagehand__core")
+  if open then ok, C = pcall(open, "stagehand._core") end
+end
 if not ok then error(wrong_build(C) or C, 0) end
 local M = { name = "c" }
 local each = require("stagehand.compat").each

@@ -90,9 +90,10 @@ void sh_sleep_ms(double ms);
 int sh_pin_library(void);
 ]]
 
-local path, err = package.searchpath("stagehand._core", package.cpath)
+local native = require "stagehand.native"
+local path, err = native.path()
 if not path then
-  error("stagehand: cannot find the native core (stagehand/_core.so) on package.cpath: " .. err, 0)
+  error("stagehand: cannot find the native core (stagehand/_core." .. native.EXT .. ") on package.cpath: " .. err, 0)
 end
 -- A second load of this module (busted loads modules again for each spec
 -- file) finds the types declared already: "attempt to redefine". Anything
@@ -102,6 +103,14 @@ if not ok and not tostring(cdef_err):find("redefine", 1, true) then
   error("stagehand: the FFI declarations of the core failed: " .. tostring(cdef_err), 0)
 end
 local C = ffi.load(path)
+-- Every function the block declares must be in the library (a DLL built
+-- exporting only luaopen_* has none of them): the first one missing is
+-- named, and the C module runs instead (backend.lua says so).
+for name in CDEF:gmatch("[%w_%*]+%s+%**(sh_[%w_]+)%(") do
+  if not pcall(function() return C[name] end) then
+    error("stagehand: " .. path .. " does not export " .. name .. ", which the FFI backend needs", 0)
+  end
+end
 -- Keep the library loaded past lua_close: ffi.gc finalizers call into it.
 C.sh_pin_library()
 

@@ -1,0 +1,68 @@
+-- Where the native core (stagehand/_core.so, _core.dll on Windows) is, for
+-- both backends: on package.cpath, or, inside LÖVE, where LÖVE's own C
+-- loader looks (the save directory, the game's folder when it runs
+-- unpacked) and beside a fused executable or the .love
+-- (love.filesystem.getSourceBaseDirectory). A game packaged by `make
+-- love-dist` carries the core for its system inside the archive, at
+-- stagehand/native/OS-ARCH/_core.EXT, where no loader can read it: it is
+-- written to the save directory the first time, and again when it
+-- changes.
+local M = {}
+
+local windows = package.config:sub(1, 1) == "\\"
+
+--- The file name a Lua C module has here: LÖVE and LuaRocks name it .so
+--- on every system but Windows.
+M.EXT = windows and "dll" or "so"
+
+local function exists(path)
+  local f = io.open(path, "rb")
+  if f then f:close() end
+  return f ~= nil
+end
+
+--- This system's folder in an archive: "linux-x64", "windows-x64"...
+function M.system()
+  local jit = rawget(_G, "jit")
+  local os_name = jit and jit.os:lower() or (windows and "windows" or "unix")
+  local arch = jit and jit.arch or "native"
+  return os_name .. "-" .. arch
+end
+
+-- Inside LÖVE: the core's path, extracted from the archive first if the
+-- game carries one; nil when none is found (LÖVE absent too).
+local function in_love()
+  local love = rawget(_G, "love")
+  local lf = type(love) == "table" and love.filesystem
+  if not lf or not lf.getInfo then return nil end
+  local name = "stagehand/_core." .. M.EXT
+  local packed = "stagehand/native/" .. M.system() .. "/_core." .. M.EXT
+  if lf.getInfo(packed) then
+    local data = lf.read(packed)
+    if data and (not lf.getInfo(name) or lf.read(name) ~= data) then
+      lf.createDirectory("stagehand")
+      lf.write(name, data)
+    end
+  end
+  local dir = lf.getInfo(name) and lf.getRealDirectory(name)
+  if dir and exists(dir .. "/" .. name) then return dir .. "/" .. name end
+  local base = lf.getSourceBaseDirectory and lf.getSourceBaseDirectory()
+  if base then
+    for _, p in ipairs { base .. "/" .. name, base .. "/_core." .. M.EXT } do
+      if exists(p) then return p end
+    end
+  end
+  return nil
+end
+
+--- The core's path, or nil and where it was looked for.
+function M.path()
+  local path, err = package.searchpath("stagehand._core", package.cpath)
+  if path then return path end
+  local found = in_love()
+  if found then return found end
+  return nil, err .. (rawget(_G, "love") and "\n\tnor where LÖVE's C loader looks (the save directory, the game's"
+    .. " folder), nor beside the game" or "")
+end
+
+return M
