@@ -16,7 +16,8 @@ WIN_CORE_SRC := $(PORTABLE_SRC) csrc/win/sh_win.c
 CORE_HDR := csrc/stagehand.h csrc/sh_heap.h csrc/sh_grow.h csrc/sh_checks.h csrc/sh_threads.h csrc/sh_sync.h csrc/sh_watchers.h \
 	csrc/sh_platform.h
 MODULE_SRC := csrc/lstagehand.c csrc/lthreads.c
-C_HOSTS := build/c_host/host_luajit build/c_host/host_lua5.4 # (examples/c_host)
+C_HOSTS := build/c_host/host_luajit build/c_host/host_lua5.4 build/c_host/host_static_luajit \
+	build/c_host/host_static_lua5.4 build/c_host/host_noexport_lua5.4 # (examples/c_host)
 
 INC_luajit := /usr/include/luajit-2.1
 INC_lua5.4 := /usr/include/lua5.4
@@ -115,6 +116,22 @@ build/c_host/host_luajit: examples/c_host/host.c
 build/c_host/host_lua5.4: examples/c_host/host.c
 	@mkdir -p $(@D)
 	$(CC) -std=c99 -O2 $(WARN) -I$(INC_lua5.4) -o $@ $< -llua5.4 -lm -ldl
+# The engine that links Lua statically and stagehand's core into itself
+# (package.preload): LuaJIT's exports its symbols (-Wl,-E), so the FFI
+# backend finds the core in the program; Lua 5.4's runs the C module.
+build/c_host/host_static_luajit: examples/c_host/host.c $(CORE_SRC) $(MODULE_SRC) $(CORE_HDR)
+	@mkdir -p $(@D)
+	$(CC) -std=c99 -O2 $(WARN) $(PLAT) -DSH_LINKED -I$(INC_luajit) -o $@ $< $(CORE_SRC) $(MODULE_SRC) \
+	  -l:libluajit-5.1.a -Wl,-E -lm -ldl -lpthread
+build/c_host/host_static_lua5.4: examples/c_host/host.c $(CORE_SRC) $(MODULE_SRC) $(CORE_HDR)
+	@mkdir -p $(@D)
+	$(CC) -std=c99 -O2 $(WARN) $(PLAT) -DSH_LINKED -I$(INC_lua5.4) -o $@ $< $(CORE_SRC) $(MODULE_SRC) \
+	  -l:liblua5.4.a -lm -ldl -lpthread
+# (and one that links Lua statically without exporting it, then loads the
+# module: make test checks what it is told)
+build/c_host/host_noexport_lua5.4: examples/c_host/host.c
+	@mkdir -p $(@D)
+	$(CC) -std=c99 -O2 $(WARN) -I$(INC_lua5.4) -o $@ $< -l:liblua5.4.a -lm -ldl
 
 demo: deps build
 	@eval "$$(sh scripts/env.sh luajit)" && luajit examples/scene_loader.lua

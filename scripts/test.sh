@@ -159,7 +159,28 @@ check "make love-dist: examples/love as a .love and a fused build, run from /tmp
   sh scripts/love_dist_check.sh
 check "a core exporting only luaopen: LuaJIT names the missing function and says once that it runs the C module" \
   sh scripts/ffi_fallback_check.sh
+# The engines that link Lua and stagehand's core into themselves: no
+# LUA_CPATH, so the core can only come from the program (package.preload).
+c_host_static_runs_on() ( # $1: runtime, $2: the backend it must run
+  export LUA_PATH="$top/lua/?.lua;$top/lua/?/init.lua;;" LUA_CPATH=";;"
+  example_says "build/c_host/host_static_$1" examples/c_host/game.lua "^stagehand on the $2 backend$" \
+      "^loaded 5 of 5 in [0-9]+ frames" || return 1
+  echo "a C host linking $1 and stagehand's core statically ran on the $2 backend: 5 of 5 loaded"
+)
+c_host_without_exports_is_told() (
+  eval "$(sh scripts/env.sh lua5.4)"
+  if build/c_host/host_noexport_lua5.4 examples/c_host/game.lua >"$out" 2>&1; then cat "$out"; return 1; fi
+  grep -q "needs lua_[a-z_]* from the Lua the program runs, and the program does not export it: a program that links Lua statically must export its symbols (link it with -Wl,-E" "$out" ||
+    { cat "$out"; return 1; }
+  echo "a host linking Lua statically without exporting it is told the symbol and the fix"
+)
 check "examples/c_host on LuaJIT" c_host_runs_on luajit
+check "examples/c_host linking LuaJIT and the core statically: the FFI backend finds the core in the program" \
+  c_host_static_runs_on luajit ffi
+check "examples/c_host linking Lua 5.4 and the core statically: the C module from package.preload" \
+  c_host_static_runs_on lua5.4 c
+check "a host that links Lua statically without -Wl,-E is told what is missing and how to fix it" \
+  c_host_without_exports_is_told
 check "examples/c_host on Lua 5.4" c_host_runs_on lua5.4
 for rt in "$@"; do
   check "the example streaming world on $rt" world_streams_on "$rt"

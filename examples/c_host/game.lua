@@ -3,6 +3,7 @@
 -- disk), then decoded on a worker thread, then finalized on the main
 -- thread, at most two a frame (a budget). It returns what the host calls.
 local stagehand = require "stagehand"
+print("stagehand on the " .. stagehand.backend .. " backend")
 
 local orch = stagehand.new {
   driver = "manual", -- the host pumps it: orch:step once a frame

@@ -7,6 +7,14 @@
  * Built against LuaJIT or Lua 5.4 (make c-host); run from the tree with the
  * environment `make env` prints:
  *   eval "$(make -s env LUA=luajit)"; ./build/c_host/host_luajit examples/c_host/game.lua
+ *
+ * Built with SH_LINKED (host_static_*), the engine links Lua statically and
+ * stagehand's core into the program itself, and registers the core with
+ * package.preload["stagehand._core"]: nothing is loaded at run time. Linked
+ * with -Wl,-E (-rdynamic), LuaJIT's FFI backend then finds the core's
+ * functions in the program; without it, the C module runs, and says why.
+ * (A program that links Lua statically and loads stagehand's _core.so
+ * instead must export Lua's symbols the same way, -Wl,-E.)
  */
 #define _POSIX_C_SOURCE 199309L
 #include <stdio.h>
@@ -16,6 +24,10 @@
 #include "lauxlib.h"
 #include "lua.h"
 #include "lualib.h"
+
+#ifdef SH_LINKED
+int luaopen_stagehand__core(lua_State *L); /* stagehand's module, linked in (csrc/lstagehand.c) */
+#endif
 
 #define FRAME_MS 16.0 /* a 60 Hz frame */
 #define STEP_BUDGET_MS 4.0 /* what stagehand may take of each frame */
@@ -63,6 +75,13 @@ int main(int argc, char **argv) {
   }
   L = luaL_newstate();
   luaL_openlibs(L); /* (package.path and cpath come from LUA_PATH and LUA_CPATH) */
+#ifdef SH_LINKED
+  lua_getglobal(L, "package");
+  lua_getfield(L, -1, "preload");
+  lua_pushcfunction(L, luaopen_stagehand__core);
+  lua_setfield(L, -2, "stagehand._core");
+  lua_pop(L, 2);
+#endif
   lua_pushcfunction(L, l_now);
   lua_setglobal(L, "engine_now");
   if (luaL_dofile(L, argv[1]) != 0) {

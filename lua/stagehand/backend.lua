@@ -75,6 +75,14 @@ local function wrong_build(err)
       or "Lua 5.4"
   end
   local name, make_name = this_runtime()
+  if built == name or (built == "Lua 5.1 or LuaJIT" and make_name ~= "lua5.4") then
+    -- Built for this runtime after all: the program that runs it links Lua
+    -- in and does not export Lua's functions to the libraries it loads.
+    return "stagehand: " .. path .. " needs " .. sym .. " from the Lua the program runs, and the program does not"
+      .. " export it: a program that links Lua statically must export its symbols (link it with -Wl,-E, or"
+      .. " -rdynamic), or link stagehand's core in and register it as package.preload[\"stagehand._core\"]"
+      .. " (the guide's section on C hosts)."
+  end
   return "stagehand: " .. path .. " was built for " .. built .. ", not for " .. name .. " (undefined symbol: "
     .. sym .. "). Point LUA_CPATH at a build for " .. name .. ": eval \"$(make -s env LUA=" .. make_name
     .. ")\" in stagehand's tree, or install the rock with this runtime's luarocks."

@@ -92,7 +92,16 @@ int sh_pin_library(void);
 
 local native = require "stagehand.native"
 local path, err = native.path()
-if not path then
+-- A program that linked the core in (package.preload["stagehand._core"])
+-- and exports its symbols (-Wl,-E) holds the functions itself.
+local in_program = not path and package.preload["stagehand._core"] ~= nil
+if in_program then
+  if not pcall(function() return ffi.C.sh_pin_library end) then
+    error("stagehand: the core is linked into this program (package.preload), but the program does not export"
+      .. " its functions: link it with -Wl,-E (-rdynamic) for the FFI backend", 0)
+  end
+  path = "this program"
+elseif not path then
   error("stagehand: cannot find the native core (stagehand/_core." .. native.EXT .. ") on package.cpath: " .. err, 0)
 end
 -- A second load of this module (busted loads modules again for each spec
@@ -102,7 +111,7 @@ local ok, cdef_err = pcall(ffi.cdef, CDEF)
 if not ok and not tostring(cdef_err):find("redefine", 1, true) then
   error("stagehand: the FFI declarations of the core failed: " .. tostring(cdef_err), 0)
 end
-local C = ffi.load(path)
+local C = in_program and ffi.C or ffi.load(path)
 -- Every function the block declares must be in the library (a DLL built
 -- exporting only luaopen_* has none of them): the first one missing is
 -- named, and the C module runs instead (backend.lua says so).
