@@ -55,9 +55,21 @@ local function in_love()
   return nil
 end
 
+-- package.searchpath, which Lua 5.1 lacks.
+local searchpath = package.searchpath or function(name, path)
+  local file = name:gsub("%.", package.config:sub(1, 1))
+  local tried = {}
+  for pattern in path:gmatch("[^;]+") do
+    local candidate = pattern:gsub("%?", file)
+    if exists(candidate) then return candidate end
+    tried[#tried + 1] = "\n\tno file '" .. candidate .. "'"
+  end
+  return nil, table.concat(tried)
+end
+
 --- The core's path, or nil and where it was looked for.
 function M.path()
-  local path, err = package.searchpath("stagehand._core", package.cpath)
+  local path, err = searchpath("stagehand._core", package.cpath)
   if path then return path end
   local found = in_love()
   if found then return found end
