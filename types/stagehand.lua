@@ -18,7 +18,7 @@ stagehand.Error = nil
 function stagehand.cores() end
 
 --- Makes an orchestrator (docs/guide.md lists the options).
----@type fun(options: table?): stagehand.Orchestrator
+---@type fun(options: stagehand.Options?): stagehand.Orchestrator
 stagehand.new = nil
 
 --- A Future: f:resolve(...), f:reject(err), f:state(); awaitable.
@@ -62,7 +62,7 @@ function stagehand.threads() end
 --- A pool of worker threads running a module's functions (docs/guide.md,
 --- Threads): `pool:run(fn_name, payload, opts)` returns a Handle.
 ---@param orch stagehand.Orchestrator
----@param opts table
+---@param opts stagehand.PoolOpts
 ---@return stagehand.WorkerPool
 function stagehand.pool(orch, opts) end
 
@@ -102,10 +102,32 @@ stagehand.backend = nil
 ---@class stagehand.Orchestrator
 local stagehand_Orchestrator = {}
 
+---@class stagehand.Options
+---@field driver "luv"|"manual"? who pumps it (default "luv" when luv loads)
+---@field clock (fun(): number)? milliseconds, read live (default the core's monotonic clock)
+---@field stall_ms number? a job's default stall time (20000; math.huge: never)
+---@field check_ms number? how often stall clocks are checked (1000)
+---@field remember integer? how many keyed outcomes are remembered (256)
+---@field slice_ms number? job:slice()'s slice, and the luv driver's step budget (8)
+---@field ranks (string[]|table<string, number>)? priority names, highest first
+---@field default_priority string? the rank of a job that names none ("scene")
+---@field pools table<string, integer>? slot pools, {name = capacity}
+---@field log fun(message: string)? where diagnostics go (a line to stderr)
+local stagehand_Options = {}
+
+---@class stagehand.RunOpts
+---@field key string? the key space: a second run with a running key joins it
+---@field signal stagehand.Signal? withdraws this caller when it aborts
+---@field stall_ms number? this job's stall time (math.huge: never)
+---@field priority (string|fun(): string)? a rank name, or a function returning one, read live
+---@field reuse boolean? settle at once from a remembered outcome of the key
+---@field phase string? the load tracker's phase this job counts in
+local stagehand_RunOpts = {}
+
 --- Starts `work(job)` in a new coroutine at once, up to its first wait.
 ---@param label string
 ---@param work fun(job: stagehand.Job): any
----@param opts table?
+---@param opts stagehand.RunOpts?
 ---@return stagehand.Handle
 function stagehand_Orchestrator:run(label, work, opts) end
 
@@ -115,7 +137,7 @@ function stagehand_Orchestrator:run(label, work, opts) end
 ---@param name string
 ---@param label string
 ---@param work fun(job: stagehand.Job): any
----@param opts table?
+---@param opts stagehand.RunOpts?
 ---@return stagehand.Handle
 function stagehand_Orchestrator:newest(name, label, work, opts) end
 
@@ -382,6 +404,24 @@ function stagehand_Barrier:arrived() end
 ---@return string[]
 function stagehand_Barrier:missing() end
 
+---@class stagehand.PoolOpts
+---@field module string? the module each worker requires (or names `source` in messages)
+---@field source string? the module's Lua text, for hosts whose require reads an archive
+---@field size integer? worker threads, 1 to 64 (stagehand.threads())
+---@field respawn_on_abort boolean? a fresh worker replaces an aborted one at once
+---@field close_timeout_ms number? how long destroy waits for workers (1000)
+---@field stall_ms number? its requests' stall time (the orchestrator's)
+local stagehand_PoolOpts = {}
+
+---@class stagehand.PoolRunOpts
+---@field priority number? higher first (0)
+---@field signal stagehand.Signal? withdraws this caller when it aborts
+---@field label string? the job's label ("module.fn_name")
+---@field key string? the orchestrator's key space
+---@field stall_ms number? the request's stall time while it runs
+---@field phase string? the load tracker's phase it counts in
+local stagehand_PoolRunOpts = {}
+
 ---@class stagehand.WorkerPool
 ---@field module string
 local stagehand_WorkerPool = {}
@@ -396,7 +436,7 @@ local stagehand_Worker = {}
 --- tracker's: stagehand.tracker).
 ---@param fn_name string
 ---@param payload any plain data, ports and round barriers
----@param opts table?
+---@param opts stagehand.PoolRunOpts?
 ---@return stagehand.Handle
 function stagehand_WorkerPool:run(fn_name, payload, opts) end
 

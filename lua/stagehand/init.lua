@@ -21,7 +21,7 @@ M.Error = errors.Error
 function M.cores() return tonumber(B.cores()) end
 
 --- Makes an orchestrator (docs/guide.md lists the options).
----@type fun(options: table?): stagehand.Orchestrator
+---@type fun(options: stagehand.Options?): stagehand.Orchestrator
 M.new = Orchestrator.new
 
 --- A Future: f:resolve(...), f:reject(err), f:state(); awaitable.
@@ -65,7 +65,7 @@ function M.threads() return workers().threads() end
 --- A pool of worker threads running a module's functions (docs/guide.md,
 --- Threads): `pool:run(fn_name, payload, opts)` returns a Handle.
 ---@param orch stagehand.Orchestrator
----@param opts table
+---@param opts stagehand.PoolOpts
 ---@return stagehand.WorkerPool
 function M.pool(orch, opts) return workers().pool(orch, opts) end
 

@@ -41,8 +41,28 @@ local function as_clock(c)
   return function() return c() end
 end
 
+---@class stagehand.Options
+---@field driver "luv"|"manual"? who pumps it (default "luv" when luv loads)
+---@field clock (fun(): number)? milliseconds, read live (default the core's monotonic clock)
+---@field stall_ms number? a job's default stall time (20000; math.huge: never)
+---@field check_ms number? how often stall clocks are checked (1000)
+---@field remember integer? how many keyed outcomes are remembered (256)
+---@field slice_ms number? job:slice()'s slice, and the luv driver's step budget (8)
+---@field ranks (string[]|table<string, number>)? priority names, highest first
+---@field default_priority string? the rank of a job that names none ("scene")
+---@field pools table<string, integer>? slot pools, {name = capacity}
+---@field log fun(message: string)? where diagnostics go (a line to stderr)
+
+---@class stagehand.RunOpts
+---@field key string? the key space: a second run with a running key joins it
+---@field signal stagehand.Signal? withdraws this caller when it aborts
+---@field stall_ms number? this job's stall time (math.huge: never)
+---@field priority (string|fun(): string)? a rank name, or a function returning one, read live
+---@field reuse boolean? settle at once from a remembered outcome of the key
+---@field phase string? the load tracker's phase this job counts in
+
 --- Makes an orchestrator; docs/guide.md lists the options.
----@param opts table?
+---@param opts stagehand.Options?
 ---@return stagehand.Orchestrator
 function Orchestrator.new(opts)
   local v = options.new_options(opts, has_luv)
@@ -204,7 +224,7 @@ end
 --- Starts `work(job)` in a new coroutine at once, up to its first wait.
 ---@param label string
 ---@param work fun(job: stagehand.Job): any
----@param opts table?
+---@param opts stagehand.RunOpts?
 ---@return stagehand.Handle
 function Orchestrator:run(label, work, opts)
   check_self(self, "run")
@@ -280,7 +300,7 @@ end
 ---@param name string
 ---@param label string
 ---@param work fun(job: stagehand.Job): any
----@param opts table?
+---@param opts stagehand.RunOpts?
 ---@return stagehand.Handle
 function Orchestrator:newest(name, label, work, opts)
   check_self(self, "newest")

@@ -65,6 +65,22 @@ end
 ---------------------------------------------------------------------------
 -- Pools.
 
+---@class stagehand.PoolOpts
+---@field module string? the module each worker requires (or names `source` in messages)
+---@field source string? the module's Lua text, for hosts whose require reads an archive
+---@field size integer? worker threads, 1 to 64 (stagehand.threads())
+---@field respawn_on_abort boolean? a fresh worker replaces an aborted one at once
+---@field close_timeout_ms number? how long destroy waits for workers (1000)
+---@field stall_ms number? its requests' stall time (the orchestrator's)
+
+---@class stagehand.PoolRunOpts
+---@field priority number? higher first (0)
+---@field signal stagehand.Signal? withdraws this caller when it aborts
+---@field label string? the job's label ("module.fn_name")
+---@field key string? the orchestrator's key space
+---@field stall_ms number? the request's stall time while it runs
+---@field phase string? the load tracker's phase it counts in
+
 ---@class stagehand.WorkerPool
 ---@field module string
 local Pool = {}
@@ -99,7 +115,7 @@ end
 --- stagehand.threads()), `respawn_on_abort`, `close_timeout_ms` (default
 --- 1000), `stall_ms` (default the orchestrator's).
 ---@param orch stagehand.Orchestrator
----@param opts table
+---@param opts stagehand.PoolOpts
 ---@return stagehand.WorkerPool
 function M.pool(orch, opts) return M.new_pool(orch, opts, true) end
 
@@ -227,7 +243,7 @@ end
 --- tracker's: stagehand.tracker).
 ---@param fn_name string
 ---@param payload any plain data, ports and round barriers
----@param opts table?
+---@param opts stagehand.PoolRunOpts?
 ---@return stagehand.Handle
 function Pool:run(fn_name, payload, opts)
   check_pool(self, "run")
