@@ -93,12 +93,29 @@ end
 -- the game is opened directly.)
 local native = require "stagehand.native"
 local found = native.path()
+-- A core built for another system or processor: the loader's own words
+-- for it (ELF's, Mach-O's, Windows' error 193), and what would fix it.
+local function wrong_system(err)
+  local e = tostring(err)
+  if not (e:find("invalid ELF header", 1, true) or e:find("wrong ELF class", 1, true)
+      or e:find("ELF file", 1, true) or e:find("mach-o", 1, true) or e:find("Mach-O", 1, true)
+      or e:find("not a valid Win32 application", 1, true) or e:find("error 193", 1, true)) then
+    return nil
+  end
+  local path = e:match("from file '([^']+)'") or "stagehand/_core." .. native.EXT
+  local detail = e:match("[^\n]*$"):gsub("^%s+", "")
+  return "stagehand: " .. path .. " is a library for another system or processor (" .. detail .. "); this is "
+    .. native.system() .. ". Build the core here (make build in stagehand's tree, or luarocks make), or ship the"
+    .. " one built for " .. native.system() .. " (a .love carries it as stagehand/native/" .. native.system()
+    .. "/_core." .. native.EXT .. ")."
+end
+
 local ok, C = pcall(require, "stagehand._core")
 if not ok and found then
   local open = package.loadlib(found, "luaopen_stagehand__core")
   if open then ok, C = pcall(open, "stagehand._core") end
 end
-if not ok then error(wrong_build(C) or C, 0) end
+if not ok then error(wrong_build(C) or wrong_system(C) or C, 0) end
 local M = { name = "c" }
 local each = require("stagehand.compat").each
 for k, v in each, C do M[k] = v end

@@ -111,7 +111,14 @@ local ok, cdef_err = pcall(ffi.cdef, CDEF)
 if not ok and not tostring(cdef_err):find("redefine", 1, true) then
   error("stagehand: the FFI declarations of the core failed: " .. tostring(cdef_err), 0)
 end
-local C = in_program and ffi.C or ffi.load(path)
+local C
+if in_program then
+  C = ffi.C
+else
+  local loaded, lib = pcall(ffi.load, path)
+  if not loaded then error("stagehand: the FFI backend cannot load " .. path .. ": " .. tostring(lib), 0) end
+  C = lib
+end
 -- Every function the block declares must be in the library (a DLL built
 -- exporting only luaopen_* has none of them): the first one missing is
 -- named, and the C module runs instead (backend.lua says so).

@@ -22,11 +22,20 @@ local function exists(path)
 end
 
 --- This system's folder in an archive: "linux-x64", "windows-x64"...
+--- (PUC Lua cannot tell its processor: `uname` answers on POSIX systems;
+--- "this system" where nothing does.)
+local UNAME_OS = { Linux = "linux", Darwin = "osx", FreeBSD = "bsd", OpenBSD = "bsd", NetBSD = "bsd" }
+local UNAME_ARCH = { x86_64 = "x64", amd64 = "x64", aarch64 = "arm64", arm64 = "arm64", i686 = "x86", i386 = "x86" }
 function M.system()
   local jit = rawget(_G, "jit")
-  local os_name = jit and jit.os:lower() or (windows and "windows" or "unix")
-  local arch = jit and jit.arch or "native"
-  return os_name .. "-" .. arch
+  if jit then return jit.os:lower() .. "-" .. jit.arch end
+  if windows then return "windows" end
+  local ok, f = pcall(io.popen, "uname -s -m 2>/dev/null")
+  local line = ok and f and f:read("*l")
+  if ok and f then f:close() end
+  local os_name, arch = (line or ""):match("^(%S+)%s+(%S+)")
+  if not os_name then return "this system" end
+  return (UNAME_OS[os_name] or os_name:lower()) .. "-" .. (UNAME_ARCH[arch] or arch)
 end
 
 -- Inside LÖVE: the core's path, extracted from the archive first if the
