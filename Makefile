@@ -9,6 +9,9 @@ WARN := -Wall -Wextra -Wshadow -Wconversion -Wstrict-prototypes -Wmissing-protot
 # (csrc/sh_platform.h; scripts/probe.sh tries each).
 PLAT := $(shell sh scripts/probe.sh $(CC) 2>/dev/null)
 CFLAGS_CORE := -std=c99 -O2 -g -fPIC $(WARN) $(PLAT)
+# How a Lua C module is linked: macOS resolves Lua's functions when the
+# module is loaded (-undefined dynamic_lookup), as LuaRocks links it there.
+MODULE_LINK := $(shell [ "$$(uname -s 2>/dev/null)" = Darwin ] && echo "-bundle -undefined dynamic_lookup" || echo -shared)
 PORTABLE_SRC := csrc/sh_grow.c csrc/sh_heap.c csrc/sh_clock.c csrc/sh_timer.c csrc/sh_pool.c csrc/sh_barrier.c csrc/sh_ids.c \
 	csrc/sh_notify.c csrc/sh_msg.c csrc/sh_port.c csrc/sh_rounds.c csrc/sh_work.c
 CORE_SRC := $(PORTABLE_SRC) csrc/unix/sh_unix.c
@@ -41,7 +44,7 @@ build: $(foreach rt,$(RUNTIMES),build/$(rt)/stagehand/_core.so)
 define module_rule
 build/$(1)/stagehand/_core.so: $(CORE_SRC) $(MODULE_SRC) $(CORE_HDR)
 	@mkdir -p $$(@D)
-	$$(CC) $$(CFLAGS_CORE) -I$$(INC_$(1)) -shared -o $$@ $(CORE_SRC) $(MODULE_SRC) -lm -ldl -lpthread
+	$$(CC) $$(CFLAGS_CORE) -I$$(INC_$(1)) $(MODULE_LINK) -o $$@ $(CORE_SRC) $(MODULE_SRC) -lm -ldl -lpthread
 endef
 $(foreach rt,$(RUNTIMES),$(eval $(call module_rule,$(rt))))
 

@@ -209,6 +209,17 @@ describe("stagehand.port", function()
   end)
 end)
 
+-- Whether a long-lived worker is in a wait (what it waits on is set just
+-- before it waits): looked at for up to about 2 s.
+local function waits_on_something(w)
+  for _ = 1, 2000 do
+    local _, what = w.pool.ud:_worker(0)
+    if what then return true end
+    stagehand.port():receive_within(1)
+  end
+  return false
+end
+
 describe("stagehand.spawn", function()
   it("runs a service over ports until stopped while blocked on receive", function()
     local orch = T.new()
@@ -270,13 +281,7 @@ describe("stagehand.spawn", function()
     local orch = T.new { log = function(line) lines[#lines + 1] = line end }
     local inbox, outbox = stagehand.port("mixer inbox"), stagehand.port()
     local w = stagehand.spawn(orch, "fixture_worker.service", inbox, outbox)
-    local waiting = false
-    for _ = 1, 2000 do
-      local _, what = w.pool.ud:_worker(0)
-      if what then waiting = true break end
-      outbox:receive_within(1)
-    end
-    assert.is_true(waiting)
+    assert.is_true(waits_on_something(w))
     orch:close()
     assert.matches("long-lived worker fixture_worker.service waits on port 'mixer inbox' for ", table.concat(lines, "\n"),
       1, true)
@@ -340,14 +345,7 @@ describe("stagehand.spawn", function()
     local w = stagehand.spawn(orch, "fixture_worker.service", inbox, outbox)
     inbox:post(1)
     assert.equal(2, outbox:receive_within(WAIT))
-    -- (until it is back inside receive: what it waits on is set just before)
-    local waiting = false
-    for _ = 1, 2000 do
-      local _, what = w.pool.ud:_worker(0)
-      if what then waiting = true break end
-      outbox:receive_within(1)
-    end
-    assert.is_true(waiting)
+    assert.is_true(waits_on_something(w)) -- (back inside receive)
     orch:close()
     local address = tostring(inbox):match("%((0x%x+)%)") or tostring(inbox):match("%((%x+)%)")
     assert.matches("long-lived worker fixture_worker.service waits on a port (" .. address .. ") for ",
