@@ -81,6 +81,7 @@ void sh__cond_signal(sh__cond *c) { pthread_cond_signal(c); }
 void sh__cond_broadcast(sh__cond *c) { pthread_cond_broadcast(c); }
 void sh__cond_wait(sh__cond *c, sh__mutex *m) { pthread_cond_wait(c, m); }
 
+#if defined(SH_HAVE_CONDATTR_SETCLOCK) || !defined(SH_HAVE_COND_TIMEDWAIT_RELATIVE)
 /* The deadline `ms` from now on `clock`, as a timespec. */
 static struct timespec deadline(clockid_t clock, double ms) {
   struct timespec ts;
@@ -92,6 +93,7 @@ static struct timespec deadline(clockid_t clock, double ms) {
   if (ts.tv_nsec >= 1000000000L) ts.tv_nsec = 999999999L;
   return ts;
 }
+#endif
 
 void sh__cond_wait_ms(sh__cond *c, sh__mutex *m, double ms) {
   struct timespec ts;
