@@ -16,7 +16,8 @@
  * (A program that links Lua statically and loads stagehand's _core.so
  * instead must export Lua's symbols the same way, -Wl,-E.)
  */
-#define _POSIX_C_SOURCE 199309L
+#define _POSIX_C_SOURCE 199309L /* clock_gettime, nanosleep */
+#define _DARWIN_C_SOURCE /* (macOS hides CLOCK_MONOTONIC under a bare _POSIX_C_SOURCE) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
