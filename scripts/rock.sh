@@ -13,6 +13,11 @@ failed=0
 ROCK_URL=${ROCK_URL:-git+https://stagehand.invalid/stagehand.git} sh scripts/release_rock.sh >"$tmp/pack.log" 2>&1 ||
   { cat "$tmp/pack.log"; echo "make rock failed"; exit 1; }
 src_rock=$(ls build/rock/stagehand-*-1.src.rock | tail -1)
+# (luarocks make builds in the directory it runs in, objects and the module
+# both: it runs in a copy of the tree, so nothing lands in the checkout, where
+# a stray ./stagehand/_core.so would be found on the default package.cpath)
+mkdir "$tmp/src"
+cp -r csrc lua rockspec types examples "$tmp/src/"
 for run in "$@"; do
  for how in make install; do
   rt=$run
@@ -24,7 +29,8 @@ for run in "$@"; do
   tree="$tmp/$rt-$how"
   if [ "$how" = make ]; then
     # (luarocks make builds in the source tree; keep its objects out of build/)
-    set -- luarocks make --tree="$tree" --lua-version=$ver --deps-mode=none $extra rockspec/stagehand-scm-1.rockspec
+    set -- sh -c 'cd "$1" && shift && exec "$@"' - "$tmp/src" \
+      luarocks make --tree="$tree" --lua-version=$ver --deps-mode=none $extra rockspec/stagehand-scm-1.rockspec
   else
     set -- luarocks install --tree="$tree" --lua-version=$ver --deps-mode=none "$src_rock" $extra
   fi

@@ -90,6 +90,13 @@ void sh_sleep_ms(double ms);
 int sh_pin_library(void);
 ]]
 
+-- A second load of this module (busted loads modules again for each spec
+-- file) finds the types declared already: "attempt to redefine". Anything
+-- else is a fault in the declarations, raised.
+local ok, cdef_err = pcall(ffi.cdef, CDEF)
+if not ok and not tostring(cdef_err):find("redefine", 1, true) then
+  error("stagehand: the FFI declarations of the core failed: " .. tostring(cdef_err), 0)
+end
 local native = require "stagehand.native"
 local path, err = native.path()
 -- A program that linked the core in (package.preload["stagehand._core"])
@@ -103,13 +110,6 @@ if in_program then
   path = "this program"
 elseif not path then
   error("stagehand: cannot find the native core (stagehand/_core." .. native.EXT .. ") on package.cpath: " .. err, 0)
-end
--- A second load of this module (busted loads modules again for each spec
--- file) finds the types declared already: "attempt to redefine". Anything
--- else is a fault in the declarations, raised.
-local ok, cdef_err = pcall(ffi.cdef, CDEF)
-if not ok and not tostring(cdef_err):find("redefine", 1, true) then
-  error("stagehand: the FFI declarations of the core failed: " .. tostring(cdef_err), 0)
 end
 local C
 if in_program then
