@@ -834,6 +834,22 @@ describe("budgets", function()
     assert.no_leaks(orch)
   end)
 
+  it("take math.huge as no limit, for ops and for ms", function()
+    local orch = quiet()
+    orch:budget("all", { ops = math.huge })
+    orch:budget("forever", { ms = math.huge })
+    local done = 0
+    for i = 1, 300 do
+      orch:run("permit " .. i, function(job)
+        job:permit(i % 2 == 0 and "all" or "forever")
+        done = done + 1
+      end)
+    end
+    orch:step()
+    assert.equal(300, done) -- (one step grants them all)
+    assert.no_leaks(orch)
+  end)
+
   it("fail a job asking an unknown budget, naming it", function()
     local orch = quiet()
     local h = orch:run("x", function(job) job:permit("nope") end)
@@ -845,9 +861,12 @@ describe("budgets", function()
     assert.has_error(function() orch:budget("b", { frames = 2 }) end)
     assert.has_error(function() orch:budget("b", { ops = 0 }) end)
     assert.has_error(function() orch:budget("b", { ops = 1099511627776 }) end,
-      "bad argument 'spec.ops' to budget: expected a whole number from 1 to 16777215, got 1099511627776")
+      "bad argument 'spec.ops' to budget: expected a number > 0 (math.huge: no limit), whole, at most 16777215,"
+      .. " got 1099511627776")
     assert.has_error(function() orch:budget("b", { ops = 1, ms = 2 }) end)
-    assert.has_error(function() orch:budget("b", { ms = -1 }) end)
+    assert.has_error(function() orch:budget("b", { ms = -1 }) end,
+      "bad argument 'spec.ms' to budget: expected a number > 0 (math.huge: no limit), got -1")
+    assert.has_error(function() orch:budget("b", { ms = 0 / 0 }) end)
     assert.has_error(function() orch:budget("b", 5) end)
     assert.has_error(function() orch:budget(5, { ops = 1 }) end)
   end)

@@ -168,7 +168,8 @@ function stagehand_Orchestrator:pool(name, capacity) end
 function stagehand_Orchestrator:pools() end
 
 --- Declares a per-step budget: {ops = n} permits a step, or {ms = m} of
---- permit holders' running time a step.
+--- permit holders' running time a step; math.huge for either is no limit
+--- (a headless tool that wants every permit at once).
 ---@param name string
 ---@param spec {ops: integer?, ms: number?}
 function stagehand_Orchestrator:budget(name, spec) end
@@ -450,6 +451,13 @@ function stagehand_WorkerPool:pending() end
 
 --- Starts nothing new until resume; running requests go on.
 function stagehand_WorkerPool:pause() end
+
+--- Starts queued requests again.
+function stagehand_WorkerPool:resume() end
+
+--- Whether the pool is paused (pool:pause until pool:resume).
+---@return boolean
+function stagehand_WorkerPool:paused() end
 
 --- Gives each queued request the priority `fn(payload, priority)` returns;
 --- within a priority, requests keep their queue order.

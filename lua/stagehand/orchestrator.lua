@@ -414,7 +414,8 @@ function Orchestrator:pools()
 end
 
 --- Declares a per-step budget: {ops = n} permits a step, or {ms = m} of
---- permit holders' running time a step.
+--- permit holders' running time a step; math.huge for either is no limit
+--- (a headless tool that wants every permit at once).
 ---@param name string
 ---@param spec {ops: integer?, ms: number?}
 function Orchestrator:budget(name, spec)
@@ -425,11 +426,13 @@ function Orchestrator:budget(name, spec)
   if k ~= nil then options.fail("budget", "spec." .. tostring(k), "ops or ms (unknown budget kind)", k) end
   local ops, ms = spec.ops, spec.ms
   if (ops == nil) == (ms == nil) then options.fail("budget", "spec", "exactly one of ops or ms", spec) end
-  if ops ~= nil and not options.count_from(ops, 1) then
-    options.fail("budget", "spec.ops", "a whole number from 1 to " .. options.MAX_COUNT, ops)
+  if ops == math.huge then
+    ops = options.MAX_COUNT -- (as many as can wait at once: no limit)
+  elseif ops ~= nil and not options.count_from(ops, 1) then
+    options.fail("budget", "spec.ops", "a number > 0 (math.huge: no limit), whole, at most " .. options.MAX_COUNT, ops)
   end
-  if ms ~= nil and (type(ms) ~= "number" or ms ~= ms or ms <= 0 or ms == math.huge) then
-    options.fail("budget", "spec.ms", "a number > 0", ms)
+  if ms ~= nil and (type(ms) ~= "number" or ms ~= ms or ms <= 0) then
+    options.fail("budget", "spec.ms", "a number > 0 (math.huge: no limit)", ms)
   end
   slots.budget(self, name, ops, ms)
 end

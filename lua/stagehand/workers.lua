@@ -178,6 +178,7 @@ function M.new_pool(orch, opts, start_workers)
     destroy_reason = false, -- what its requests are cancelled with
     destroy_done = false, -- its requests all cancelled, and its end armed
     destroy_ended = false,
+    is_paused = false, -- (pool:paused)
   }, Pool)
   local name = self:_describe()
   self.w_queued = setmetatable({ pool = self, what = "a worker of " .. name .. " (queued)" }, Waiting)
@@ -318,11 +319,21 @@ end
 function Pool:pause()
   check_pool(self, "pause")
   self.ud:_pause(true)
+  self.is_paused = true
 end
 
+--- Starts queued requests again.
 function Pool:resume()
   check_pool(self, "resume")
   self.ud:_pause(false)
+  self.is_paused = false
+end
+
+--- Whether the pool is paused (pool:pause until pool:resume).
+---@return boolean
+function Pool:paused()
+  check_pool(self, "paused")
+  return self.is_paused
 end
 
 --- Gives each queued request the priority `fn(payload, priority)` returns;
