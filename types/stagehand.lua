@@ -607,6 +607,13 @@ local stagehand_Tracker = {}
 ---@field phase string
 local stagehand_Task = {}
 
+--- A task of `phase` made by hand: `opts.label` (default the phase),
+--- `opts.total` (a number > 0, default 1).
+---@param phase string
+---@param opts table?
+---@return stagehand.Task
+function stagehand_Tracker:task(phase, opts) end
+
 --- How far `phase` is (every phase when nil): done, total, summed over
 --- its tasks. A finished task counts its total; a failed or cancelled one
 --- leaves both sums.

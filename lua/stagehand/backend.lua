@@ -88,11 +88,7 @@ local function wrong_build(err)
     .. ")\" in stagehand's tree, or install the rock with this runtime's luarocks."
 end
 
--- (Inside LÖVE, native.path writes a core the game's archive carries to
--- the save directory, where LÖVE's C loader finds it; one found only beside
--- the game is opened directly.)
 local native = require "stagehand.native"
-local found = native.path()
 -- A core built for another system or processor: the loader's own words
 -- for it (ELF's, Mach-O's, Windows' error 193), and what would fix it.
 local function wrong_system(err)
@@ -104,15 +100,19 @@ local function wrong_system(err)
   end
   local path = e:match("from file '([^']+)'") or "stagehand/_core." .. native.EXT
   local detail = e:match("[^\n]*$"):gsub("^%s+", "")
+  local here = native.system()
   return "stagehand: " .. path .. " is a library for another system or processor (" .. detail .. "); this is "
-    .. native.system() .. ". Build the core here (make build in stagehand's tree, or luarocks make), or ship the"
-    .. " one built for " .. native.system() .. " (a .love carries it as stagehand/native/" .. native.system()
-    .. "/_core." .. native.EXT .. ")."
+    .. here .. ". Build the core here (make build in stagehand's tree, or luarocks make), or ship the one built"
+    .. " for " .. here .. " (a .love carries it as stagehand/native/" .. here .. "/_core." .. native.EXT .. ")."
 end
 
 local ok, C = pcall(require, "stagehand._core")
-if not ok and found then
-  local open = package.loadlib(found, "luaopen_stagehand__core")
+if not ok then
+  -- (Inside LÖVE, native.path writes a core the game's archive carries to
+  -- the save directory; it, or one found only beside the game, is opened
+  -- directly.)
+  local found = native.path()
+  local open = found and package.loadlib(found, "luaopen_stagehand__core")
   if open then ok, C = pcall(open, "stagehand._core") end
 end
 if not ok then error(wrong_build(C) or wrong_system(C) or C, 0) end

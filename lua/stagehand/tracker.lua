@@ -6,7 +6,6 @@ local F = require "stagehand.fields"
 local settle = require "stagehand.settle"
 local options = require "stagehand.options"
 local logm = require "stagehand.log"
-local each = require("stagehand.compat").each
 
 local LABEL, ORCH = F.LABEL, F.ORCH
 
@@ -19,6 +18,17 @@ local M = {}
 local BOX = { __mode = "v" }
 
 local check_row -- (format_timeline's, below)
+
+-- o's trackers without the boxes the collector emptied, nor `without`: a
+-- new list, never the one a phase hook may be walking.
+local function prune(o, without)
+  local list, kept = rawget(o, "trackers") or {}, {}
+  for i = 1, #list do
+    local tr = list[i][1]
+    if tr and tr ~= without then kept[#kept + 1] = list[i] end
+  end
+  o.trackers = kept
+end
 
 ---@class stagehand.Tracker
 local Tracker = {}
@@ -147,22 +157,21 @@ function Task:fail(err)
   return finish(self, "failed", now(self.tracker))
 end
 
+local TASK_FIELDS = { label = true, total = true }
+
 --- A task of `phase` made by hand: `opts.label` (default the phase),
 --- `opts.total` (a number > 0, default 1).
 ---@param phase string
 ---@param opts table?
 ---@return stagehand.Task
-local TASK_FIELDS = { label = true, total = true }
-
 function Tracker:task(phase, opts)
   check_tracker(self, "task")
   check_phase(phase, "load:task", 2)
   local label, total = phase, 1
   if opts ~= nil then
     if type(opts) ~= "table" then options.fail("load:task", "opts", "a table {label =, total =}", opts) end
-    for k in each, opts do
-      if not TASK_FIELDS[k] then options.fail("load:task", "opts." .. tostring(k), "one of label, total", opts[k]) end
-    end
+    local k = options.first_key(opts, function(f) return not TASK_FIELDS[f] end)
+    if k ~= nil then options.fail("load:task", "opts." .. tostring(k), "one of label, total", opts[k]) end
     if opts.label ~= nil then
       if type(opts.label) ~= "string" or opts.label == "" then
         options.fail("load:task", "opts.label", "a non-empty string", opts.label)
@@ -310,12 +319,7 @@ function Tracker:close()
   check_tracker(self, "close")
   if self.closed then return end
   self.closed = true
-  local list, kept = rawget(self.orch, "trackers") or {}, {}
-  for i = 1, #list do
-    local tr = list[i][1]
-    if tr and tr ~= self then kept[#kept + 1] = list[i] end
-  end
-  self.orch.trackers = kept -- (a new list: never the one a phase hook may be walking)
+  prune(self.orch, self)
   self.jobs = {}
   local waiting = self.idle_jobs
   self.idle_jobs = {}
@@ -345,7 +349,7 @@ function M.new(orch)
 end
 
 -- Jobs with a phase: a task in each tracker of their orchestrator. Boxes
--- the collector emptied leave the list (a new one, as close makes).
+-- the collector emptied leave the list (prune).
 local function each_tracker(o, fn, a, b)
   local list = rawget(o, "trackers")
   if not list then return end
@@ -358,13 +362,7 @@ local function each_tracker(o, fn, a, b)
       fn(tr, a, b)
     end
   end
-  if gone and rawget(o, "trackers") == list then
-    local kept = {}
-    for i = 1, #list do
-      if list[i][1] then kept[#kept + 1] = list[i] end
-    end
-    o.trackers = kept
-  end
+  if gone and rawget(o, "trackers") == list then prune(o) end
 end
 
 -- (Named functions, not a closure per event: every job with a phase calls
@@ -415,11 +413,10 @@ end
 check_row = function(r, i)
   local where = "rows[" .. i .. "]"
   if type(r) ~= "table" then options.fail("stagehand.format_timeline", where, "a row of load:timeline()", r, 3) end
-  for k in each, r do
-    if not ROW_FIELDS[k] then
-      options.fail("stagehand.format_timeline", where .. "." .. tostring(k),
-        "one of phase, start_ms, end_ms, busy_ms, spans, tasks, failed", r[k], 3)
-    end
+  local odd = options.first_key(r, function(f) return not ROW_FIELDS[f] end)
+  if odd ~= nil then
+    options.fail("stagehand.format_timeline", where .. "." .. tostring(odd),
+      "one of phase, start_ms, end_ms, busy_ms, spans, tasks, failed", r[odd], 3)
   end
   for j = 1, #ROW_ORDER do
     local k = ROW_ORDER[j]
