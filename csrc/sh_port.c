@@ -4,7 +4,6 @@
 #include "stagehand.h"
 
 #include <stdlib.h>
-#include <string.h>
 
 struct sh_port {
   sh__mutex mu;
@@ -16,12 +15,7 @@ struct sh_port {
   char name[SH_PORT_NAME_LEN];
 };
 
-void sh_port_set_name(sh_port *p, const char *name) {
-  size_t n = name ? strlen(name) : 0;
-  if (n >= sizeof p->name) n = sizeof p->name - 1;
-  if (n) memcpy(p->name, name, n);
-  p->name[n] = '\0';
-}
+void sh_port_set_name(sh_port *p, const char *name) { sh__copy_cut(p->name, sizeof p->name, name); }
 
 const char *sh_port_name(const sh_port *p) { return p->name; }
 

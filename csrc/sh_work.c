@@ -773,10 +773,7 @@ void sh_work_set_waiting(sh_work *w, int32_t i, const char *what) {
   sh__mutex_lock(&w->mu);
   k = at(w, i);
   if (k) {
-    size_t n = what ? strlen(what) : 0;
-    if (n >= sizeof k->waiting) n = sizeof k->waiting - 1;
-    if (n) memcpy(k->waiting, what, n);
-    k->waiting[n] = '\0';
+    sh__copy_cut(k->waiting, sizeof k->waiting, what);
     k->since = sh_now_ms();
   }
   sh__mutex_unlock(&w->mu);
