@@ -1066,7 +1066,7 @@ static void free_ctx(worker_ctx *w) {
 static void stop_hook(lua_State *L, lua_Debug *ar) {
   worker_ctx *w = this_worker(L);
   (void)ar;
-  if (w && SH__LOAD(sh_work_stop_flag(w->work, w->index)) && sh_work_retired(w->work, w->index))
+  if (w && stopped(sh_work_stop_flag(w->work, w->index)) && sh_work_retired(w->work, w->index))
     luaL_error(L, "stopped: the worker was retired while its function ran");
 }
 #endif
