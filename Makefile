@@ -275,7 +275,7 @@ build/windows/test_threads.exe: $(WIN_CORE_SRC) $(CORE_HDR) $(THREADS_TEST)
 # under wine (scripts/test_windows.sh): LuaJIT through both backends, Lua 5.4.
 windows:
 	@EXTRA_PKGS="$(WIN_PKGS)" sh scripts/deps.sh
-	@sh scripts/windows.sh
+	@MINGW="$(MINGW)" WARN="$(WARN)" WIN_SRC="$(WIN_CORE_SRC) $(MODULE_SRC)" sh scripts/windows.sh
 test-windows: windows test-windows-c
 	@sh scripts/test_windows.sh
 test-windows-c:

@@ -12,10 +12,9 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
 out=build/windows
 cc=${MINGW:-x86_64-w64-mingw32-gcc}
-warn="-Wall -Wextra -Wshadow -Wconversion -Wstrict-prototypes -Wmissing-prototypes"
-core="csrc/sh_grow.c csrc/sh_heap.c csrc/sh_clock.c csrc/sh_timer.c csrc/sh_pool.c csrc/sh_barrier.c csrc/sh_ids.c
-csrc/sh_notify.c csrc/sh_msg.c csrc/sh_port.c csrc/sh_rounds.c csrc/sh_work.c csrc/win/sh_win.c csrc/lstagehand.c
-csrc/lthreads.c"
+# (the Makefile's source list and warnings: make windows passes them)
+warn=${WARN:?run through make windows}
+core=${WIN_SRC:?run through make windows}
 sh scripts/win_sources.sh "$out/src" >/dev/null
 lj=$(ls -d "$out"/src/luajit-*/ | head -1)
 l54=$(ls -d "$out"/src/lua5.4-*/ | head -1)
