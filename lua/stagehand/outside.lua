@@ -86,9 +86,11 @@ end)
 
 --- The descriptor that turns readable when o's notifier is signalled
 --- (the luv driver polls it), and its kind: "fd", or "socket" (Windows,
---- where libuv polls only sockets); and the call that makes it quiet again.
+--- where libuv polls only sockets); and the call that makes a notifier's
+--- quiet again (given the notifier, not o: the driver clears it even once
+--- o is gone).
 function M.fd(o) return native.notifier_fd(state(o).n) end
-function M.clear(o) native.notifier_clear(state(o).n) end
+M.clear = native.notifier_clear
 M.pending = pending
 
 -- At close, and when orch:loop returns: each worker still waiting on a

@@ -127,9 +127,8 @@ function M.new(clock)
         local notifier = outside.notifier(o)
         local fd, kind = outside.fd(o)
         poll = kind == "socket" and uv.new_socket_poll(fd) or uv.new_poll(fd)
-        local clear = require("stagehand.threads_native").notifier_clear
         poll:start("r", function()
-          clear(notifier) -- (even once the orchestrator is gone: a pipe left readable would fire on and on)
+          outside.clear(notifier) -- (even once the orchestrator is gone: a pipe left readable would fire on and on)
           fire()
         end)
       else
