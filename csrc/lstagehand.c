@@ -239,11 +239,11 @@ static int l_pool_next_group(lua_State *L) {
 }
 static int l_pool_set_rank(lua_State *L) {
   sh_pool *p = POOL(L);
-  return ret_int(L, sh_pool_set_rank(p, check_id(L, 2), check_id(L, 3)));
+  return ret_int(L, sh_pool_set_rank(p, check_id(L, 2), luaL_checknumber(L, 3)));
 }
 static int l_pool_fix_rank(lua_State *L) {
   sh_pool *p = POOL(L);
-  return ret_int(L, sh_pool_fix_rank(p, check_id(L, 2), check_id(L, 3)));
+  return ret_int(L, sh_pool_fix_rank(p, check_id(L, 2), luaL_checknumber(L, 3)));
 }
 static int l_pool_forget_group(lua_State *L) {
   sh_pool *p = POOL(L);
@@ -260,7 +260,8 @@ static int l_pool_grantable(lua_State *L) { return ret_int(L, sh_pool_grantable(
 static int l_pool_best(lua_State *L) { return ret_int(L, sh_pool_best(POOL(L))); }
 static int l_pool_rank_of(lua_State *L) {
   sh_pool *p = POOL(L);
-  return ret_int(L, sh_pool_rank_of(p, check_id(L, 2)));
+  lua_pushnumber(L, sh_pool_rank_of(p, check_id(L, 2)));
+  return 1;
 }
 static int l_pool_arrival(lua_State *L) {
   sh_pool *p = POOL(L);
@@ -272,6 +273,8 @@ static int l_pool_grant(lua_State *L) {
   return ret_int(L, sh_pool_grant(p, check_id(L, 2)));
 }
 static int l_pool_check(lua_State *L) { return ret_int(L, sh_pool_check(POOL(L))); }
+static int l_pool_peek_next(lua_State *L) { return ret_int(L, sh_pool_peek_next(POOL(L))); }
+static int l_pool_peek_end(lua_State *L) { return ret_int(L, sh_pool_peek_end(POOL(L))); }
 
 static int l_barrier_new(lua_State *L) {
   int32_t n = check_id(L, 1);
@@ -353,6 +356,8 @@ static const luaL_Reg funcs[] = {
     {"pool_arrival", l_pool_arrival},
     {"pool_grant", l_pool_grant},
     {"pool_check", l_pool_check},
+    {"pool_peek_next", l_pool_peek_next},
+    {"pool_peek_end", l_pool_peek_end},
     {"barrier_new", l_barrier_new},
     {"barrier_free", l_barrier_gc},
     {"barrier_arrive", l_barrier_arrive},

@@ -1617,6 +1617,79 @@ static int l_pool_commit(lua_State *L) {
 
 static int64_t check_request(lua_State *L, int arg) { return (int64_t)luaL_checknumber(L, arg); }
 
+/* pool:_hold(staging, id): holds the request staged under that number as
+ * `id` for the owner to offer (sh_work_hold): its slot (>= 0); false once
+ * the pool is closed; false and "not enough memory"; nil when it is no
+ * longer staged (a later stage replaced it). */
+static int l_pool_hold(lua_State *L) {
+  pool_ud *p = check_pool(L);
+  lua_Number seq = luaL_checknumber(L, 2);
+  int64_t id = check_request(L, 3);
+  sh_msg *m = p->staged;
+  int32_t slot;
+  if (!m || seq != p->staged_seq) return 0;
+  p->staged = NULL;
+  slot = sh_work_hold(p->work, id, m);
+  if (slot < 0) {
+    sh_msg_free(m);
+    return push_status(L, slot);
+  }
+  lua_pushinteger(L, slot);
+  return 1;
+}
+
+/* pool:_drop(slot, id): true if the held request was taken back. */
+static int l_pool_drop(lua_State *L) {
+  pool_ud *p = check_pool(L);
+  lua_Number slot = luaL_checknumber(L, 2);
+  if (slot < 0 || slot > INT32_MAX) return luaL_argerror(L, 2, "a slot");
+  lua_pushboolean(L, sh_work_drop(p->work, (int32_t)slot, check_request(L, 3)) == SH_OK);
+  return 1;
+}
+
+/* pool:_offer(list, n): offers the n held requests list names (slot, id,
+ * slot, id, ...), best first; returns how many of the last offer were
+ * still held. */
+static int l_pool_offer(lua_State *L) {
+  pool_ud *p = check_pool(L);
+  lua_Integer n = luaL_checkinteger(L, 3), i;
+  int32_t *slots;
+  int64_t *ids;
+  int32_t left;
+  luaL_checktype(L, 2, LUA_TTABLE);
+  if (n < 0 || n > 1 << 20) return luaL_argerror(L, 3, "a count from 0 to 2^20");
+  ids = (int64_t *)lua_newuserdata(L, (size_t)(n > 0 ? n : 1) * (sizeof *slots + sizeof *ids));
+  slots = (int32_t *)(void *)(ids + (n > 0 ? n : 1));
+  for (i = 0; i < n; i++) {
+    lua_Number s, id;
+    lua_rawgeti(L, 2, (int)(2 * i + 1));
+    lua_rawgeti(L, 2, (int)(2 * i + 2));
+    s = lua_tonumber(L, -2), id = lua_tonumber(L, -1);
+    lua_pop(L, 2);
+    if (s < 0 || s > INT32_MAX) return luaL_argerror(L, 2, "slots from _hold");
+    slots[i] = (int32_t)s;
+    ids[i] = (int64_t)id;
+  }
+  left = sh_work_offer(p->work, slots, ids, (int32_t)n);
+  if (left == SH_ENOMEM) return luaL_error(L, "not enough memory");
+  lua_pushinteger(L, left < 0 ? 0 : left);
+  return 1;
+}
+
+/* pool:_held(slot, id): whether the request is still held (no worker took it). */
+static int l_pool_held(lua_State *L) {
+  pool_ud *p = check_pool(L);
+  lua_Number slot = luaL_checknumber(L, 2);
+  lua_pushboolean(L, slot >= 0 && slot <= INT32_MAX && sh_work_held(p->work, (int32_t)slot, check_request(L, 3)));
+  return 1;
+}
+
+static int l_pool_offered(lua_State *L) {
+  pool_ud *p = check_pool(L);
+  lua_pushinteger(L, sh_work_offered(p->work));
+  return 1;
+}
+
 static int l_pool_remove(lua_State *L) {
   pool_ud *p = check_pool(L);
   lua_pushboolean(L, sh_work_remove(p->work, check_request(L, 2)) == SH_OK);
@@ -1792,7 +1865,8 @@ static const luaL_Reg pool_methods[] = {
     {"_queued_ids", l_pool_queued_ids}, {"_pause", l_pool_pause}, {"_close", l_pool_close},
     {"_stop_worker", l_pool_stop_worker}, {"_drain", l_pool_drain},
     {"_stage", l_pool_stage}, {"_commit", l_pool_commit}, {"_worker", l_pool_worker},
-    {"_detach", l_pool_detach}, {NULL, NULL}};
+    {"_detach", l_pool_detach}, {"_hold", l_pool_hold}, {"_drop", l_pool_drop}, {"_offer", l_pool_offer},
+    {"_offered", l_pool_offered}, {"_held", l_pool_held}, {NULL, NULL}};
 
 static int l_threads_default(lua_State *L) {
   lua_pushinteger(L, sh_threads_default());

@@ -23,13 +23,19 @@ typedef struct waiter {
 
 typedef struct group {
   int32_t head, tail, count;
-  int32_t rank;
+  double rank;        /* lower first (the host's priority, negated) */
   int32_t prev, next; /* within the active list, -1 at the ends */
   int32_t fixed;      /* its rank never changes: next_live skips it */
   int32_t hpos;       /* index + 1 in the heap; 0 when not active */
   uint32_t read;      /* the epoch its rank was last set in */
   int32_t unread;     /* it is on the unread stack */
 } group;
+
+/* A waiter peek_next took out, to be put back as it was by peek_end. */
+typedef struct peeked {
+  int32_t id, group;
+  uint64_t seq;
+} peeked;
 
 struct sh_pool {
   int32_t capacity, in_use, waiting;
@@ -44,6 +50,8 @@ struct sh_pool {
   int32_t *stack; /* groups to read in this epoch; room for ngroups */
   size_t stack_len;
   uint32_t epoch;
+  peeked *peeked; /* (peek_next) */
+  size_t npeeked, cappeeked;
 #ifdef SH_DEBUG_CHECKS
   sh__checks checks;
 #endif
@@ -66,6 +74,7 @@ void sh_pool_free(sh_pool *p) {
   free(p->groups);
   free(p->heap);
   free(p->stack);
+  free(p->peeked);
   free(p);
 }
 
@@ -320,8 +329,8 @@ int32_t sh_pool_next_group(const sh_pool *p, int32_t after) {
   return p->groups[after].next;
 }
 
-int sh_pool_set_rank(sh_pool *p, int32_t g, int32_t rank) {
-  if (!p || g < 0 || (size_t)g >= p->ngroups) return SH_EINVAL;
+int sh_pool_set_rank(sh_pool *p, int32_t g, double rank) {
+  if (!p || g < 0 || (size_t)g >= p->ngroups || rank != rank) return SH_EINVAL;
   p->groups[g].rank = rank;
   p->groups[g].read = p->epoch;
   reorder(p, g);
@@ -329,9 +338,9 @@ int sh_pool_set_rank(sh_pool *p, int32_t g, int32_t rank) {
   return SH_OK;
 }
 
-int sh_pool_fix_rank(sh_pool *p, int32_t g, int32_t rank) {
+int sh_pool_fix_rank(sh_pool *p, int32_t g, double rank) {
   int rc;
-  if (!p || g < 0 || g >= SH_MAX_ID) return SH_EINVAL;
+  if (!p || g < 0 || g >= SH_MAX_ID || rank != rank) return SH_EINVAL;
   if ((rc = grow_groups(p, g)) != SH_OK) return rc;
   if (p->groups[g].fixed && p->groups[g].rank == rank) return SH_OK; /* (told already: the usual case) */
   p->groups[g].rank = rank;
@@ -395,14 +404,68 @@ int32_t sh_pool_best(const sh_pool *p) {
   return p->groups[p->heap[0]].head;
 }
 
-int32_t sh_pool_rank_of(const sh_pool *p, int32_t id) {
-  if (!p || !waiting_id(p, id)) return -1;
+double sh_pool_rank_of(const sh_pool *p, int32_t id) {
+  if (!p || !waiting_id(p, id)) return 0;
   return p->groups[p->waiters[id].group].rank;
 }
 
 double sh_pool_arrival(const sh_pool *p, int32_t id) {
   if (!p || !waiting_id(p, id)) return -1;
   return (double)p->waiters[id].seq;
+}
+
+/* Peeking: the best waiters in grant order, without granting them. Each
+ * is taken out in turn (the best is then the next one), and peek_end puts
+ * them back at the heads of their groups, the last taken first: each was
+ * its group's head when it was taken, so the queue is as it was. */
+int32_t sh_pool_peek_next(sh_pool *p) {
+  int32_t id;
+  peeked *e;
+  if (!p || p->heap_len == 0) return -1;
+  if (p->npeeked == p->cappeeked) {
+    size_t cap = p->cappeeked ? p->cappeeked * 2 : 16;
+    peeked *grown = (peeked *)realloc(p->peeked, cap * sizeof *grown);
+    if (!grown) return SH_ENOMEM;
+    p->peeked = grown;
+    p->cappeeked = cap;
+  }
+  id = p->groups[p->heap[0]].head;
+  e = &p->peeked[p->npeeked++];
+  e->id = id;
+  e->group = p->waiters[id].group;
+  e->seq = p->waiters[id].seq;
+  sh_pool_remove(p, id);
+  return id;
+}
+
+int sh_pool_peek_end(sh_pool *p) {
+  if (!p) return SH_EINVAL;
+  while (p->npeeked > 0) {
+    const peeked *e = &p->peeked[--p->npeeked];
+    waiter *w;
+    group *gr;
+    int32_t at, nx;
+    /* (Called as documented, each goes back at its group's head; a caller
+     * that queued or moved waiters meanwhile gets a queue still whole:
+     * an id waiting again stays as it is, and the rest go back in arrival
+     * order.) */
+    if (waiting_id(p, e->id)) continue;
+    w = &p->waiters[e->id];
+    gr = &p->groups[e->group];
+    /* it goes after `at` (-1: at the head): the last waiter older than it */
+    at = -1;
+    for (nx = gr->head; nx >= 0 && p->waiters[nx].seq < e->seq; nx = p->waiters[nx].next) at = nx;
+    w->seq = e->seq;
+    w->group = e->group;
+    w->prev = at;
+    w->next = at >= 0 ? p->waiters[at].next : gr->head;
+    if (w->next >= 0) p->waiters[w->next].prev = e->id; else gr->tail = e->id;
+    if (at >= 0) p->waiters[at].next = e->id; else gr->head = e->id;
+    joined(p, e->group);
+    if (at < 0 && gr->count > 1) reorder(p, e->group); /* it heads its group again */
+  }
+  CHECKED(p);
+  return SH_OK;
 }
 
 int sh_pool_grant(sh_pool *p, int32_t id) {

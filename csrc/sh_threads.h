@@ -50,6 +50,19 @@
  * it is read with the next event). A push takes a lock of its own, not the
  * one workers take: requests wait in a small inbox until a worker, or the
  * owner's next call that reads the queue, files them.
+ *
+ * Gated dispatch, for an owner that ranks requests itself (stagehand's
+ * priorities are Lua functions, read on the owner's thread): hold keeps a
+ * request (its payload is the queue's from then on) in a slot it returns,
+ * where no worker takes it; offer lists held requests, best first, and
+ * replaces the last list: idle workers take from the front at once, busy
+ * ones as they finish, each entry once, pushed requests going first. It
+ * returns how many entries of the list it replaced were still held
+ * (untaken), and offered how many of the current list are. drop takes a
+ * held request back and frees it: SH_OK, or SH_ESTATE once a worker took
+ * it (or it was dropped); held says whether slot still holds id. An entry
+ * names a slot and the id held there, so
+ * an entry whose slot was taken and filled again is passed over.
  */
 #ifndef STAGEHAND_THREADS_H
 #define STAGEHAND_THREADS_H
@@ -160,6 +173,11 @@ void sh_work_pause(sh_work *w, int paused);
 void sh_work_close(sh_work *w);
 int sh_work_closed(sh_work *w);
 int32_t sh_work_add_worker(sh_work *w);
+int32_t sh_work_hold(sh_work *w, int64_t id, sh_msg *payload);
+int sh_work_drop(sh_work *w, int32_t slot, int64_t id);
+int32_t sh_work_offer(sh_work *w, const int32_t *slots, const int64_t *ids, int32_t n);
+int32_t sh_work_offered(sh_work *w);
+int sh_work_held(sh_work *w, int32_t slot, int64_t id);
 /* Aborts a running request: its worker's stop flag is set (with retire,
  * the worker also exits once its function returns). Returns the worker,
  * or -1 when no worker runs id. */

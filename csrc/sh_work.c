@@ -29,6 +29,22 @@ typedef struct request {
   sh_msg *payload;
 } request;
 
+/* A request held for the owner to offer (gated dispatch, see hold): its
+ * payload is NULL while the slot is free; free slots are chained through
+ * next_free. */
+typedef struct held {
+  int64_t id;
+  sh_msg *payload;
+  int32_t next_free;
+} held;
+
+/* One entry of an offer: a held request by its slot and id (a slot may
+ * have been taken and filled again since: the id tells). */
+typedef struct offer {
+  int32_t slot;
+  int64_t id;
+} offer;
+
 typedef struct event {
   int64_t id;
   int kind;
@@ -66,6 +82,12 @@ struct sh_work {
   request *heap;
   int32_t nheap, capheap;
   uint64_t seq;
+  /* Held requests (hold), and the offer workers take them from, in order:
+   * entries before onext are taken or passed over. */
+  held *held;
+  int32_t nheld, capheld, free_held, held_count;
+  offer *offers;
+  int32_t noffers, capoffers, onext;
   event *events; /* a ring, oldest at ehead */
   int32_t ehead, elen, ecap;
   worker **workers;
@@ -88,11 +110,15 @@ struct sh_work {
 
 static int32_t queued(const sh_work *w) { return w->nheap + w->llen; }
 
+/* What a worker could take now: the lane and the heap, and what is left
+ * of the offer (an upper bound: an entry may have been dropped since). */
+static int32_t takeable(const sh_work *w) { return w->nheap + w->llen + (w->noffers - w->onext); }
+
 /* (mu held) After every change to the queue: what spinning workers and
  * pushers read without mu. */
 static void set_ready(sh_work *w) {
   SH__STORE(&w->nq, queued(w));
-  SH__STORE(&w->ready, w->paused || w->closed ? 0 : queued(w));
+  SH__STORE(&w->ready, w->paused || w->closed ? 0 : takeable(w));
 }
 
 static request *lane_at(const sh_work *w, int32_t k) { return &w->lane[(w->lhead + k) % w->lcap]; }
@@ -139,6 +165,7 @@ sh_work *sh_work_new(sh_notify *owner) {
   if (sh__cond_init(&w->cv)) goto no_cv;
   sh_notify_ref(owner);
   w->owner = owner;
+  w->free_held = -1;
   w->refs = 1;
   return w;
 no_cv:
@@ -172,6 +199,9 @@ void sh_work_unref(sh_work *w) {
   for (i = 0; i < w->llen; i++) sh_msg_free(lane_at(w, i)->payload);
   for (; w->in_head != w->in_tail; w->in_head++) sh_msg_free(w->inbox[w->in_head % INBOX].payload);
   for (i = 0; i < w->elen; i++) sh_msg_free(w->events[(w->ehead + i) % w->ecap].msg);
+  for (i = 0; i < w->nheld; i++) sh_msg_free(w->held[i].payload);
+  free(w->held);
+  free(w->offers);
   for (i = 0; i < w->nworkers; i++) free(w->workers[i]);
   sh__free_kept(w->heap, (size_t)w->capheap, sizeof *w->heap);
   sh__free_kept(w->lane, (size_t)w->lcap, sizeof *w->lane);
@@ -447,7 +477,7 @@ int32_t sh_work_queued(sh_work *w) {
   int32_t n;
   sh__mutex_lock(&w->mu);
   absorb(w);
-  n = queued(w);
+  n = queued(w) + w->held_count;
   sh__mutex_unlock(&w->mu);
   return n;
 }
@@ -509,6 +539,13 @@ void sh_work_close(sh_work *w) {
   lane = w->lane, nlane = w->llen, lhead = w->lhead, lcap = w->lcap;
   w->heap = NULL, w->nheap = w->capheap = 0;
   w->lane = NULL, w->llen = w->lcap = w->lhead = 0;
+  for (i = 0; i < w->nheld; i++) {
+    sh_msg_free(w->held[i].payload);
+    w->held[i].payload = NULL;
+  }
+  w->free_held = -1;
+  w->nheld = w->held_count = 0;
+  w->noffers = w->onext = 0;
   SH__STORE(&w->room, 0);
   set_ready(w);
   sh__cond_broadcast(&w->cv);
@@ -612,6 +649,147 @@ int32_t sh_work_live_workers(sh_work *w) {
   return n;
 }
 
+/* (mu held) Worker i takes the next request offered that is still held:
+ * returns 1 with *rc the status (SH_OK: taken; else the owner could not be
+ * told and the request is held and offered again), or 0 when the offer
+ * has nothing left. */
+static int take_offered(sh_work *w, worker *k, int32_t i, int64_t *id, sh_msg **payload, int *rc) {
+  int tell = 0;
+  while (w->onext < w->noffers) {
+    offer o = w->offers[w->onext++];
+    held *h = &w->held[o.slot];
+    if (!h->payload || h->id != o.id) continue; /* (dropped, or taken, since) */
+    sh__mutex_lock(&w->emu);
+    *rc = add_event(w, o.id, SH_EV_STARTED, i, NULL, 0, 0, &tell); /* (a start tells nobody) */
+    sh__mutex_unlock(&w->emu);
+    if (*rc != SH_OK) {
+      w->onext--;
+      set_ready(w);
+      return 1;
+    }
+    *id = o.id;
+    *payload = h->payload;
+    h->payload = NULL;
+    h->next_free = w->free_held;
+    w->free_held = o.slot;
+    w->held_count--;
+    SH__STORE(&k->stop, k->halted);
+    k->current = o.id;
+    k->taken = 1;
+    w->running++;
+    set_ready(w);
+    return 1;
+  }
+  return 0;
+}
+
+int32_t sh_work_hold(sh_work *w, int64_t id, sh_msg *payload) {
+  int32_t slot;
+  if (!w || !payload) return SH_EINVAL;
+  sh__mutex_lock(&w->mu);
+  if (w->closed) {
+    sh__mutex_unlock(&w->mu);
+    return SH_ECLOSED;
+  }
+  if (w->free_held < 0) {
+    if (w->nheld == w->capheld) {
+      int32_t cap = w->capheld ? w->capheld * 2 : 64;
+      held *grown = cap > 0 ? (held *)realloc(w->held, (size_t)cap * sizeof *grown) : NULL;
+      if (!grown) {
+        sh__mutex_unlock(&w->mu);
+        return SH_ENOMEM;
+      }
+      w->held = grown;
+      w->capheld = cap;
+    }
+    slot = w->nheld++;
+  } else {
+    slot = w->free_held;
+    w->free_held = w->held[slot].next_free;
+  }
+  w->held[slot].id = id;
+  w->held[slot].payload = payload;
+  w->held[slot].next_free = -1;
+  w->held_count++;
+  set_ready(w);
+  sh__mutex_unlock(&w->mu);
+  return slot;
+}
+
+int sh_work_drop(sh_work *w, int32_t slot, int64_t id) {
+  sh_msg *m = NULL;
+  if (!w) return SH_EINVAL;
+  sh__mutex_lock(&w->mu);
+  if (slot >= 0 && slot < w->nheld && w->held[slot].payload && w->held[slot].id == id) {
+    m = w->held[slot].payload;
+    w->held[slot].payload = NULL;
+    w->held[slot].next_free = w->free_held;
+    w->free_held = slot;
+    w->held_count--;
+    set_ready(w);
+  }
+  sh__mutex_unlock(&w->mu);
+  if (!m) return SH_ESTATE;
+  sh_msg_free(m);
+  return SH_OK;
+}
+
+int32_t sh_work_offer(sh_work *w, const int32_t *slots, const int64_t *ids, int32_t n) {
+  int32_t i, left, wake;
+  if (!w || n < 0 || (n > 0 && (!slots || !ids))) return SH_EINVAL;
+  sh__mutex_lock(&w->mu);
+  left = 0;
+  for (i = w->onext; i < w->noffers; i++) {
+    const held *h = &w->held[w->offers[i].slot];
+    if (h->payload && h->id == w->offers[i].id) left++;
+  }
+  if (n > w->capoffers) {
+    int32_t cap = w->capoffers ? w->capoffers : 16;
+    offer *grown;
+    while (cap < n) cap *= 2;
+    grown = (offer *)realloc(w->offers, (size_t)cap * sizeof *grown);
+    if (!grown) {
+      sh__mutex_unlock(&w->mu);
+      return SH_ENOMEM;
+    }
+    w->offers = grown;
+    w->capoffers = cap;
+  }
+  for (i = 0; i < n; i++) {
+    if (slots[i] < 0 || slots[i] >= w->nheld) break; /* (never: the owner's own slots) */
+    w->offers[i].slot = slots[i];
+    w->offers[i].id = ids[i];
+  }
+  w->noffers = i;
+  w->onext = 0;
+  set_ready(w);
+  wake = !w->paused && n > 0;
+  if (wake) sh__cond_broadcast(&w->cv);
+  sh__mutex_unlock(&w->mu);
+  return left;
+}
+
+int sh_work_held(sh_work *w, int32_t slot, int64_t id) {
+  int held_now;
+  if (!w) return 0;
+  sh__mutex_lock(&w->mu);
+  held_now = slot >= 0 && slot < w->nheld && w->held[slot].payload && w->held[slot].id == id;
+  sh__mutex_unlock(&w->mu);
+  return held_now;
+}
+
+int32_t sh_work_offered(sh_work *w) {
+  int32_t i, left = 0;
+  if (!w) return 0;
+  sh__mutex_lock(&w->mu);
+  for (i = w->onext; i < w->noffers; i++) {
+    const held *h = &w->held[w->offers[i].slot];
+    if (h->payload && h->id == w->offers[i].id) left++;
+  }
+  sh__mutex_unlock(&w->mu);
+  return left;
+}
+
 /* Whether the inbox holds requests not yet filed (read without a lock). */
 static int inbox_filled(sh_work *w) {
   return SH__LOAD_U32_SC(&w->in_tail) != SH__LOAD_U32(&w->in_head);
@@ -633,6 +811,13 @@ int sh_work_take(sh_work *w, int32_t i, int64_t *id, sh_msg **payload) {
       break;
     }
     absorb(w);
+    if (!w->paused && queued(w) == 0 && take_offered(w, k, i, id, payload, &rc)) {
+      if (rc == SH_OK) break;
+      sh__mutex_unlock(&w->mu); /* (the owner could not be told: see below) */
+      sh_sleep_ms(1);
+      sh__mutex_lock(&w->mu);
+      continue;
+    }
     if (!w->paused && queued(w) > 0) {
       int32_t from = best_at(w);
       request r = take_at(w, from);

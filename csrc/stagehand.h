@@ -80,18 +80,20 @@ int sh_pool_move(sh_pool *p, int32_t id, int32_t group);
 int32_t sh_pool_group_of(const sh_pool *p, int32_t id);
 int sh_pool_is_waiting(const sh_pool *p, int32_t id);
 int32_t sh_pool_next_group(const sh_pool *p, int32_t after);
-int sh_pool_set_rank(sh_pool *p, int32_t group, int32_t rank);
-int sh_pool_fix_rank(sh_pool *p, int32_t group, int32_t rank);
+int sh_pool_set_rank(sh_pool *p, int32_t group, double rank);
+int sh_pool_fix_rank(sh_pool *p, int32_t group, double rank);
 int sh_pool_forget_group(sh_pool *p, int32_t group);
 int32_t sh_pool_next_live(const sh_pool *p, int32_t after);
 int sh_pool_new_reads(sh_pool *p);
 int32_t sh_pool_next_unread(sh_pool *p);
 int32_t sh_pool_grantable(const sh_pool *p);
 int32_t sh_pool_best(const sh_pool *p);
-int32_t sh_pool_rank_of(const sh_pool *p, int32_t id);
+double sh_pool_rank_of(const sh_pool *p, int32_t id);
 double sh_pool_arrival(const sh_pool *p, int32_t id);
 int sh_pool_grant(sh_pool *p, int32_t id);
 int sh_pool_check(const sh_pool *p);
+int32_t sh_pool_peek_next(sh_pool *p);
+int sh_pool_peek_end(sh_pool *p);
 
 sh_barrier *sh_barrier_new(int32_t size);
 void sh_barrier_free(sh_barrier *b);
@@ -160,8 +162,8 @@ int sh_pin_library(void);
  *
  * A capacity, a count in use, and waiters: ids queued first in, first out
  * within groups (one group per priority source, chosen by the caller). The
- * caller sets each active group's rank (next_group walks them; lower rank
- * wins) before asking for the best waiter: the one in the best-ranked
+ * caller sets each active group's rank (next_group walks them; a number,
+ * lower wins; NaN is refused with SH_EINVAL) before asking for the best waiter: the one in the best-ranked
  * group, the earliest to arrive among equals. fix_rank gives a group a rank
  * that never changes (a priority source that is a constant), and next_live
  * walks only the active groups whose rank is not fixed: those the caller
@@ -174,6 +176,10 @@ int sh_pin_library(void);
  * next_unread hands out, once each, the active groups whose rank is not
  * fixed and was not set since: a host that reads only those reads each of
  * its priority sources once an epoch, however many grants it makes.
+ * peek_next takes the best waiter out (-1 when none, SH_ENOMEM) without
+ * granting it, so the next call sees the next best; peek_end puts every
+ * waiter taken so back as it was. Between the two nothing else may be
+ * called (an owner lists the best n waiters: a worker pool's offer).
  * try_acquire takes a slot at once only when
  * one is free and nobody waits; grant hands the best (or any) waiter a slot
  * and needs one free. Capacity may shrink below the count in use (slots

@@ -118,7 +118,7 @@ describe(".new", function()
       for i, k in ipairs(typos) do pools[k] = -i end
       says("for pool '" .. typos[1] .. "'", stagehand.new, { pools = pools })
     end
-    says("(no other keys), got \"a\"", stagehand.new, { ranks = { "x", "y", b = 1, a = 2, c = 3 } })
+    says("(not both), got \"a\"", stagehand.new, { ranks = { "x", "y", b = 1, a = 2, c = 3 } })
     says("'spec.frames' to budget", orch.budget, orch, "b", { zz = 1, frames = 2, ops = 1, sprites = 3 })
     says("(no other fields), got \"x\"", orch.barrier, orch, "b", { "a", z = 1, x = 2, y = 3 })
     says("(no other fields), got 2.5", orch.barrier, orch, "b", { "a", z = 1, [2.5] = 4 }) -- (numbers first)

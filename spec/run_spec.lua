@@ -214,7 +214,8 @@ describe(":run", function()
       { "opts.stall_ms", function() local h = orch:run("x", function() end, { stall_ms = 0 }) return h end },
       { "opts.stall_ms", function() local h = orch:run("x", function() end, { stall_ms = "1" }) return h end },
       { "opts.priority", function() local h = orch:run("x", function() end, { priority = "urgent" }) return h end },
-      { "opts.priority", function() local h = orch:run("x", function() end, { priority = 3 }) return h end },
+      { "opts.priority", function() local h = orch:run("x", function() end, { priority = 0 / 0 }) return h end },
+      { "opts.priority", function() local h = orch:run("x", function() end, { priority = true }) return h end },
       { "opts.colour", function() local h = orch:run("x", function() end, { colour = "red" }) return h end },
     }
     for _, case in ipairs(cases) do

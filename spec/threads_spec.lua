@@ -24,7 +24,10 @@ local function holder()
   return { started = stagehand.port(), go = stagehand.port() }
 end
 
+-- (Requests go to workers in the step's grant rounds: a step first.)
+local stepped
 local function started(p)
+  stepped:step()
   assert.is_not_nil(p.started:receive_within(WAIT), "the worker never started")
 end
 
@@ -33,6 +36,7 @@ describe("stagehand.pool", function()
   before_each(function()
     logged = {}
     orch, clock = T.new { stall_ms = 1000, log = function(line) logged[#logged + 1] = line end }
+    stepped = orch
     pools = {}
   end)
   after_each(function()
@@ -414,6 +418,7 @@ describe("stagehand.pool", function()
       local go = stagehand.port()
       local ctl = stagehand.controller()
       local h = p:run("until_stopped", go, { signal = ctl.signal })
+      orch:step() -- (a grant round offers it to the worker)
       assert.is_not_nil(go:receive_within(WAIT))
       orch:step()
       ctl:abort("not needed")
@@ -458,6 +463,7 @@ describe("stagehand.pool", function()
       local p = pool { size = 1 }
       local ports = { ack = stagehand.port(), tick = stagehand.port(), n = 3 }
       local h = p:run("ticks", ports)
+      orch:step()
       for i = 1, 3 do
         assert.equal(i, ports.ack:receive_within(WAIT))
         orch:step() -- (hears the progress)
@@ -473,6 +479,7 @@ describe("stagehand.pool", function()
       local p = pool { size = 1 }
       local ports = { ack = stagehand.port(), tick = stagehand.port(), n = 4 }
       local h = p:run("ticks", ports, { label = "baking lightmap" })
+      orch:step()
       assert.equal(1, ports.ack:receive_within(WAIT))
       orch:step()
       local r = orch:report()
@@ -541,6 +548,7 @@ describe("stagehand.pool", function()
       started(a)
       orch:step()
       local h = p:run("add", { a = 20, b = 22 })
+      orch:step() -- (offered to the free worker)
       -- (until the reply waits to be collected: the manual driver's next
       -- wake is then 0)
       local waited = 0
@@ -564,6 +572,7 @@ describe("stagehand.pool", function()
         local p = new_pool(o, { size = 1, close_timeout_ms = 100 })
         local started_port = stagehand.port()
         p:run("runaway", { started = started_port, ms = 300 })
+        o:step()
         assert.is_not_nil(started_port:receive_within(WAIT))
         o:step()
         local d = p:destroy()
@@ -581,6 +590,7 @@ describe("stagehand.pool", function()
         local p = new_pool(o, { size = 1, close_timeout_ms = 60000 })
         local started_port = stagehand.port()
         local h = p:run("runaway", { started = started_port, ms = 60000 })
+        o:step()
         assert.is_not_nil(started_port:receive_within(WAIT))
         o:step()
         local d = p:destroy()
@@ -622,7 +632,9 @@ describe("stagehand.pool", function()
         assert.matches(what, err, 1, true)
       end
       bad("bad argument 'fn_name' to pool:run: expected a non-empty string, got 5", 5)
-      bad("bad argument 'opts.priority' to pool:run: expected a number", "add", {}, { priority = "visible" })
+      bad("bad argument 'opts.priority' to pool:run: expected a rank name (visible, scene, background), a number"
+        .. " (higher first) or a function", "add", {}, { priority = "urgent" })
+      bad("bad argument 'opts.priority'", "add", {}, { priority = true })
       bad("bad argument 'opts.priority'", "add", {}, { priority = 0 / 0 })
       bad("bad argument 'opts.label'", "add", {}, { label = "" })
       bad("bad argument 'opts.key'", "add", {}, { key = 3 })
@@ -638,7 +650,7 @@ describe("stagehand.pool", function()
       assert.same({ "done", 2 }, { orch:wait(p:run("add", { a = 1, b = 1 }), WAIT) })
     end)
 
-    it("names a reprioritise function that returns something else than a number", function()
+    it("names a reprioritise function that returns something else than a priority", function()
       local p = pool { size = 1 }
       local hold = holder()
       local first = p:run("hold", hold)
@@ -646,7 +658,7 @@ describe("stagehand.pool", function()
       local h = p:run("add", { a = 1, b = 1 })
       local ok, err = pcall(p.reprioritise, p, function() return "soon" end)
       assert.is_false(ok)
-      assert.matches("pool:reprioritise: fn returned soon", err, 1, true)
+      assert.matches('pool:reprioritise: fn returned "soon" for a request of fixture_worker.add', err, 1, true)
       ok, err = pcall(p.reprioritise, p, 3)
       assert.is_false(ok)
       assert.matches("bad argument 'fn' to pool:reprioritise", err, 1, true)

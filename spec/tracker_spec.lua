@@ -134,6 +134,7 @@ describe("stagehand.tracker", function()
       local pool = stagehand.pool(orch, { module = "fixture_worker", size = 1 })
       local ports = { ack = stagehand.port(), tick = stagehand.port(), n = 4 }
       local h = pool:run("ticks", ports, { phase = "decode", label = "decoding the atlas" })
+      orch:step() -- (a grant round offers it to the worker)
       assert.equal(1, ports.ack:receive_within(10000))
       orch:step()
       assert.same({ 1, 4 }, { load:progress("decode") })

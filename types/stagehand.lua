@@ -264,8 +264,9 @@ local stagehand_Job = {}
 ---@param total number?
 function stagehand_Job:progress(done, total) end
 
---- The job's effective rank now.
----@return string
+--- The job's effective priority now: a rank name, or a number where no
+--- rank has it.
+---@return string|number
 function stagehand_Job:priority() end
 
 --- Waits for a Handle, Future or any awaitable (a table with on_end);
@@ -415,26 +416,19 @@ function stagehand_Barrier:missing() end
 local stagehand_PoolOpts = {}
 
 ---@class stagehand.PoolRunOpts
----@field priority number? higher first (0)
----@field signal stagehand.Signal? withdraws this caller when it aborts
----@field label string? the job's label ("module.fn_name")
----@field key string? the orchestrator's key space
----@field stall_ms number? the request's stall time while it runs
----@field phase string? the load tracker's phase it counts in
+---@field priority (string|number|fun(): (string|number))? a rank name, a number (higher first) or a function
 local stagehand_PoolRunOpts = {}
 
 ---@class stagehand.WorkerPool
 ---@field module string
 local stagehand_WorkerPool = {}
 
----@class stagehand.Worker
----@field done stagehand.Handle
-local stagehand_Worker = {}
-
 --- Runs `module[fn_name](payload)` on a worker; returns a Handle on a job
---- of the pool's orchestrator. `opts`: `priority` (a number, higher
---- first), `signal`, `label`, `key`, `stall_ms`, `phase` (the load
---- tracker's: stagehand.tracker).
+--- of the pool's orchestrator. `opts`: `priority` (a rank name, a number,
+--- higher first, or a function returning either, read live; default 0),
+--- `signal`, `label`, `key`, `stall_ms`, `phase` (the load tracker's:
+--- stagehand.tracker). A request's priority is inherited like a job's: the
+--- highest of its callers' and of every job awaiting it.
 ---@param fn_name string
 ---@param payload any plain data, ports and round barriers
 ---@param opts stagehand.PoolRunOpts?
@@ -459,9 +453,12 @@ function stagehand_WorkerPool:resume() end
 ---@return boolean
 function stagehand_WorkerPool:paused() end
 
---- Gives each queued request the priority `fn(payload, priority)` returns;
---- within a priority, requests keep their queue order.
----@param fn fun(payload: any, priority: number): number
+--- Gives each queued request the priority `fn(payload, priority)` returns
+--- (`priority`: what its pool:run gave, 0 when none; the answer: a rank
+--- name, a number or a function); within a priority, requests keep their
+--- queue order. Priorities inherited from other callers and awaiting jobs
+--- still count.
+---@param fn fun(payload: any, priority: string|number|function): (string|number|function)
 function stagehand_WorkerPool:reprioritise(fn) end
 
 --- Cancels queued and running requests, tells every worker to stop, and
@@ -470,14 +467,6 @@ function stagehand_WorkerPool:reprioritise(fn) end
 --- left to close their own state when their function returns).
 ---@return stagehand.Handle
 function stagehand_WorkerPool:destroy() end
-
---- Tells the worker to stop: stopping() turns true in it, and its waits
---- on ports and rounds return nil or false from now on.
-function stagehand_Worker:stop() end
-
---- "running", "done", "failed" or "stopped".
----@return string
-function stagehand_Worker:state() end
 
 local stagehand_worker = {}
 --- Counts as the request's progress on the game's side, as job:progress

@@ -57,18 +57,20 @@ int sh_pool_move(sh_pool *p, int32_t id, int32_t group);
 int32_t sh_pool_group_of(const sh_pool *p, int32_t id);
 int sh_pool_is_waiting(const sh_pool *p, int32_t id);
 int32_t sh_pool_next_group(const sh_pool *p, int32_t after);
-int sh_pool_set_rank(sh_pool *p, int32_t group, int32_t rank);
-int sh_pool_fix_rank(sh_pool *p, int32_t group, int32_t rank);
+int sh_pool_set_rank(sh_pool *p, int32_t group, double rank);
+int sh_pool_fix_rank(sh_pool *p, int32_t group, double rank);
 int sh_pool_forget_group(sh_pool *p, int32_t group);
 int32_t sh_pool_next_live(const sh_pool *p, int32_t after);
 int sh_pool_new_reads(sh_pool *p);
 int32_t sh_pool_next_unread(sh_pool *p);
 int32_t sh_pool_grantable(const sh_pool *p);
 int32_t sh_pool_best(const sh_pool *p);
-int32_t sh_pool_rank_of(const sh_pool *p, int32_t id);
+double sh_pool_rank_of(const sh_pool *p, int32_t id);
 double sh_pool_arrival(const sh_pool *p, int32_t id);
 int sh_pool_grant(sh_pool *p, int32_t id);
 int sh_pool_check(const sh_pool *p);
+int32_t sh_pool_peek_next(sh_pool *p);
+int sh_pool_peek_end(sh_pool *p);
 
 sh_barrier *sh_barrier_new(int32_t size);
 void sh_barrier_free(sh_barrier *b);
@@ -178,7 +180,7 @@ for _, name in ipairs {
   "pool_release", "pool_reset_use", "pool_enqueue", "pool_remove", "pool_move", "pool_group_of", "pool_is_waiting",
   "pool_next_group", "pool_set_rank", "pool_fix_rank", "pool_forget_group", "pool_next_live",
   "pool_new_reads", "pool_next_unread", "pool_grantable", "pool_best", "pool_rank_of", "pool_arrival",
-  "pool_grant", "pool_check",
+  "pool_grant", "pool_check", "pool_peek_next", "pool_peek_end",
   "barrier_arrive", "barrier_arrived", "barrier_size", "barrier_next_missing",
   "ids_take", "ids_give", "ids_count", "ids_check",
   "now_ms", "cores", "sleep_ms",

@@ -147,7 +147,23 @@ end
 -- first caller until placed elsewhere. Fields it gains later (_w1, _seen,
 -- ...) are rare. Read the source with rawget(h, 2): a Handle's __index is
 -- a function, and a missing [2] would call it.
+-- A number given as a priority is kept boxed, one box per number while
+-- some caller holds it ({n}, interned in o.num_box, weak): priority.lua
+-- files sources by identity, and a box the collector takes gives its
+-- group back, as a function does, where a bare number would hold one for
+-- good (a game ranking by distance passes a new number per request).
+local function box(o, n)
+  local b = o.num_box[n]
+  if not b then
+    b = { n }
+    o.num_box[n] = b
+  end
+  return b
+end
+M.box = box
+
 function M.new(job, prio)
+  if type(prio) == "number" then prio = box(job[ORCH], prio) end
   return setmetatable({ job, prio, H }, HandleMT)
 end
 

@@ -73,7 +73,7 @@ function M.pool(orch, opts) return workers().pool(orch, opts) end
 ---@param orch stagehand.Orchestrator
 ---@param name string
 ---@return stagehand.Worker
-function M.spawn(orch, name, ...) return workers().spawn(orch, name, ...) end
+function M.spawn(orch, name, ...) return require("stagehand.spawn").spawn(orch, name, ...) end
 
 --- A port: a channel between threads, in either direction. `name`
 --- (optional) names it in the log, where a worker waiting on it is named.

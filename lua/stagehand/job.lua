@@ -64,11 +64,12 @@ function Job:progress(done, total)
   end
 end
 
---- The job's effective rank now.
----@return string
+--- The job's effective priority now: a rank name, or a number where no
+--- rank has it.
+---@return string|number
 function Job:priority()
   check_self(self, "priority")
-  return self[ORCH].ranks[priority.effective(self)]
+  return priority.name(self[ORCH], priority.effective(self))
 end
 
 -- A settle-able box that follows a foreign awaitable's on_end. (Its own

@@ -51,6 +51,68 @@ function M.count_from(v, lo)
   return type(v) == "number" and v >= lo and v <= M.MAX_COUNT and v % 1 == 0
 end
 
+-- Ranks: priority names, aliases for numbers (higher first). A list maps
+-- its names 50 apart, the last to 0 (the default list is visible = 100,
+-- scene = 50, background = 0); a table gives each name its number. Inside,
+-- a rank is the number negated (lower goes first, as the core's pools
+-- order their groups): o.rank_of[name] is that, o.name_of[rank] the name
+-- shown for it (the first by name where several share a number), o.ranks
+-- the names from highest to lowest (for messages), o.default_rank the
+-- rank of a caller that names no priority.
+M.RANK_STEP = 50
+
+local function rank_key(v)
+  v = -v
+  if v == 0 then v = 0 end -- (-0 and 0 are one key)
+  return v
+end
+M.rank_key = rank_key
+
+function M.ranks(o, ranks, dp, bad)
+  if ranks == nil then ranks = { "visible", "scene", "background" } end
+  if type(ranks) ~= "table" or next(ranks) == nil then
+    bad("ranks", "a non-empty list of rank names, or a table of names to numbers", ranks)
+  end
+  local rank_of, names = {}, {}
+  if ranks[1] ~= nil then
+    local n = #ranks
+    for i = 1, n do
+      local r = ranks[i]
+      if type(r) ~= "string" or r == "" then bad("ranks", "a list of non-empty strings", r) end
+      if rank_of[r] then bad("ranks", "distinct names", r) end
+      rank_of[r] = rank_key((n - i) * M.RANK_STEP)
+      names[i] = r
+    end
+    local extra = M.first_non_list_key(ranks)
+    if extra ~= nil then bad("ranks", "a list of names, or a table of names to numbers (not both)", extra) end
+  else
+    for _, name in ipairs(M.sorted_keys(ranks)) do
+      local v = ranks[name]
+      if type(name) ~= "string" or name == "" then bad("ranks", "rank names that are non-empty strings", name) end
+      if type(v) ~= "number" or v ~= v then
+        bad("ranks", "a number for rank '" .. name .. "' (higher first)", v)
+      end
+      rank_of[name] = rank_key(v)
+      names[#names + 1] = name
+    end
+    table.sort(names, function(a, b)
+      if rank_of[a] ~= rank_of[b] then return rank_of[a] < rank_of[b] end
+      return a < b
+    end)
+  end
+  local name_of = {}
+  for i = #names, 1, -1 do name_of[rank_of[names[i]]] = names[i] end
+  o.ranks, o.rank_of, o.name_of = names, rank_of, name_of
+  if dp == nil then dp = rank_of.scene and "scene" or names[math.ceil(#names / 2)] end
+  if type(dp) == "number" and dp == dp then
+    o.default_rank = rank_key(dp)
+  elseif type(dp) == "string" and rank_of[dp] then
+    o.default_rank = rank_of[dp]
+  else
+    bad("default_priority", "one of the ranks (" .. table.concat(names, ", ") .. ") or a number", dp)
+  end
+end
+
 -- Keys of a caller's table in a fixed order, whatever their types: strings
 -- and numbers by value, others by type, then by what tostring shows.
 local function key_before(a, b)
@@ -132,21 +194,7 @@ function M.new_options(opts, has_luv)
   if type(slice) ~= "number" or slice ~= slice or slice < 0 or slice == math.huge then
     bad("slice_ms", "a number >= 0", opts.slice_ms)
   end
-  local ranks = opts.ranks or { "visible", "scene", "background" }
-  if type(ranks) ~= "table" or ranks[1] == nil then bad("ranks", "a non-empty list of rank names", ranks) end
-  local rank_of = {}
-  for i, r in ipairs(ranks) do
-    if type(r) ~= "string" or r == "" then bad("ranks", "a list of non-empty strings", r) end
-    if rank_of[r] then bad("ranks", "distinct names", r) end
-    rank_of[r] = i
-  end
-  local extra = M.first_non_list_key(ranks)
-  if extra ~= nil then bad("ranks", "a list (no other keys)", extra) end
-  o.ranks, o.rank_of = { (unpack or table.unpack)(ranks) }, rank_of
-  local dp = opts.default_priority
-  if dp == nil then dp = rank_of.scene and "scene" or ranks[math.ceil(#ranks / 2)] end
-  if not rank_of[dp] then bad("default_priority", "one of the ranks", dp) end
-  o.default_rank = rank_of[dp]
+  M.ranks(o, opts.ranks, opts.default_priority, bad)
   local pools = opts.pools or {}
   if type(pools) ~= "table" then bad("pools", "a table {name = capacity}", pools) end
   local names = M.sorted_keys(pools)
@@ -233,10 +281,24 @@ function M.run_options(o, opts, fn, is_signal, allow_key, depth)
     M.fail(fn, "opts.stall_ms", M.STALL_EXPECTED, opts.stall_ms, lv)
   end
   local p = opts.priority
-  if p ~= nil and not (type(p) == "function" or (type(p) == "string" and o.rank_of[p])) then
-    M.fail(fn, "opts.priority", "a rank name (" .. table.concat(o.ranks, ", ") .. ") or a function", p, lv)
-  end
+  if p ~= nil and not M.is_priority(o, p) then M.bad_priority(o, fn, "opts.priority", p, lv) end
   return opts
+end
+
+--- Whether p is a priority: a rank name, a number (not NaN), or a function.
+function M.is_priority(o, p)
+  local t = type(p)
+  if t == "string" then return o.rank_of[p] ~= nil end
+  if t == "number" then return p == p end
+  return t == "function"
+end
+
+function M.bad_priority(o, fn, arg, p, lv)
+  local what = "a rank name (" .. table.concat(o.ranks, ", ") .. "), a number (higher first) or a function"
+  if type(p) == "string" then
+    M.fail(fn, arg, what .. "; '" .. p .. "' is no rank", p, (lv or 2) + 1)
+  end
+  M.fail(fn, arg, what, p, (lv or 2) + 1)
 end
 
 return M

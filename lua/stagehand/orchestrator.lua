@@ -86,7 +86,9 @@ function Orchestrator.new(opts)
     slice_ms = v.slice_ms,
     ranks = v.ranks,
     rank_of = v.rank_of,
+    name_of = v.name_of,
     default_rank = v.default_rank,
+    num_box = setmetatable({}, { __mode = "v" }), -- number -> its box (priority.source)
     log = v.log or logm.stderr,
     cc = B.clock_new(),
     tm = B.timers_new(),

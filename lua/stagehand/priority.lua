@@ -2,8 +2,10 @@
 -- job's effective rank, which it inherits from everyone following or
 -- waiting on it.
 --
--- Ranks are numbers, 1 the highest. A source is a rank name, a function
--- returning one (read at every decision), or nil (the default). A decision
+-- A rank is a priority number negated: lower goes first, as the core's
+-- pools order their groups (options.ranks makes the names' ranks). A
+-- source is a rank name, a number (kept boxed: handle.box), a function
+-- returning either (read at every decision), or nil (the default). A decision
 -- (one report, one job:priority(), one grant) carries a cache, so each
 -- distinct function is called at most once however many callers share it,
 -- and each job's rank is worked out once however many paths lead to it.
@@ -27,19 +29,39 @@ local rawget, sort, concat = rawget, table.sort, table.concat
 
 local M = {}
 
-function M.name(o, r) return o.ranks[r] end
+local rank_key = require("stagehand.options").rank_key
+
+--- What a rank shows as: its name, or the number it stands for.
+function M.name(o, r)
+  local name = o.name_of[r]
+  if name then return name end
+  r = -r
+  if r == 0 then r = 0 end
+  return r
+end
+
+-- The rank of what a priority function answered: nil for anything but a
+-- rank name or a number.
+local function answer_rank(o, v)
+  if type(v) == "string" then return o.rank_of[v] end
+  if type(v) == "number" and v == v then return rank_key(v) end
+  return nil
+end
 
 --- The rank of one source in a decision; a function that raises or answers
---- an unknown rank counts as the default and is logged once.
+--- something other than a rank name or a number counts as the default and
+--- is logged once.
 function M.source_rank(o, src, cache)
   if src == nil then return o.default_rank end
-  if type(src) == "string" then return o.rank_of[src] or o.default_rank end
+  local t = type(src)
+  if t == "string" then return o.rank_of[src] or o.default_rank end
+  if t == "table" then return rank_key(src[1]) end -- (a number's box)
   if cache then
     local r = cache[src]
     if r then return r end
   end
   local ok, r = pcall(src)
-  local rank = ok and o.rank_of[r] or M.bad_source(o, src, ok, r)
+  local rank = ok and answer_rank(o, r) or M.bad_source(o, src, ok, r)
   if cache then cache[src] = rank end
   return rank
 end
@@ -50,9 +72,9 @@ function M.bad_source(o, src, ok, r)
   if not o.bad_sources[src] then
     o.bad_sources[src] = true
     local show = errors.show
-    local why = ok and ("returned " .. show(r) .. ", not a rank") or ("raised: " .. show(r))
+    local why = ok and ("returned " .. show(r) .. ", not a rank name or a number") or ("raised: " .. show(r))
     logm.guard(nil, "the log function", o.log,
-      "[stagehand] a priority function " .. why .. "; counting it as '" .. o.ranks[o.default_rank] .. "'")
+      "[stagehand] a priority function " .. why .. "; counting it as '" .. tostring(M.name(o, o.default_rank)) .. "'")
   end
   return o.default_rank
 end
@@ -73,11 +95,10 @@ end
 local function walk(job, cache, budget)
   cache = cache or {}
   local r = cache[job]
-  if r then return r end
+  if r ~= nil then return r or nil end -- (false: the guard below)
   local o = job[ORCH]
-  local worst = #o.ranks + 1
-  cache[job] = worst -- a guard: a wait cycle cannot recurse forever
-  local best = worst
+  cache[job] = false -- a guard: a wait cycle cannot recurse forever
+  local best -- (nil: nothing reaches it yet)
   local sources, n = {}, 0 -- (a caller's source may be nil: the default)
   for i = H, #job do
     n = n + 1
@@ -87,21 +108,19 @@ local function walk(job, cache, budget)
   local waiters = aw and list.members(aw, by_id) -- (in start order: see counts_of_many)
   for i = 1, n do
     local s = M.source_rank(o, sources[i], cache)
-    if s < best then best = s end
-    if best == 1 then break end
+    if best == nil or s < best then best = s end
   end
-  if best > 1 and waiters then
+  if waiters then
     for i = 1, #waiters do
       if budget then
         if budget.left <= 0 then break end
         budget.left = budget.left - 1
       end
       local s = walk(waiters[i], cache, budget)
-      if s < best then best = s end
-      if best == 1 then break end
+      if s ~= nil and (best == nil or s < best) then best = s end
     end
   end
-  if best == worst then best = o.default_rank end
+  if best == nil then best = o.default_rank end
   cache[job] = best
   return best
 end
@@ -167,7 +186,7 @@ function M.init_groups(o)
   o.births = 0
   local birth = o.birth
   o.by_birth = function(a, b) return birth[a] < birth[b] end
-  o.fn_group = {} -- group -> true, for groups of one function
+  o.fn_group = {} -- group -> true, for groups of one function or one number's box (collectable)
   o.fn_made = 0 -- function groups made since the last sweep
   o.sweep_min = 256 -- (chaos lowers it, to sweep often)
   o.sweep_at = o.sweep_min
@@ -210,6 +229,7 @@ local function sweep(o)
   for g = 1, o.next_group - 1 do
     if fn_group[g] and source_of[g] == nil then
       fn_group[g] = nil
+      o.fixed_rank[g] = nil -- (a number's box had one)
       free[#free + 1] = g
     end
   end
@@ -243,7 +263,8 @@ function M.group(o, src)
   if src == nil then return 0 end
   local g = o.group_of[src]
   if g then return g end
-  if type(src) == "function" then
+  local t = type(src)
+  if t ~= "string" then -- (a function or a number's box: the collector may take it)
     local made = o.fn_made + 1
     o.fn_made = made
     if made >= o.sweep_at and o.free_groups[1] == nil then sweep(o) end
@@ -251,11 +272,8 @@ function M.group(o, src)
   g = new_group(o)
   o.group_of[src] = g
   o.source_of[g] = src
-  if type(src) == "string" then
-    o.fixed_rank[g] = M.source_rank(o, src, nil)
-  else
-    o.fn_group[g] = true
-  end
+  if t ~= "function" then o.fixed_rank[g] = M.source_rank(o, src, nil) end
+  if t ~= "string" then o.fn_group[g] = true end
   return g
 end
 
@@ -272,14 +290,15 @@ local function group_of_set(o, ids)
   o.members[g] = ids
   o.set_users[g] = 0
   o.nsets = o.nsets + 1
-  local fixed = #o.ranks + 1
-  for i = 1, #ids do
+  local fixed = o.fixed_rank[ids[1]]
+  for i = 2, #ids do
+    if fixed == nil then break end
     local r = o.fixed_rank[ids[i]]
-    if not r then
+    if r == nil then
       fixed = nil
-      break
+    elseif r < fixed then
+      fixed = r
     end
-    if r < fixed then fixed = r end
   end
   o.fixed_rank[g] = fixed
   return g
@@ -310,7 +329,7 @@ end
 --- The rank of a set group in this grant round: the best of its members'.
 function M.set_rank(o, g)
   local ms = o.members[g]
-  local best = #o.ranks + 1
+  local best = math.huge -- (a set has members: one of them sets it)
   local fixed = o.fixed_rank
   for i = 1, #ms do
     local m = ms[i]
@@ -323,7 +342,7 @@ function M.set_rank(o, g)
         r = M.round_rank(o, m, src)
       end
     end
-    if r < best then best = r end
+    if r <= best then best = r end
   end
   return best
 end
@@ -334,11 +353,11 @@ set_rank_in = function(o, g, cache)
   if fixed then return fixed end
   local ms = o.members[g]
   if not ms then return M.source_rank(o, o.source_of[g], cache) end
-  local best = #o.ranks + 1
+  local best = math.huge -- (a set has members: one of them sets it)
   for i = 1, #ms do
     local m = ms[i]
     local r = o.fixed_rank[m] or M.source_rank(o, o.source_of[m], cache)
-    if r < best then best = r end
+    if r <= best then best = r end
   end
   return best
 end

@@ -26,7 +26,7 @@ function M.record(job, ended_at, cache)
     key = job[KEY] or nil, -- (false in the job: no key)
     label = job[LABEL],
     state = st or "running",
-    priority = o.ranks[priority.effective(job, cache)],
+    priority = priority.name(o, priority.effective(job, cache)),
     started_at = job[STARTED],
     ended_at = ended_at,
     error = err and tostring(err) or nil,

@@ -74,6 +74,7 @@ end
 function M.init(o, pools, names)
   o.pool_q, o.budget_q = {}, {} -- by name
   o.pool_list, o.budget_list = {}, {} -- the same queues, in creation order
+  o.worker_list = {} -- worker pools' dispatch queues (worker_queue), in creation order
   priority.init_groups(o)
   o.next_clock_group = 0
   o.permit_of = {} -- job -> the ms budget whose permit it holds this step
@@ -117,8 +118,55 @@ function M.budget(o, name, ops, ms)
   return q
 end
 
+--- A worker pool's dispatch queue (workers.lua): its requests wait in it
+--- as slot waiters do, each filed under its set of sources, and its grant
+--- round offers the best of them to the pool's workers
+--- (owner:_offer_round) rather than waking anyone: a worker is a slot, so a
+--- request's inherited priority and a frame's competition work as for
+--- slots. q.last[g] is each group's rank as last read, so a round knows
+--- whether a priority function's answer moved (q.stale).
+function M.worker_queue(o, owner)
+  local q = new_queue(o, owner:_describe(), "workers")
+  q.owner, q.last, q.stale = owner, {}, true
+  local list = o.worker_list
+  list[#list + 1] = q
+  return q
+end
+
+--- The pool is gone: its queue leaves the grant rounds.
+function M.drop_worker_queue(o, q)
+  local kept = {} -- (a new list: a round may be walking the old one)
+  local list = o.worker_list
+  for i = 1, #list do
+    if list[i] ~= q then kept[#kept + 1] = list[i] end
+  end
+  o.worker_list = kept
+  if o.grantable == q then o.grantable = false end
+end
+
+--- A request joins its pool's queue under its set of sources.
+function M.enqueue(o, q, job)
+  local g = set_of(o, job)
+  check(B.pool_enqueue(q.p, job[CID], g), "queue a request")
+  local fixed = o.fixed_rank[g]
+  if fixed then check(B.pool_fix_rank(q.p, g, fixed), "fix a group's rank") end
+  job[WAITQ] = q
+  dirty(o, q)
+  return g
+end
+
+--- A request leaves its pool's queue (a worker took it, or its job ended).
+function M.leave(q, job)
+  if job[WAITQ] ~= q then return end
+  check(B.pool_remove(q.p, job[CID]), "take a request out of its queue")
+  job[WAITQ] = false
+end
+
+M.dirty = dirty
+
 function Queue:_describe()
   if self.kind == "pool" then return "a slot of pool '" .. self.name .. "'" end
+  if self.kind == "workers" then return "a worker of " .. self.name end
   return "a permit of budget '" .. self.name .. "'"
 end
 function Queue:_follows() return nil end
@@ -144,6 +192,7 @@ local function moved(o, job, g)
   local fixed = o.fixed_rank[g]
   if fixed then check(B.pool_fix_rank(q.p, g, fixed), "fix a group's rank") end
   check(B.pool_move(q.p, job[CID], g), "move a waiter to its new group")
+  if q.kind == "workers" then q.owner:_reranked(q, g) end
 end
 
 -- A slot's release: called as release(), idempotent. A callable object, not
@@ -330,15 +379,31 @@ end
 -- reading is done.
 local pool_set_rank, pool_new_reads, pool_next_unread = B.pool_set_rank, B.pool_new_reads, B.pool_next_unread
 
-local function read_group(o, p, g)
+-- (A worker queue notes each group's rank: one that moved makes its
+-- offer stale.)
+local function noted(q, g, rank)
+  local last = q.last
+  if last and last[g] ~= rank then
+    last[g] = rank
+    q.stale = true
+  end
+end
+
+local function read_group(o, q, p, g)
   local src = o.source_of[g]
   if src ~= nil then
     local rank = priority.round_rank(o, g, src)
-    if o.source_of[g] == src then check(pool_set_rank(p, g, rank), "set a group's rank") end
+    if o.source_of[g] == src then
+      check(pool_set_rank(p, g, rank), "set a group's rank")
+      noted(q, g, rank)
+    end
   else
     local ms = o.members[g]
     local rank = priority.set_rank(o, g) -- a set of sources: the best of its members
-    if o.members[g] == ms then check(pool_set_rank(p, g, rank), "set a set's rank") end
+    if o.members[g] == ms then
+      check(pool_set_rank(p, g, rank), "set a set's rank")
+      noted(q, g, rank)
+    end
   end
 end
 
@@ -350,10 +415,11 @@ local function read_ranks(o, q)
   end
   local g = pool_next_unread(p)
   while g >= 0 do
-    read_group(o, p, g)
+    read_group(o, q, p, g)
     g = pool_next_unread(p)
   end
 end
+M.read_ranks = read_ranks
 
 local pool_grantable = B.pool_grantable
 
@@ -400,15 +466,25 @@ local function grant_all(o)
   for i = 1, #pools do
     if grant_free(o, pools[i]) then any = true end
   end
+  local workers = o.worker_list
+  for i = 1, #workers do
+    local q = workers[i]
+    q.owner:_offer_round(q) -- (an offer wakes no job here: nothing granted)
+  end
   return any
 end
 
---- Grants the slots that can be granted now. Returns true if any was.
+--- Grants the slots that can be granted now, and offers worker pools'
+--- requests to their workers. Returns true if any slot was granted.
 function M.grant(o)
   local g = o.grantable
   if not g then return false end
   o.grantable = false
   if g == true then return grant_all(o) end
+  if g.kind == "workers" then
+    g.owner:_offer_round(g)
+    return false
+  end
   return grant_free(o, g)
 end
 
@@ -501,11 +577,12 @@ sources.on_moved(moved)
 -- A group id about to be reused: no queue has waiters under it (its set or
 -- function is gone), and each queue's core forgets its rank.
 priority.on_forget(function(o, g)
-  local lists = { o.pool_list, o.budget_list }
-  for l = 1, 2 do
+  local lists = { o.pool_list, o.budget_list, o.worker_list }
+  for l = 1, 3 do
     local qs = lists[l]
     for i = 1, #qs do
       check(B.pool_forget_group(qs[i].p, g), "reuse a priority group")
+      if qs[i].last then qs[i].last[g] = nil end
     end
   end
 end)

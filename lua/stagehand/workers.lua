@@ -1,9 +1,16 @@
 -- Worker pools and long-lived workers: CPU work on other threads, each
 -- request a job of the orchestrator that follows every rule of jobs.
 --
--- A request is a job whose work pushes the request onto the pool's queue
--- (csrc/sh_work.c) and awaits its reply, with its stall clock paused until
--- a worker takes it. The pool is one of the orchestrator's outside sources
+-- A request is a job with no coroutine that waits for a worker as a job
+-- waits for a slot, then for its reply, with its stall clock paused until
+-- a worker takes it. Its payload is copied into the core at once and held
+-- there (csrc/sh_work.c, sh_work_hold); the job waits in the pool's
+-- dispatch queue (slots.worker_queue), filed under its set of priority
+-- sources, so it inherits priority from its callers and awaiters as any
+-- job does. The step's grant rounds offer the best queued requests to the
+-- workers (Pool:_offer_round): a free worker takes the first, and the rest
+-- are a lookahead that keeps workers busy between steps, chosen again at
+-- every round. The pool is one of the orchestrator's outside sources
 -- (outside.lua): each step collects what its workers reported (a request
 -- started, progress, a reply, a failure, a worker's exit).
 local E = require "stagehand.engine"
@@ -14,13 +21,18 @@ local settle = require "stagehand.settle"
 local wait = require "stagehand.wait"
 local options = require "stagehand.options"
 local each = require("stagehand.compat").each
-local on_collect = require("stagehand.compat").on_collect
 local signal = require "stagehand.signal"
 local logm = require "stagehand.log"
 local B = require "stagehand.backend"
 local failed = require("stagehand.errors").failed
+local slots = require "stagehand.slots"
+local dispatch = require "stagehand.dispatch"
+local handle = require "stagehand.handle"
+local sources = require "stagehand.sources"
 
-local STATE = F.STATE
+local STATE, WAITQ, H = F.STATE, F.WAITQ, F.H
+local check = B.check
+local pool_peek_next, pool_peek_end, pool_waiting = B.pool_peek_next, B.pool_peek_end, B.pool_waiting
 local fail = options.fail
 
 local M = {}
@@ -37,10 +49,11 @@ function M.threads() return native.default_threads() end
 ---------------------------------------------------------------------------
 -- Requests. A request is its job (a job with no coroutine: orch:_external),
 -- under the job's id: until the reply the pool keeps the job in `reqs`,
--- and for reprioritise its payload in `payloads` and its priority in
--- `prios`. The job is parked on one of its pool's two Waiting objects,
--- `w_queued` until a worker takes it, then `w_running`: a request makes no
--- table of its own.
+-- the core's slot holding its payload in `holds` until a worker takes it,
+-- and for reprioritise its payload in `payloads` and the Handle of the
+-- pool:run that made it in `own`. The job is parked on one of its pool's
+-- two Waiting objects, `w_queued` until a worker takes it, then
+-- `w_running`: a request makes no table of its own.
 local ID, LABEL, W, CID = F.ID, F.LABEL, F.W, F.CID
 
 local Waiting = {}
@@ -53,10 +66,15 @@ function Waiting:_abandon(job)
   local pool, id = self.pool, job[ID]
   if pool.reqs[id] ~= job then return end
   pool.reqs[id] = nil
-  pool.payloads[id], pool.prios[id] = nil, nil
+  pool.payloads[id], pool.own[id] = nil, nil
   pool.nreq = pool.nreq - 1
   if pool.service then return pool.ud:_close() end -- (a long-lived worker: told to stop, it exits)
-  if pool.ud:_remove(id) then return end
+  local slot = pool.holds[id]
+  if slot then
+    pool.holds[id] = nil
+    slots.leave(pool.q, job)
+    if pool.ud:_drop(slot, id) then return end -- (still held: nothing ran)
+  end
   local retire = pool.respawn
   local on = pool.ud:_abort(id, retire)
   if on and retire and not pool.destroyed then pool:_add_worker() end
@@ -74,7 +92,8 @@ end
 ---@field stall_ms number? its requests' stall time (the orchestrator's)
 
 ---@class stagehand.PoolRunOpts
----@field priority number? higher first (0)
+---@field priority (string|number|fun(): (string|number))? a rank name, a number (higher first) or a function
+---returning either, read live (0)
 ---@field signal stagehand.Signal? withdraws this caller when it aborts
 ---@field label string? the job's label ("module.fn_name")
 ---@field key string? the orchestrator's key space
@@ -164,7 +183,16 @@ function M.new_pool(orch, opts, start_workers)
     stall_ms = stall_ms,
     reqs = {}, -- job id -> the request's job, until its reply or the job's end
     payloads = {}, -- job id -> the payload it was given (reprioritise's)
-    prios = {}, -- job id -> its priority, unless 0 (reprioritise's)
+    own = {}, -- job id -> the Handle of the pool:run that made it (reprioritise's)
+    holds = {}, -- job id -> the core's slot holding it, until a worker takes it
+    q = false, -- the dispatch queue (slots.worker_queue; none for a long-lived worker)
+    size = 0, -- workers asked for (stagehand.pool's size)
+    depth = 0, -- the lookahead beyond one request a worker (_offer_round)
+    offer_list = {}, -- the last offer: slot, id, slot, id, ...
+    offer_ranks = {}, -- each offered request's rank, as read then
+    offer_k = 0, -- how many the last offer listed
+    offer_want = 0, -- how many it asked the queue for
+    worst = nil, -- the rank of the last one offered, when the offer was full
     events = {}, -- the batch of events _drain copied (collect)
     ev_n = 0, -- how many events it holds
     ev_at = 0, -- how many of them are handled
@@ -184,11 +212,18 @@ function M.new_pool(orch, opts, start_workers)
   self.w_queued = setmetatable({ pool = self, what = "a worker of " .. name .. " (queued)" }, Waiting)
   self.w_running = setmetatable({ pool = self, what = "a reply from a worker of " .. name }, Waiting)
   if start_workers then
+    self.size, self.depth = size, size
+    self.q = slots.worker_queue(orch, self)
     for _ = 1, size do self:_add_worker() end
   end
   outside.add(orch, self)
   return self
 end
+
+-- Dispatch (dispatch.lua): the step's grant rounds offer a pool's best
+-- queued requests to its workers.
+function Pool:_offer_round(q) return dispatch.offer_round(self, q) end
+function Pool:_reranked(q, g) return dispatch.cut(self, q, g) end
 
 local RUN_FIELDS = { priority = true, signal = true, label = true, key = true, stall_ms = true, phase = true }
 
@@ -197,34 +232,45 @@ local RUN_FIELDS = { priority = true, signal = true, label = true, key = true, s
 -- job's id. One function for every request, no closure each; request
 -- keeps the last ones around the call, as game code run inside it (a
 -- clock, a tracker's listener) may make requests of its own.
-local st_pool, st_seq, st_prio, st_root, st_fn, st_payload, st_lost = nil, 0, 0, nil, nil, nil, nil
+local st_pool, st_seq, st_root, st_fn, st_payload, st_lost = nil, 0, nil, nil, nil, nil
 
 local function park(job)
   local pool, id = st_pool, job[ID]
+  local ud = pool.ud
   pool.reqs[id] = job
   if st_payload ~= nil then pool.payloads[id] = st_payload end
-  if st_prio ~= 0 then pool.prios[id] = st_prio end
+  pool.own[id] = job[H]
   pool.nreq = pool.nreq + 1
-  local queued, err = pool.ud:_commit(st_seq, id)
-  if queued == nil then
-    -- (a request made meanwhile took its place: copied again, as given)
-    queued, err = pool.ud:_push(id, st_prio, st_root, st_fn, st_payload)
+  local queued, err
+  if pool.q then
+    queued, err = ud:_hold(st_seq, id)
+    if queued == nil then
+      -- (a request made meanwhile took its place: copied again, as given)
+      local seq
+      seq, err = ud:_stage(0, st_root, st_fn, st_payload)
+      if seq then queued, err = ud:_hold(seq, id) else queued = false end
+    end
+    if queued then pool.holds[id] = queued end
+  else
+    queued, err = ud:_commit(st_seq, id)
+    if queued == nil then queued, err = ud:_push(id, 0, st_root, st_fn, st_payload) end
   end
   wait.park_outside(job, pool.w_queued)
+  if queued and pool.q then dispatch.queue(pool, job) end
   if not queued then st_lost = err or false end
 end
 
 -- Stages `fn_name(...)` as a request and makes its job; root names the
 -- arguments in errors ("payload", "args"). A payload that cannot cross
 -- raises, with nothing queued and no job made.
-local function request(pool, fn_name, label, priority, run_opts, root, level, staged, err, payload)
+local function request(pool, fn_name, label, run_opts, root, level, staged, err, payload)
   local called = root == "args" and "stagehand.spawn" or "pool:run"
   if not staged then error("bad argument '" .. root .. "' to " .. called .. ": " .. tostring(err), level + 1) end
-  local p_pool, p_seq, p_prio, p_root, p_fn, p_payload = st_pool, st_seq, st_prio, st_root, st_fn, st_payload
-  st_pool, st_seq, st_prio, st_root, st_fn, st_payload, st_lost = pool, staged, priority, root, fn_name, payload, nil
+  local p_pool, p_seq, p_root, p_fn, p_payload = st_pool, st_seq, st_root, st_fn, st_payload
+  st_pool, st_seq, st_root, st_fn, st_payload, st_lost = pool, staged, root, fn_name, payload, nil
   local h, job = pool.orch:_external(label, run_opts, park)
   local lost = st_lost
-  st_pool, st_seq, st_prio, st_root, st_fn, st_payload, st_lost = p_pool, p_seq, p_prio, p_root, p_fn, p_payload, nil
+  st_pool, st_seq, st_root, st_fn, st_payload, st_lost = p_pool, p_seq, p_root, p_fn, p_payload, nil
   if lost ~= nil and job and not job[STATE] then
     -- Game code run while the job was made destroyed the pool (the job is
     -- cancelled), or changed the payload so that it cannot cross any more;
@@ -238,10 +284,23 @@ local function request(pool, fn_name, label, priority, run_opts, root, level, st
   return h
 end
 
+-- The options of a request that names none: priority 0, the pool's stall
+-- time (one table a pool, not one a request).
+local function plain_opts(pool)
+  local po = pool.plain
+  if not po then
+    po = { priority = 0, stall_ms = pool.stall_ms }
+    pool.plain = po
+  end
+  return po
+end
+
 --- Runs `module[fn_name](payload)` on a worker; returns a Handle on a job
---- of the pool's orchestrator. `opts`: `priority` (a number, higher
---- first), `signal`, `label`, `key`, `stall_ms`, `phase` (the load
---- tracker's: stagehand.tracker).
+--- of the pool's orchestrator. `opts`: `priority` (a rank name, a number,
+--- higher first, or a function returning either, read live; default 0),
+--- `signal`, `label`, `key`, `stall_ms`, `phase` (the load tracker's:
+--- stagehand.tracker). A request's priority is inherited like a job's: the
+--- highest of its callers' and of every job awaiting it.
 ---@param fn_name string
 ---@param payload any plain data, ports and round barriers
 ---@param opts stagehand.PoolRunOpts?
@@ -249,7 +308,7 @@ end
 function Pool:run(fn_name, payload, opts)
   check_pool(self, "run")
   if type(fn_name) ~= "string" or fn_name == "" then fail("pool:run", "fn_name", "a non-empty string", fn_name) end
-  local priority, label, run_opts = 0, nil, nil
+  local label, run_opts = nil, nil
   if opts ~= nil then
     if type(opts) ~= "table" then fail("pool:run", "opts", "a table", opts) end
     for k in each, opts do
@@ -257,11 +316,11 @@ function Pool:run(fn_name, payload, opts)
         fail("pool:run", "opts." .. tostring(k), "one of priority, signal, label, key, stall_ms, phase", opts[k])
       end
     end
-    if opts.priority ~= nil then
-      priority = opts.priority
-      if type(priority) ~= "number" or priority ~= priority then
-        fail("pool:run", "opts.priority", "a number (higher first)", priority)
-      end
+    local prio = opts.priority
+    if prio == nil then
+      prio = 0
+    elseif not options.is_priority(self.orch, prio) then
+      options.bad_priority(self.orch, "pool:run", "opts.priority", prio, 2)
     end
     label = opts.label
     if label ~= nil and (type(label) ~= "string" or label == "") then
@@ -279,13 +338,11 @@ function Pool:run(fn_name, payload, opts)
     if opts.phase ~= nil and (type(opts.phase) ~= "string" or opts.phase == "") then
       fail("pool:run", "opts.phase", "a non-empty string (a phase of the load tracker)", opts.phase)
     end
-    run_opts = { signal = opts.signal, key = opts.key, stall_ms = opts.stall_ms, phase = opts.phase }
+    run_opts = { signal = opts.signal, key = opts.key, stall_ms = opts.stall_ms or self.stall_ms, phase = opts.phase,
+      priority = prio }
   end
   if self.destroyed then error("pool:run: " .. self:_describe() .. " was destroyed", 2) end
-  if self.stall_ms and not (run_opts and run_opts.stall_ms) then
-    run_opts = run_opts or {}
-    run_opts.stall_ms = self.stall_ms
-  end
+  run_opts = run_opts or plain_opts(self)
   -- (The payload is copied now: one that cannot cross raises here, with
   -- nothing queued.)
   if not label then
@@ -295,10 +352,10 @@ function Pool:run(fn_name, payload, opts)
       self.labels[fn_name] = label
     end
   end
-  local key = run_opts and run_opts.key
+  local key = run_opts.key
   if key and self.orch:running(key) then return (self.orch:_external(label, run_opts, park)) end
-  local staged, err = self.ud:_stage(priority, "payload", fn_name, payload)
-  return request(self, fn_name, label, priority, run_opts, "payload", 2, staged, err, payload)
+  local staged, err = self.ud:_stage(0, "payload", fn_name, payload)
+  return request(self, fn_name, label, run_opts, "payload", 2, staged, err, payload)
 end
 
 --- Requests queued, not started.
@@ -336,31 +393,57 @@ function Pool:paused()
   return self.is_paused
 end
 
---- Gives each queued request the priority `fn(payload, priority)` returns;
---- within a priority, requests keep their queue order.
----@param fn fun(payload: any, priority: number): number
+--- Gives each queued request the priority `fn(payload, priority)` returns
+--- (`priority`: what its pool:run gave, 0 when none; the answer: a rank
+--- name, a number or a function); within a priority, requests keep their
+--- queue order. Priorities inherited from other callers and awaiting jobs
+--- still count.
+---@param fn fun(payload: any, priority: string|number|function): (string|number|function)
 function Pool:reprioritise(fn)
   check_pool(self, "reprioritise")
   if type(fn) ~= "function" then fail("pool:reprioritise", "fn", "a function", fn) end
-  local ids = self.ud:_queued_ids()
+  local o = self.orch
+  -- In queue order: by rank as last read, then arrival.
+  local jobs = {}
+  local holds, ud, q = self.holds, self.ud, self.q
+  if q and not self.destroyed then
+    local cid = pool_peek_next(q.p)
+    while cid >= 0 do
+      local job = o.by_slot[cid]
+      local id = job[ID]
+      -- (still held: one a worker took, its start not yet read, is running)
+      if ud:_held(holds[id], id) then jobs[#jobs + 1] = job end
+      cid = pool_peek_next(q.p)
+    end
+    check(pool_peek_end(q.p), "end a peek")
+  end
   local new = {}
-  for i = 1, #ids do
-    local job = self.reqs[ids[i]]
-    if job then
-      local p = fn(self.payloads[ids[i]], self.prios[ids[i]] or 0)
-      if type(p) ~= "number" or p ~= p then
-        error("pool:reprioritise: fn returned " .. tostring(p) .. " for a request of " .. job[LABEL]
-          .. "; expected a number", 2)
-      end
-      new[i] = p
+  for i = 1, #jobs do
+    local job = jobs[i]
+    local h = self.own[job[ID]]
+    local src = h and rawget(h, 2)
+    if type(src) == "table" then src = src[1] end -- (a number's box)
+    local p = fn(self.payloads[job[ID]], src == nil and 0 or src)
+    if not options.is_priority(o, p) then
+      error("pool:reprioritise: fn returned " .. options.describe(p) .. " for a request of " .. job[LABEL]
+        .. "; expected a rank name (" .. table.concat(o.ranks, ", ") .. "), a number or a function", 2)
+    end
+    new[i] = p
+  end
+  for i = 1, #jobs do
+    local job = jobs[i]
+    local h = self.own[job[ID]]
+    -- (its own caller still in: a caller that left took its priority along)
+    if job[WAITQ] and h and not job[STATE] and rawget(job, rawget(h, 3)) == h then
+      sources.remove_caller(o, job, h)
+      local p = new[i]
+      if type(p) == "number" then p = handle.box(o, p) end
+      rawset(h, 2, p)
+      sources.add_caller(o, job, h)
     end
   end
-  for i = 1, #ids do
-    if new[i] and self.reqs[ids[i]] then
-      self.prios[ids[i]] = new[i] ~= 0 and new[i] or nil
-      self.ud:_set_priority(ids[i], new[i])
-    end
-  end
+  if self.q then slots.dirty(o, self.q) end
+  if not o.stepping then o.driver.reschedule(o) end
 end
 
 -- Ends the destroy: every worker exited, or close_timeout_ms passed (the
@@ -423,6 +506,7 @@ function Pool:destroy()
   local reason = self:_describe() .. " was destroyed"
   local h, job = self.orch:_awaiting("destroying " .. self:_describe(), setmetatable({ pool = self }, Exiting))
   self.destroyed, self.destroy_job, self.destroy_reason = h, job, reason
+  if self.q then slots.drop_worker_queue(self.orch, self.q) end
   self.ud:_close()
   -- (A reply that arrived before the destroy ends its request done: its
   -- work is over, whenever the step that would collect it comes.)
@@ -436,6 +520,11 @@ end
 local function started(pool, job)
   if job[W] == pool.w_queued then
     job[W] = pool.w_running
+    local id = job[ID]
+    if pool.holds[id] then
+      pool.holds[id] = nil
+      slots.leave(pool.q, job)
+    end
     wait.outside_started(job)
   end
 end
@@ -456,7 +545,11 @@ function Pool:collect()
     if not self.destroy_done then finish_destroy(self) end
     if self.live == 0 and not self.destroy_ended then end_destroy(self) end
   end
-  return self:_collect_events()
+  self:_collect_events()
+  -- Every step is a grant round for a pool with requests queued: their
+  -- priority functions are read again, and the offer chosen again.
+  local q = self.q
+  if q and not self.destroyed and pool_waiting(q.p) > 0 then slots.dirty(self.orch, q) end
 end
 
 function Pool:_collect_events()
@@ -508,7 +601,11 @@ function Pool:_collect_events()
       buf[k + 2], buf[k + 3] = nil, nil -- (the buffer keeps no reply alive)
       if job then
         reqs[id] = nil
-        self.payloads[id], self.prios[id] = nil, nil
+        self.payloads[id], self.own[id] = nil, nil
+        if self.holds[id] then
+          self.holds[id] = nil
+          slots.leave(self.q, job) -- (its start went unread)
+        end
         self.nreq = self.nreq - 1
         if not job[STATE] then
           job[W] = false -- (the reply ends its wait: it has nothing to leave)
@@ -556,68 +653,7 @@ function Pool:waiting(now, all)
   return lines
 end
 
----------------------------------------------------------------------------
--- Long-lived workers: a pool of one worker running one request that is
--- never stalled by its own clock.
-
----@class stagehand.Worker
----@field done stagehand.Handle
-local Service = {}
-Service.__index = Service
-
---- Tells the worker to stop: stopping() turns true in it, and its waits
---- on ports and rounds return nil or false from now on.
-function Service:stop()
-  if getmetatable(self) ~= Service then options.bad_self("w:stop", "a worker from stagehand.spawn", self, 2) end
-  self.stopped = true
-  if not self.done._st then self.pool.ud:_stop_worker(0, false) end
-end
-
---- "running", "done", "failed" or "stopped".
----@return string
-function Service:state()
-  if getmetatable(self) ~= Service then options.bad_self("w:state", "a worker from stagehand.spawn", self, 2) end
-  local st = self.done._st
-  if not st then return "running" end
-  if st == "failed" then return "failed" end
-  if st ~= "done" or self.stopped then return "stopped" end
-  return "done"
-end
-
---- Runs `module.function(...)` on a thread of its own (the part after the
---- last dot names the function), its arguments copied in. Returns `w`:
---- `w.done` (a Handle on what it returned; it never stalls), `w:stop()`,
---- `w:state()`.
----@param orch stagehand.Orchestrator
----@param name string "module.function"
----@return stagehand.Worker
-function M.spawn(orch, name, ...)
-  check_orch(orch, "stagehand.spawn")
-  local module, fn
-  if type(name) == "string" then module, fn = name:match("^(.+)%.([^.]+)$") end
-  if not module then fail("stagehand.spawn", "name", "\"module.function\"", name) end
-  -- Its arguments are copied before its thread starts: arguments that
-  -- cannot cross leave nothing behind (the pool has no worker yet).
-  local pool = M.new_pool(orch, { module = module, size = 1, stall_ms = math.huge }, false)
-  pool.service = name
-  local w = setmetatable({ pool = pool, stopped = false }, Service)
-  local staged, err = pool.ud:_stage(0, "args", fn, ...)
-  local ok, h = pcall(request, pool, fn, name, 0, { stall_ms = math.huge }, "args", 1, staged, err, (...))
-  if not ok then
-    pool.ud:_close()
-    outside.remove(orch, pool)
-    error(h, 2)
-  end
-  pool:_add_worker()
-  w.done = h
-  -- A worker whose `w` the game drops is told to stop when `w` is
-  -- collected: nothing could stop it any more. (The pool is the
-  -- orchestrator's until the worker exits; w.done may outlive w.)
-  w.collected = on_collect(function()
-    if not pool.destroyed and not h._st then pcall(pool.ud._stop_worker, pool.ud, 0, false) end
-  end)
-  return w
-end
-
+-- (Long-lived workers, stagehand.spawn, are pools of one: spawn.lua.)
+M.request, M.check_orch = request, check_orch
 M.Pool = Pool
 return M
