@@ -163,8 +163,11 @@ function stagehand_Orchestrator:when(key, label, opts) end
 ---@param capacity integer
 function stagehand_Orchestrator:pool(name, capacity) end
 
---- {[name] = {capacity =, in_use =, waiting =}} for every pool.
----@return table<string, {capacity: integer, in_use: integer, waiting: integer}>
+--- {[name] = {capacity =, in_use =, waiting =}} for every slot pool, and
+--- for every budget {budget = "ops" | "ms", limit =, in_use =, waiting =}
+--- (in_use: permits granted in this step, or the ms their holders ran),
+--- under its name ("NAME (budget)" where a pool has the name).
+---@return table<string, {capacity: integer?, in_use: number, waiting: integer, budget: string?, limit: number?}>
 function stagehand_Orchestrator:pools() end
 
 --- Declares a per-step budget: {ops = n} permits a step, or {ms = m} of
@@ -662,9 +665,11 @@ local stagehand_Trace = {}
 function stagehand_Trace:stop() end
 
 --- What was recorded, in order, as Lua tables: {kind = "start" | "end" |
---- "wait" | "hold" | "permit", id =, label =, t = (start, end, permit),
---- from =, to = (wait, hold: to is false while it lasts), what = (wait,
---- hold, permit), state = (end)}.
+--- "wait" | "hold" | "permit" | "dispatch", id =, label =, t = (start,
+--- end, permit, dispatch), from =, to = (wait, hold: to is false while it
+--- lasts), what = (wait, hold, permit), state = (end), priority = and
+--- from = (dispatch: a worker took the request, at that effective
+--- priority; from names the job awaiting it that raised it, or is nil)}.
 ---@return table[]
 function stagehand_Trace:events() end
 

@@ -74,18 +74,30 @@ function M.offer_round(pool, q)
 end
 
 -- A request whose rank (group g's) is known and goes before part of the
--- offer cuts that part off; an unknown one waits for the next round.
-function M.cut(pool, q, g)
+-- offer cuts that part off; an unknown one waits for the next round. A
+-- request offered already (job) whose rank fell cuts the offer from its
+-- own place.
+function M.cut(pool, q, g, job)
   q.stale = true
   local k = pool.offer_k
   if k == 0 then return end
   local r = known_rank(pool.orch, q, g)
-  if r == nil then return end
-  local ranks = pool.offer_ranks
-  if r >= ranks[k] then return end
+  local ranks, list = pool.offer_ranks, pool.offer_list
   local keep = k
-  while keep > 0 and ranks[keep] > r do keep = keep - 1 end
-  pool.ud:_offer(pool.offer_list, keep)
+  if job then
+    local id = job[ID]
+    for i = 1, k do
+      if list[2 * i] == id then
+        if r == nil or r > ranks[i] then keep = i - 1 end
+        break
+      end
+    end
+  end
+  if r ~= nil then
+    while keep > 0 and ranks[keep] > r do keep = keep - 1 end
+  end
+  if keep == k then return end
+  pool.ud:_offer(list, keep)
   pool.offer_k, pool.worst = keep, nil
 end
 

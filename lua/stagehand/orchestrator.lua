@@ -408,8 +408,11 @@ function Orchestrator:pool(name, capacity)
   if not self.stepping then self.driver.reschedule(self) end
 end
 
---- {[name] = {capacity =, in_use =, waiting =}} for every pool.
----@return table<string, {capacity: integer, in_use: integer, waiting: integer}>
+--- {[name] = {capacity =, in_use =, waiting =}} for every slot pool, and
+--- for every budget {budget = "ops" | "ms", limit =, in_use =, waiting =}
+--- (in_use: permits granted in this step, or the ms their holders ran),
+--- under its name ("NAME (budget)" where a pool has the name).
+---@return table<string, {capacity: integer?, in_use: number, waiting: integer, budget: string?, limit: number?}>
 function Orchestrator:pools()
   check_self(self, "pools")
   return slots.report(self)
@@ -665,6 +668,7 @@ function Orchestrator:dump()
     if r.waiting_on then
       s = s .. string.format("; waiting on %s for %s ms", r.waiting_on, errors.ms(now - r.waiting_since))
     end
+    if r.priority_from then s = s .. "; " .. tostring(r.priority) .. " from " .. r.priority_from .. " awaiting it" end
     lines[#lines + 1] = s
   end
   return table.concat(lines, "\n")

@@ -140,6 +140,48 @@ function M.effective(job, cache)
   return set_rank_in(job[ORCH], M.set_of(job[ORCH], job), cache or {})
 end
 
+--- Where a job's effective rank comes from, for report, dump and the
+--- trace: nil when one of its own callers gives it (or nothing does: the
+--- default), else the job awaiting it that gives it, found down the
+--- awaiters ("#7 portrait", or "#9 loader, through #7 portrait").
+function M.origin(job, cache)
+  cache = cache or {}
+  local o = job[ORCH]
+  local rank = M.effective(job, cache)
+  for i = H, #job do
+    if M.source_rank(o, rawget(job[i], 2), cache) == rank then return nil end
+  end
+  local through = {}
+  local seen = { [job] = true }
+  local at = job
+  for _ = 1, 16 do -- (a chain of awaits named a few links deep)
+    local aw = o.awaiters[at]
+    local ws = aw and list.members(aw, by_id)
+    local next_job
+    for i = 1, ws and #ws or 0 do
+      local w = ws[i]
+      if not seen[w] and M.effective(w, cache) == rank then
+        next_job = w
+        break
+      end
+    end
+    if not next_job then break end
+    seen[next_job] = true
+    through[#through + 1] = "#" .. next_job[F.ID] .. " " .. next_job[F.LABEL]
+    at = next_job
+    for i = H, #at do
+      if M.source_rank(o, rawget(at[i], 2), cache) == rank then
+        local n = #through
+        if n == 1 then return through[1] end
+        local path = {}
+        for k = n - 1, 1, -1 do path[#path + 1] = through[k] end
+        return through[n] .. ", through " .. concat(path, ", through ")
+      end
+    end
+  end
+  return through[1]
+end
+
 ---------------------------------------------------------------------------
 -- Source sets.
 --

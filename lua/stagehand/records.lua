@@ -27,6 +27,7 @@ function M.record(job, ended_at, cache)
     label = job[LABEL],
     state = st or "running",
     priority = priority.name(o, priority.effective(job, cache)),
+    priority_from = not st and priority.origin(job, cache) or nil, -- (raised by a job awaiting it)
     started_at = job[STARTED],
     ended_at = ended_at,
     error = err and tostring(err) or nil,

@@ -192,7 +192,7 @@ local function moved(o, job, g)
   local fixed = o.fixed_rank[g]
   if fixed then check(B.pool_fix_rank(q.p, g, fixed), "fix a group's rank") end
   check(B.pool_move(q.p, job[CID], g), "move a waiter to its new group")
-  if q.kind == "workers" then q.owner:_reranked(q, g) end
+  if q.kind == "workers" then q.owner:_reranked(q, g, job) end
 end
 
 -- A slot's release: called as release(), idempotent. A callable object, not
@@ -553,13 +553,25 @@ function M.release_all(_, job)
   -- queued to run once more, ended or not.
 end
 
---- orch:pools(): {[name] = {capacity =, in_use =, waiting =}}
+--- orch:pools(): {[name] = {capacity =, in_use =, waiting =}} for each
+--- slot pool, and for each budget {budget = "ops" | "ms", limit =, in_use
+--- = (permits granted in this step), waiting =}, under its name (or
+--- "NAME (budget)" where a pool has that name).
 function M.report(o)
   local out = {}
   for name, q in each, o.pool_q do
     out[name] = {
       capacity = tonumber(B.pool_capacity(q.p)),
       in_use = tonumber(B.pool_in_use(q.p)),
+      waiting = tonumber(B.pool_waiting(q.p)),
+    }
+  end
+  for name, q in each, o.budget_q do
+    local key = out[name] and name .. " (budget)" or name
+    out[key] = {
+      budget = q.ms and "ms" or "ops",
+      limit = q.ms or q.ops,
+      in_use = q.ms and q.spent or tonumber(B.pool_in_use(q.p)),
       waiting = tonumber(B.pool_waiting(q.p)),
     }
   end

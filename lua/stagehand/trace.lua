@@ -65,6 +65,12 @@ function Trace:unhold(job, what, now)
   end
 end
 
+-- A worker took a request: its effective priority then, and the job
+-- awaiting it that raised it (from; nil when its own callers give it).
+function Trace:dispatched(job, prio, from, now)
+  add(self, { kind = "dispatch", id = job[ID], label = job[LABEL], t = now, priority = prio, from = from })
+end
+
 -- A permit granted (it lasts as long as the holder runs in that step).
 function Trace:permit(job, what, now)
   add(self, { kind = "permit", id = job[ID], label = job[LABEL], what = what, t = now })
@@ -96,9 +102,11 @@ function Trace:stop()
 end
 
 --- What was recorded, in order, as Lua tables: {kind = "start" | "end" |
---- "wait" | "hold" | "permit", id =, label =, t = (start, end, permit),
---- from =, to = (wait, hold: to is false while it lasts), what = (wait,
---- hold, permit), state = (end)}.
+--- "wait" | "hold" | "permit" | "dispatch", id =, label =, t = (start,
+--- end, permit, dispatch), from =, to = (wait, hold: to is false while it
+--- lasts), what = (wait, hold, permit), state = (end), priority = and
+--- from = (dispatch: a worker took the request, at that effective
+--- priority; from names the job awaiting it that raised it, or is nil)}.
 ---@return table[]
 function Trace:events()
   check_trace(self, "events")
@@ -211,6 +219,12 @@ function Trace:write(path)
       emit({ '"name":' .. json_string((e.kind == "wait" and "waiting on " or "holding ") .. e.what),
         '"cat":"' .. e.kind .. '"', '"ph":"X"', '"pid":1', '"tid":' .. e.id, '"ts":' .. us(e.from - t0),
         '"dur":' .. us(math.max(0, to - e.from)) })
+    elseif e.kind == "dispatch" then
+      emit({ '"name":' .. json_string("to a worker at " .. tostring(e.priority)
+        .. (e.from and " (from " .. e.from .. ")" or "")), '"cat":"dispatch"', '"ph":"i"', '"s":"t"', '"pid":1',
+        '"tid":' .. e.id, '"ts":' .. us(e.t - t0),
+        '"args":{"priority":' .. json_string(tostring(e.priority))
+        .. (e.from and ',"from":' .. json_string(e.from) or "") .. "}" })
     elseif e.kind == "permit" then
       emit({ '"name":' .. json_string("granted " .. e.what), '"cat":"permit"', '"ph":"i"', '"s":"t"', '"pid":1',
         '"tid":' .. e.id, '"ts":' .. us(e.t - t0) })

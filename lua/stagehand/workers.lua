@@ -27,6 +27,7 @@ local B = require "stagehand.backend"
 local failed = require("stagehand.errors").failed
 local slots = require "stagehand.slots"
 local dispatch = require "stagehand.dispatch"
+local priority = require "stagehand.priority"
 local handle = require "stagehand.handle"
 local sources = require "stagehand.sources"
 
@@ -223,7 +224,7 @@ end
 -- Dispatch (dispatch.lua): the step's grant rounds offer a pool's best
 -- queued requests to its workers.
 function Pool:_offer_round(q) return dispatch.offer_round(self, q) end
-function Pool:_reranked(q, g) return dispatch.cut(self, q, g) end
+function Pool:_reranked(q, g, job) return dispatch.cut(self, q, g, job) end
 
 local RUN_FIELDS = { priority = true, signal = true, label = true, key = true, stall_ms = true, phase = true }
 
@@ -517,14 +518,27 @@ end
 
 -- A queued request's worker took it: its job waits for the reply now, and
 -- its stall clock runs.
+-- A worker took a queued request: it leaves the dispatch queue (and a
+-- trace records the priority it went at).
+local function taken(pool, job)
+  local id = job[ID]
+  if not pool.holds[id] then return end
+  local o = pool.orch
+  local tr = o.tracer
+  if tr and job[WAITQ] and not job[STATE] then
+    -- (its rank as the last round read it; where it came from, found now)
+    local g = priority.set_of(o, job)
+    local rank = o.fixed_rank[g] or pool.q.last[g] or priority.effective(job)
+    tr:dispatched(job, priority.name(o, rank), priority.origin(job), o.now)
+  end
+  pool.holds[id] = nil
+  slots.leave(pool.q, job)
+end
+
 local function started(pool, job)
   if job[W] == pool.w_queued then
     job[W] = pool.w_running
-    local id = job[ID]
-    if pool.holds[id] then
-      pool.holds[id] = nil
-      slots.leave(pool.q, job)
-    end
+    taken(pool, job)
     wait.outside_started(job)
   end
 end
@@ -602,10 +616,7 @@ function Pool:_collect_events()
       if job then
         reqs[id] = nil
         self.payloads[id], self.own[id] = nil, nil
-        if self.holds[id] then
-          self.holds[id] = nil
-          slots.leave(self.q, job) -- (its start went unread)
-        end
+        taken(self, job) -- (its start went unread)
         self.nreq = self.nreq - 1
         if not job[STATE] then
           job[W] = false -- (the reply ends its wait: it has nothing to leave)
