@@ -74,6 +74,54 @@ function M.run(report, results)
     xs[r] = ours(N)
   end
   report("100,000 trivial requests, a pool of 2", median(xs), "luv's uv.new_work, each", median(ys), 1)
+  -- The same requests ranked by three priority sources (a rank name, a
+  -- number and a function, in turn), against a fixed number: requests are
+  -- ranked like jobs, and dispatched by the step's grant rounds.
+  local function near() return 70 end
+  local three = { { priority = "visible" }, { priority = 30 }, { priority = near } }
+  local fixed = { priority = 30 }
+  local function ranked(n, opts_of)
+    local orch = new_orch()
+    local pool = stagehand.pool(orch, { module = "bench", source = SOURCE, size = 2 })
+    orch:wait(pool:run("noop", 0), 10000)
+    local t0 = wall()
+    for i = 1, n do pool:run("noop", i, opts_of(i)) end
+    orch:loop()
+    local ms = wall() - t0
+    orch:wait(pool:destroy(), 10000)
+    return ms * 1e6 / n
+  end
+  local function by_three(i) return three[i % 3 + 1] end
+  local function by_fixed() return fixed end
+  local ts, fs = {}, {}
+  for r = 1, ROUNDS do
+    collectgarbage()
+    fs[r] = ranked(N, by_fixed)
+    collectgarbage()
+    ts[r] = ranked(N, by_three)
+  end
+  report("  ... three priority sources", median(ts), "a fixed number", median(fs), 1.25)
+  report("  ... three priority sources", median(ts), "luv's uv.new_work, each", median(ys), 1)
+  -- 4,000 requests, each with a priority closure of its own (a distance
+  -- read live), against the same with one shared function.
+  local M4 = 4000
+  local function shared_fn() return 10 end
+  local function with_closures(n)
+    return ranked(n, function(i)
+      local d = i % 97
+      return { priority = function() return 100 - d end }
+    end)
+  end
+  local shared_opts = { priority = shared_fn }
+  local function with_shared(n) return ranked(n, function() return shared_opts end) end
+  local cs, ss = {}, {}
+  for r = 1, ROUNDS do
+    collectgarbage()
+    ss[r] = with_shared(M4)
+    collectgarbage()
+    cs[r] = with_closures(M4)
+  end
+  report("4,000 requests, a priority closure each", median(cs), "one shared function", median(ss), 2)
   -- What a game gets from luv alone keeps none of stagehand's promises (a
   -- request that never comes back hangs its caller). The same requests
   -- through luv, each awaited by a job of its own (a future its callback

@@ -43,7 +43,7 @@ function M.offer_round(pool, q)
   slots.read_ranks(o, q) -- (each priority function once a step: runs game code)
   if pool.destroyed or q ~= pool.q then return end
   local ud = pool.ud
-  if not q.stale and ud:_offered() >= pool.live then return end -- (unchanged, and enough for now)
+  if not q.stale and ud:_offered() > 0 then return end -- (unchanged, and not yet taken up)
   local want = pool.live + pool.depth
   local list, ranks, k = pool.offer_list, pool.offer_ranks, 0
   local holds, by_slot, fixed, last = pool.holds, o.by_slot, o.fixed_rank, q.last
