@@ -637,6 +637,30 @@ static void clock_groups_count_only_activity_after_joining(void) {
   sh_clock_free(c);
 }
 
+/* Peeking lists the best waiters in grant order and leaves the queue as
+ * it was; a queue changed between peek_next and peek_end stays whole. */
+static void pool_peeks_without_granting(void) {
+  sh_pool *p = sh_pool_new();
+  int32_t i;
+  sh_pool_set_capacity(p, 1);
+  for (i = 0; i < 6; i++) CHECK(sh_pool_enqueue(p, i, i % 2) == SH_OK);
+  CHECK(sh_pool_fix_rank(p, 0, 0.5) == SH_OK);
+  CHECK(sh_pool_fix_rank(p, 1, -2.25) == SH_OK); /* (a fraction, lower first) */
+  CHECK(sh_pool_set_rank(p, 1, 0.0 / 0.0) == SH_EINVAL);
+  CHECK(sh_pool_peek_next(p) == 1 && sh_pool_peek_next(p) == 3 && sh_pool_peek_next(p) == 5);
+  CHECK(sh_pool_peek_next(p) == 0 && sh_pool_waiting(p) == 2);
+  CHECK(sh_pool_peek_end(p) == SH_OK);
+  CHECK(sh_pool_waiting(p) == 6 && sh_pool_check(p) == SH_OK);
+  CHECK(sh_pool_best(p) == 1 && sh_pool_rank_of(p, 3) == -2.25);
+  CHECK(sh_pool_peek_next(p) == 1);
+  CHECK(sh_pool_enqueue(p, 1, 0) == SH_OK); /* (queued again meanwhile: it stays where it is) */
+  CHECK(sh_pool_peek_next(p) == 3);
+  CHECK(sh_pool_peek_end(p) == SH_OK && sh_pool_check(p) == SH_OK);
+  CHECK(sh_pool_waiting(p) == 6 && sh_pool_best(p) == 3 && sh_pool_group_of(p, 1) == 0);
+  CHECK(sh_pool_peek_end(NULL) == SH_EINVAL && sh_pool_peek_next(NULL) == -1);
+  sh_pool_free(p);
+}
+
 static void pool_grants_by_rank_then_arrival(void) {
   sh_pool *p = sh_pool_new();
   int32_t g;
@@ -1064,6 +1088,7 @@ int main(void) {
   clock_groups_count_pool_activity_as_progress();
   clock_groups_count_only_activity_after_joining();
   pool_grants_by_rank_then_arrival();
+  pool_peeks_without_granting();
   pool_move_keeps_arrival();
   pool_forget_group_resets_the_id();
   pool_grantable_counts_free_slots_and_waiters();

@@ -420,6 +420,72 @@ static SH__THREAD_RETURN queue_worker(void *arg) {
   return 0;
 }
 
+/* Gated dispatch: held requests are taken only once offered, in the
+ * offer's order; a new offer replaces the last (reporting what it left
+ * untaken); a dropped or taken request is passed over; close frees what
+ * is held. */
+static void work_queues_give_held_requests_only_as_offered(void) {
+  sh_notify *n = sh_notify_new();
+  sh_work *w = sh_work_new(n);
+  wq_worker k;
+  sh__thread t;
+  int32_t slots[4], offer_slots[4];
+  int64_t offer_ids[4], id;
+  int i, kind, order[4], got = 0;
+  int32_t wk;
+  sh_msg *m;
+  double a, b;
+  for (i = 0; i < 4; i++) {
+    slots[i] = sh_work_hold(w, 10 + i, int_msg(i));
+    CHECK(slots[i] >= 0);
+  }
+  CHECK(sh_work_hold(w, 99, NULL) == SH_EINVAL);
+  CHECK(sh_work_queued(w) == 4);
+  CHECK(sh_work_held(w, slots[2], 12) && !sh_work_held(w, slots[2], 11));
+  CHECK(sh_work_drop(w, slots[1], 11) == SH_OK); /* taken back before any offer */
+  CHECK(sh_work_drop(w, slots[1], 11) == SH_ESTATE);
+  CHECK(sh_work_queued(w) == 3);
+  k.w = w, k.ran = 0, k.index = sh_work_add_worker(w);
+  sh_work_ref(w);
+  sh__thread_start(&t, queue_worker, &k);
+  sh_sleep_ms(5);
+  CHECK(k.ran == 0); /* held, not offered: nothing taken */
+  /* offered: 13 first, then the dropped 11 (passed over), then 10; 12 stays held */
+  offer_slots[0] = slots[3], offer_ids[0] = 13;
+  offer_slots[1] = slots[1], offer_ids[1] = 11;
+  offer_slots[2] = slots[0], offer_ids[2] = 10;
+  CHECK(sh_work_offer(w, offer_slots, offer_ids, 3) == 0);
+  while (got < 2) {
+    uint64_t seen = sh_notify_gen(n);
+    if (sh_work_next_event(w, &id, &kind, &wk, &m, &a, &b) != SH_OK) {
+      sh_notify_wait(n, seen, 1000);
+      continue;
+    }
+    if (kind == SH_EV_DONE) {
+      order[got++] = (int)id;
+      sh_msg_free(m);
+    }
+  }
+  CHECK(order[0] == 13 && order[1] == 10);
+  CHECK(sh_work_queued(w) == 1 && sh_work_offered(w) == 0);
+  CHECK(sh_work_offer(w, NULL, NULL, -1) == SH_EINVAL);
+  sh_work_pause(w, 1);
+  offer_slots[0] = slots[2], offer_ids[0] = 12;
+  CHECK(sh_work_offer(w, offer_slots, offer_ids, 1) == 0);
+  CHECK(sh_work_offered(w) == 1);
+  CHECK(sh_work_offer(w, offer_slots, offer_ids, 0) == 1); /* replaced: one was left untaken */
+  sh_work_close(w); /* frees 12, still held */
+  m = int_msg(0);
+  CHECK(sh_work_hold(w, 20, m) == SH_ECLOSED); /* (refused: the message is the caller's) */
+  sh_msg_free(m);
+  sh__thread_join(t);
+  while (sh_work_next_event(w, &id, &kind, &wk, &m, &a, &b) == SH_OK)
+    if (m) sh_msg_free(m);
+  sh_work_unref(w);
+  sh_work_unref(w);
+  sh_notify_unref(n);
+}
+
 static void work_queues_run_by_priority_and_report_everything(void) {
   sh_notify *n = sh_notify_new();
   sh_work *w = sh_work_new(n);
@@ -841,6 +907,7 @@ int main(void) {
   rounds_give_every_participant_the_same_bits();
   rounds_abort_releases_everyone();
   work_queues_run_by_priority_and_report_everything();
+  work_queues_give_held_requests_only_as_offered();
   work_queues_keep_priority_then_arrival_order();
   work_queues_take_from_several_pushing_threads();
   work_queues_wake_a_sleeping_worker();
