@@ -32,10 +32,10 @@ typedef struct group {
 } group;
 
 /* A waiter peek_next took out, to be put back as it was by peek_end. */
-typedef struct peeked {
+typedef struct peek_entry {
   int32_t id, group;
   uint64_t seq;
-} peeked;
+} peek_entry;
 
 struct sh_pool {
   int32_t capacity, in_use, waiting;
@@ -50,7 +50,7 @@ struct sh_pool {
   int32_t *stack; /* groups to read in this epoch; room for ngroups */
   size_t stack_len;
   uint32_t epoch;
-  peeked *peeked; /* (peek_next) */
+  peek_entry *peeked; /* (peek_next) */
   size_t npeeked, cappeeked;
 #ifdef SH_DEBUG_CHECKS
   sh__checks checks;
@@ -420,11 +420,11 @@ double sh_pool_arrival(const sh_pool *p, int32_t id) {
  * its group's head when it was taken, so the queue is as it was. */
 int32_t sh_pool_peek_next(sh_pool *p) {
   int32_t id;
-  peeked *e;
+  peek_entry *e;
   if (!p || p->heap_len == 0) return -1;
   if (p->npeeked == p->cappeeked) {
     size_t cap = p->cappeeked ? p->cappeeked * 2 : 16;
-    peeked *grown = (peeked *)realloc(p->peeked, cap * sizeof *grown);
+    peek_entry *grown = (peek_entry *)realloc(p->peeked, cap * sizeof *grown);
     if (!grown) return SH_ENOMEM;
     p->peeked = grown;
     p->cappeeked = cap;
@@ -441,7 +441,7 @@ int32_t sh_pool_peek_next(sh_pool *p) {
 int sh_pool_peek_end(sh_pool *p) {
   if (!p) return SH_EINVAL;
   while (p->npeeked > 0) {
-    const peeked *e = &p->peeked[--p->npeeked];
+    const peek_entry *e = &p->peeked[--p->npeeked];
     waiter *w;
     group *gr;
     int32_t at, nx;

@@ -32,11 +32,11 @@ typedef struct request {
 /* A request held for the owner to offer (gated dispatch, see hold): its
  * payload is NULL while the slot is free; free slots are chained through
  * next_free. */
-typedef struct held {
+typedef struct held_req {
   int64_t id;
   sh_msg *payload;
   int32_t next_free;
-} held;
+} held_req;
 
 /* One entry of an offer: a held request by its slot and id (a slot may
  * have been taken and filled again since: the id tells). */
@@ -84,7 +84,7 @@ struct sh_work {
   uint64_t seq;
   /* Held requests (hold), and the offer workers take them from, in order:
    * entries before onext are taken or passed over. */
-  held *held;
+  held_req *held;
   int32_t nheld, capheld, free_held, held_count;
   offer *offers;
   int32_t noffers, capoffers, onext;
@@ -657,7 +657,7 @@ static int take_offered(sh_work *w, worker *k, int32_t i, int64_t *id, sh_msg **
   int tell = 0;
   while (w->onext < w->noffers) {
     offer o = w->offers[w->onext++];
-    held *h = &w->held[o.slot];
+    held_req *h = &w->held[o.slot];
     if (!h->payload || h->id != o.id) continue; /* (dropped, or taken, since) */
     sh__mutex_lock(&w->emu);
     *rc = add_event(w, o.id, SH_EV_STARTED, i, NULL, 0, 0, &tell); /* (a start tells nobody) */
@@ -694,7 +694,7 @@ int32_t sh_work_hold(sh_work *w, int64_t id, sh_msg *payload) {
   if (w->free_held < 0) {
     if (w->nheld == w->capheld) {
       int32_t cap = w->capheld ? w->capheld * 2 : 64;
-      held *grown = cap > 0 ? (held *)realloc(w->held, (size_t)cap * sizeof *grown) : NULL;
+      held_req *grown = cap > 0 ? (held_req *)realloc(w->held, (size_t)cap * sizeof *grown) : NULL;
       if (!grown) {
         sh__mutex_unlock(&w->mu);
         return SH_ENOMEM;
@@ -740,7 +740,7 @@ int32_t sh_work_offer(sh_work *w, const int32_t *slots, const int64_t *ids, int3
   sh__mutex_lock(&w->mu);
   left = 0;
   for (i = w->onext; i < w->noffers; i++) {
-    const held *h = &w->held[w->offers[i].slot];
+    const held_req *h = &w->held[w->offers[i].slot];
     if (h->payload && h->id == w->offers[i].id) left++;
   }
   if (n > w->capoffers) {
@@ -783,7 +783,7 @@ int32_t sh_work_offered(sh_work *w) {
   if (!w) return 0;
   sh__mutex_lock(&w->mu);
   for (i = w->onext; i < w->noffers; i++) {
-    const held *h = &w->held[w->offers[i].slot];
+    const held_req *h = &w->held[w->offers[i].slot];
     if (h->payload && h->id == w->offers[i].id) left++;
   }
   sh__mutex_unlock(&w->mu);

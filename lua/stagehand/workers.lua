@@ -436,11 +436,22 @@ function Pool:reprioritise(fn)
     local h = self.own[job[ID]]
     -- (its own caller still in: a caller that left took its priority along)
     if job[WAITQ] and h and not job[STATE] and rawget(job, rawget(h, 3)) == h then
-      sources.remove_caller(o, job, h)
       local p = new[i]
       if type(p) == "number" then p = handle.box(o, p) end
+      local old = rawget(h, 2)
+      sources.remove_caller(o, job, h)
       rawset(h, 2, p)
-      sources.add_caller(o, job, h)
+      local ok, err = pcall(sources.add_caller, o, job, h)
+      if not ok then
+        -- (memory ran out: the caller goes back as it was, and the counts
+        -- are made anew from the callers before anything reads them)
+        rawset(h, 2, old)
+        local n = #job + 1
+        job[n] = h
+        rawset(h, 3, n)
+        o.prio_broken = true
+        error(err, 0)
+      end
     end
   end
   if self.q then slots.dirty(o, self.q) end
