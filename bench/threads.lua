@@ -40,17 +40,20 @@ function M.run(report, results)
   -- all their replies collected; µs per request from the first run to the
   -- last reply.
   local N = 100000
-  local function ours(n)
+  -- (opts_of(i): request i's options)
+  local function ranked(n, opts_of)
     local orch = new_orch()
     local pool = stagehand.pool(orch, { module = "bench", source = SOURCE, size = 2 })
     orch:wait(pool:run("noop", 0), 10000) -- (the workers are up before the clock starts)
     local t0 = wall()
-    for i = 1, n do pool:run("noop", i) end
+    for i = 1, n do pool:run("noop", i, opts_of(i)) end
     orch:loop()
     local ms = wall() - t0
     orch:wait(pool:destroy(), 10000)
     return ms * 1e6 / n
   end
+  local function no_opts() return nil end
+  local function ours(n) return ranked(n, no_opts) end
   local function luvs(n)
     local done = 0
     local work = uv.new_work(function(x) return x end, function() done = done + 1 end)
@@ -80,17 +83,6 @@ function M.run(report, results)
   local function near() return 70 end
   local three = { { priority = "visible" }, { priority = 30 }, { priority = near } }
   local fixed = { priority = 30 }
-  local function ranked(n, opts_of)
-    local orch = new_orch()
-    local pool = stagehand.pool(orch, { module = "bench", source = SOURCE, size = 2 })
-    orch:wait(pool:run("noop", 0), 10000)
-    local t0 = wall()
-    for i = 1, n do pool:run("noop", i, opts_of(i)) end
-    orch:loop()
-    local ms = wall() - t0
-    orch:wait(pool:destroy(), 10000)
-    return ms * 1e6 / n
-  end
   local function by_three(i) return three[i % 3 + 1] end
   local function by_fixed() return fixed end
   local ts, fs = {}, {}

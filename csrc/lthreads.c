@@ -1600,16 +1600,24 @@ static int l_pool_stage(lua_State *L) {
   return 1;
 }
 
+/* The request staged under number seq, now the caller's (NULL when a
+ * later stage replaced it). */
+static sh_msg *take_staged(pool_ud *p, lua_Number seq) {
+  sh_msg *m = p->staged;
+  if (!m || seq != p->staged_seq) return NULL;
+  p->staged = NULL;
+  return m;
+}
+
 /* pool:_commit(staging, id): queues the request staged under that number
  * as `id`, returning as _push does (the request is dropped unless
  * queued); nil when it is no longer staged (a later stage replaced it). */
 static int l_pool_commit(lua_State *L) {
   pool_ud *p = check_pool(L);
   lua_Number seq = luaL_checknumber(L, 2), id = luaL_checknumber(L, 3);
-  sh_msg *m = p->staged;
+  sh_msg *m = take_staged(p, seq);
   int rc;
-  if (!m || seq != p->staged_seq) return 0;
-  p->staged = NULL;
+  if (!m) return 0;
   rc = sh_work_push(p->work, (int64_t)id, p->staged_prio, m);
   if (rc != SH_OK) sh_msg_free(m);
   return push_status(L, rc);
@@ -1625,10 +1633,9 @@ static int l_pool_hold(lua_State *L) {
   pool_ud *p = check_pool(L);
   lua_Number seq = luaL_checknumber(L, 2);
   int64_t id = check_request(L, 3);
-  sh_msg *m = p->staged;
+  sh_msg *m = take_staged(p, seq);
   int32_t slot;
-  if (!m || seq != p->staged_seq) return 0;
-  p->staged = NULL;
+  if (!m) return 0;
   slot = sh_work_hold(p->work, id, m);
   if (slot < 0) {
     sh_msg_free(m);

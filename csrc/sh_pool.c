@@ -282,12 +282,26 @@ int sh_pool_remove(sh_pool *p, int32_t id) {
   return SH_OK;
 }
 
+/* Links id (not waiting) into group g right after waiter `at` (at the
+ * head when at is -1), as having arrived at seq: the caller chose `at` so
+ * the group stays in arrival order. */
+static void link_after(sh_pool *p, int32_t id, int32_t g, uint64_t seq, int32_t at) {
+  waiter *w = &p->waiters[id];
+  group *gr = &p->groups[g];
+  w->seq = seq;
+  w->group = g;
+  w->prev = at;
+  w->next = at >= 0 ? p->waiters[at].next : gr->head;
+  if (w->next >= 0) p->waiters[w->next].prev = id; else gr->tail = id;
+  if (at >= 0) p->waiters[at].next = id; else gr->head = id;
+  joined(p, g);
+  if (at < 0 && gr->count > 1) reorder(p, g); /* it heads the group now */
+}
+
 /* Files a waiting id under another group, in arrival order there: it keeps
  * its place among equals. The walk starts from the tail, where an id
  * moved soon after it arrived (the usual case) belongs. */
 int sh_pool_move(sh_pool *p, int32_t id, int32_t g) {
-  waiter *w;
-  group *gr;
   int32_t at;
   uint64_t seq;
   int rc;
@@ -298,19 +312,9 @@ int sh_pool_move(sh_pool *p, int32_t id, int32_t g) {
   seq = p->waiters[id].seq;
   rc = sh_pool_remove(p, id); /* (keeps nothing of id but seq, restored below) */
   if (rc != SH_OK) return rc;
-  w = &p->waiters[id];
-  gr = &p->groups[g];
-  w->seq = seq;
-  w->group = g;
-  for (at = gr->tail; at >= 0 && p->waiters[at].seq > seq; at = p->waiters[at].prev) {
+  for (at = p->groups[g].tail; at >= 0 && p->waiters[at].seq > seq; at = p->waiters[at].prev) {
   }
-  /* id goes right after `at` (at the head when at is -1) */
-  w->prev = at;
-  w->next = at >= 0 ? p->waiters[at].next : gr->head;
-  if (w->next >= 0) p->waiters[w->next].prev = id; else gr->tail = id;
-  if (at >= 0) p->waiters[at].next = id; else gr->head = id;
-  joined(p, g);
-  if (at < 0 && gr->count > 1) reorder(p, g); /* it heads the group now */
+  link_after(p, id, g, seq, at);
   CHECKED(p);
   return SH_OK;
 }
@@ -442,27 +446,16 @@ int sh_pool_peek_end(sh_pool *p) {
   if (!p) return SH_EINVAL;
   while (p->npeeked > 0) {
     const peek_entry *e = &p->peeked[--p->npeeked];
-    waiter *w;
-    group *gr;
     int32_t at, nx;
     /* (Called as documented, each goes back at its group's head; a caller
      * that queued or moved waiters meanwhile gets a queue still whole:
      * an id waiting again stays as it is, and the rest go back in arrival
      * order.) */
     if (waiting_id(p, e->id)) continue;
-    w = &p->waiters[e->id];
-    gr = &p->groups[e->group];
-    /* it goes after `at` (-1: at the head): the last waiter older than it */
+    /* after the last waiter older than it (from the head: it was the head) */
     at = -1;
-    for (nx = gr->head; nx >= 0 && p->waiters[nx].seq < e->seq; nx = p->waiters[nx].next) at = nx;
-    w->seq = e->seq;
-    w->group = e->group;
-    w->prev = at;
-    w->next = at >= 0 ? p->waiters[at].next : gr->head;
-    if (w->next >= 0) p->waiters[w->next].prev = e->id; else gr->tail = e->id;
-    if (at >= 0) p->waiters[at].next = e->id; else gr->head = e->id;
-    joined(p, e->group);
-    if (at < 0 && gr->count > 1) reorder(p, e->group); /* it heads its group again */
+    for (nx = p->groups[e->group].head; nx >= 0 && p->waiters[nx].seq < e->seq; nx = p->waiters[nx].next) at = nx;
+    link_after(p, e->id, e->group, e->seq, at);
   }
   CHECKED(p);
   return SH_OK;

@@ -649,6 +649,27 @@ int32_t sh_work_live_workers(sh_work *w) {
   return n;
 }
 
+/* (mu held) Whether slot holds request id (not taken, not dropped). */
+static int holds(const sh_work *w, int32_t slot, int64_t id) {
+  return slot >= 0 && slot < w->nheld && w->held[slot].payload && w->held[slot].id == id;
+}
+
+/* (mu held) Slot is free again; its payload was taken from it. */
+static void free_slot(sh_work *w, int32_t slot) {
+  w->held[slot].payload = NULL;
+  w->held[slot].next_free = w->free_held;
+  w->free_held = slot;
+  w->held_count--;
+  set_ready(w);
+}
+
+/* (mu held) How many entries of the offer are still held. */
+static int32_t offer_left(const sh_work *w) {
+  int32_t i, left = 0;
+  for (i = w->onext; i < w->noffers; i++) left += holds(w, w->offers[i].slot, w->offers[i].id);
+  return left;
+}
+
 /* (mu held) Worker i takes the next request offered that is still held:
  * returns 1 with *rc the status (SH_OK: taken; else the owner could not be
  * told and the request is held and offered again), or 0 when the offer
@@ -657,8 +678,7 @@ static int take_offered(sh_work *w, worker *k, int32_t i, int64_t *id, sh_msg **
   int tell = 0;
   while (w->onext < w->noffers) {
     offer o = w->offers[w->onext++];
-    held_req *h = &w->held[o.slot];
-    if (!h->payload || h->id != o.id) continue; /* (dropped, or taken, since) */
+    if (!holds(w, o.slot, o.id)) continue; /* (dropped, or taken, since) */
     sh__mutex_lock(&w->emu);
     *rc = add_event(w, o.id, SH_EV_STARTED, i, NULL, 0, 0, &tell); /* (a start tells nobody) */
     sh__mutex_unlock(&w->emu);
@@ -668,16 +688,12 @@ static int take_offered(sh_work *w, worker *k, int32_t i, int64_t *id, sh_msg **
       return 1;
     }
     *id = o.id;
-    *payload = h->payload;
-    h->payload = NULL;
-    h->next_free = w->free_held;
-    w->free_held = o.slot;
-    w->held_count--;
+    *payload = w->held[o.slot].payload;
+    free_slot(w, o.slot);
     SH__STORE(&k->stop, k->halted);
     k->current = o.id;
     k->taken = 1;
     w->running++;
-    set_ready(w);
     return 1;
   }
   return 0;
@@ -720,13 +736,9 @@ int sh_work_drop(sh_work *w, int32_t slot, int64_t id) {
   sh_msg *m = NULL;
   if (!w) return SH_EINVAL;
   sh__mutex_lock(&w->mu);
-  if (slot >= 0 && slot < w->nheld && w->held[slot].payload && w->held[slot].id == id) {
+  if (holds(w, slot, id)) {
     m = w->held[slot].payload;
-    w->held[slot].payload = NULL;
-    w->held[slot].next_free = w->free_held;
-    w->free_held = slot;
-    w->held_count--;
-    set_ready(w);
+    free_slot(w, slot);
   }
   sh__mutex_unlock(&w->mu);
   if (!m) return SH_ESTATE;
@@ -738,11 +750,7 @@ int32_t sh_work_offer(sh_work *w, const int32_t *slots, const int64_t *ids, int3
   int32_t i, left, wake;
   if (!w || n < 0 || (n > 0 && (!slots || !ids))) return SH_EINVAL;
   sh__mutex_lock(&w->mu);
-  left = 0;
-  for (i = w->onext; i < w->noffers; i++) {
-    const held_req *h = &w->held[w->offers[i].slot];
-    if (h->payload && h->id == w->offers[i].id) left++;
-  }
+  left = offer_left(w);
   if (n > w->capoffers) {
     int32_t cap = w->capoffers ? w->capoffers : 16;
     offer *grown;
@@ -773,19 +781,16 @@ int sh_work_held(sh_work *w, int32_t slot, int64_t id) {
   int held_now;
   if (!w) return 0;
   sh__mutex_lock(&w->mu);
-  held_now = slot >= 0 && slot < w->nheld && w->held[slot].payload && w->held[slot].id == id;
+  held_now = holds(w, slot, id);
   sh__mutex_unlock(&w->mu);
   return held_now;
 }
 
 int32_t sh_work_offered(sh_work *w) {
-  int32_t i, left = 0;
+  int32_t left;
   if (!w) return 0;
   sh__mutex_lock(&w->mu);
-  for (i = w->onext; i < w->noffers; i++) {
-    const held_req *h = &w->held[w->offers[i].slot];
-    if (h->payload && h->id == w->offers[i].id) left++;
-  }
+  left = offer_left(w);
   sh__mutex_unlock(&w->mu);
   return left;
 }

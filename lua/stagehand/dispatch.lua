@@ -1,8 +1,7 @@
 -- Dispatch for worker pools (workers.lua). A grant round (slots.grant, in
 -- the step) offers a pool's best queued requests, by effective priority
--- read then and queue order,
--- to its workers: a free worker takes the first at once, and a worker that
--- finishes before the next step takes the next. So a frame's requests all
+-- read then and queue order, to its workers: a free worker takes the first
+-- at once, and a worker that finishes before the next step takes the next. So a frame's requests all
 -- compete (nothing is offered until the step), and workers do not wait a
 -- frame for work between steps.
 --
@@ -115,6 +114,5 @@ function M.queue(pool, job)
   local r = known_rank(o, q, g)
   if worst == nil or r == nil or r < worst then M.cut(pool, q, g) end
 end
-
 
 return M

@@ -144,12 +144,24 @@ function M.drop_worker_queue(o, q)
   if o.grantable == q then o.grantable = false end
 end
 
---- A request joins its pool's queue under its set of sources.
-function M.enqueue(o, q, job)
-  local g = set_of(o, job)
-  check(B.pool_enqueue(q.p, job[CID], g), "queue a request")
+-- Group g's rank, when it never changes, told to q's core (once: the
+-- core ignores a repeat).
+local function fix_rank(o, q, g)
   local fixed = o.fixed_rank[g]
   if fixed then check(B.pool_fix_rank(q.p, g, fixed), "fix a group's rank") end
+end
+
+-- Files job in q's core under its set of sources; returns the set's group.
+local function file(o, q, job)
+  local g = set_of(o, job)
+  check(B.pool_enqueue(q.p, job[CID], g), "queue a waiter")
+  fix_rank(o, q, g)
+  return g
+end
+
+--- A request joins its pool's queue under its set of sources.
+function M.enqueue(o, q, job)
+  local g = file(o, q, job)
   job[WAITQ] = q
   dirty(o, q)
   return g
@@ -189,8 +201,7 @@ end
 local function moved(o, job, g)
   local q = job[WAITQ]
   if not q then return end
-  local fixed = o.fixed_rank[g]
-  if fixed then check(B.pool_fix_rank(q.p, g, fixed), "fix a group's rank") end
+  fix_rank(o, q, g)
   check(B.pool_move(q.p, job[CID], g), "move a waiter to its new group")
   if q.kind == "workers" then q.owner:_reranked(q, g, job) end
 end
@@ -300,10 +311,7 @@ end
 function M.wait(job, q)
   do -- (its locals end here, so the yield below sits just above job and q: see body in engine.lua)
     local o, slot = job[ORCH], job[CID]
-    local g = set_of(o, job)
-    check(B.pool_enqueue(q.p, slot, g), "queue a waiter")
-    local fixed = o.fixed_rank[g]
-    if fixed then check(B.pool_fix_rank(q.p, g, fixed), "fix a group's rank") end
+    file(o, q, job)
     check(B.clock_join(o.cc, slot, q.clock_group), "link a stall clock to a queue")
     job[WAITQ] = q
     -- (A budget grants once a step has run everything: the step must know.
