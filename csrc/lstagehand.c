@@ -310,7 +310,31 @@ static int l_sleep_ms(lua_State *L) {
   return 0;
 }
 
+/* fields_within(t, set): whether every key of table t is a key of table set
+ * with a true value. Options tables are checked for unknown fields on every
+ * run; LuaJIT compiles no call of `next`, so the walk is done here. */
+static int l_fields_within(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  luaL_checktype(L, 2, LUA_TTABLE);
+  lua_pushnil(L);
+  while (lua_next(L, 1)) {
+    int known;
+    lua_pop(L, 1);
+    lua_pushvalue(L, -1);
+    lua_rawget(L, 2);
+    known = lua_toboolean(L, -1);
+    lua_pop(L, 1);
+    if (!known) {
+      lua_pushboolean(L, 0);
+      return 1;
+    }
+  }
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
 static const luaL_Reg funcs[] = {
+    {"fields_within", l_fields_within},
     {"clock_new", l_clock_new},
     {"clock_free", l_clock_gc},
     {"clock_start", l_clock_start},

@@ -213,6 +213,22 @@ function M.new_options(opts, has_luv)
 end
 
 local RUN_FIELDS = { key = true, signal = true, stall_ms = true, priority = true, reuse = true, phase = true }
+local WHEN_FIELDS = { signal = true, stall_ms = true, priority = true }
+
+-- Whether every field of `opts` is in the set `fields`. Options are checked
+-- on every run, in games' hot loops, and LuaJIT compiles neither a loop
+-- over `next` nor a call of it (a loop aborts the caller's trace; each call
+-- ends one), so the C module walks the table where it is loaded.
+local function lua_fields_within(opts, fields)
+  for k in each, opts do
+    if not fields[k] then return false end
+  end
+  return true
+end
+do
+  local found, core = pcall(require, "stagehand._core")
+  M.fields_within = found and type(core) == "table" and core.fields_within or lua_fields_within
+end
 
 -- Raises for the unknown field of a run's opts that sorts first.
 local function unknown_run_field(opts, fn, allow_key, lv)
@@ -220,15 +236,6 @@ local function unknown_run_field(opts, fn, allow_key, lv)
     return not RUN_FIELDS[f] or ((f == "key" or f == "reuse" or f == "phase") and not allow_key)
   end)
   M.fail(fn, "opts." .. tostring(k), "a known option (unknown field)", k, lv + 1)
-end
-
--- Checks one field name of a run's opts; nil is the end of the fields.
-local function known(opts, k, fn, allow_key, lv)
-  if k == nil then return false end
-  if not RUN_FIELDS[k] or ((k == "key" or k == "reuse" or k == "phase") and not allow_key) then
-    unknown_run_field(opts, fn, allow_key, lv + 1)
-  end
-  return true
 end
 
 --- Validates run's (or when's, with allow_key false) opts against the
@@ -239,28 +246,8 @@ function M.run_options(o, opts, fn, is_signal, allow_key, depth)
   if opts == nil then return nil end
   local lv = 3 + (depth or 0)
   if type(opts) ~= "table" then M.fail(fn, "opts", "a table", opts, lv) end
-  -- There are six known fields, so a seventh is unknown. Unrolled rather
-  -- than a loop: run is called in games' own hot loops, and LuaJIT aborts a
-  -- trace that meets an inner loop it has not compiled yet.
-  local k = next(opts)
-  if known(opts, k, fn, allow_key, lv) then
-    k = next(opts, k)
-    if known(opts, k, fn, allow_key, lv) then
-      k = next(opts, k)
-      if known(opts, k, fn, allow_key, lv) then
-        k = next(opts, k)
-        if known(opts, k, fn, allow_key, lv) then
-          k = next(opts, k)
-          if known(opts, k, fn, allow_key, lv) then
-            k = next(opts, k)
-            if known(opts, k, fn, allow_key, lv) then
-              k = next(opts, k)
-              if k ~= nil then unknown_run_field(opts, fn, allow_key, lv) end
-            end
-          end
-        end
-      end
-    end
+  if not M.fields_within(opts, allow_key and RUN_FIELDS or WHEN_FIELDS) then
+    unknown_run_field(opts, fn, allow_key, lv)
   end
   if opts.phase ~= nil and (type(opts.phase) ~= "string" or opts.phase == "") then
     M.fail(fn, "opts.phase", "a non-empty string (a phase of the load tracker)", opts.phase, lv)

@@ -199,6 +199,7 @@ function M.new_pool(orch, opts, start_workers)
     ev_at = 0, -- how many of them are handled
     ev_more = false, -- whether the queue may hold more than the batch did
     labels = {}, -- fn_name -> "module.fn_name", the default label
+    run_opts = {}, -- a request's options, filled by each pool:run
     nreq = 0,
     workers = {}, -- worker number -> true while its thread runs
     live = 0,
@@ -312,10 +313,9 @@ function Pool:run(fn_name, payload, opts)
   local label, run_opts = nil, nil
   if opts ~= nil then
     if type(opts) ~= "table" then fail("pool:run", "opts", "a table", opts) end
-    for k in each, opts do
-      if not RUN_FIELDS[k] then
-        fail("pool:run", "opts." .. tostring(k), "one of priority, signal, label, key, stall_ms, phase", opts[k])
-      end
+    if not options.fields_within(opts, RUN_FIELDS) then
+      local k = options.first_key(opts, function(f) return not RUN_FIELDS[f] end)
+      fail("pool:run", "opts." .. tostring(k), "one of priority, signal, label, key, stall_ms, phase", opts[k])
     end
     local prio = opts.priority
     if prio == nil then
@@ -339,8 +339,11 @@ function Pool:run(fn_name, payload, opts)
     if opts.phase ~= nil and (type(opts.phase) ~= "string" or opts.phase == "") then
       fail("pool:run", "opts.phase", "a non-empty string (a phase of the load tracker)", opts.phase)
     end
-    run_opts = { signal = opts.signal, key = opts.key, stall_ms = opts.stall_ms or self.stall_ms, phase = opts.phase,
-      priority = prio }
+    -- (one table a pool, filled for each request: _external reads it
+    -- before it runs anything that could make another request)
+    run_opts = self.run_opts
+    run_opts.signal, run_opts.key, run_opts.stall_ms = opts.signal, opts.key, opts.stall_ms or self.stall_ms
+    run_opts.phase, run_opts.priority = opts.phase, prio
   end
   if self.destroyed then error("pool:run: " .. self:_describe() .. " was destroyed", 2) end
   run_opts = run_opts or plain_opts(self)
