@@ -614,6 +614,25 @@ function stagehand_Tracker:task(phase, opts) end
 ---@return number total
 function stagehand_Tracker:progress(phase) end
 
+--- A number from 0 to 1 for drawing a bar: how far `phase` is (the whole
+--- load when nil), each task counting as one part, an ended task (done,
+--- failed, cancelled or stalled) as a whole one. It never decreases while
+--- the load runs, whatever tasks are added or however their totals are
+--- refined: a bar that would go back holds where it is until the work
+--- catches up. It is 1 once no task runs and every task expected
+--- (load:expect) has come; before any task starts or is expected, 0.
+---@param phase string?
+---@return number
+function stagehand_Tracker:fraction(phase) end
+
+--- Says that `n` tasks of `phase` make up its part of the load (those
+--- already made count among them), so load:fraction is in proportion
+--- from the first frame, and does not read as finished between phases.
+--- A later call for the same phase replaces the number.
+---@param phase string
+---@param n integer
+function stagehand_Tracker:expect(phase, n) end
+
 --- Tasks of `phase` (every phase when nil) by state: {running =, done =,
 --- failed =, cancelled =, stalled =}.
 ---@param phase string?

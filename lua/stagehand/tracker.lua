@@ -6,6 +6,7 @@ local F = require "stagehand.fields"
 local settle = require "stagehand.settle"
 local options = require "stagehand.options"
 local logm = require "stagehand.log"
+local each = require("stagehand.compat").each
 
 local LABEL, ORCH = F.LABEL, F.ORCH
 
@@ -222,6 +223,89 @@ function Tracker:progress(phase)
   return done, total
 end
 
+-- A phase's part of a bar: the sum of its tasks' completions (an ended
+-- task, however it ended, is complete; a running one is done / total) and
+-- how many tasks it counts (at least the number expected).
+local function bar_sums(ph, expected, sum, slots)
+  local tasks = ph and ph.tasks or {}
+  for i = 1, #tasks do
+    local task = tasks[i]
+    if task.state == "running" then
+      sum = sum + task.done / task.total
+    else
+      sum = sum + 1
+    end
+  end
+  return sum, slots + math.max(#tasks, expected or 0)
+end
+
+-- Whether `phase` (every phase when nil) has made at least the tasks it
+-- was said to expect.
+local function expectations_met(tr, phase)
+  if phase ~= nil then
+    local ph = tr.phases[phase]
+    return (ph and #ph.tasks or 0) >= (tr.expected[phase] or 0)
+  end
+  for name in each, tr.expected do
+    if not expectations_met(tr, name) then return false end
+  end
+  return true
+end
+
+--- A number from 0 to 1 for drawing a bar: how far `phase` is (the whole
+--- load when nil), each task counting as one part, an ended task (done,
+--- failed, cancelled or stalled) as a whole one. It never decreases while
+--- the load runs, whatever tasks are added or however their totals are
+--- refined: a bar that would go back holds where it is until the work
+--- catches up. It is 1 once no task runs and every task expected
+--- (load:expect) has come; before any task starts or is expected, 0.
+---@param phase string?
+---@return number
+function Tracker:fraction(phase)
+  check_tracker(self, "fraction")
+  if phase ~= nil then check_phase(phase, "load:fraction", 2) end
+  local key = phase or true
+  local shown = self.shown[key] or 0
+  if shown >= 1 then return 1 end
+  local sum, slots = 0, 0
+  if phase ~= nil then
+    sum, slots = bar_sums(self.phases[phase], self.expected[phase], 0, 0)
+  else
+    for i = 1, #self.order do
+      local ph = self.order[i]
+      sum, slots = bar_sums(ph, self.expected[ph.name], sum, slots)
+    end
+    for name, n in each, self.expected do
+      if not self.phases[name] then slots = slots + n end
+    end
+  end
+  if slots == 0 then return shown end
+  local f = sum / slots
+  local ph = phase and self.phases[phase]
+  local running = phase and (ph and ph.running or 0) or self.running
+  if running == 0 and expectations_met(self, phase) then f = 1 end
+  if f > shown then
+    shown = f
+    self.shown[key] = f
+  end
+  return shown
+end
+
+--- Says that `n` tasks of `phase` make up its part of the load (those
+--- already made count among them), so load:fraction is in proportion
+--- from the first frame, and does not read as finished between phases.
+--- A later call for the same phase replaces the number.
+---@param phase string
+---@param n integer
+function Tracker:expect(phase, n)
+  check_tracker(self, "expect")
+  check_phase(phase, "load:expect", 2)
+  if type(n) ~= "number" or n < 0 or n % 1 ~= 0 or n == math.huge then
+    options.fail("load:expect", "n", "a whole number >= 0", n)
+  end
+  self.expected[phase] = n
+end
+
 --- Tasks of `phase` (every phase when nil) by state: {running =, done =,
 --- failed =, cancelled =, stalled =}.
 ---@param phase string?
@@ -338,7 +422,8 @@ function M.new(orch)
     options.fail("stagehand.tracker", "orch", "an orchestrator", orch)
   end
   local tr = setmetatable({ orch = orch, phases = {}, order = {}, listeners = {}, running = 0, idle_jobs = {},
-    jobs = setmetatable({}, { __mode = "k" }), t0 = E.now(orch), closed = false }, Tracker)
+    jobs = setmetatable({}, { __mode = "k" }), t0 = E.now(orch), closed = false, expected = {}, shown = {} },
+    Tracker)
   local list = rawget(orch, "trackers")
   if not list then
     list = {}
