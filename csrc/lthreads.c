@@ -69,7 +69,14 @@ static void *check_box(lua_State *L, int arg, const char *mt) {
  *   'n' nil, 'f' false, 't' true, 'd' a double, 'i' an integer (5.3+),
  *   's' a length and bytes, 'T' a new table (numbered in order of first
  *   sight) then key, value pairs and 'E', 'R' a table seen already (its
- *   number), 'P' / 'B' a port / round barrier (an index into the refs).
+ *   number), 'P' / 'B' a port / round barrier (an index into the refs),
+ *   'O' a LÖVE object (its number in the message's objects: see below).
+ *
+ * LÖVE objects (ImageData, FileData, SoundData...) cross only where LÖVE's
+ * own channels carry them: an encoder given a table of objects (`objs`)
+ * appends each one it meets there and writes its number; the Lua side
+ * sends that table through a love.thread channel beside the message, and
+ * the decoder fetches it (`fetch(id)`) the first time it meets an 'O'.
  */
 
 typedef struct seg { /* one step of the path to a value, for messages */
@@ -84,6 +91,7 @@ typedef struct enc {
   uint32_t ntables;
   int failed; /* the reason is in the registry (ENC_ERROR) */
   const char *root; /* "payload", "result", "value" */
+  int objs; /* stack index of the table of LÖVE objects met, or 0 where they cannot cross */
 } enc;
 
 /* An encoder that fails does not raise at once: it would leave the message
@@ -175,8 +183,8 @@ static void refuse(enc *e, int idx, const seg *s, const char *why) {
   lua_State *L = e->L;
   const char *tn = luaL_typename(L, idx);
   push_path(L, e->root, s);
-  lua_pushfstring(L, "%s is a %s%s; only plain data, ports and round barriers cross threads", lua_tostring(L, -1),
-                  tn, why);
+  lua_pushfstring(L, "%s is a %s%s; only plain data, ports%s round barriers%s cross threads", lua_tostring(L, -1),
+                  tn, why, e->objs ? "," : " and", e->objs ? " and LÖVE objects" : "");
   lua_remove(L, -2);
   fail_enc(e);
 }
@@ -191,6 +199,27 @@ static int is_box_of(lua_State *L, int idx, const char *mt) {
 }
 
 static void encode(enc *e, int idx, const seg *s, int depth);
+
+/* Whether the userdata at idx is a LÖVE object: its metatable holds LÖVE's
+ * typeOf. */
+static int is_love_object(lua_State *L, int idx) {
+  int is;
+  if (!lua_getmetatable(L, idx)) return 0;
+  lua_pushstring(L, "typeOf");
+  lua_rawget(L, -2);
+  is = lua_type(L, -1) == LUA_TFUNCTION;
+  lua_pop(L, 2);
+  return is;
+}
+
+static void encode_object(enc *e, int idx) {
+  lua_State *L = e->L;
+  uint32_t k = (uint32_t)rawlen(L, e->objs) + 1;
+  lua_pushvalue(L, idx);
+  lua_rawseti(L, e->objs, (int)k);
+  put_tag(e, 'O');
+  put_u32(e, k);
+}
 
 static void encode_ref(enc *e, int idx, const seg *s, int kind, char tag) {
   box *b = (box *)lua_touserdata(e->L, idx);
@@ -301,6 +330,7 @@ static void encode(enc *e, int idx, const seg *s, int depth) {
     case LUA_TUSERDATA:
       if (is_box_of(L, idx, PORT_MT)) encode_ref(e, idx, s, SH_REF_PORT, 'P');
       else if (is_box_of(L, idx, ROUNDS_MT)) encode_ref(e, idx, s, SH_REF_ROUNDS, 'B');
+      else if (e->objs && is_love_object(L, idx)) encode_object(e, idx);
       else refuse(e, idx, s, "");
       break;
     default: refuse(e, idx, s, ""); break;
@@ -315,8 +345,8 @@ static void encode(enc *e, int idx, const seg *s, int depth) {
  * that cannot cross, and a new message freed (`into` stays the caller's,
  * as it does when the Lua API raises for memory; a new message is then
  * lost). */
-static sh_msg *try_encode_values(lua_State *L, int first, int last, const char *root, int counted,
-                                 sh_msg *into) {
+static sh_msg *try_encode_objects(lua_State *L, int first, int last, const char *root, int counted, sh_msg *into,
+                                  int objs) {
   enc e;
   seg top;
   int i, base = lua_gettop(L);
@@ -324,7 +354,7 @@ static sh_msg *try_encode_values(lua_State *L, int first, int last, const char *
   sh_msg *m = into;
   if (m) sh_msg_clear(m);
   else if (!(m = sh_msg_new())) luaL_error(L, "not enough memory");
-  e.L = L, e.m = m, e.seen = 0, e.ntables = 0, e.failed = 0, e.root = root;
+  e.L = L, e.m = m, e.seen = 0, e.ntables = 0, e.failed = 0, e.root = root, e.objs = objs;
   for (i = first; i <= last && !e.seen; i++) {
     if (lua_type(L, i) == LUA_TTABLE) {
       lua_newtable(L);
@@ -352,6 +382,11 @@ static sh_msg *try_encode_values(lua_State *L, int first, int last, const char *
   return m;
 }
 
+/* try_encode_objects where no LÖVE object crosses. */
+static sh_msg *try_encode_values(lua_State *L, int first, int last, const char *root, int counted, sh_msg *into) {
+  return try_encode_objects(L, first, last, root, counted, into, 0);
+}
+
 /* try_encode_values, raising the reason. */
 static sh_msg *encode_values(lua_State *L, int first, int last, const char *root, int counted, sh_msg *into) {
   sh_msg *m = try_encode_values(L, first, last, root, counted, into);
@@ -364,6 +399,9 @@ typedef struct dec {
   const unsigned char *p, *end;
   const sh_msg *m;
   int tables; /* stack index of {number = table} */
+  int fetch; /* stack index of fetch(id), which returns the message's LÖVE objects; 0: none can come */
+  int objs; /* stack index of what fetch returned (nil until an 'O' needs it) */
+  double id; /* the request the message is of, for fetch */
 } dec;
 
 static void get(dec *d, void *out, size_t n) {
@@ -438,18 +476,35 @@ static void decode(dec *d, int depth) {
       else push_rounds(L, (sh_rounds *)obj);
       break;
     }
+    case 'O':
+      get(d, &u, sizeof u);
+      if (!d->fetch) luaL_error(L, "stagehand: a message holds a LÖVE object where none can cross");
+      if (lua_isnil(L, d->objs)) {
+        lua_pushvalue(L, d->fetch);
+        lua_pushnumber(L, (lua_Number)d->id);
+        lua_call(L, 1, 1);
+        if (lua_type(L, -1) != LUA_TTABLE) luaL_error(L, "stagehand: the LÖVE objects of a message were lost");
+        lua_replace(L, d->objs);
+      }
+      lua_rawgeti(L, d->objs, (int)u);
+      break;
     default: luaL_error(L, "stagehand: a message holds an unknown tag"); break;
   }
   (void)depth;
 }
 
 /* Pushes the values of a message (all of them: `counted` messages hold
- * their number) and returns how many. Frees nothing. */
-static int decode_values(lua_State *L, const sh_msg *m, int counted) {
+ * their number) and returns how many. Frees nothing. `fetch` (a stack
+ * index, or 0) gives the LÖVE objects of request `id`'s message. */
+static int decode_objects(lua_State *L, const sh_msg *m, int counted, int fetch, double id) {
   dec d;
   size_t len;
   uint32_t n = 1, i, ntables;
-  d.L = L, d.m = m, d.tables = 0;
+  d.L = L, d.m = m, d.tables = 0, d.fetch = fetch, d.objs = 0, d.id = id;
+  if (fetch) {
+    lua_pushnil(L);
+    d.objs = lua_gettop(L);
+  }
   d.p = sh_msg_data(m, &len);
   d.end = d.p + len;
   get(&d, &ntables, sizeof ntables);
@@ -464,8 +519,11 @@ static int decode_values(lua_State *L, const sh_msg *m, int counted) {
     decode(&d, 0);
   }
   if (d.tables) lua_remove(L, d.tables);
+  if (d.objs) lua_remove(L, d.objs);
   return (int)n;
 }
+
+static int decode_values(lua_State *L, const sh_msg *m, int counted) { return decode_objects(L, m, counted, 0, 0); }
 
 /* ------------------------------------------------------------------------
  * The worker a thread runs, as its state knows it. */
@@ -481,6 +539,10 @@ typedef struct worker_ctx {
    * handler, the module's table, the failure's message maker. tb_set: a failure's traceback is in the
    * registry. */
   int run_ref, tb_ref, mod_ref, fail_ref, tb_set;
+  /* A hosted worker runs on a thread and in a state the host made (a LÖVE
+   * thread: see serve); its messages carry LÖVE objects, through fetch and
+   * put, two functions of that state kept in its registry. */
+  int hosted, fetch_ref, put_ref;
 } worker_ctx;
 
 static worker_ctx *this_worker(lua_State *L) {
@@ -1170,10 +1232,12 @@ static int protected_run(lua_State *L) {
   lua_settop(L, 0);
   if (r->w->tb_ref != LUA_NOREF) lua_rawgeti(L, LUA_REGISTRYINDEX, r->w->tb_ref); /* 1 */
   else lua_pushcfunction(L, traceback);
+  if (r->w->hosted) lua_rawgeti(L, LUA_REGISTRYINDEX, r->w->fetch_ref); /* 2 */
   base = lua_gettop(L);
   /* (the payload stays r's until the reply is written into it: whatever
    * raises before then leaves it to run_request to free) */
-  n = decode_values(L, payload, 1); /* the name at base + 1, the arguments after */
+  n = decode_objects(L, payload, 1, r->w->hosted ? 2 : 0, (double)r->w->request); /* the name at base + 1, the
+                                                                                    arguments after */
   fname = lua_tostring(L, base + 1);
   if (r->w->mod_ref != LUA_NOREF) lua_rawgeti(L, LUA_REGISTRYINDEX, r->w->mod_ref);
   else lua_getfield(L, LUA_REGISTRYINDEX, "stagehand.worker module");
@@ -1204,7 +1268,23 @@ static int protected_run(lua_State *L) {
   /* (written into the payload, which stays r's until it is the reply:
    * results that cannot cross, or memory that runs out, leave it to
    * run_request to free) */
-  r->result = encode_values(L, 2, lua_gettop(L), "result", 1, payload);
+  if (r->w->hosted) {
+    int last = lua_gettop(L), objs;
+    sh_msg *m;
+    lua_newtable(L);
+    objs = lua_gettop(L);
+    m = try_encode_objects(L, base + 1, last, "result", 1, payload, objs);
+    if (!m) lua_error(L);
+    if (rawlen(L, objs) > 0) { /* (sent before the reply: the owner fetches them as it reads it) */
+      lua_rawgeti(L, LUA_REGISTRYINDEX, r->w->put_ref);
+      lua_pushnumber(L, (lua_Number)r->w->request);
+      lua_pushvalue(L, objs);
+      lua_call(L, 2, 0);
+    }
+    r->result = m;
+  } else {
+    r->result = encode_values(L, base + 1, lua_gettop(L), "result", 1, payload);
+  }
   r->payload = NULL;
   return 0;
 }
@@ -1330,39 +1410,41 @@ static int keep_refs(lua_State *L) {
   return 0;
 }
 
-static SH__THREAD_RETURN worker_main(void *arg) {
-  worker_ctx *w = (worker_ctx *)arg;
-  lua_State *L = luaL_newstate();
-  int64_t id;
-  sh_msg *payload;
+/* Readies a worker's state: its context in the registry, its module
+ * loaded (or why it failed, kept for each request to report), the refs
+ * every request uses. */
+static void set_up_worker(lua_State *L, worker_ctx *w) {
   w->run_ref = w->tb_ref = w->mod_ref = w->fail_ref = LUA_NOREF;
   w->tb_set = 0;
-  if (L) {
-    luaL_openlibs(L);
-    open_types(L);
-    lua_pushlightuserdata(L, w);
-    lua_setfield(L, LUA_REGISTRYINDEX, WORKER_KEY);
+  open_types(L);
+  lua_pushlightuserdata(L, w);
+  lua_setfield(L, LUA_REGISTRYINDEX, WORKER_KEY);
 #ifndef LUAJIT_VERSION
-    lua_sethook(L, stop_hook, LUA_MASKCOUNT, HOOK_COUNT);
+  if (!w->hosted) lua_sethook(L, stop_hook, LUA_MASKCOUNT, HOOK_COUNT);
 #endif
-    lua_pushcfunction(L, load_module);
-    lua_pushlightuserdata(L, w);
-    if (lua_pcall(L, 1, 0, 0) != 0) {
-      if (!lua_tostring(L, -1)) {
-        lua_pop(L, 1);
-        lua_pushstring(L, "(an error without a message)");
-      }
-      lua_setfield(L, LUA_REGISTRYINDEX, "stagehand.worker load error");
+  lua_pushcfunction(L, load_module);
+  lua_pushlightuserdata(L, w);
+  if (lua_pcall(L, 1, 0, 0) != 0) {
+    if (!lua_tostring(L, -1)) {
+      lua_pop(L, 1);
+      lua_pushstring(L, "(an error without a message)");
     }
-    lua_settop(L, 0);
-    lua_pushcfunction(L, keep_refs);
-    lua_pushlightuserdata(L, w);
-    lua_pcall(L, 1, 0, 0);
-    lua_settop(L, 0);
+    lua_setfield(L, LUA_REGISTRYINDEX, "stagehand.worker load error");
   }
+  lua_settop(L, 0);
+  lua_pushcfunction(L, keep_refs);
+  lua_pushlightuserdata(L, w);
+  lua_pcall(L, 1, 0, 0);
+  lua_settop(L, 0);
+}
+
+/* Runs requests until the worker is told to stop or retired (L NULL: no
+ * state could be made, and every request fails, with no message). */
+static void serve_requests(lua_State *L, worker_ctx *w) {
+  int64_t id;
+  sh_msg *payload;
   while (sh_work_take(w->work, w->index, &id, &payload) == SH_OK) {
     if (!L) {
-      /* (no state could be made: every request fails, with no message) */
       sh_msg_free(payload);
       sh_work_report(w->work, w->index, id, SH_EV_FAILED, NULL, 0, 0);
       continue;
@@ -1370,10 +1452,111 @@ static SH__THREAD_RETURN worker_main(void *arg) {
     run_request(L, w, id, payload);
     if (sh_work_retired(w->work, w->index)) break;
   }
-  if (L) lua_close(L);
+}
+
+static void worker_exit(worker_ctx *w) {
   sh_work_exited(w->work, w->index);
   sh_work_unref(w->work);
   free_ctx(w);
+}
+
+static SH__THREAD_RETURN worker_main(void *arg) {
+  worker_ctx *w = (worker_ctx *)arg;
+  lua_State *L = luaL_newstate();
+  if (L) {
+    luaL_openlibs(L);
+    set_up_worker(L, w);
+  }
+  serve_requests(L, w);
+  if (L) lua_close(L);
+  worker_exit(w);
+  return 0;
+}
+
+/* ------------------------------------------------------------------------
+ * Hosted workers: a pool's worker whose thread the host starts (LÖVE's
+ * love.thread, whose states can require love.image and read the game's
+ * archive). _add_worker(true) registers it under a token, a number; the
+ * host's thread calls threads.serve(token, fetch, put), which runs its
+ * requests in that thread's own state and returns once the worker stops.
+ * A token is served once; one the registry does not hold is refused, so
+ * no number from Lua reaches a pointer. */
+
+typedef struct hosted {
+  double token;
+  worker_ctx *w;
+  struct hosted *next;
+} hosted;
+
+static sh__mutex hosted_lock = SH__MUTEX_INIT;
+static hosted *hosted_list;
+static double hosted_tokens;
+
+/* Registers w; its token, or 0 without memory. */
+static double host_worker(worker_ctx *w) {
+  hosted *h = (hosted *)malloc(sizeof *h);
+  double token;
+  if (!h) return 0;
+  sh__mutex_lock(&hosted_lock);
+  token = ++hosted_tokens;
+  h->token = token, h->w = w, h->next = hosted_list;
+  hosted_list = h;
+  sh__mutex_unlock(&hosted_lock);
+  return token;
+}
+
+/* Takes the worker out of the registry: by token (work NULL), or by its
+ * pool and number (index -1: any of the pool's). NULL when none is there. */
+static worker_ctx *unhost(double token, const sh_work *work, int32_t index) {
+  hosted **at, *h;
+  worker_ctx *w = NULL;
+  sh__mutex_lock(&hosted_lock);
+  for (at = &hosted_list; (h = *at) != NULL; at = &h->next) {
+    if (work ? (h->w->work == work && (index < 0 || h->w->index == index)) : h->token == token) {
+      *at = h->next;
+      w = h->w;
+      free(h);
+      break;
+    }
+  }
+  sh__mutex_unlock(&hosted_lock);
+  return w;
+}
+
+/* threads.serve(token, fetch, put): in the host's thread. fetch(id)
+ * returns the LÖVE objects of request id's payload; put(id, objects) sends
+ * those of its result. */
+static int l_serve(lua_State *L) {
+  double token = luaL_checknumber(L, 1);
+  int fetch_ref, put_ref;
+  worker_ctx *w;
+  luaL_checktype(L, 2, LUA_TFUNCTION);
+  luaL_checktype(L, 3, LUA_TFUNCTION);
+  lua_pushvalue(L, 2);
+  fetch_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  lua_pushvalue(L, 3);
+  put_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  w = unhost(token, NULL, -1);
+  if (!w) {
+    luaL_unref(L, LUA_REGISTRYINDEX, fetch_ref);
+    luaL_unref(L, LUA_REGISTRYINDEX, put_ref);
+    return luaL_error(L, "bad argument 'token' to threads.serve: no worker waits under %f (served already, or its"
+                         " pool is gone)", token);
+  }
+  w->fetch_ref = fetch_ref, w->put_ref = put_ref;
+  lua_settop(L, 0);
+  set_up_worker(L, w);
+  serve_requests(L, w);
+  /* (the state is the host's and lives on: nothing in it points at w) */
+  lua_pushnil(L);
+  lua_setfield(L, LUA_REGISTRYINDEX, WORKER_KEY);
+  luaL_unref(L, LUA_REGISTRYINDEX, fetch_ref);
+  luaL_unref(L, LUA_REGISTRYINDEX, put_ref);
+  luaL_unref(L, LUA_REGISTRYINDEX, w->run_ref);
+  luaL_unref(L, LUA_REGISTRYINDEX, w->tb_ref);
+  luaL_unref(L, LUA_REGISTRYINDEX, w->fail_ref);
+  luaL_unref(L, LUA_REGISTRYINDEX, w->mod_ref);
+  worker_exit(w);
   return 0;
 }
 
@@ -1408,6 +1591,7 @@ typedef struct pool_ud {
   int32_t nthreads, capthreads;
   char *module, *source, *path, *cpath;
   size_t source_len;
+  int objects; /* LÖVE objects cross its messages (its workers are hosted: _host) */
 } pool_ud;
 
 /* Marks a block as a pool's: check_pool takes a full userdata of a
@@ -1438,6 +1622,12 @@ static void detach_all(pool_ud *p) {
   }
 }
 
+/* Hosted workers no host thread served: they exit here. */
+static void unhost_all(pool_ud *p) {
+  worker_ctx *w;
+  while ((w = unhost(0, p->work, -1)) != NULL) worker_exit(w);
+}
+
 static int l_pool_gc(lua_State *L) {
   pool_ud *p = (pool_ud *)lua_touserdata(L, 1);
   for (; p->ev_at < p->ev_n; p->ev_at++) sh_msg_free(p->ev_msg[p->ev_at]);
@@ -1448,6 +1638,7 @@ static int l_pool_gc(lua_State *L) {
      * closes its own state when its function returns. */
     sh_work_close(p->work);
     detach_all(p);
+    unhost_all(p);
     sh_work_unref(p->work);
     p->work = NULL;
   }
@@ -1483,9 +1674,12 @@ static int l_pool_new(lua_State *L) {
   return 1;
 }
 
-/* pool:_add_worker(): starts a worker thread; returns its number (from 0). */
+/* pool:_add_worker(hosted): starts a worker thread; returns its number
+ * (from 0). Hosted (true): starts none, and returns its number and the
+ * token its host's thread serves it under (l_serve). */
 static int l_pool_add_worker(lua_State *L) {
   pool_ud *p = check_pool(L);
+  int is_hosted = lua_toboolean(L, 2);
   worker_ctx *w;
   int32_t idx;
   int rc;
@@ -1522,6 +1716,22 @@ static int l_pool_add_worker(lua_State *L) {
   w->work = p->work;
   w->index = idx;
   sh_work_ref(p->work);
+  if (is_hosted) {
+    double token;
+    w->hosted = 1;
+    p->objects = 1;
+    p->nthreads++;
+    p->threads[idx].started = 0;
+    p->threads[idx].joined = 1;
+    token = host_worker(w);
+    if (token == 0) {
+      worker_exit(w);
+      return luaL_error(L, "not enough memory");
+    }
+    lua_pushinteger(L, idx);
+    lua_pushnumber(L, (lua_Number)token);
+    return 2;
+  }
   rc = sh__thread_start(&p->threads[idx].thread, worker_main, w);
   p->nthreads++;
   p->threads[idx].started = rc == 0;
@@ -1585,8 +1795,13 @@ static int l_pool_stage(lua_State *L) {
   lua_Number prio = luaL_checknumber(L, 2);
   const char *root = luaL_checkstring(L, 3);
   sh_msg *m;
+  int last = lua_gettop(L), objs = 0;
   luaL_checkstring(L, 4);
-  m = try_encode_values(L, 4, lua_gettop(L), root, 1, NULL);
+  if (p->objects) {
+    lua_newtable(L);
+    objs = lua_gettop(L);
+  }
+  m = try_encode_objects(L, 4, last, root, 1, NULL, objs);
   if (!m) {
     lua_pushnil(L);
     lua_insert(L, -2);
@@ -1597,6 +1812,11 @@ static int l_pool_stage(lua_State *L) {
   p->staged_prio = (double)prio;
   p->staged_seq = p->staged_seq + 1;
   lua_pushnumber(L, p->staged_seq);
+  if (objs && rawlen(L, objs) > 0) { /* (seq, nil, the LÖVE objects the request carries) */
+    lua_pushnil(L);
+    lua_pushvalue(L, objs);
+    return 3;
+  }
   return 1;
 }
 
@@ -1770,6 +1990,7 @@ static int l_pool_stop_worker(lua_State *L) {
 static int l_pool_drain(lua_State *L) {
   pool_ud *p = check_pool(L);
   lua_Integer handled = luaL_checkinteger(L, 3);
+  int fetch = lua_type(L, 4) == LUA_TFUNCTION ? 4 : 0; /* (a LÖVE pool's: its replies' objects) */
   int32_t at, k, n;
   luaL_checktype(L, 2, LUA_TTABLE);
   for (; handled > 0 && p->ev_at < p->ev_n; handled--, p->ev_at++) {
@@ -1801,7 +2022,7 @@ static int l_pool_drain(lua_State *L) {
       kind = SH_EV_FAILED;
       slots = 1, wants = 2;
     } else if (kind == SH_EV_DONE || kind == SH_EV_FAILED) {
-      int base = lua_gettop(L), i, nv = decode_values(L, m, 1);
+      int base = lua_gettop(L), i, nv = decode_objects(L, m, 1, fetch, (double)p->ev_id[at]);
       if (kind == SH_EV_FAILED) {
         slots = nv < 2 ? nv : 2, wants = 2;
         lua_settop(L, base + slots);
@@ -1859,6 +2080,17 @@ static int l_pool_worker(lua_State *L) {
   return 1;
 }
 
+/* pool:_unhost(i): hosted worker i, if no host thread served it yet (its
+ * thread failed to start), exits now; returns whether it did. */
+static int l_pool_unhost(lua_State *L) {
+  pool_ud *p = check_pool(L);
+  int32_t i = (int32_t)luaL_checknumber(L, 2);
+  worker_ctx *w = unhost(0, p->work, i);
+  if (w) worker_exit(w);
+  lua_pushboolean(L, w != NULL);
+  return 1;
+}
+
 /* pool:_detach(): the threads still running go on alone. */
 static int l_pool_detach(lua_State *L) {
   pool_ud *p = check_pool(L);
@@ -1873,7 +2105,7 @@ static const luaL_Reg pool_methods[] = {
     {"_stop_worker", l_pool_stop_worker}, {"_drain", l_pool_drain},
     {"_stage", l_pool_stage}, {"_commit", l_pool_commit}, {"_worker", l_pool_worker},
     {"_detach", l_pool_detach}, {"_hold", l_pool_hold}, {"_drop", l_pool_drop}, {"_offer", l_pool_offer},
-    {"_offered", l_pool_offered}, {"_held", l_pool_held}, {NULL, NULL}};
+    {"_offered", l_pool_offered}, {"_held", l_pool_held}, {"_unhost", l_pool_unhost}, {NULL, NULL}};
 
 static int l_threads_default(lua_State *L) {
   lua_pushinteger(L, sh_threads_default());
@@ -1884,7 +2116,7 @@ static const luaL_Reg funcs[] = {
     {"notifier", l_notify_new}, {"notifier_gen", l_notify_gen}, {"notifier_wait", l_notify_wait},
     {"notifier_signal", l_notify_signal}, {"notifier_fd", l_notify_fd}, {"notifier_clear", l_notify_clear},
     {"port", l_port_new}, {"rounds", l_rounds_new}, {"pool", l_pool_new},
-    {"default_threads", l_threads_default}, {NULL, NULL}};
+    {"default_threads", l_threads_default}, {"serve", l_serve}, {NULL, NULL}};
 
 /* Pushes the threads' table of stagehand._core (`threads`), with the
  * metatables of ports and round barriers (port_methods, rounds_methods:

@@ -124,6 +124,18 @@ describe("stagehand.pool", function()
       assert.equal(0, orch.nrunning)
     end)
 
+    it("runs on native threads outside LÖVE, and refuses LÖVE threads or an unknown kind", function()
+      local p = pool { size = 1, threads = "native" }
+      assert.same({ "done", 4 }, { orch:wait(p:run("echo", 4), WAIT) })
+      assert.has_error(function() new_pool(orch, { threads = "love" }) end,
+        "bad argument 'opts.threads' to stagehand.pool: expected \"native\" outside LÖVE (love.thread is not"
+        .. " loaded here), got \"love\"")
+      assert.error_matches(function() new_pool(orch, { threads = "green" }) end,
+        "'opts.threads' to stagehand.pool: expected \"love\" or \"native\"", nil, true)
+      -- (nothing was left behind by the refused ones)
+      assert.same({ "done", 5 }, { orch:wait(p:run("echo", 5), WAIT) })
+    end)
+
     it("refuses coroutines and userdata, with their paths", function()
       local p = pool { size = 1 }
       local ok, err = pcall(p.run, p, "echo", { 1, { co = coroutine.create(function() end) } })

@@ -51,8 +51,8 @@ function M.spawn(orch, name, ...)
   local pool = W.new_pool(orch, { module = module, size = 1, stall_ms = math.huge }, false)
   pool.service = name
   local w = setmetatable({ pool = pool, stopped = false }, Service)
-  local staged, err = pool.ud:_stage(0, "args", fn, ...)
-  local ok, h = pcall(W.request, pool, fn, name, { stall_ms = math.huge }, "args", 1, staged, err, (...))
+  local staged, err, objs = pool.ud:_stage(0, "args", fn, ...)
+  local ok, h = pcall(W.request, pool, fn, name, { stall_ms = math.huge }, "args", 1, staged, err, (...), objs)
   if not ok then
     pool.ud:_close()
     outside.remove(orch, pool)

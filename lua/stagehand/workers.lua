@@ -30,6 +30,7 @@ local dispatch = require "stagehand.dispatch"
 local priority = require "stagehand.priority"
 local handle = require "stagehand.handle"
 local sources = require "stagehand.sources"
+local love_threads = require "stagehand.love_threads"
 
 local STATE, WAITQ, H = F.STATE, F.WAITQ, F.H
 local check = B.check
@@ -69,6 +70,7 @@ function Waiting:_abandon(job)
   pool.reqs[id] = nil
   pool.payloads[id], pool.own[id] = nil, nil
   pool.nreq = pool.nreq - 1
+  if pool.love then love_threads.forget(pool.love, id) end
   if pool.service then return pool.ud:_close() end -- (a long-lived worker: told to stop, it exits)
   local slot = pool.holds[id]
   if slot then
@@ -113,7 +115,8 @@ end
 function Pool:_describe() return "pool '" .. self.module .. "'" end
 
 function Pool:_add_worker()
-  local idx = self.ud:_add_worker()
+  local idx, token = self.ud:_add_worker(self.love and true or false)
+  if token then love_threads.start(self.love, idx, token) end
   self.workers[idx] = true
   self.live = self.live + 1
 end
@@ -121,7 +124,7 @@ end
 local function is_int(v, lo, hi) return type(v) == "number" and v >= lo and v <= hi and v % 1 == 0 end
 
 local POOL_FIELDS = { module = true, source = true, size = true, respawn_on_abort = true, close_timeout_ms = true,
-  stall_ms = true }
+  stall_ms = true, threads = true }
 
 local function check_orch(orch, fn)
   local Orchestrator = require "stagehand.orchestrator"
@@ -147,7 +150,7 @@ function M.new_pool(orch, opts, start_workers)
   for k in each, opts do
     if not POOL_FIELDS[k] then
       fail("stagehand.pool", "opts." .. tostring(k), "one of module, source, size, respawn_on_abort,"
-        .. " close_timeout_ms, stall_ms", opts[k])
+        .. " close_timeout_ms, stall_ms, threads", opts[k])
     end
   end
   local module, source = opts.module, opts.source
@@ -174,6 +177,7 @@ function M.new_pool(orch, opts, start_workers)
   if stall_ms ~= nil and not (type(stall_ms) == "number" and stall_ms > 0) then
     fail("stagehand.pool", "opts.stall_ms", options.STALL_EXPECTED, stall_ms)
   end
+  local kind = love_threads.kind(opts.threads, "stagehand.pool")
   module = module or "source"
   local self = setmetatable({
     orch = orch,
@@ -210,6 +214,7 @@ function M.new_pool(orch, opts, start_workers)
     destroy_ended = false,
     is_paused = false, -- (pool:paused)
   }, Pool)
+  self.love = kind == "love" and love_threads.new(self) -- (its LÖVE threads and channels)
   local name = self:_describe()
   self.w_queued = setmetatable({ pool = self, what = "a worker of " .. name .. " (queued)" }, Waiting)
   self.w_running = setmetatable({ pool = self, what = "a reply from a worker of " .. name }, Waiting)
@@ -234,11 +239,12 @@ local RUN_FIELDS = { priority = true, signal = true, label = true, key = true, s
 -- job's id. One function for every request, no closure each; request
 -- keeps the last ones around the call, as game code run inside it (a
 -- clock, a tracker's listener) may make requests of its own.
-local st_pool, st_seq, st_root, st_fn, st_payload, st_lost = nil, 0, nil, nil, nil, nil
+local st_pool, st_seq, st_root, st_fn, st_payload, st_objs, st_lost = nil, 0, nil, nil, nil, nil, nil
 
 local function park(job)
   local pool, id = st_pool, job[ID]
   local ud = pool.ud
+  local objs = st_objs
   pool.reqs[id] = job
   if st_payload ~= nil then pool.payloads[id] = st_payload end
   pool.own[id] = job[H]
@@ -249,13 +255,21 @@ local function park(job)
     if queued == nil then
       -- (a request made meanwhile took its place: copied again, as given)
       local seq
-      seq, err = ud:_stage(0, st_root, st_fn, st_payload)
+      seq, err, objs = ud:_stage(0, st_root, st_fn, st_payload)
       if seq then queued, err = ud:_hold(seq, id) else queued = false end
     end
-    if queued then pool.holds[id] = queued end
+    if queued then
+      pool.holds[id] = queued
+      if objs then love_threads.carry(pool.love, id, objs) end
+    end
   else
     queued, err = ud:_commit(st_seq, id)
-    if queued == nil then queued, err = ud:_push(id, 0, st_root, st_fn, st_payload) end
+    if queued == nil then
+      local seq
+      seq, err, objs = ud:_stage(0, st_root, st_fn, st_payload)
+      if seq then queued, err = ud:_commit(seq, id) else queued = false end
+    end
+    if queued and objs then love_threads.carry(pool.love, id, objs) end
   end
   wait.park_outside(job, pool.w_queued)
   if queued and pool.q then dispatch.queue(pool, job) end
@@ -265,14 +279,14 @@ end
 -- Stages `fn_name(...)` as a request and makes its job; root names the
 -- arguments in errors ("payload", "args"). A payload that cannot cross
 -- raises, with nothing queued and no job made.
-local function request(pool, fn_name, label, run_opts, root, level, staged, err, payload)
+local function request(pool, fn_name, label, run_opts, root, level, staged, err, payload, objs)
   local called = root == "args" and "stagehand.spawn" or "pool:run"
   if not staged then error("bad argument '" .. root .. "' to " .. called .. ": " .. tostring(err), level + 1) end
-  local p_pool, p_seq, p_root, p_fn, p_payload = st_pool, st_seq, st_root, st_fn, st_payload
-  st_pool, st_seq, st_root, st_fn, st_payload, st_lost = pool, staged, root, fn_name, payload, nil
+  local p_pool, p_seq, p_root, p_fn, p_payload, p_objs = st_pool, st_seq, st_root, st_fn, st_payload, st_objs
+  st_pool, st_seq, st_root, st_fn, st_payload, st_objs, st_lost = pool, staged, root, fn_name, payload, objs, nil
   local h, job = pool.orch:_external(label, run_opts, park)
   local lost = st_lost
-  st_pool, st_seq, st_root, st_fn, st_payload, st_lost = p_pool, p_seq, p_root, p_fn, p_payload, nil
+  st_pool, st_seq, st_root, st_fn, st_payload, st_objs, st_lost = p_pool, p_seq, p_root, p_fn, p_payload, p_objs, nil
   if lost ~= nil and job and not job[STATE] then
     -- Game code run while the job was made destroyed the pool (the job is
     -- cancelled), or changed the payload so that it cannot cross any more;
@@ -358,8 +372,8 @@ function Pool:run(fn_name, payload, opts)
   end
   local key = run_opts.key
   if key and self.orch:running(key) then return (self.orch:_external(label, run_opts, park)) end
-  local staged, err = self.ud:_stage(0, "payload", fn_name, payload)
-  return request(self, fn_name, label, run_opts, "payload", 2, staged, err, payload)
+  local staged, err, objs = self.ud:_stage(0, "payload", fn_name, payload)
+  return request(self, fn_name, label, run_opts, "payload", 2, staged, err, payload, objs)
 end
 
 --- Requests queued, not started.
@@ -574,6 +588,7 @@ function Pool:collect()
     if self.live == 0 and not self.destroy_ended then end_destroy(self) end
   end
   self:_collect_events()
+  if self.love then love_threads.check(self) end
   -- Every step is a grant round for a pool with requests queued: their
   -- priority functions are read again, and the offer chosen again.
   local q = self.q
@@ -590,7 +605,7 @@ function Pool:_collect_events()
       -- (cleared first: a drain that raises leaves nothing counted as
       -- handled twice)
       self.ev_at, self.ev_n = 0, 0
-      local n = ud:_drain(buf, i)
+      local n = ud:_drain(buf, i, self.love and self.love.fetch)
       self.ev_n, self.ev_more = n, n == BATCH
       if n == 0 then break end
       i = 0
@@ -630,6 +645,7 @@ function Pool:_collect_events()
       if job then
         reqs[id] = nil
         self.payloads[id], self.own[id] = nil, nil
+        if self.love then love_threads.forget(self.love, id) end
         taken(self, job) -- (its start went unread)
         self.nreq = self.nreq - 1
         if not job[STATE] then
