@@ -153,6 +153,7 @@ check "luacheck (.luacheckrc): no warnings in lua/, spec/, bench/ and examples/"
 check "pools destroyed under the luv driver, then exit without closing: exit 0, 20 runs per runtime and backend" \
   sh scripts/exit_check.sh "$@"
 check "make demo: the example scene loader" demo_ends_every_job
+count "spec/love: worker pools on love.thread, under Xvfb" sh scripts/love_specs.sh
 check "examples/love: LÖVE 11 under Xvfb, a loading screen and the scene, both screenshots not blank" \
   sh scripts/love_check.sh
 check "make love-dist: examples/love as a .love and a fused build, run from /tmp with no environment" \

@@ -1,0 +1,54 @@
+-- The worker module of the LÖVE specs: found through love.filesystem (the
+-- game's archive), run on LÖVE threads, where love.image loads.
+require "love.image"
+require "love.filesystem"
+local worker = require "stagehand.worker"
+
+local M = {}
+
+function M.decode(path)
+  local data = love.image.newImageData(path) -- (read from the archive)
+  return data, data:getWidth(), data:getHeight()
+end
+
+-- An ImageData it was given, changed in place, and handed back with its
+-- pointer as this thread saw it.
+function M.tint(t)
+  t.image:setPixel(0, 0, 1, 0, 0, 1)
+  return t.image, tostring(t.image:getPointer()), t.note
+end
+
+function M.bytes(data) return data:getSize(), data:getString() end
+
+function M.boom() error("the decoder raised") end
+
+-- Runs until stopped (an abort, a destroy), then says so on the port.
+function M.until_stopped(port)
+  port:post("running")
+  while not worker.stopping() do worker.sleep(5) end
+  port:post("stopped")
+  return "stopped"
+end
+
+function M.echo(...) return ... end
+
+-- Meets the other participant of `b` in round 1 and adds both shares.
+function M.meet(t)
+  local out = {}
+  local ok = t.rounds:sum(1, 2, t.index, { t.index * 10 }, out)
+  return ok, out[1]
+end
+
+-- A long-lived worker: answers each value on `inbox` on `outbox`, doubled,
+-- until the port closes or it is stopped.
+function M.doubler(inbox, outbox)
+  local n = 0
+  while true do
+    local v = inbox:receive()
+    if v == nil then return n end
+    n = n + 1
+    outbox:post(v * 2)
+  end
+end
+
+return M

@@ -1,0 +1,198 @@
+-- stagehand's specs inside LÖVE: worker pools on love.thread. Run by
+-- scripts/love_specs.sh (make test) as `xvfb-run -a love spec/love`; prints
+-- each case, then "love: N passed, N failed", and quits with 1 on a failure.
+--
+-- Time here is real (love.timer): a worker's work takes real time, and the
+-- waits below are bounded (orch:wait, receive_within), never sleeps.
+local stagehand = require "stagehand"
+
+local WAIT = 10000
+local cases, passed, failed = {}, 0, 0
+local function it(name, fn) cases[#cases + 1] = { name = name, fn = fn } end
+
+local function check(cond, what, ...)
+  if not cond then error(string.format(what, ...), 2) end
+end
+local function same(want, got, what)
+  if want ~= got then error(string.format("%s: expected %s, got %s", what, tostring(want), tostring(got)), 2) end
+end
+
+local logged = {}
+local orch = stagehand.new {
+  driver = "manual",
+  clock = function() return love.timer.getTime() * 1000 end,
+  check_ms = 20,
+  log = function(line) logged[#logged + 1] = line end,
+}
+local pools = {}
+local function pool(opts)
+  opts.module = opts.module or "love_worker"
+  local p = stagehand.pool(orch, opts)
+  pools[#pools + 1] = p
+  return p
+end
+
+it("runs workers on LÖVE threads by default inside LÖVE", function()
+  local p = pool { size = 1 }
+  check(p.love ~= nil, "the pool has no LÖVE threads")
+  local t = p.love.threads[0]
+  check(t and t:typeOf("Thread"), "worker 0 is not a LÖVE Thread")
+end)
+
+it("requires love.image in a worker and decodes a PNG read from the game's archive", function()
+  local p = pool { size = 2 }
+  local state, data, w, h = orch:wait(p:run("decode", "fixture.png"), WAIT)
+  same("done", state, "the decode")
+  check(type(data) == "userdata" and data:typeOf("ImageData"), "the reply is %s, not an ImageData", tostring(data))
+  same(32, w, "the width")
+  same(32, h, "the height")
+  same(32, data:getWidth(), "the ImageData's width on this side")
+end)
+
+it("hands an ImageData to a worker and back as the same object, never copied", function()
+  local p = pool { size = 1 }
+  local img = love.image.newImageData(4, 4)
+  local state, back, pointer, note = orch:wait(p:run("tint", { image = img, note = "kept" }), WAIT)
+  same("done", state, "the request")
+  check(rawequal(back, img), "the ImageData came back as another object")
+  same(tostring(img:getPointer()), pointer, "the pointer the worker saw")
+  same("kept", note, "the plain data beside it")
+  local r, g = img:getPixel(0, 0)
+  check(r == 1 and g == 0, "the worker's change is not in the game's ImageData (a copy crossed)")
+end)
+
+it("carries FileData and ByteData too", function()
+  local p = pool { size = 1 }
+  local state, size, text = orch:wait(p:run("bytes", love.filesystem.newFileData("stagehand", "a.txt")), WAIT)
+  same("done", state, "the FileData request")
+  same(9, size, "its size")
+  same("stagehand", text, "its bytes")
+  state, size = orch:wait(p:run("bytes", love.data.newByteData("abc")), WAIT)
+  same("done", state, "the ByteData request")
+  same(3, size, "its size")
+end)
+
+it("fails only the request whose worker raised, and the pool goes on", function()
+  local p = pool { size = 1 }
+  local state, err = orch:wait(p:run("boom"), WAIT)
+  same("failed", state, "the raising request")
+  check(tostring(err.message):find("the decoder raised", 1, true), "the message is %s", tostring(err.message))
+  check(tostring(err.traceback):find("love_worker", 1, true), "no traceback through the module")
+  same("done", (orch:wait(p:run("echo", 1), WAIT)), "the next request")
+end)
+
+it("stalls a request that makes no progress, and its worker sees stopping()", function()
+  local p = pool { size = 1 }
+  local port = stagehand.port()
+  local h = p:run("until_stopped", port, { stall_ms = 100 })
+  local state = orch:wait(h, WAIT)
+  same("stalled", state, "the silent request")
+  same("running", port:receive_within(WAIT), "the worker's first word")
+  same("stopped", port:receive_within(WAIT), "the worker's last word")
+end)
+
+it("replaces an aborted worker at once with respawn_on_abort", function()
+  local p = pool { size = 1, respawn_on_abort = true }
+  local port = stagehand.port()
+  local h = p:run("until_stopped", port)
+  orch:step()
+  same("running", port:receive_within(WAIT), "the worker's first word")
+  h:cancel("the player left")
+  same("cancelled", h:state(), "the aborted request")
+  same("stopped", port:receive_within(WAIT), "the aborted worker's last word")
+  local state, v = orch:wait(p:run("echo", 7), WAIT)
+  same("done", state, "a request after the abort")
+  same(7, v, "its reply")
+  check(p.love.threads[1] ~= nil or p.live >= 1, "no worker replaced the aborted one")
+end)
+
+it("passes values between LÖVE workers through ports (stagehand.spawn on LÖVE threads)", function()
+  local a_in, mid, b_out = stagehand.port(), stagehand.port(), stagehand.port()
+  local a = stagehand.spawn(orch, "love_worker.doubler", a_in, mid)
+  local b = stagehand.spawn(orch, "love_worker.doubler", mid, b_out)
+  check(a.pool.love ~= nil and b.pool.love ~= nil, "the services do not run on LÖVE threads")
+  orch:step()
+  a_in:post(5)
+  a_in:post(6)
+  same(20, b_out:receive_within(WAIT), "5 through both workers")
+  same(24, b_out:receive_within(WAIT), "6 through both workers")
+  a_in:close()
+  local state, n = orch:wait(a.done, WAIT)
+  same("done", state, "the first service")
+  same(2, n, "what it answered")
+  mid:close()
+  same("done", (orch:wait(b.done, WAIT)), "the second service")
+end)
+
+it("meets in a round barrier between LÖVE workers", function()
+  local p = pool { size = 2 }
+  local b = stagehand.rounds(2, 1)
+  local h1 = p:run("meet", { rounds = b, index = 1 })
+  local h2 = p:run("meet", { rounds = b, index = 2 })
+  local s1, ok1, sum1 = orch:wait(h1, WAIT)
+  local s2, ok2, sum2 = orch:wait(h2, WAIT)
+  same("done", s1, "participant 1")
+  same("done", s2, "participant 2")
+  check(ok1 and ok2, "a wait returned false")
+  same(30, sum1, "participant 1's sum")
+  same(30, sum2, "participant 2's sum")
+end)
+
+it("refuses what love.thread cannot carry, naming where it is, with nothing queued", function()
+  local p = pool { size = 1 }
+  local ok, err = pcall(p.run, p, "echo", { mesh = { on_done = print } })
+  check(not ok, "a function crossed")
+  check(err:find("bad argument 'payload' to pool:run: payload.mesh.on_done is a function; only plain data, ports,"
+    .. " round barriers and LÖVE objects cross threads", 1, true), "the message was: %s", err)
+  ok, err = pcall(p.run, p, "echo", { co = coroutine.create(print) })
+  check(not ok and err:find("payload.co is a thread", 1, true), "a coroutine: %s", tostring(err))
+  ok, err = pcall(p.run, p, "echo", { io.stdout })
+  check(not ok and err:find("payload[1] is a userdata", 1, true), "a file: %s", tostring(err))
+  same(0, p:pending(), "requests queued")
+end)
+
+it("fails every request of a module the archive does not hold, naming it", function()
+  local p = pool { module = "no_such_worker", size = 1 }
+  local state, err = orch:wait(p:run("decode", "fixture.png"), WAIT)
+  same("failed", state, "the request")
+  check(tostring(err.message):find("no_such_worker", 1, true), "the message was: %s", tostring(err.message))
+end)
+
+it("runs native threads inside LÖVE when asked, where love.image cannot load", function()
+  local p = pool { size = 1, threads = "native", module = "love_worker" }
+  check(not p.love, "a native pool made LÖVE threads")
+  local state = orch:wait(p:run("echo", 1), WAIT)
+  same("failed", state, "a request to a module a native state cannot find")
+end)
+
+it("destroys a pool: its LÖVE threads exit", function()
+  local p = stagehand.pool(orch, { module = "love_worker", size = 2 })
+  same("done", (orch:wait(p:run("echo", 1), WAIT)), "a request")
+  local threads = {}
+  for i, t in pairs(p.love.threads) do threads[i] = t end
+  same("done", (orch:wait(p:destroy(), WAIT)), "the destroy")
+  for i, t in pairs(threads) do
+    t:wait()
+    check(not t:isRunning(), "thread %d still runs", i)
+    check(t:getError() == nil, "thread %d: %s", i, tostring(t:getError()))
+  end
+end)
+
+function love.load()
+  print(string.format("stagehand %s in LÖVE %s, %s backend", stagehand.VERSION, table.concat({ love.getVersion() },
+    ".", 1, 3), stagehand.backend))
+  for _, case in ipairs(cases) do
+    local ok, err = xpcall(case.fn, debug.traceback)
+    if ok then
+      passed = passed + 1
+      print("ok    " .. case.name)
+    else
+      failed = failed + 1
+      print("FAIL  " .. case.name .. "\n      " .. tostring(err):gsub("\n", "\n      "))
+    end
+  end
+  for _, p in ipairs(pools) do orch:wait(p:destroy(), WAIT) end
+  orch:close()
+  print(string.format("love: %d passed, %d failed", passed, failed))
+  love.event.quit(failed > 0 and 1 or 0)
+end
