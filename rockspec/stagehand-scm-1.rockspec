@@ -42,6 +42,7 @@ build = {
     ["stagehand.priority"] = "lua/stagehand/priority.lua",
     ["stagehand.slots"] = "lua/stagehand/slots.lua",
     ["stagehand.log"] = "lua/stagehand/log.lua",
+    ["stagehand.love"] = "lua/stagehand/love.lua",
     ["stagehand.love_threads"] = "lua/stagehand/love_threads.lua",
     ["stagehand.options"] = "lua/stagehand/options.lua",
     ["stagehand.orchestrator"] = "lua/stagehand/orchestrator.lua",

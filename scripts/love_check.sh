@@ -12,7 +12,14 @@ out=$(timeout 120 xvfb-run -a love examples/love --screenshot build/love-scene.p
   --loading-screenshot build/love-loading.png 2>&1)
 echo "$out" | grep -v "^$"
 fail() { echo "love check: $1"; exit 1; }
-echo "$out" | grep -Eq "^loaded 12 of 12 textures" || fail "the game did not load every texture"
+echo "$out" | grep -Eq "^loaded 12 of 14 textures \(2 stand-ins\)" || fail "the game did not load every texture"
+echo "$out" | grep -Eq "^stand-in for tile-corrupt.png: Decoding tile-corrupt.png failed: .*tile-corrupt.png" ||
+  fail "no reason logged for the corrupt PNG"
+echo "$out" | grep -Eq "^stand-in for missing.png: Decoding missing.png failed: no such file: textures/missing.png" ||
+  fail "no reason logged for the missing file"
+echo "$out" | grep -Eq "^decoded first: tile1.png, tile2.png, tile3.png, tile4.png, tile5.png, tile6.png$" ||
+  fail "the visible row was not decoded first"
+echo "$out" | grep -Eq "^the bar moved back 0 times" || fail "the loading bar moved back"
 for what in loading scene; do
   line=$(echo "$out" | grep -E "^$what screenshot: ") || fail "no $what screenshot"
   colours=$(echo "$line" | sed -E 's/.*\(([0-9]+) colours\).*/\1/')

@@ -1,30 +1,28 @@
--- stagehand in LÖVE 11: a loading screen with a bar per phase, then the
--- scene once every texture is in.
+-- stagehand in LÖVE 11: a loading screen whose bar never moves back, then
+-- the scene.
 --
--- * love.update pumps a manual orchestrator on love.timer's clock, after
---   the frame's requests: orch:step(4), at most 4 ms of loading a frame.
--- * Each texture is "read" (a short sleep stands in for the disk), decoded
---   on a stagehand worker pool (texture_worker.lua, passed as text), then
---   uploaded to the GPU on the main thread, at most two a frame (a budget).
--- * A barrier over every texture says when the scene is ready.
--- * love.visible and love.focus tell the orchestrator: time while the game
---   is hidden never counts towards a stall.
+-- * require("stagehand.love").new gives an orchestrator on love.timer's
+--   clock, stepped right after love.update (at most 4 ms of loading a
+--   frame), its stall clocks paused while the window is hidden, and shut
+--   down when the game quits.
+-- * Every PNG in textures/, and one name with no file, is read and decoded
+--   on worker threads (LÖVE threads: texture_worker.lua requires
+--   love.image and reads the game's archive), then uploaded on the main
+--   thread under a budget of 2 ms a frame.
+-- * The first row is on screen: its textures are `visible` and go first.
+-- * A corrupt PNG and the missing file get a stand-in and a logged reason.
 --
 --   eval "$(make -s env LUA=luajit)"; love examples/love
 --   (--screenshot FILE writes the scene to FILE and quits; --loading-screenshot
 --   FILE also writes the loading screen halfway through)
 local stagehand = require "stagehand"
+local for_love = require "stagehand.love"
 
-local TEXTURES = {
-  "stone", "moss", "water", "lava", "sand", "ice",
-  "bark", "rust", "slate", "clay", "ember", "frost",
-}
-local SIZE = 64
-local PHASES = { "read", "decode", "upload" }
-
+local ROW = 6 -- (textures a row; the first row is on screen first)
 local orch, load, pool, ready
-local images, args = {}, {}
+local names, images, decoded, stand_ins = {}, {}, {}, {}
 local shot_loading, shot_scene, quit_after
+local frames, went_back, last_fraction = 0, 0, 0
 
 local function option(list, name)
   for i = 1, #list do
@@ -32,45 +30,56 @@ local function option(list, name)
   end
 end
 
+-- What a texture that did not load shows: a checkerboard.
+local function stand_in()
+  local data = love.image.newImageData(128, 128)
+  data:mapPixel(function(x, y)
+    local on = (math.floor(x / 16) + math.floor(y / 16)) % 2 == 0
+    return on and 0.9 or 0.3, 0.2, on and 0.9 or 0.3, 1
+  end)
+  return data
+end
+
 function love.load(arglist)
-  args = arglist or {}
   print(string.format("stagehand %s on the %s backend", stagehand.VERSION, stagehand.backend))
-  shot_scene = option(args, "--screenshot")
-  shot_loading = option(args, "--loading-screenshot")
-  orch = stagehand.new {
-    driver = "manual",
-    clock = function() return love.timer.getTime() * 1000 end,
-    stall_ms = 10000,
-  }
-  orch:budget("upload", { ops = 2 }) -- two GPU uploads a frame
+  shot_scene = option(arglist or {}, "--screenshot")
+  shot_loading = option(arglist or {}, "--loading-screenshot")
+  for _, file in ipairs(love.filesystem.getDirectoryItems("textures")) do
+    if file:match("%.png$") then names[#names + 1] = file end
+  end
+  table.sort(names, function(a, b) -- (tile2 before tile10)
+    local na, nb = tonumber(a:match("%d+")), tonumber(b:match("%d+"))
+    if na and nb then return na < nb end
+    return (na and 0 or 1) < (nb and 0 or 1) or (not na and not nb and a < b)
+  end)
+  names[#names + 1] = "missing.png"
+
+  orch = for_love.new { step_ms = 4, stall_ms = 10000 }
+  orch:budget("upload", { ms = 2 }) -- GPU uploads: at most 2 ms of them a frame
   load = stagehand.tracker(orch)
-  pool = stagehand.pool(orch, {
-    module = "texture_worker",
-    source = love.filesystem.read("texture_worker.lua"),
-    size = stagehand.threads(),
-  })
-  ready = orch:barrier("the scene is ready", TEXTURES)
-  for i, name in ipairs(TEXTURES) do
+  load:expect("decode", #names)
+  load:expect("upload", #names)
+  pool = stagehand.pool(orch, { module = "texture_worker" })
+  ready = orch:barrier("the scene is ready", names)
+  local fallback = stand_in()
+  for i, name in ipairs(names) do
     orch:run("Loading " .. name, function(job)
-      job:await(orch:run("Reading " .. name, function(r) r:sleep(20 + 10 * i) end, { phase = "read" }))
-      local bytes = job:await(pool:run("texture", { size = SIZE, seed = i * 1.7, work = 12 },
-        { label = "Decoding " .. name, phase = "decode", priority = -i }))
+      local ok, data = job:pcall(job.await, job, pool:run("decode", "textures/" .. name,
+        { label = "Decoding " .. name, phase = "decode" }))
+      decoded[#decoded + 1] = name
+      if not ok then
+        stand_ins[#stand_ins + 1] = name
+        print(string.format("stand-in for %s: %s", name, tostring(data.message or data)))
+        data = fallback
+      end
       job:await(orch:run("Uploading " .. name, function(up)
         up:permit("upload")
-        local data = love.image.newImageData(SIZE, SIZE, "rgba8", bytes)
-        images[#images + 1] = { name = name, image = love.graphics.newImage(data) }
+        images[i] = { name = name, image = love.graphics.newImage(data), stand_in = not ok }
       end, { phase = "upload" }))
       ready:arrive(name)
-    end)
+    end, { priority = i <= ROW and "visible" or "background" })
   end
 end
-
-function love.update()
-  orch:step(4)
-end
-
-function love.visible(v) orch:set_visible(v) end
-function love.focus(f) orch:set_visible(f) end
 
 local function write_screenshot(path, what)
   love.graphics.captureScreenshot(function(data)
@@ -83,52 +92,55 @@ local function write_screenshot(path, what)
         if not colours[key] then colours[key], n = true, n + 1 end
       end
     end
-    local png = data:encode("png")
     local f = assert(io.open(path, "wb"))
-    f:write(png:getString())
+    f:write(data:encode("png"):getString())
     f:close()
     print(string.format("%s screenshot: %s (%d colours)", what, path, n))
     if what == "scene" then quit_after = 2 end
   end)
 end
 
-local function draw_bars()
+local function bar(label, y, f)
+  love.graphics.setColor(0.8, 0.8, 0.85)
+  love.graphics.print(string.format("%s  %3d%%", label, math.floor(f * 100)), 40, y - 22)
+  love.graphics.setColor(0.25, 0.25, 0.3)
+  love.graphics.rectangle("fill", 40, y, 560, 20)
+  love.graphics.setColor(0.35, 0.75, 0.45)
+  love.graphics.rectangle("fill", 40, y, 560 * f, 20)
+end
+
+local function draw_loading()
   love.graphics.clear(0.08, 0.08, 0.12)
   love.graphics.setColor(1, 1, 1)
   love.graphics.print("Loading the scene", 40, 40, 0, 2, 2)
-  for i, phase in ipairs(PHASES) do
-    local done, total = load:progress(phase)
-    local y = 100 + i * 60
-    love.graphics.setColor(0.8, 0.8, 0.85)
-    love.graphics.print(string.format("%s  %d / %d", phase, done, total), 40, y - 22)
-    love.graphics.setColor(0.25, 0.25, 0.3)
-    love.graphics.rectangle("fill", 40, y, 560, 20)
-    love.graphics.setColor(0.35, 0.75, 0.45)
-    love.graphics.rectangle("fill", 40, y, total > 0 and 560 * done / total or 0, 20)
-  end
+  bar("loading", 130, load:fraction())
+  bar("decode", 200, load:fraction("decode"))
+  bar("upload", 260, load:fraction("upload"))
 end
 
 local function draw_scene()
   love.graphics.clear(0.1, 0.1, 0.1)
   love.graphics.setColor(1, 1, 1)
   for i, t in ipairs(images) do
-    local col, row = (i - 1) % 6, math.floor((i - 1) / 6)
-    local x, y = 40 + col * 96, 60 + row * 120
-    love.graphics.draw(t.image, x, y, 0, 1.25, 1.25)
-    love.graphics.print(t.name, x, y + 84)
+    local col, row = (i - 1) % ROW, math.floor((i - 1) / ROW)
+    local x, y = 20 + col * 102, 40 + row * 118
+    love.graphics.draw(t.image, x, y, 0, 0.75, 0.75)
+    love.graphics.print(t.name, x, y + 98)
+    if t.stand_in then love.graphics.print("(a stand-in)", x + 8, y + 40) end
   end
-  love.graphics.print("the scene is ready: " .. #images .. " textures", 40, 20)
+  love.graphics.print("the scene is ready: " .. #images .. " textures", 20, 12)
 end
 
 function love.draw()
   local scene = ready.settled:state() == "done"
-  if scene then draw_scene() else draw_bars() end
-  if shot_loading and not scene then
-    local done, total = load:progress("decode")
-    if total > 0 and done >= total / 2 then
-      write_screenshot(shot_loading, "loading")
-      shot_loading = nil
-    end
+  local f = load:fraction()
+  frames = frames + 1
+  if f < last_fraction then went_back = went_back + 1 end
+  last_fraction = f
+  if scene then draw_scene() else draw_loading() end
+  if shot_loading and not scene and f >= 0.5 then
+    write_screenshot(shot_loading, "loading")
+    shot_loading = nil
   end
   if scene and shot_scene then
     write_screenshot(shot_scene, "scene")
@@ -137,9 +149,10 @@ function love.draw()
   if quit_after then
     quit_after = quit_after - 1
     if quit_after == 0 then
-      print(string.format("loaded %d of %d textures; decoded on %d worker thread(s)", #images, #TEXTURES,
-        stagehand.threads()))
-      orch:wait(pool:destroy(), 2000)
+      print(string.format("loaded %d of %d textures (%d stand-ins); decoded on %d LÖVE worker thread(s)",
+        #names - #stand_ins, #names, #stand_ins, stagehand.threads()))
+      print("decoded first: " .. table.concat(decoded, ", ", 1, ROW))
+      print(string.format("the bar moved back %d times in %d frames", went_back, frames))
       love.event.quit()
     end
   end

@@ -1,30 +1,15 @@
--- Runs on stagehand's worker threads, inside LÖVE: the game passes this
--- file's text (love.filesystem.read), since a worker's Lua state cannot see
--- the game's archive. It "decodes" a texture: RGBA bytes for a pattern.
-local worker = require "stagehand.worker"
+-- The example's worker module. It runs on LÖVE threads (stagehand's pools
+-- do, inside LÖVE), found through love.filesystem like any of the game's
+-- files, so it can read the archive and decode with love.image. The
+-- ImageData it returns reaches the game as itself, without a copy.
+require "love.image"
+require "love.filesystem"
 
 local M = {}
 
-function M.texture(t)
-  local size, seed = t.size, t.seed
-  local rows = {}
-  local char = string.char
-  for y = 0, size - 1 do
-    if worker.stopping() then return nil end
-    local row = {}
-    for x = 0, size - 1 do
-      -- a few waves, and some work per pixel as a real decoder would do
-      local v = 0
-      for k = 1, t.work do v = v + math.sin((x * k + seed) * 0.07) * math.cos((y * k - seed) * 0.05) end
-      local r = math.floor(127 + 120 * math.sin(v + seed))
-      local g = math.floor(127 + 120 * math.sin(v * 0.7 + seed * 2))
-      local b = math.floor(127 + 120 * math.cos(v * 1.3 - seed))
-      row[#row + 1] = char(r, g, b, 255)
-    end
-    rows[#rows + 1] = table.concat(row)
-    worker.progress(y + 1, size)
-  end
-  return table.concat(rows)
+function M.decode(path)
+  if not love.filesystem.getInfo(path) then error("no such file: " .. path, 0) end
+  return love.image.newImageData(path)
 end
 
 return M

@@ -178,6 +178,39 @@ it("destroys a pool: its LÖVE threads exit", function()
   end
 end)
 
+it("wires an orchestrator into LÖVE's frame with stagehand.love: step after update, visibility, quit", function()
+  local for_love = require "stagehand.love"
+  local updates = 0
+  function love.update() updates = updates + 1 end -- (the game's own, defined before the call)
+  local o = for_love.new { step_ms = 2, check_ms = 20 }
+  function love.focus() end -- (and one defined after: the helper still hears focus)
+  local p = stagehand.pool(o, { module = "love_worker", size = 1 })
+  local h = p:run("echo", "stepped")
+  same("queued", p:queued() == 1 and "queued" or "not queued", "the request before a frame")
+  -- A frame: the game's update, then the step that offers the request.
+  love.update(1 / 60)
+  same(1, updates, "the game's love.update calls")
+  local t0 = love.timer.getTime()
+  while h:state() == "running" and love.timer.getTime() - t0 < WAIT / 1000 do
+    love.update(1 / 60)
+    love.timer.sleep(0.001)
+  end
+  same("done", h:state(), "the request, stepped by frames alone")
+  love.handlers.visible(false)
+  same(false, o:visible(), "visibility while hidden")
+  love.handlers.focus(true)
+  same(true, o:visible(), "visibility once focused")
+  -- Quitting: love.quit (served by the helper) shuts the orchestrator and its pools.
+  local kept = love.quit()
+  same(false, kept, "love.quit's answer")
+  check(p.destroyed ~= false, "the pool was not destroyed at quit")
+  local ok = pcall(p.run, p, "echo", 1)
+  check(not ok, "the pool still runs requests after quit")
+  local bad = pcall(for_love.new, { clock = os.clock })
+  check(not bad, "the helper took a clock of its own")
+  love.update = nil
+end)
+
 function love.load()
   print(string.format("stagehand %s in LÖVE %s, %s backend", stagehand.VERSION, table.concat({ love.getVersion() },
     ".", 1, 3), stagehand.backend))
