@@ -16,3 +16,4 @@ files["lua/"] = { not_globals = { "pairs" } }
 files["examples/love"] = { globals = { "love" } }
 files["spec/love"] = { std = "max", globals = { "love" }, max_line_length = 120 }
 files["scripts/textures"] = { globals = { "love" } }
+files["bench/love"] = { globals = { "love" } }

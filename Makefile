@@ -28,7 +28,7 @@ INC_lua5.1 := /usr/include/lua5.1
 
 SANITIZE := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
-.PHONY: love-dist rock windows test-windows test-windows-c portable all deps build docs test test-c test-oom tsan c-host test-lua demo bench bench-count env clean sanitize check-warnings chaos soak-threads fuzz valgrind
+.PHONY: bench-love love-dist rock windows test-windows test-windows-c portable all deps build docs test test-c test-oom tsan c-host test-lua demo bench bench-count env clean sanitize check-warnings chaos soak-threads fuzz valgrind
 
 all: build
 
@@ -146,6 +146,11 @@ docs:
 
 bench: build
 	@eval "$$(sh scripts/env.sh luajit)" && luajit bench/bench.lua
+
+# The LÖVE loading scene against love-loader and lily (LOVE_PEERS=DIR holds
+# their sources; without it, stagehand alone). About a minute.
+bench-love: build
+	@sh scripts/bench_love.sh
 
 # The same costs counted rather than timed (cachegrind): instructions and
 # reads from memory per job, next to a bare coroutine's, the same on a busy

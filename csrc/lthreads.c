@@ -1544,6 +1544,7 @@ static int l_serve(lua_State *L) {
                          " pool is gone)", token);
   }
   w->fetch_ref = fetch_ref, w->put_ref = put_ref;
+  sh__thread_lower_priority(); /* (the host's thread is the worker's for good) */
   lua_settop(L, 0);
   set_up_worker(L, w);
   serve_requests(L, w);

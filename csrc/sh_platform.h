@@ -12,6 +12,9 @@
  *   SH_HAVE_CONDATTR_SETCLOCK condition variables timed on CLOCK_MONOTONIC
  *   SH_HAVE_COND_TIMEDWAIT_RELATIVE  pthread_cond_timedwait_relative_np
  *                             (macOS, iOS), when the above is missing
+ *   SH_HAVE_THREAD_NICE       setpriority on one thread's id (Linux,
+ *                             Android): a worker's lower priority
+ *   SH_HAVE_QOS_CLASS         pthread_set_qos_class_self_np (macOS, iOS)
  * SH_FORCE_FALLBACKS ignores both, so the portable paths (pipe + fcntl,
  * waits timed against the wall clock from a relative deadline) are built
  * and tested on Linux too. SH_NO_BUILTINS does the same for the atomics:
@@ -23,6 +26,8 @@
 #undef SH_HAVE_PIPE2
 #undef SH_HAVE_CONDATTR_SETCLOCK
 #undef SH_HAVE_COND_TIMEDWAIT_RELATIVE
+#undef SH_HAVE_THREAD_NICE
+#undef SH_HAVE_QOS_CLASS
 #endif
 
 #ifdef __cplusplus
@@ -71,6 +76,10 @@ void sh__cond_wait_ms(sh__cond *c, sh__mutex *m, double ms);
 int sh__thread_start(sh__thread *t, sh__thread_fn fn, void *arg);
 void sh__thread_join(sh__thread t);
 void sh__thread_detach(sh__thread t);
+/* Lowers the calling thread's priority below the game's frame thread's, so
+ * a worker takes the cores the frame leaves (a no-op where the system
+ * offers no way for one thread). */
+void sh__thread_lower_priority(void);
 void sh__yield(void);
 
 /* The wake-up descriptor of a notifier: a pipe on POSIX, a connected pair

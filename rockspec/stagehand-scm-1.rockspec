@@ -87,8 +87,8 @@ build = {
   -- paths, csrc/sh_platform.h)
   platforms = {
     unix = { modules = { ["stagehand._core"] = { libraries = { "m", "dl", "pthread" } } } },
-    linux = { modules = { ["stagehand._core"] = { defines = { "SH_HAVE_PIPE2", "SH_HAVE_CONDATTR_SETCLOCK" } } } },
-    macosx = { modules = { ["stagehand._core"] = { defines = { "SH_HAVE_COND_TIMEDWAIT_RELATIVE" } } } },
+    linux = { modules = { ["stagehand._core"] = { defines = { "SH_HAVE_PIPE2", "SH_HAVE_CONDATTR_SETCLOCK", "SH_HAVE_THREAD_NICE" } } } },
+    macosx = { modules = { ["stagehand._core"] = { defines = { "SH_HAVE_COND_TIMEDWAIT_RELATIVE", "SH_HAVE_QOS_CLASS" } } } },
     -- Win32's layer in place of POSIX's (the last source: LuaRocks merges
     -- a platform's list into the main one entry by entry), and Winsock for
     -- the wake-up sockets.

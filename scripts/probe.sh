@@ -21,4 +21,11 @@ try -DSH_HAVE_COND_TIMEDWAIT_RELATIVE '#include <pthread.h>
 #include <time.h>
 int main(void) { pthread_cond_t c; pthread_mutex_t m; struct timespec t = {0, 0};
   return pthread_cond_timedwait_relative_np(&c, &m, &t); }'
+try -DSH_HAVE_THREAD_NICE '#define _GNU_SOURCE
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+int main(void) { return setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 0); }'
+try -DSH_HAVE_QOS_CLASS '#include <pthread/qos.h>
+int main(void) { return pthread_set_qos_class_self_np(QOS_CLASS_UTILITY, 0); }'
 echo

@@ -149,7 +149,7 @@ threads_under_tsan() {
   grep -aE "passed|successes" "$out" | sed 's/^/  /'
 }
 
-check "luacheck (.luacheckrc): no warnings in lua/, spec/, bench/ and examples/" luacheck -q lua spec bench examples
+check "luacheck (.luacheckrc): no warnings in lua/, spec/, bench/, examples/ and scripts/textures/" luacheck -q lua spec bench examples scripts/textures
 check "pools destroyed under the luv driver, then exit without closing: exit 0, 20 runs per runtime and backend" \
   sh scripts/exit_check.sh "$@"
 check "make demo: the example scene loader" demo_ends_every_job

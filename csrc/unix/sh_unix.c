@@ -8,6 +8,13 @@
 #include "../stagehand.h"
 
 #include <dlfcn.h>
+#if defined(SH_HAVE_THREAD_NICE)
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#endif
+#if defined(SH_HAVE_QOS_CLASS)
+#include <pthread/qos.h>
+#endif
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
@@ -121,6 +128,15 @@ void sh__cond_wait_ms(sh__cond *c, sh__mutex *m, double ms) {
 int sh__thread_start(sh__thread *t, sh__thread_fn fn, void *arg) { return pthread_create(t, NULL, fn, arg); }
 void sh__thread_join(sh__thread t) { pthread_join(t, NULL); }
 void sh__thread_detach(sh__thread t) { pthread_detach(t); }
+
+void sh__thread_lower_priority(void) {
+#if defined(SH_HAVE_THREAD_NICE)
+  /* (a thread's own nice value: 19 gives way to the frame's 0, some seventy to one) */
+  (void)setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 19);
+#elif defined(SH_HAVE_QOS_CLASS)
+  (void)pthread_set_qos_class_self_np(QOS_CLASS_UTILITY, 0);
+#endif
+}
 void sh__yield(void) { sched_yield(); }
 
 /* A pipe whose ends are non-blocking and closed across exec. */

@@ -80,6 +80,7 @@ void sh__thread_join(sh__thread t) {
   CloseHandle(t);
 }
 void sh__thread_detach(sh__thread t) { CloseHandle(t); }
+void sh__thread_lower_priority(void) { (void)SetThreadPriority(GetCurrentThread(), THREAD_PRIORITY_BELOW_NORMAL); }
 void sh__yield(void) { SwitchToThread(); }
 
 /* Winsock, started once for the process (and never cleaned up: other

@@ -77,8 +77,8 @@ function M.shut(orch)
   for _, src in ipairs(state and state.sources or {}) do
     if type(src.destroy) == "function" and not src.service then pools[#pools + 1] = src:destroy() end
   end
-  orch:close("the game quit")
   if #pools > 0 then orch:wait(stagehand.all(pools), 2000) end
+  orch:close("the game quit")
 end
 
 local FIELDS = { step_ms = true }
