@@ -1,7 +1,7 @@
 -- A small runner for stagehand's busted specs where busted itself cannot
 -- run: Windows, under wine, whose Lua has none of busted's C helpers (lfs,
 -- term, system). It gives the spec files what they use of busted:
--- describe, it, before_each, after_each, and luassert's assert (pure Lua,
+-- describe, it, before_each, after_each, setup, teardown, and luassert's assert (pure Lua,
 -- loaded from Debian's copy), each file insulated as busted insulates it
 -- (the modules it loaded are forgotten after it). It prints each failure
 -- and one line at the end: "N passed, N failed".
@@ -30,14 +30,15 @@ local function run_file(path)
   local loaded = {}
   for k in pairs(package.loaded) do loaded[k] = true end
   local saved = { describe = rawget(_G, "describe"), it = rawget(_G, "it"), before_each = rawget(_G, "before_each"),
-    after_each = rawget(_G, "after_each"), assert = rawget(_G, "assert") }
+    after_each = rawget(_G, "after_each"), setup = rawget(_G, "setup"), teardown = rawget(_G, "teardown"),
+    assert = rawget(_G, "assert") }
 
   -- A describe block: its name, its hooks, and its children (tests and
   -- blocks) in the order written.
-  local root = { name = nil, before = {}, after = {}, children = {} }
+  local root = { name = nil, before = {}, after = {}, setup = {}, teardown = {}, children = {} }
   local current = root
   rawset(_G, "describe", function(name, fn)
-    local block = { name = name, parent = current, before = {}, after = {}, children = {} }
+    local block = { name = name, parent = current, before = {}, after = {}, setup = {}, teardown = {}, children = {} }
     current.children[#current.children + 1] = block
     local outer = current
     current = block
@@ -49,6 +50,9 @@ local function run_file(path)
   end)
   rawset(_G, "before_each", function(fn) current.before[#current.before + 1] = fn end)
   rawset(_G, "after_each", function(fn) current.after[#current.after + 1] = fn end)
+  -- (once a block, around its tests)
+  rawset(_G, "setup", function(fn) current.setup[#current.setup + 1] = fn end)
+  rawset(_G, "teardown", function(fn) current.teardown[#current.teardown + 1] = fn end)
   rawset(_G, "assert", assert_lib)
 
   local chunk, err = loadfile(path)
@@ -67,6 +71,14 @@ local function run_file(path)
       return table.concat(parts, " ")
     end
     local function run(block)
+      for _, h in ipairs(block.setup) do
+        local ok2, msg2 = xpcall(h, debug.traceback)
+        if not ok2 then
+          failed = failed + 1
+          failures[#failures + 1] = path .. ": " .. full_name(block) .. " (setup)\n" .. tostring(msg2)
+          return
+        end
+      end
       for _, child in ipairs(block.children) do
         if child.test then
           -- Hooks from the outermost block in, and after them from the innermost out.
@@ -100,6 +112,13 @@ local function run_file(path)
           io.flush()
         else
           run(child)
+        end
+      end
+      for _, h in ipairs(block.teardown) do
+        local ok2, msg2 = xpcall(h, debug.traceback)
+        if not ok2 then
+          failed = failed + 1
+          failures[#failures + 1] = path .. ": " .. full_name(block) .. " (teardown)\n" .. tostring(msg2)
         end
       end
     end
