@@ -93,7 +93,7 @@ tsan: deps build build/tsan/test_threads build/tsan/lua5.4/stagehand/_core.so
 	TSAN_OPTIONS=halt_on_error=1 ./build/tsan/test_threads
 	@top=$$(pwd); LUA_PATH="$$top/lua/?.lua;$$top/lua/?/init.lua;;" LUA_CPATH="$$top/build/tsan/lua5.4/?.so;;" \
 	  LD_PRELOAD="$$($(CC) -print-file-name=libtsan.so)" TSAN_OPTIONS=halt_on_error=1:report_signal_unsafe=0 \
-	  lua5.4 /usr/bin/busted -o utfTerminal spec/threads_spec.lua spec/ports_spec.lua
+	  lua5.4 /usr/bin/busted -o utfTerminal spec/threads_spec.lua spec/ports_spec.lua spec/hosted_spec.lua
 
 # A Lua 5.4 host whose allocator fails on demand (as Lua's own ltests does):
 # every allocation of each operation in spec/oom/failing_alloc.lua (and of

@@ -1,0 +1,70 @@
+-- Hosted workers: a pool's worker whose thread the host starts (inside
+-- LÖVE, a love.thread thread; spec/love runs that). Here a native worker
+-- plays the host, so the core's side (the registry of tokens, serving in
+-- a state it did not make, leaving it clean) runs on every runtime and
+-- under the sanitizers.
+local stagehand = require "stagehand"
+local T = require "stagehand.testing"
+
+if not package.path:find("spec/fixtures/?.lua", 1, true) then
+  package.path = "spec/fixtures/?.lua;" .. package.path
+end
+
+local WAIT = 10000
+
+describe("a hosted worker", function()
+  local orch
+  before_each(function() orch = T.new { stall_ms = 10000, log = function() end } end)
+  after_each(function() orch:close() end)
+
+  it("runs a pool's requests in the state of the thread that serves its token, and returns once stopped", function()
+    local pool = stagehand.pool(orch, { module = "fixture_worker", size = 1 })
+    local idx, token = pool.ud:_add_worker(true)
+    assert.equal(1, idx)
+    assert.is_number(token)
+    local host = stagehand.spawn(orch, "fixture_worker.host", token)
+    -- One worker is held, so the next request can only go to the other:
+    -- one of the two runs in the hosting state.
+    local ports = { started = stagehand.port(), go = stagehand.port() }
+    local held = pool:run("hold_where", ports)
+    orch:step()
+    local first = ports.started:receive_within(WAIT)
+    local state, second = orch:wait(pool:run("where"), WAIT)
+    assert.equal("done", state)
+    local seen = { [first] = true, [second] = true }
+    assert.same({ hosted = true, native = true }, seen)
+    local s2, sum = orch:wait(pool:run("add", { a = 2, b = 3 }), WAIT)
+    assert.same({ "done", 5 }, { s2, sum })
+    ports.go:post("go")
+    assert.equal("done", (orch:wait(held, WAIT)))
+    assert.equal("done", (orch:wait(pool:destroy(), WAIT)))
+    assert.same({ "done", "served" }, { orch:wait(host.done, WAIT) })
+  end)
+
+  it("serves a token once, and refuses one no pool made", function()
+    local pool = stagehand.pool(orch, { module = "fixture_worker", size = 1 })
+    local _, token = pool.ud:_add_worker(true)
+    local host = stagehand.spawn(orch, "fixture_worker.host", token)
+    orch:step()
+    assert.equal("done", (orch:wait(pool:run("where"), WAIT)))
+    local state, ok, err = orch:wait(stagehand.spawn(orch, "fixture_worker.serve_bad", token).done, WAIT)
+    assert.equal("done", state)
+    assert.is_false(ok)
+    assert.matches("bad argument 'token' to threads.serve: no worker waits under", err, 1, true)
+    state, ok = orch:wait(stagehand.spawn(orch, "fixture_worker.serve_bad", 1e15).done, WAIT)
+    assert.same({ "done", false }, { state, ok })
+    assert.equal("done", (orch:wait(pool:destroy(), WAIT)))
+    assert.equal("done", (orch:wait(host.done, WAIT)))
+  end)
+
+  it("exits with its pool when no thread ever served it", function()
+    local pool = stagehand.pool(orch, { module = "fixture_worker", size = 1 })
+    local idx, token = pool.ud:_add_worker(true)
+    assert.is_true(pool.ud:_unhost(idx)) -- (a thread that failed to start: its worker exits)
+    assert.is_false(pool.ud:_unhost(idx))
+    pool.ud:_add_worker(true) -- (and one left for the pool's end to take)
+    assert.equal("done", (orch:wait(pool:destroy(), WAIT)))
+    local state, ok = orch:wait(stagehand.spawn(orch, "fixture_worker.serve_bad", token).done, WAIT)
+    assert.same({ "done", false }, { state, ok })
+  end)
+end)
