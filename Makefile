@@ -6,19 +6,21 @@ RUNTIMES := luajit lua5.4 lua5.1
 CC ?= cc
 WARN := -Wall -Wextra -Wshadow -Wconversion -Wstrict-prototypes -Wmissing-prototypes
 # What this system's C library has, for the core's POSIX layer
-# (csrc/sh_platform.h; scripts/probe.sh tries each).
+# (csrc/platform/sh_platform.h; scripts/probe.sh tries each).
 PLAT := $(shell sh scripts/probe.sh $(CC) 2>/dev/null)
 CFLAGS_CORE := -std=c99 -O2 -g -fPIC $(WARN) $(PLAT)
 # How a Lua C module is linked: macOS resolves Lua's functions when the
 # module is loaded (-undefined dynamic_lookup), as LuaRocks links it there.
 MODULE_LINK := $(shell [ "$$(uname -s 2>/dev/null)" = Darwin ] && echo "-bundle -undefined dynamic_lookup" || echo -shared)
-PORTABLE_SRC := csrc/sh_grow.c csrc/sh_heap.c csrc/sh_clock.c csrc/sh_timer.c csrc/sh_pool.c csrc/sh_barrier.c csrc/sh_ids.c \
-	csrc/sh_notify.c csrc/sh_msg.c csrc/sh_port.c csrc/sh_rounds.c csrc/sh_work.c
-CORE_SRC := $(PORTABLE_SRC) csrc/unix/sh_unix.c
-WIN_CORE_SRC := $(PORTABLE_SRC) csrc/win/sh_win.c
-CORE_HDR := csrc/stagehand.h csrc/sh_heap.h csrc/sh_grow.h csrc/sh_checks.h csrc/sh_threads.h csrc/sh_sync.h csrc/sh_watchers.h \
-	csrc/sh_platform.h
-MODULE_SRC := csrc/lstagehand.c csrc/lthreads.c
+# csrc/core: the core, plain C without lua.h; csrc/platform: the system
+# under it (POSIX, Win32); csrc/lua: the classic C module over both.
+PORTABLE_SRC := $(addprefix csrc/core/,sh_grow.c sh_heap.c sh_clock.c sh_timer.c sh_pool.c sh_barrier.c sh_ids.c \
+	sh_notify.c sh_msg.c sh_port.c sh_rounds.c sh_work.c)
+CORE_SRC := $(PORTABLE_SRC) csrc/platform/unix/sh_unix.c
+WIN_CORE_SRC := $(PORTABLE_SRC) csrc/platform/win/sh_win.c
+CORE_HDR := $(addprefix csrc/core/,stagehand.h sh_heap.h sh_grow.h sh_checks.h sh_threads.h sh_sync.h sh_watchers.h) \
+	csrc/platform/sh_platform.h csrc/lua/lthreads.h
+MODULE_SRC := $(addprefix csrc/lua/,lstagehand.c lvalues.c lchannels.c lworkers.c lpool.c)
 C_HOSTS := build/c_host/host_luajit build/c_host/host_lua5.4 build/c_host/host_static_luajit \
 	build/c_host/host_static_lua5.4 build/c_host/host_noexport_lua5.4 # (examples/c_host)
 
@@ -201,7 +203,7 @@ chaos: build
 # busted suite against a sanitized build of the module on Lua 5.4, and on
 # LuaJIT through both backends (the interpreters are not sanitized, so the
 # runtime is preloaded). The core's invariant checks run after every change
-# (one in n/64 past 64 entries: csrc/sh_checks.h).
+# (one in n/64 past 64 entries: csrc/core/sh_checks.h).
 # Lua 5.4's run goes beside LuaJIT's two (two cores; each run takes about half
 # a minute); their outputs are printed in order once all are done.
 build/sanitize/test_core: $(CORE_SRC) $(CORE_HDR) $(TEST_SRC) csrc/test/fuzz_core.h
@@ -244,7 +246,7 @@ valgrind: build build/test_core build/test_threads
 	$(VALGRIND) lua5.4 /usr/bin/busted -o utfTerminal spec
 
 # The portable paths, forced and tested on Linux where they cannot be
-# reached naturally (csrc/sh_platform.h): a pipe made by pipe + fcntl,
+# reached naturally (csrc/platform/sh_platform.h): a pipe made by pipe + fcntl,
 # waits timed on the wall clock, and C11 atomics in place of the
 # compiler's builtins (-std=c11, SH_NO_BUILTINS); then every .c file of the
 # core and the module compiled as C++, as engines that build everything as
@@ -265,7 +267,7 @@ portable: deps build/fallback/test_core build/fallback/test_threads
 	$(CXX_CHECK) $(PLAT) -I$(INC_luajit) $(MODULE_SRC)
 
 # Windows, cross-built with Debian's MinGW-w64 and run under wine: the
-# core's C tests over the Win32 platform layer (csrc/win/).
+# core's C tests over the Win32 platform layer (csrc/platform/win/).
 MINGW ?= x86_64-w64-mingw32-gcc
 WINE ?= $(shell command -v wine 2>/dev/null || echo /usr/lib/wine/wine64)
 WIN_PKGS := gcc-mingw-w64-x86-64 wine64 wine

@@ -75,16 +75,16 @@ build = {
     ["stagehand.driver.manual"] = "lua/stagehand/driver/manual.lua",
     ["stagehand._core"] = {
       sources = {
-        "csrc/sh_grow.c", "csrc/sh_heap.c", "csrc/sh_clock.c", "csrc/sh_timer.c", "csrc/sh_pool.c", "csrc/sh_barrier.c",
-        "csrc/sh_ids.c", "csrc/sh_notify.c", "csrc/sh_msg.c", "csrc/sh_port.c",
-        "csrc/sh_rounds.c", "csrc/sh_work.c", "csrc/lstagehand.c", "csrc/lthreads.c", "csrc/unix/sh_unix.c",
+        "csrc/core/sh_grow.c", "csrc/core/sh_heap.c", "csrc/core/sh_clock.c", "csrc/core/sh_timer.c", "csrc/core/sh_pool.c", "csrc/core/sh_barrier.c",
+        "csrc/core/sh_ids.c", "csrc/core/sh_notify.c", "csrc/core/sh_msg.c", "csrc/core/sh_port.c",
+        "csrc/core/sh_rounds.c", "csrc/core/sh_work.c", "csrc/lua/lstagehand.c", "csrc/lua/lvalues.c", "csrc/lua/lchannels.c", "csrc/lua/lworkers.c", "csrc/lua/lpool.c", "csrc/platform/unix/sh_unix.c",
       },
       incdirs = { "csrc" },
     },
   },
   -- (LuaRocks runs no probe: scripts/probe.sh's findings for the systems
   -- whose C libraries are known to have them; others get the portable
-  -- paths, csrc/sh_platform.h)
+  -- paths, csrc/platform/sh_platform.h)
   platforms = {
     unix = { modules = { ["stagehand._core"] = { libraries = { "m", "dl", "pthread" } } } },
     linux = { modules = { ["stagehand._core"] = { defines = { "SH_HAVE_PIPE2", "SH_HAVE_CONDATTR_SETCLOCK", "SH_HAVE_THREAD_NICE" } } } },
@@ -92,7 +92,7 @@ build = {
     -- Win32's layer in place of POSIX's (the last source: LuaRocks merges
     -- a platform's list into the main one entry by entry), and Winsock for
     -- the wake-up sockets.
-    windows = { modules = { ["stagehand._core"] = { sources = { [15] = "csrc/win/sh_win.c" }, libraries = { "ws2_32" } } } },
+    windows = { modules = { ["stagehand._core"] = { sources = { [18] = "csrc/platform/win/sh_win.c" }, libraries = { "ws2_32" } } } },
   },
   copy_directories = { "examples", "types" },
 }

@@ -10,7 +10,7 @@ mkdir -p "$dir"
 printf '{ global: luaopen_stagehand__core; local: *; };\n' >build/hidden/exports.map
 # shellcheck disable=SC2046
 cc -std=c99 -O1 -fPIC $(sh scripts/probe.sh cc) -I/usr/include/luajit-2.1 -shared -o "$dir/_core.so" \
-  csrc/*.c csrc/unix/sh_unix.c -Wl,--version-script=build/hidden/exports.map -lm -ldl -lpthread || exit 1
+  csrc/core/*.c csrc/lua/*.c csrc/platform/unix/sh_unix.c -Wl,--version-script=build/hidden/exports.map -lm -ldl -lpthread || exit 1
 out=$(LUA_PATH="$top/lua/?.lua;$top/lua/?/init.lua;;" LUA_CPATH="$top/build/hidden/?.so;;" luajit -e '
   local stagehand = require "stagehand"
   package.loaded["stagehand.backend"] = nil

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Prints the -D flags for what this system's C library has, for the core's
-# POSIX layer (csrc/sh_platform.h): each is tried by compiling a few lines
+# POSIX layer (csrc/platform/sh_platform.h): each is tried by compiling a few lines
 # with the compiler given ($1, default cc). Feature checks, not guesses
 # from the system's name; a system that has none gets the portable paths.
 cc=${1:-cc}

@@ -10,7 +10,8 @@ rm -rf spec csrc
 mkdir -p spec csrc
 cp "$top"/spec/*.lua spec/
 cp -r "$top/spec/fixtures" spec/
-cp "$top"/csrc/*.h csrc/ # (the cdef and status specs read the header)
+mkdir -p csrc/core
+cp "$top"/csrc/core/*.h csrc/core/ # (the cdef and status specs read the header)
 cp "$top/scripts/spec_runner.lua" .
 files=""
 for f in spec/*_spec.lua; do

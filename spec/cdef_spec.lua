@@ -8,8 +8,8 @@ describe("the FFI cdef", function()
     return (s:gsub("^ ", ""):gsub(" $", ""))
   end
 
-  it("matches the FFI block of csrc/stagehand.h", function()
-    local header = read("csrc/stagehand.h")
+  it("matches the FFI block of csrc/core/stagehand.h", function()
+    local header = read("csrc/core/stagehand.h")
     local block = header:match("/%* FFI%-BEGIN %*/(.-)/%* FFI%-END %*/")
     assert.is_string(block)
     assert.is_nil(block:find("#", 1, true))
@@ -34,7 +34,7 @@ end)
 -- export every function of it by the same name, without its sh_ prefix.
 describe("the backends", function()
   it("export every function the header declares", function()
-    local f = assert(io.open("csrc/stagehand.h", "rb"))
+    local f = assert(io.open("csrc/core/stagehand.h", "rb"))
     local block = f:read("*a"):match("/%* FFI%-BEGIN %*/(.-)/%* FFI%-END %*/")
     f:close()
     local B = require "stagehand.backend"

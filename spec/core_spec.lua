@@ -6,7 +6,7 @@ local EINVAL, ESTATE = B.SH_EINVAL, B.SH_ESTATE
 
 describe("the core's statuses", function()
   it("have the header's names and values, in either backend", function()
-    local f = assert(io.open("csrc/stagehand.h", "rb"))
+    local f = assert(io.open("csrc/core/stagehand.h", "rb"))
     local header = f:read("*a")
     f:close()
     local enum = assert(header:match("enum sh_status {(.-)}"))

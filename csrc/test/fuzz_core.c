@@ -1,5 +1,5 @@
 #include "fuzz_core.h"
-#include "../stagehand.h"
+#include "../core/stagehand.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -3,9 +3,9 @@
  * their invariants checked after every step of long random sequences.
  * Prints "N passed, N failed" and exits non-zero on any failure.
  */
-#include "../sh_checks.h"
-#include "../sh_grow.h"
-#include "../stagehand.h"
+#include "../core/sh_checks.h"
+#include "../core/sh_grow.h"
+#include "../core/stagehand.h"
 #include "fuzz_core.h"
 
 #include <dirent.h>

@@ -5,11 +5,11 @@
  * Prints "N passed, N failed" and exits non-zero on any failure.
  */
 #define _GNU_SOURCE
-#include "../sh_grow.h"
-#include "../sh_threads.h"
-#include "../stagehand.h"
+#include "../core/sh_grow.h"
+#include "../core/sh_threads.h"
+#include "../core/stagehand.h"
 
-#include "../sh_platform.h"
+#include "../platform/sh_platform.h"
 #if defined(_WIN32)
 #include <winsock2.h>
 #else
@@ -409,7 +409,7 @@ static SH__THREAD_RETURN queue_worker(void *arg) {
     k->ran++;
     sh_work_report(k->w, k->index, id, SH_EV_PROGRESS, NULL, 1, 2);
     v *= 2;
-    if (payload) { /* (the reply in the request's message, as lthreads.c writes it) */
+    if (payload) { /* (the reply in the request's message, as csrc/lua/lworkers.c writes it) */
       sh_msg_clear(payload);
       sh_msg_put(payload, &v, sizeof v);
     }

@@ -27,7 +27,7 @@
 #include "lualib.h"
 
 #ifdef SH_LINKED
-int luaopen_stagehand__core(lua_State *L); /* stagehand's module, linked in (csrc/lstagehand.c) */
+int luaopen_stagehand__core(lua_State *L); /* stagehand's module, linked in (csrc/lua/lstagehand.c) */
 #endif
 
 #define FRAME_MS 16.0 /* a 60 Hz frame */

@@ -3,7 +3,7 @@
 -- lives in, found through package.cpath.
 local ffi = require "ffi"
 
--- A copy of the FFI block of csrc/stagehand.h; spec/cdef_spec.lua keeps the
+-- A copy of the FFI block of csrc/core/stagehand.h; spec/cdef_spec.lua keeps the
 -- two in step.
 local CDEF = [[
 enum sh_status { SH_OK = 0, SH_EINVAL = -1, SH_ENOMEM = -2, SH_ESTATE = -3 };

@@ -2,7 +2,7 @@
 -- itself has no `love`: it cannot require love.image nor read the game's
 -- archive. So inside LÖVE a pool's workers are LÖVE threads, each running
 -- BOOT: it loads stagehand's C module and serves its worker
--- (threads.serve, csrc/lthreads.c) in that thread's own state, with every
+-- (threads.serve, csrc/lua/lworkers.c) in that thread's own state, with every
 -- rule of pools unchanged.
 --
 -- LÖVE objects (ImageData, FileData, SoundData, ByteData...) cross as
@@ -20,16 +20,13 @@ local logm = require "stagehand.log"
 
 local M = {}
 
--- What runs in each LÖVE thread: its arguments are the worker's token,
--- the C module's path, the creating state's package.path and cpath, and
--- the pool's two channels.
+-- What runs in each LÖVE thread: its arguments are the worker's token and
+-- number, the C module's path, the creating state's package.path and
+-- cpath, and the pool's channels. It never raises: an error in a LÖVE
+-- thread reaches love.threaderror, whose default ends the game, so what
+-- fails goes to the pool's `failures` channel instead.
 local BOOT = [[
-local token, core, path, cpath, inbox, outbox = ...
-package.path, package.cpath = path, cpath
-local open, err = package.loadlib(core, "luaopen_stagehand__core")
-if not open then error("stagehand: cannot load " .. core .. " in a LÖVE thread: " .. tostring(err), 0) end
-local C = open("stagehand._core")
-package.loaded["stagehand._core"] = C
+local token, idx, core, path, cpath, inbox, outbox, failures = ...
 local function take(channel, id)
   local found
   channel:performAtomic(function(ch)
@@ -40,7 +37,16 @@ local function take(channel, id)
   end)
   return found
 end
-C.threads.serve(token, function(id) return take(inbox, id) end, function(id, objects) outbox:push({ id, objects }) end)
+local ok, err = pcall(function()
+  package.path, package.cpath = path, cpath
+  local open, why = package.loadlib(core, "luaopen_stagehand__core")
+  if not open then error("cannot load " .. core .. ": " .. tostring(why), 0) end
+  local C = open("stagehand._core")
+  package.loaded["stagehand._core"] = C
+  C.threads.serve(token, function(id) return take(inbox, id) end,
+    function(id, objects) outbox:push({ id, objects }) end)
+end)
+if not ok then failures:push({ idx, tostring(err) }) end
 ]]
 
 -- LÖVE's own table, or nil outside LÖVE.
@@ -93,6 +99,7 @@ function M.new(pool)
     core = core,
     inbox = love_table().thread.newChannel(),
     outbox = love_table().thread.newChannel(),
+    failures = love_table().thread.newChannel(), -- {worker number, message} from BOOT
     threads = {}, -- worker number -> its LÖVE thread, while it may run
     carried = {}, -- request id -> true while its objects wait in inbox
   }
@@ -107,7 +114,7 @@ end
 function M.start(lt, idx, token)
   local t = love_table().thread.newThread(BOOT)
   lt.threads[idx] = t
-  t:start(token, lt.core, package.path, package.cpath, lt.inbox, lt.outbox)
+  t:start(token, idx, lt.core, package.path, package.cpath, lt.inbox, lt.outbox, lt.failures)
 end
 
 --- Sends the objects a request's payload carries.
@@ -124,23 +131,32 @@ function M.forget(lt, id)
   end
 end
 
+--- How long a wait for the pool's news may last while one of its LÖVE
+--- threads has not yet taken up its worker (a failure there signals
+--- nothing): 20 ms; nil once all have.
+function M.wait_cap(pool)
+  if pool.ud:_unserved() > 0 then return 20 end
+  return nil
+end
+
 --- Each step: a thread that failed before it served its worker (its
 --- state could not load the C module) takes its worker with it, and the
 --- log says why; once no worker is left, queued requests fail with that
 --- message rather than wait. Threads that ended leave the list.
 function M.check(pool)
   local lt = pool.love
-  for idx, t in each, lt.threads do
-    local e = t:getError()
-    if e then
-      lt.threads[idx] = nil
-      if pool.ud:_unhost(idx) then -- (else it served, and ended: its exit is an event)
-        pool.boot_error = pool:_describe() .. ": a LÖVE worker thread failed: " .. tostring(e)
-        logm.guard(nil, "the log function", pool.orch.log, "[stagehand] " .. pool.boot_error)
-      end
-    elseif not t:isRunning() then
-      lt.threads[idx] = nil
+  local failure = lt.failures:pop()
+  while failure do
+    local idx = failure[1]
+    lt.threads[idx] = nil
+    if pool.ud:_unhost(idx) then -- (else it served, and ended: its exit is an event)
+      pool.boot_error = pool:_describe() .. ": a LÖVE worker thread failed: " .. failure[2]
+      logm.guard(nil, "the log function", pool.orch.log, "[stagehand] " .. pool.boot_error)
     end
+    failure = lt.failures:pop()
+  end
+  for idx, t in each, lt.threads do
+    if not t:isRunning() then lt.threads[idx] = nil end
   end
   if pool.boot_error and pool.live == 0 then
     for id, job in each, pool.reqs do

@@ -78,9 +78,17 @@ local function pending(o)
 end
 E.on("outside_pending", pending)
 
+-- (A source whose news may come without the notifier, wait_cap(src)
+-- giving at most how long to wait for it, is looked at that often: a LÖVE
+-- thread that fails before it loads the C module cannot signal.)
 E.on("outside_wait", function(o, ms)
   local s = states_of(o)
   if not s then return false end
+  local list = s.sources
+  for i = 1, #list do
+    local cap = list[i].wait_cap and list[i]:wait_cap()
+    if cap and cap < ms then ms = cap end
+  end
   return native.notifier_wait(s.n, s.seen, ms)
 end)
 

@@ -1,5 +1,5 @@
 -- Ports and round barriers on the game's side. Both are C objects
--- (csrc/sh_port.c, csrc/sh_rounds.c) shared with worker threads, whose
+-- (csrc/core/sh_port.c, sh_rounds.c) shared with worker threads, whose
 -- methods block a worker; here, in the state that loads stagehand, a wait
 -- made in a job suspends the job instead: the job awaits a box that a
 -- step fills once the port has a value or the round is complete (each

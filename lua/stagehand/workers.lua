@@ -4,7 +4,7 @@
 -- A request is a job with no coroutine that waits for a worker as a job
 -- waits for a slot, then for its reply, with its stall clock paused until
 -- a worker takes it. Its payload is copied into the core at once and held
--- there (csrc/sh_work.c, sh_work_hold); the job waits in the pool's
+-- there (csrc/core/sh_work.c, sh_work_hold); the job waits in the pool's
 -- dispatch queue (slots.worker_queue), filed under its set of priority
 -- sources, so it inherits priority from its callers and awaiters as any
 -- job does. The step's grant rounds offer the best queued requests to the
@@ -39,7 +39,7 @@ local fail = options.fail
 
 local M = {}
 
--- Events a pool's queue reports (csrc/sh_threads.h, enum sh_work_event).
+-- Events a pool's queue reports (csrc/core/sh_threads.h, enum sh_work_event).
 local STARTED, PROGRESS, DONE, FAILED, EXITED = 1, 2, 3, 4, 5
 local DONE_ONE = 6 -- (_drain's: a reply of one value, not packed)
 
@@ -227,8 +227,7 @@ function M.new_pool(orch, opts, start_workers)
   return self
 end
 
--- Dispatch (dispatch.lua): the step's grant rounds offer a pool's best
--- queued requests to its workers.
+-- Dispatch (dispatch.lua): grant rounds offer a pool's best requests.
 function Pool:_offer_round(q) return dispatch.offer_round(self, q) end
 function Pool:_reranked(q, g, job) return dispatch.cut(self, q, g, job) end
 
@@ -581,7 +580,7 @@ end
 -- the next is asked for: memory that runs out while one is copied or
 -- handled loses none of the rest (they come again; handling one twice
 -- changes nothing).
-local BATCH = 256 -- (lthreads.c's EVENT_BATCH)
+local BATCH = 256 -- (csrc/lua/lpool.c's EVENT_BATCH)
 function Pool:collect()
   if self.destroyed then
     if not self.destroy_done then finish_destroy(self) end
@@ -667,6 +666,7 @@ function Pool:_collect_events()
 end
 
 function Pool:outside_pending() return self.nreq > 0 or (self.destroyed and not self.destroy_ended) end
+function Pool:wait_cap() return self.love and love_threads.wait_cap(self) end -- (outside.lua)
 
 -- Lines naming each worker that waits on a port, a round or a sleep (or,
 -- with `all`, that still runs at all), for the log.

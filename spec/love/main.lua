@@ -165,6 +165,26 @@ it("runs native threads inside LÖVE when asked, where love.image cannot load", 
   same("failed", state, "a request to a module a native state cannot find")
 end)
 
+it("names a LÖVE thread that cannot start, fails queued requests once no worker is left, never ends the game",
+  function()
+  local native = require "stagehand.native"
+  local path = native.path
+  native.path = function() return "/no/such/stagehand/_core.so" end
+  local ok, p = pcall(stagehand.pool, orch, { module = "love_worker", size = 1 })
+  native.path = path
+  check(ok, "the pool was not made: %s", tostring(p))
+  pools[#pools + 1] = p
+  local state, err = orch:wait(p:run("echo", 1), WAIT)
+  same("failed", state, "a request no worker can take")
+  check(tostring(err.message):find("a LÖVE worker thread failed: cannot load /no/such/stagehand/_core.so", 1, true),
+    "the message was: %s", tostring(err.message))
+  local named = false
+  for _, line in ipairs(logged) do
+    if line:find("LÖVE worker thread failed", 1, true) then named = true end
+  end
+  check(named, "the log does not name the thread")
+end)
+
 it("destroys a pool: its LÖVE threads exit", function()
   local p = stagehand.pool(orch, { module = "love_worker", size = 2 })
   same("done", (orch:wait(p:run("echo", 1), WAIT)), "a request")

@@ -5,7 +5,7 @@
 #define _GNU_SOURCE /* pipe2, dladdr, RTLD_NODELETE (glibc; harmless elsewhere) */
 #endif
 #include "../sh_platform.h"
-#include "../stagehand.h"
+#include "../../core/stagehand.h"
 
 #include <dlfcn.h>
 #if defined(SH_HAVE_THREAD_NICE)

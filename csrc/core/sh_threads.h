@@ -13,7 +13,7 @@
  * Messages (sh_msg_*) are a value encoded for another thread: bytes, plus
  * references to ports and round barriers (each holds one count of the
  * object until the message is freed). What the bytes mean is the encoder's
- * business (the Lua binding, csrc/lthreads.c).
+ * business (the Lua binding, csrc/lua/).
  *
  * A notifier (sh_notify_*) is how other threads wake one waiting thread (a
  * game's main thread): signal bumps a generation count and makes a file

@@ -1,5 +1,5 @@
 #include "sh_grow.h"
-#include "sh_platform.h"
+#include "../platform/sh_platform.h"
 
 #include <stdint.h>
 

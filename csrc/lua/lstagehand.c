@@ -5,7 +5,7 @@
  * the FFI library alike. Objects are full userdata whose __gc calls the one
  * destroy function; statuses come back as integers, as from the FFI.
  */
-#include "stagehand.h"
+#include "../core/stagehand.h"
 
 #include <math.h>
 
@@ -417,7 +417,7 @@ static void set_funcs(lua_State *L, const luaL_Reg *l) {
   }
 }
 
-/* (lthreads.c: the metatable `name`, with its __gc and __name) */
+/* (lchannels.c: the metatable `name`, with its __gc and __name) */
 void sh__new_type(lua_State *L, const char *name, lua_CFunction gc, const luaL_Reg *methods);
 
 #if defined(_WIN32)
@@ -426,7 +426,7 @@ void sh__new_type(lua_State *L, const char *name, lua_CFunction gc, const luaL_R
 #define SH_EXPORT __attribute__((visibility("default")))
 #endif
 
-int sh__open_threads(lua_State *L); /* lthreads.c */
+int sh__open_threads(lua_State *L); /* lpool.c */
 
 SH_EXPORT int luaopen_stagehand__core(lua_State *L);
 SH_EXPORT int luaopen_stagehand__core(lua_State *L) {

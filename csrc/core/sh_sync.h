@@ -3,7 +3,7 @@
 /* Internal to the core: the slices a stoppable wait takes (the waits
  * themselves, locks and atomics are sh_platform.h's), and a bounded copy
  * of a string into a record's fixed buffer. */
-#include "sh_platform.h"
+#include "../platform/sh_platform.h"
 
 /* A wait that can be stopped (a worker told to stop) looks at its stop
  * flag at least this often. */

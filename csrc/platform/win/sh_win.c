@@ -7,7 +7,7 @@
 #include <ws2tcpip.h>
 
 #include "../sh_platform.h"
-#include "../stagehand.h"
+#include "../../core/stagehand.h"
 
 #include <errno.h>
 #include <math.h>
