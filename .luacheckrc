@@ -9,7 +9,7 @@ files["spec/"] = {
   max_line_length = 140, -- (a spec's name is a sentence)
 }
 -- A pairs loop can end early on Debian's LuaJIT: walk tables with
--- require("stagehand.compat").each (lua/stagehand/compat.lua says why).
+-- require("stagehand.core.compat").each (lua/stagehand/core/compat.lua says why).
 files["lua/"] = { not_globals = { "pairs" } }
 
 -- The LÖVE example runs inside LÖVE, whose `love` global it fills in.

@@ -15,10 +15,11 @@ MODULE_LINK := $(shell [ "$$(uname -s 2>/dev/null)" = Darwin ] && echo "-bundle 
 # csrc/core: the core, plain C without lua.h; csrc/platform: the system
 # under it (POSIX, Win32); csrc/lua: the classic C module over both.
 PORTABLE_SRC := $(addprefix csrc/core/,sh_grow.c sh_heap.c sh_clock.c sh_timer.c sh_pool.c sh_barrier.c sh_ids.c \
-	sh_notify.c sh_msg.c sh_port.c sh_rounds.c sh_work.c)
+	sh_notify.c sh_msg.c sh_port.c sh_rounds.c sh_work.c sh_work_take.c)
 CORE_SRC := $(PORTABLE_SRC) csrc/platform/unix/sh_unix.c
 WIN_CORE_SRC := $(PORTABLE_SRC) csrc/platform/win/sh_win.c
-CORE_HDR := $(addprefix csrc/core/,stagehand.h sh_heap.h sh_grow.h sh_checks.h sh_threads.h sh_sync.h sh_watchers.h) \
+CORE_HDR := $(addprefix csrc/core/,stagehand.h sh_heap.h sh_grow.h sh_checks.h sh_threads.h sh_sync.h sh_watchers.h \
+	sh_work_impl.h) \
 	csrc/platform/sh_platform.h csrc/lua/lthreads.h
 MODULE_SRC := $(addprefix csrc/lua/,lstagehand.c lvalues.c lchannels.c lworkers.c lpool.c)
 C_HOSTS := build/c_host/host_luajit build/c_host/host_lua5.4 build/c_host/host_static_luajit \
@@ -50,10 +51,10 @@ build/$(1)/stagehand/_core.so: $(CORE_SRC) $(MODULE_SRC) $(CORE_HDR)
 endef
 $(foreach rt,$(RUNTIMES),$(eval $(call module_rule,$(rt))))
 
-TEST_SRC := csrc/test/test_core.c csrc/test/fuzz_core.c
+TEST_SRC := csrc/test/test_core.c csrc/test/test_pool.c csrc/test/fuzz_core.c
 TEST_DEFS := -DSH_DEBUG_CHECKS -DCORPUS_DIR='"csrc/test/corpus"' -D_DEFAULT_SOURCE
 
-build/test_core: $(CORE_SRC) $(CORE_HDR) $(TEST_SRC) csrc/test/fuzz_core.h
+build/test_core: $(CORE_SRC) $(CORE_HDR) $(TEST_SRC) csrc/test/fuzz_core.h csrc/test/test_core.h
 	@mkdir -p $(@D)
 	$(CC) -std=c99 -O1 -g $(WARN) $(PLAT) $(TEST_DEFS) -o $@ $(CORE_SRC) $(TEST_SRC) -lm -ldl -lpthread
 
@@ -77,8 +78,8 @@ test-c: deps build/test_core build/test_threads
 # queues) driven from several threads at once; `make tsan` runs it, and the
 # thread specs on Lua 5.4 against a module built the same way, under
 # ThreadSanitizer, which fails on any data race.
-THREADS_TEST := csrc/test/test_threads.c
-build/test_threads: $(CORE_SRC) $(CORE_HDR) $(THREADS_TEST)
+THREADS_TEST := csrc/test/test_threads.c csrc/test/test_work.c
+build/test_threads: $(CORE_SRC) $(CORE_HDR) $(THREADS_TEST) csrc/test/test_threads.h
 	@mkdir -p $(@D)
 	$(CC) -std=c99 -O1 -g $(WARN) $(PLAT) -D_DEFAULT_SOURCE -o $@ $(CORE_SRC) $(THREADS_TEST) -lm -ldl -lpthread
 

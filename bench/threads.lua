@@ -3,7 +3,7 @@
 -- here are wall-clock (work runs on other threads), each the median of
 -- several rounds.
 local stagehand = require "stagehand"
-local B = require "stagehand.backend"
+local B = require "stagehand.core.backend"
 local has_luv, uv = pcall(require, "luv")
 
 local M = {}

@@ -8,31 +8,32 @@
 -- function is one defined as `function Table:name(...)`, `function
 -- Table.name(...)` or `Table.name = ...` in the files listed below, whose
 -- name does not start with "_", with a `---` comment block just above it.
-local each = next -- (never pairs: see lua/stagehand/compat.lua)
+local each = next -- (never pairs: see lua/stagehand/core/compat.lua)
 
 -- Each part of the reference: the file, the table its functions are
 -- defined on, how a game writes a call, and a heading.
 local PARTS = {
   { "init.lua", "M", "stagehand.", "The module", "stagehand" },
   { "orchestrator.lua", "Orchestrator", "orch:", "The orchestrator", "stagehand.Orchestrator" },
-  { "job.lua", "Job", "job:", "The job object (inside work)", "stagehand.Job" },
-  { "handle.lua", "Handle", "h:", "Handles", "stagehand.Handle" },
-  { "settle.lua", "Base", "h:", "Every awaitable (Handles, Futures, groups)", "stagehand.Handle" },
-  { "future.lua", "Future", "f:", "Futures", "stagehand.Future" },
-  { "combine.lua", "Group", "g:", "Groups (all, all_settled, any, race, abortable)", "stagehand.Group" },
-  { "signal.lua", "Signal", "sig:", "Signals", "stagehand.Signal" },
-  { "signal.lua", "Controller", "ctl:", "Controllers", "stagehand.Controller" },
-  { "barrier.lua", "Barrier", "b:", "Barriers", "stagehand.Barrier" },
-  { "workers.lua", "Pool", "pool:", "Worker pools", "stagehand.WorkerPool" },
-  { "workers.lua", "Service", "w:", "Long-lived workers (stagehand.spawn)", "stagehand.Worker" },
+  { "wait/job.lua", "Job", "job:", "The job object (inside work)", "stagehand.Job" },
+  { "wait/handle.lua", "Handle", "h:", "Handles", "stagehand.Handle" },
+  { "engine/settle.lua", "Base", "h:", "Every awaitable (Handles, Futures, groups)", "stagehand.Handle" },
+  { "wait/future.lua", "Future", "f:", "Futures", "stagehand.Future" },
+  { "wait/combine.lua", "Group", "g:", "Groups (all, all_settled, any, race, abortable)", "stagehand.Group" },
+  { "engine/signal.lua", "Signal", "sig:", "Signals", "stagehand.Signal" },
+  { "engine/signal.lua", "Controller", "ctl:", "Controllers", "stagehand.Controller" },
+  { "wait/barrier.lua", "Barrier", "b:", "Barriers", "stagehand.Barrier" },
+  { "threads/workers.lua", "Pool", "pool:", "Worker pools", "stagehand.WorkerPool" },
+  { "threads/workers.lua", "Service", "w:", "Long-lived workers (stagehand.spawn)", "stagehand.Worker" },
   { "worker.lua", "M", "worker.", "Inside a worker (require \"stagehand.worker\")", "stagehand.worker" },
-  { "ports.lua", "Port", "port:", "Ports", "stagehand.Port" },
-  { "ports.lua", "Rounds", "b:", "Round barriers", "stagehand.Rounds" },
-  { "tracker.lua", "Tracker", "load:", "The load tracker", "stagehand.Tracker" },
-  { "tracker.lua", "Task", "task:", "Tasks of a load tracker", "stagehand.Task" },
-  { "trace.lua", "Trace", "tr:", "Traces (orch:trace)", "stagehand.Trace" },
-  { "errors.lua", false, nil, nil, "stagehand.Error" }, -- (its class only: its fields)
+  { "threads/ports.lua", "Port", "port:", "Ports", "stagehand.Port" },
+  { "threads/ports.lua", "Rounds", "b:", "Round barriers", "stagehand.Rounds" },
+  { "screens/tracker.lua", "Tracker", "load:", "The load tracker", "stagehand.Tracker" },
+  { "screens/tracker.lua", "Task", "task:", "Tasks of a load tracker", "stagehand.Task" },
+  { "screens/trace.lua", "Trace", "tr:", "Traces (orch:trace)", "stagehand.Trace" },
+  { "engine/errors.lua", false, nil, nil, "stagehand.Error" }, -- (its class only: its fields)
   { "testing.lua", "T", "T.", "Testing helpers (require \"stagehand.testing\")", "stagehand.testing" },
+  { "love.lua", "M", "stagehand.love.", "LÖVE in one call (require \"stagehand.love\")", "stagehand.love" },
 }
 
 local function read(path)

@@ -13,8 +13,8 @@ cc -std=c99 -O1 -fPIC $(sh scripts/probe.sh cc) -I/usr/include/luajit-2.1 -share
   csrc/core/*.c csrc/lua/*.c csrc/platform/unix/sh_unix.c -Wl,--version-script=build/hidden/exports.map -lm -ldl -lpthread || exit 1
 out=$(LUA_PATH="$top/lua/?.lua;$top/lua/?/init.lua;;" LUA_CPATH="$top/build/hidden/?.so;;" luajit -e '
   local stagehand = require "stagehand"
-  package.loaded["stagehand.backend"] = nil
-  require "stagehand.backend" -- (a second load says nothing more)
+  package.loaded["stagehand.core.backend"] = nil
+  require "stagehand.core.backend" -- (a second load says nothing more)
   print("backend " .. stagehand.backend)' 2>&1)
 echo "$out"
 n=$(echo "$out" | grep -c "LuaJIT runs on the C module, not the FFI backend")

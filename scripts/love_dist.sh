@@ -23,9 +23,7 @@ stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 cp -r "$game"/. "$stage/"
 mkdir -p "$stage/stagehand/native/linux-x64"
-cp lua/stagehand/*.lua "$stage/stagehand/"
-mkdir -p "$stage/stagehand/driver"
-cp lua/stagehand/driver/*.lua "$stage/stagehand/driver/"
+cp -R lua/stagehand/. "$stage/stagehand/" # (every folder of it: core, engine, rank, wait...)
 cp "$core" "$stage/stagehand/native/linux-x64/_core.so"
 if [ -f build/windows/stagehand/_core.dll ]; then
   mkdir -p "$stage/stagehand/native/windows-x64"

@@ -13,7 +13,7 @@ describe("the FFI cdef", function()
     local block = header:match("/%* FFI%-BEGIN %*/(.-)/%* FFI%-END %*/")
     assert.is_string(block)
     assert.is_nil(block:find("#", 1, true))
-    local src = read("lua/stagehand/ffi_core.lua")
+    local src = read("lua/stagehand/core/ffi_core.lua")
     local cdef = src:match("local CDEF = %[%[(.-)%]%]")
     assert.is_string(cdef)
     assert.equal(normalise(block), normalise(cdef))
@@ -22,7 +22,7 @@ describe("the FFI cdef", function()
   if rawget(_G, "jit") then
     it("is accepted by ffi.cdef", function()
       local ffi = require "ffi"
-      local src = read("lua/stagehand/ffi_core.lua")
+      local src = read("lua/stagehand/core/ffi_core.lua")
       local cdef = src:match("local CDEF = %[%[(.-)%]%]")
       local ok = pcall(ffi.cdef, (cdef:gsub("sh_", "sh_probe_"):gsub("SH_", "SH_PROBE_")))
       assert.is_true(ok)
@@ -37,7 +37,7 @@ describe("the backends", function()
     local f = assert(io.open("csrc/core/stagehand.h", "rb"))
     local block = f:read("*a"):match("/%* FFI%-BEGIN %*/(.-)/%* FFI%-END %*/")
     f:close()
-    local B = require "stagehand.backend"
+    local B = require "stagehand.core.backend"
     local missing, n = {}, 0
     for name in block:gmatch("[%w_%*]+%s+%**sh_([%w_]+)%(") do
       n = n + 1

@@ -4,11 +4,11 @@
 -- Handle has ended, nothing runs and nothing is left behind. A failure names
 -- its seed; CHAOS_SEEDS=n runs more (make chaos), CHAOS_SEED=s replays one.
 local stagehand = require "stagehand"
-local each = require("stagehand.compat").each
+local each = require("stagehand.core.compat").each
 local T = require "stagehand.testing"
-local priority = require "stagehand.priority"
-local B = require "stagehand.backend"
-local F = require "stagehand.fields"
+local priority = require "stagehand.rank.priority"
+local B = require "stagehand.core.backend"
+local F = require "stagehand.engine.fields"
 local seeded = require "spec.seeded"
 
 -- Every job waiting in a queue is filed under the set of sources that
@@ -200,7 +200,7 @@ local function scene(seed)
   return orch, handles, left
 end
 
-local E = require "stagehand.engine"
+local E = require "stagehand.engine.engine"
 
 local function check(seed)
   -- Children started inside a job's first run go through the run queue

@@ -276,7 +276,7 @@ describe("the testing helpers, on a scene not yet over", function()
   it("name a core structure that fails its own check", function()
     -- (The core cannot be broken from Lua, which is the point: the checks
     -- are answered "inconsistent" for this one call instead.)
-    local B = require "stagehand.backend"
+    local B = require "stagehand.core.backend"
     local saved = {}
     for _, name in ipairs { "clock_check", "timers_check", "pool_check", "ids_check" } do
       saved[name], B[name] = B[name], function() return -3 end

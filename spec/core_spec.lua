@@ -1,6 +1,6 @@
 -- The native core through the backend seam: bad input from Lua never crashes
 -- the process; the core answers with a status.
-local B = require "stagehand.backend"
+local B = require "stagehand.core.backend"
 
 local EINVAL, ESTATE = B.SH_EINVAL, B.SH_ESTATE
 
@@ -106,7 +106,7 @@ describe("the native core", function()
     -- (Ids kept low and in order keep the core's arrays read in order: see
     -- engine.alloc_slot.) The first wave ends in an order of its own.
     local T = require "stagehand.testing"
-    local F = require "stagehand.fields"
+    local F = require "stagehand.engine.fields"
     local o = T.new()
     local fs, cid = {}, {}
     for i = 1, 10 do

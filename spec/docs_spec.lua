@@ -20,7 +20,7 @@ describe("the reference", function()
     local function want(entry)
       if not ref:find("### `" .. entry, 1, true) then missing[#missing + 1] = entry end
     end
-    local each = require("stagehand.compat").each
+    local each = require("stagehand.core.compat").each
     local function methods(class, prefix, skip)
       local names = {}
       for name, v in each, class do
@@ -35,9 +35,9 @@ describe("the reference", function()
     for _, name in ipairs(fields) do want("stagehand." .. name) end
     local orch = T.new { log = function() end }
     methods(getmetatable(orch), "orch:", { new = true })
-    methods(require("stagehand.job").Job, "job:")
+    methods(require("stagehand.wait.job").Job, "job:")
     local base = { result = true, on_end = true } -- (documented once, as h:result and h:on_end)
-    methods(require("stagehand.handle").Handle, "h:")
+    methods(require("stagehand.wait.handle").Handle, "h:")
     methods(getmetatable(stagehand.future()), "f:", base)
     methods(getmetatable(stagehand.all({})), "g:", base)
     local ctl = stagehand.controller()

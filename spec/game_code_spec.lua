@@ -674,7 +674,7 @@ describe("assert.no_leaks", function()
     assert.no_leaks(orch)
     -- what the fault left: the ended job among the future's listeners,
     -- as its await had noted it
-    require("stagehand.settle").listen(f, kept)
+    require("stagehand.engine.settle").listen(f, kept)
     orch.track_waits[kept] = f
     local ok, err = pcall(function() assert.no_leaks(orch) end)
     assert.is_false(ok)
@@ -682,7 +682,7 @@ describe("assert.no_leaks", function()
   end)
 
   it("finds a pool waiter that no running job is", function()
-    local B = require "stagehand.backend"
+    local B = require "stagehand.core.backend"
     local orch = quiet { pools = { p = 0 } }
     assert.equal(0, B.pool_enqueue(orch.pool_q.p.p, 77, 0)) -- what the fault left
     local ok, err = pcall(function() assert.no_leaks(orch) end)

@@ -133,7 +133,7 @@ local function scene(seed, kind, tally)
   local function running(x) return x.callers[1].h:state() == "running" end
   local ops = {
     function() -- the counts are made anew, as after memory ran out mid-change
-      if r(3) == 1 then require("stagehand.sources").rebuild(orch) end
+      if r(3) == 1 then require("stagehand.rank.sources").rebuild(orch) end
     end,
     function() -- the game's priority functions answer otherwise
       local x = r(10)

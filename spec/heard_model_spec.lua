@@ -21,10 +21,10 @@
 -- The model reads nothing but public Handles' and groups' states.
 -- CHAOS_SEEDS=n runs more, CHAOS_SEED=s replays one (spec/seeded.lua).
 local stagehand = require "stagehand"
-local each = require("stagehand.compat").each
+local each = require("stagehand.core.compat").each
 local T = require "stagehand.testing"
 local seeded = require "spec.seeded"
-local is_handle = require("stagehand.handle").is_handle
+local is_handle = require("stagehand.wait.handle").is_handle
 
 local KEYS = { "hero", "mage", "rogue", "bard" }
 

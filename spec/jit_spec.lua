@@ -98,10 +98,11 @@ describe("the JIT", function()
         end
       end
     end
-    local dir = package.searchpath("stagehand.engine", package.path):gsub("engine%.lua$", "")
-    for _, name in ipairs({ "backend", "barrier", "combine", "engine", "errors", "ffi_core", "fields", "future",
-      "handle", "init", "job", "keys", "list", "log", "nest", "options", "orchestrator", "priority", "settle",
-      "signal", "slots", "testing", "driver/luv", "driver/manual" }) do
+    local dir = package.searchpath("stagehand", package.path):gsub("init%.lua$", "")
+    for _, name in ipairs({ "core/backend", "wait/barrier", "wait/combine", "engine/engine", "engine/errors",
+      "core/ffi_core", "engine/fields", "wait/future", "wait/handle", "init", "wait/job", "rank/keys", "engine/list",
+      "engine/log", "engine/nest", "engine/options", "orchestrator", "rank/priority", "engine/settle",
+      "engine/signal", "wait/slots", "testing", "driver/luv", "driver/manual" }) do
       local chunk = assert(loadfile(dir .. name .. ".lua"))
       scan(chunk, name .. ".lua")
       files = files + 1

@@ -1,5 +1,5 @@
 local stagehand = require "stagehand"
-local each = require("stagehand.compat").each
+local each = require("stagehand.core.compat").each
 local T = require "stagehand.testing"
 
 local function quiet(opts)
@@ -164,7 +164,7 @@ describe("keys", function()
       local run = orch:run("Preparing the craft stone", function(job)
         -- the when waiter already follows the run (callers' Handles sit in
         -- the job's array part from fields.H on)
-        callers_at_start = #job - require("stagehand.fields").H + 1
+        callers_at_start = #job - require("stagehand.engine.fields").H + 1
         job:sleep(10)
         return "stone"
       end, { key = "craft-stone:7" })

@@ -147,7 +147,7 @@ describe(":newest", function()
     end
     local job = last[1]
     local callers = 0
-    for i = require("stagehand.fields").H, #job do
+    for i = require("stagehand.engine.fields").H, #job do
       if job[i] then callers = callers + 1 end
     end
     assert.equal(3, callers) -- (its own, and a carrier for each of the two ranks the older calls had)

@@ -70,7 +70,7 @@ describe("stagehand.port", function()
     local got = {}
     -- (each takes 20 ms of the wall clock drain_for reads: os.clock, the
     -- process's CPU time, runs faster while other threads are busy)
-    local now_ms = require("stagehand.backend").now_ms
+    local now_ms = require("stagehand.core.backend").now_ms
     local function slow(v) -- (drain_for stops after the first)
       got[#got + 1] = v
       local t0 = now_ms()
@@ -263,7 +263,7 @@ describe("stagehand.spawn", function()
   -- time ran out (removing a finished service shifted the next source out
   -- of the step's walk over them).
   it("hears each of three spawns end at once under the manual driver", function()
-    local B = require "stagehand.backend"
+    local B = require "stagehand.core.backend"
     local orch = stagehand.new { driver = "manual" }
     for i = 1, 3 do
       local out = stagehand.port()

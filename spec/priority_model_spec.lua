@@ -210,7 +210,7 @@ local function scene(seed, tally)
 
   local ops = {
     function() -- the counts are made anew, as after memory ran out mid-change
-      if r(3) == 1 then require("stagehand.sources").rebuild(orch) end
+      if r(3) == 1 then require("stagehand.rank.sources").rebuild(orch) end
     end,
     start_loader,
     function() join(any_key()) end,

@@ -13,11 +13,11 @@
 -- `job:call` answered from game code.
 -- CHAOS_SEEDS=n runs more (make chaos), CHAOS_SEED=s replays one.
 local stagehand = require "stagehand"
-local each = require("stagehand.compat").each
+local each = require("stagehand.core.compat").each
 local T = require "stagehand.testing"
-local priority = require "stagehand.priority"
-local B = require "stagehand.backend"
-local F = require "stagehand.fields"
+local priority = require "stagehand.rank.priority"
+local B = require "stagehand.core.backend"
+local F = require "stagehand.engine.fields"
 local seeded = require "spec.seeded"
 
 local rng = seeded.rng
@@ -246,8 +246,8 @@ local function scene(seed)
   return orch, cache, handles, faults
 end
 
-local E = require "stagehand.engine"
-local combine = require "stagehand.combine"
+local E = require "stagehand.engine.engine"
+local combine = require "stagehand.wait.combine"
 
 local function check(seed)
   -- (starts inside first runs go through the run queue after 1-3 levels,

@@ -4,7 +4,7 @@
 -- make chaos runs 500), CHAOS_SEED=s replays one, and CHAOS_FIRST=f starts
 -- the n seeds at f (new ground for a long run: seeds 1..n are the usual ones).
 local stagehand = require "stagehand"
-local each = require("stagehand.compat").each
+local each = require("stagehand.core.compat").each
 local T = require "stagehand.testing"
 
 local M = {}

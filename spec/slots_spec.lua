@@ -343,7 +343,7 @@ describe("slot pools", function()
     end)
 
     it("files a thousand jobs a scene loader awaits as one group, raised and dropped with the loader", function()
-      local B = require "stagehand.backend"
+      local B = require "stagehand.core.backend"
       local orch, order, hold = behind_holder()
       dresser(orch, order, "p", "earlier scene job", nil, { priority = "scene" })
       local loader_rank = "visible"

@@ -319,7 +319,7 @@ describe("stagehand.pool", function()
   describe("with game code running while a request's job is made", function()
     -- (a real clock: what a worker does takes real time, and a spec that
     -- breaks gives up after WAIT instead of hanging)
-    local now_ms = require("stagehand.backend").now_ms
+    local now_ms = require("stagehand.core.backend").now_ms
     local function clocked(read)
       local o = stagehand.new { driver = "manual", stall_ms = 10 * WAIT, log = function() end,
         clock = function() if read then read() end return now_ms() end }

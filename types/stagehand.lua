@@ -750,4 +750,17 @@ function stagehand_testing.core_faults(orch, out) end
 ---@return string[]
 function stagehand_testing.leaks(orch) end
 
+local stagehand_love = {}
+--- Closes `orch` and destroys the worker pools it has, waiting for their
+--- threads at most their close_timeout_ms: what the helper does at quit.
+---@param orch stagehand.Orchestrator
+function stagehand_love.shut(orch) end
+
+--- An orchestrator for a LÖVE game (see the file's head). `opts`: what
+--- stagehand.new takes (its driver and clock are set here), and `step_ms`,
+--- how much of a frame loading may take (default 4).
+---@param opts table?
+---@return stagehand.Orchestrator
+function stagehand_love.new(opts) end
+
 return stagehand

@@ -1,11 +1,18 @@
+-- lua/stagehand/ (layer 6) holds the public modules over the folders:
+-- init.lua (`stagehand`), orchestrator.lua (`stagehand.new` and its
+-- methods), worker.lua (`stagehand.worker`), testing.lua
+-- (`stagehand.testing`) and love.lua (`stagehand.love`). Folder by layer:
+-- core/ 0, engine/ 1, rank/ 2, wait/ 3, threads/ and screens/ 4, driver/ 5.
+-- A module requires only its own folder and lower layers.
+--
 --- stagehand: runs a game's loading work as jobs that always end, never load
 --- twice, put what is on screen first and keep the frame free.
-local B = require "stagehand.backend"
+local B = require "stagehand.core.backend"
 local Orchestrator = require "stagehand.orchestrator"
-local errors = require "stagehand.errors"
-local signal = require "stagehand.signal"
-local future = require "stagehand.future"
-local combine = require "stagehand.combine"
+local errors = require "stagehand.engine.errors"
+local signal = require "stagehand.engine.signal"
+local future = require "stagehand.wait.future"
+local combine = require "stagehand.wait.combine"
 
 local M = {}
 
@@ -54,8 +61,8 @@ M.is_error = errors.is_error
 
 -- Threads: loaded on first use (a game that runs no worker makes no
 -- notifier and loads none of it).
-local function workers() return require "stagehand.workers" end
-local function ports() return require "stagehand.ports" end
+local function workers() return require "stagehand.threads.workers" end
+local function ports() return require "stagehand.threads.ports" end
 
 --- The default number of worker threads: one fewer than the cores, at
 --- least 1, at most 4.
@@ -73,7 +80,7 @@ function M.pool(orch, opts) return workers().pool(orch, opts) end
 ---@param orch stagehand.Orchestrator
 ---@param name string
 ---@return stagehand.Worker
-function M.spawn(orch, name, ...) return require("stagehand.spawn").spawn(orch, name, ...) end
+function M.spawn(orch, name, ...) return require("stagehand.threads.spawn").spawn(orch, name, ...) end
 
 --- A port: a channel between threads, in either direction. `name`
 --- (optional) names it in the log, where a worker waiting on it is named.
@@ -91,15 +98,37 @@ function M.rounds(participants, share_len) return ports().rounds(participants, s
 --- (docs/guide.md, Loading screens).
 ---@param orch stagehand.Orchestrator
 ---@return stagehand.Tracker
-function M.tracker(orch) return require("stagehand.tracker").new(orch) end
+function M.tracker(orch) return require("stagehand.screens.tracker").new(orch) end
 
 --- The rows of load:timeline() as an aligned text table.
 ---@param rows table[]
 ---@return string
-function M.format_timeline(rows) return require("stagehand.tracker").format_timeline(rows) end
+function M.format_timeline(rows) return require("stagehand.screens.tracker").format_timeline(rows) end
 
 --- The name of the native backend in use: "ffi" or "c".
 ---@type string
 M.backend = B.name
+
+-- Module names from before the folders (lua/stagehand/ was one room):
+-- `require "stagehand.slots"` still loads what is now stagehand.wait.slots.
+-- Deprecated: a later release drops these names. (Registered here, so they
+-- work once stagehand is loaded, as every game loads it first.)
+local MOVED = {
+  core = { "backend", "compat", "ffi_core", "native", "threads_native" },
+  engine = { "clock", "closing", "engine", "errors", "fields", "list", "log", "marks", "nest", "options", "owners",
+    "records", "runqueue", "settle", "signal", "timeouts" },
+  rank = { "keys", "priority", "sources" },
+  wait = { "barrier", "combine", "follows", "future", "handle", "idle", "job", "slots", "wait" },
+  threads = { "dispatch", "love_threads", "outside", "ports", "spawn", "workers" },
+  screens = { "newest", "trace", "tracker" },
+}
+for folder, names in require("stagehand.core.compat").each, MOVED do
+  for _, name in ipairs(names) do
+    local old, new = "stagehand." .. name, "stagehand." .. folder .. "." .. name
+    if package.preload[old] == nil and package.loaded[old] == nil then
+      package.preload[old] = function() return require(new) end
+    end
+  end
+end
 
 return M

@@ -10,8 +10,8 @@
 -- love.update and love.quit, defined before or after this call, run first
 -- and the step or the shutdown after them.
 local stagehand = require "stagehand"
-local options = require "stagehand.options"
-local each = require("stagehand.compat").each
+local options = require "stagehand.engine.options"
+local each = require("stagehand.core.compat").each
 
 local M = {}
 

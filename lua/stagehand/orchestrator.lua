@@ -1,26 +1,26 @@
 -- The orchestrator: stagehand.new and the methods a game calls on it.
-local B = require "stagehand.backend"
-local E = require "stagehand.engine"
-local timeouts = require "stagehand.timeouts"
-local idle = require "stagehand.idle"
-local records = require "stagehand.records"
-local options = require "stagehand.options"
-local signal = require "stagehand.signal"
-local jobm = require "stagehand.job"
-local handle = require "stagehand.handle"
-local logm = require "stagehand.log"
-local keys = require "stagehand.keys"
-local slots = require "stagehand.slots"
-local barrier = require "stagehand.barrier"
-local sources = require "stagehand.sources"
-local owners = require "stagehand.owners"
-local errors = require "stagehand.errors"
-local closing = require "stagehand.closing"
+local B = require "stagehand.core.backend"
+local E = require "stagehand.engine.engine"
+local timeouts = require "stagehand.engine.timeouts"
+local idle = require "stagehand.wait.idle"
+local records = require "stagehand.engine.records"
+local options = require "stagehand.engine.options"
+local signal = require "stagehand.engine.signal"
+local jobm = require "stagehand.wait.job"
+local handle = require "stagehand.wait.handle"
+local logm = require "stagehand.engine.log"
+local keys = require "stagehand.rank.keys"
+local slots = require "stagehand.wait.slots"
+local barrier = require "stagehand.wait.barrier"
+local sources = require "stagehand.rank.sources"
+local owners = require "stagehand.engine.owners"
+local errors = require "stagehand.engine.errors"
+local closing = require "stagehand.engine.closing"
 
 local JobMT = jobm.JobMT
-local F = require "stagehand.fields"
+local F = require "stagehand.engine.fields"
 local ORCH, CO, W, STATE, LABEL, SINCE, H = F.ORCH, F.CO, F.W, F.STATE, F.LABEL, F.SINCE, F.H
-local settle_empty = require("stagehand.settle").pack()
+local settle_empty = require("stagehand.engine.settle").pack()
 local new_handle = handle.new
 local read_clock = E.now
 local setmetatable, type = setmetatable, type
@@ -28,6 +28,7 @@ local setmetatable, type = setmetatable, type
 ---@class stagehand.Orchestrator
 local Orchestrator = {}
 Orchestrator.__index = Orchestrator
+E.orchestrators_are(Orchestrator)
 
 -- Whether luv loads (through the luv driver, which keeps luv's loop open).
 local function has_luv()
@@ -310,7 +311,7 @@ function Orchestrator:newest(name, label, work, opts)
   if type(label) ~= "string" or label == "" then options.fail("newest", "label", "a non-empty string", label) end
   if type(work) ~= "function" then options.fail("newest", "work", "a function", work) end
   check_run_opts(self, opts, "newest", signal.is_signal, true)
-  return require("stagehand.newest").run(self, name, label, work, opts)
+  return require("stagehand.screens.newest").run(self, name, label, work, opts)
 end
 
 --- Starts recording every job's life (its start, each wait, slot holds
@@ -319,7 +320,7 @@ end
 ---@return stagehand.Trace
 function Orchestrator:trace()
   check_self(self, "trace")
-  return require("stagehand.trace").start(self)
+  return require("stagehand.screens.trace").start(self)
 end
 
 --- Waits for the outcome of `key`: follows its running job, settles at once

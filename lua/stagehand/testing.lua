@@ -6,14 +6,14 @@
 ---     assert.equal(0, T.settle(orch, 30000))
 ---     assert.ended(h)
 local stagehand = require "stagehand"
-local E = require "stagehand.engine"
-local B = require "stagehand.backend"
-local each = require("stagehand.compat").each
-local F = require "stagehand.fields"
+local E = require "stagehand.engine.engine"
+local B = require "stagehand.core.backend"
+local each = require("stagehand.core.compat").each
+local F = require "stagehand.engine.fields"
 local STATE, CO, HELD, WAITQ = F.STATE, F.CO, F.HELD, F.WAITQ
 -- (T.leaks and T.core_faults list what they find in the same order on every
 -- run and runtime: by pool, budget and key name, not in pairs' order)
-local sorted_keys = require("stagehand.options").sorted_keys
+local sorted_keys = require("stagehand.engine.options").sorted_keys
 
 local T = {}
 
@@ -288,5 +288,4 @@ if ok_say and ok_assert then
     "assertion.no_leaks.negative")
 end
 
-T.engine = E
 return T

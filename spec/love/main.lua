@@ -167,7 +167,7 @@ end)
 
 it("names a LÖVE thread that cannot start, fails queued requests once no worker is left, never ends the game",
   function()
-  local native = require "stagehand.native"
+  local native = require "stagehand.core.native"
   local path = native.path
   native.path = function() return "/no/such/stagehand/_core.so" end
   local ok, p = pcall(stagehand.pool, orch, { module = "love_worker", size = 1 })

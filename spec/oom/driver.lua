@@ -7,7 +7,7 @@
 -- s.orch must be whole: no job running, nothing left behind (T.leaks).
 -- OOM_WHERE=1 in the environment prints where each failing run raised.
 local T = require "stagehand.testing"
-local E = require "stagehand.engine"
+local E = require "stagehand.engine.engine"
 
 --- Runs {name, setup(s), op(s)} scenarios, each on a scene new_scene()
 --- makes; raises listing what went wrong, else prints the count. `what`

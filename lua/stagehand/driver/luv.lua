@@ -2,9 +2,9 @@
 -- set for the orchestrator's next wake (0 when work is queued) and stopped
 -- when nothing is pending, so the loop ends when the jobs do.
 local uv = require "luv"
-local logm = require "stagehand.log"
-local E = require "stagehand.engine"
-local on_collect = require("stagehand.compat").on_collect
+local logm = require "stagehand.engine.log"
+local E = require "stagehand.engine.engine"
+local on_collect = require("stagehand.core.compat").on_collect
 
 local M = {}
 
@@ -120,7 +120,7 @@ function M.new(clock)
     local want = E.outside_pending(o)
     if want and not polling then
       if not poll then
-        local outside = require "stagehand.outside"
+        local outside = require "stagehand.threads.outside"
         -- (The callback holds the notifier, not the orchestrator: its
         -- descriptor stays open while the poll watches it, so the number
         -- is never another's by then.)

@@ -1,7 +1,11 @@
+-- Folder driver/ (layer 5): what pumps an orchestrator. manual.lua (a
+-- host's frame loop, a spec, orch:wait) and luv.lua (a luv loop, woken by
+-- timers and by work on other threads).
+--
 -- The manual driver: a host frame loop (love.update, an engine tick, a spec)
 -- calls orch:step. The clock is the core's monotonic ms unless one is given.
-local B = require "stagehand.backend"
-local E = require "stagehand.engine"
+local B = require "stagehand.core.backend"
+local E = require "stagehand.engine.engine"
 
 local M = {}
 

@@ -1,0 +1,129 @@
+-- Folder core/ (layer 0): the seam to the native core. backend.lua picks
+-- the FFI backend on LuaJIT (ffi_core.lua) or the classic C module
+-- elsewhere; native.lua finds the core's file (a LÖVE archive's too);
+-- threads_native.lua is the C module's threads' table; compat.lua is what
+-- differs between runtimes. It requires nothing of stagehand's above it;
+-- every layer calls it (B.check, the core's statuses, B.now_ms).
+--
+-- The one seam between the Lua surface and the native core. On LuaJIT the
+-- FFI backend calls the core directly; elsewhere (or with
+-- STAGEHAND_BACKEND=c) the classic C module does. Both expose the same
+-- functions, named after the C API without its sh_ prefix, and the same
+-- statuses, by the header's names (SH_OK, SH_EINVAL, SH_ENOMEM, SH_ESTATE);
+-- B.check is the one place a status that is not SH_OK turns into an error.
+local want = os.getenv("STAGEHAND_BACKEND")
+if want ~= nil and want ~= "" and want ~= "ffi" and want ~= "c" then
+  error("stagehand: STAGEHAND_BACKEND must be 'ffi' or 'c', got '" .. want .. "'", 0)
+end
+
+-- What a status means, for the message of an internal error.
+local MEANING = {
+  SH_EINVAL = "an argument out of range",
+  SH_ENOMEM = "out of memory",
+  SH_ESTATE = "not in the state the call needs",
+}
+
+local function with_statuses(M)
+  local names = {}
+  local walk = require("stagehand.core.compat").each
+  for name in walk, MEANING do names[M[name]] = name end
+  --- Raises a clear internal error unless rc is SH_OK: the core refused
+  --- what the Lua side's records said it would take, a fault of
+  --- stagehand's own, raised rather than left to grow. `what` says what
+  --- was asked ("queue job 12"); `also_fine`, a status the caller expects
+  --- at times and may ignore (named where it is passed).
+  function M.check(rc, what, also_fine)
+    if rc == 0 or rc == also_fine then return end
+    local name = names[tonumber(rc)] or "status " .. tostring(rc)
+    error("stagehand: internal error: the core refused to " .. what .. " (" .. name
+      .. (MEANING[name] and ": " .. MEANING[name] or "") .. ")", 0)
+  end
+  return M
+end
+
+-- LuaJIT that ends up on the C module without being asked to says so,
+-- once a process (busted and hot reloads load this module again), and why.
+local function fell_back(why)
+  local reg = debug and debug.getregistry and debug.getregistry()
+  local said = "stagehand: said the backend fell back"
+  if type(reg) == "table" then
+    if reg[said] then return end
+    reg[said] = true
+  end
+  io.stderr:write("[stagehand] LuaJIT runs on the C module, not the FFI backend: " .. tostring(why) .. "\n")
+end
+
+if want ~= "c" and rawget(_G, "jit") then
+  local ok, ffi_core = pcall(require, "stagehand.core.ffi_core")
+  if ok then return with_statuses(ffi_core) end
+  if want == "ffi" then error(ffi_core, 0) end
+  fell_back(ffi_core)
+end
+
+-- The runtime running now, and the name `make env LUA=...` knows it by.
+local function this_runtime()
+  if rawget(_G, "jit") then return "LuaJIT", "luajit" end
+  if _VERSION == "Lua 5.4" then return "Lua 5.4", "lua5.4" end
+  if _VERSION == "Lua 5.1" then return "Lua 5.1", "lua5.1" end
+  return _VERSION, "luajit, lua5.4 or lua5.1"
+end
+
+-- A C module built for another runtime fails to load with the dynamic
+-- linker's "undefined symbol: lua_objlen" (a 5.1/LuaJIT build under 5.4)
+-- or "lua_newuserdatauv" and its kin (a 5.4 build under 5.1): say which.
+local function wrong_build(err)
+  local sym = tostring(err):match("undefined symbol: ([%w_]+)")
+  if not sym or not sym:match("^lua") then return nil end
+  local path = tostring(err):match("from file '([^']+)'") or "stagehand/_core.so"
+  local in_tree = path:match("build/lua(5%.%d)/")
+  local built = path:match("build/(luajit)/") and "LuaJIT" or in_tree and "Lua " .. in_tree
+  if not built then
+    built = (sym == "lua_objlen" or sym == "lua_setfenv" or sym == "lua_getfenv") and "Lua 5.1 or LuaJIT"
+      or "Lua 5.4"
+  end
+  local name, make_name = this_runtime()
+  if built == name or (built == "Lua 5.1 or LuaJIT" and make_name ~= "lua5.4") then
+    -- Built for this runtime after all: the program that runs it links Lua
+    -- in and does not export Lua's functions to the libraries it loads.
+    return "stagehand: " .. path .. " needs " .. sym .. " from the Lua the program runs, and the program does not"
+      .. " export it: a program that links Lua statically must export its symbols (link it with -Wl,-E, or"
+      .. " -rdynamic), or link stagehand's core in and register it as package.preload[\"stagehand._core\"]"
+      .. " (the guide's section on C hosts)."
+  end
+  return "stagehand: " .. path .. " was built for " .. built .. ", not for " .. name .. " (undefined symbol: "
+    .. sym .. "). Point LUA_CPATH at a build for " .. name .. ": eval \"$(make -s env LUA=" .. make_name
+    .. ")\" in stagehand's tree, or install the rock with this runtime's luarocks."
+end
+
+local native = require "stagehand.core.native"
+-- A core built for another system or processor: the loader's own words
+-- for it (ELF's, Mach-O's, Windows' error 193), and what would fix it.
+local function wrong_system(err)
+  local e = tostring(err)
+  if not (e:find("invalid ELF header", 1, true) or e:find("wrong ELF class", 1, true)
+      or e:find("ELF file", 1, true) or e:find("mach-o", 1, true) or e:find("Mach-O", 1, true)
+      or e:find("not a valid Win32 application", 1, true) or e:find("error 193", 1, true)) then
+    return nil
+  end
+  local path = e:match("from file '([^']+)'") or "stagehand/_core." .. native.EXT
+  local detail = e:match("[^\n]*$"):gsub("^%s+", "")
+  local here = native.system()
+  return "stagehand: " .. path .. " is a library for another system or processor (" .. detail .. "); this is "
+    .. here .. ". Build the core here (make build in stagehand's tree, or luarocks make), or ship the one built"
+    .. " for " .. here .. " (a .love carries it as stagehand/native/" .. here .. "/_core." .. native.EXT .. ")."
+end
+
+local ok, C = pcall(require, "stagehand._core")
+if not ok then
+  -- (Inside LÖVE, native.path writes a core the game's archive carries to
+  -- the save directory; it, or one found only beside the game, is opened
+  -- directly.)
+  local found = native.path()
+  local open = found and package.loadlib(found, "luaopen_stagehand__core")
+  if open then ok, C = pcall(open, "stagehand._core") end
+end
+if not ok then error(wrong_build(C) or wrong_system(C) or C, 0) end
+local M = { name = "c" }
+local each = require("stagehand.core.compat").each
+for k, v in each, C do M[k] = v end
+return with_statuses(M)

@@ -1,0 +1,8 @@
+-- The threads' half of the C module (csrc/lua/: lvalues.c, lchannels.c, lworkers.c, lpool.c): worker states,
+-- notifiers, ports, round barriers, and copying values between states.
+-- Always the classic module, on every runtime: LuaJIT's FFI backend is for
+-- the hot paths of jobs, and these copy Lua values, which only the Lua C
+-- API can read.
+local B = require "stagehand.core.backend"
+if B.threads then return B.threads end
+return require("stagehand._core").threads

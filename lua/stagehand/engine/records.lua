@@ -1,0 +1,106 @@
+-- What report, dump and watch show of a job, and telling the watchers.
+local errors = require "stagehand.engine.errors"
+local logm = require "stagehand.engine.log"
+local F = require "stagehand.engine.fields"
+local marks = require "stagehand.engine.marks"
+local clock = require "stagehand.engine.clock"
+local list = require "stagehand.engine.list"
+
+local ORCH, CID, W, STATE, OUT, ID, LABEL, KEY, H = F.ORCH, F.CID, F.W, F.STATE, F.OUT, F.ID, F.LABEL, F.KEY, F.H
+local SINCE, STARTED, SLEEP_UNTIL = F.SINCE, F.STARTED, F.SLEEP_UNTIL
+local QUEUED, SLEEP, KEYWAIT = marks.QUEUED, marks.SLEEP, marks.KEYWAIT
+
+local M = {}
+
+-- How a job's priority reads in a record, and where it came from: told by
+-- the priority layer above (rank/priority.lua), which the engine does not
+-- require.
+local describe_priority = function() return nil, nil end
+function M.describe_priority_with(fn) describe_priority = fn end
+
+-- What report and watch show of a job. A job keeps its start time; its end
+-- time is given by whoever saw it end (notify).
+function M.record(job, ended_at, cache)
+  local o = job[ORCH]
+  local slot = job[CID]
+  local st = job[STATE]
+  local err = st and st ~= "done" and job[OUT] or nil
+  local rec = {
+    id = job[ID],
+    key = job[KEY] or nil, -- (false in the job: no key)
+    label = job[LABEL],
+    state = st or "running",
+    started_at = job[STARTED],
+    ended_at = ended_at,
+    error = err and tostring(err) or nil,
+    done = rawget(job, "done_n"), -- (job:progress(done, total): how far it is)
+    total = rawget(job, "total_n"),
+  }
+  rec.priority, rec.priority_from = describe_priority(o, job, cache, st)
+  if slot and job[W] then
+    rec.waiting_on, rec.waiting_since = M.describe_wait(job), job[SINCE] or nil
+  end
+  return rec
+end
+
+function M.notify(o, job, ending)
+  local tr = o.tracer -- (orch:trace: recording, told first)
+  if tr then tr:told(job, ending, clock.now_or_last(o)) end
+  local ws = o.watchers
+  if ws[1] == nil then return end
+  local ended_at
+  if ending then
+    -- (A job's end is told in the middle of ending it: a clock that breaks
+    -- here gives way to the last good reading rather than stop the end.)
+    ended_at = clock.now_or_last(o)
+  end
+  local rec = M.record(job, ended_at)
+  o.watching = o.watching + 1 -- (orch:step names a watcher that calls it)
+  for i = 1, #ws do
+    local fn = ws[i]
+    if fn then logm.guard(o.log, "a watcher", fn, rec) end
+  end
+  o.watching = o.watching - 1
+end
+
+function M.describe_wait(job)
+  local w = job[W]
+  if w == SLEEP then return "a sleep until " .. errors.ms(job[SLEEP_UNTIL]) end
+  if w == QUEUED then return "its turn to run" end
+  if w == KEYWAIT then return "a run of key " .. job[KEY] .. " to start" end
+  if w == marks.IDLE then return "every other job to be waiting (when_idle)" end
+  if w then return w:_describe() end
+  return nil
+end
+
+--- Adds a watcher (told of every start and end); returns an unsubscribe.
+function M.watch(o, fn)
+  local ws = o.watchers
+  ws[#ws + 1] = fn
+  return function() list.remove_value(ws, fn) end
+end
+
+--- Logs each job of o.unhandled (ended failed in this step) that nobody
+--- has heard of by the step's end: its label, cause and traceback.
+function M.report_unhandled(o)
+  local failed = o.unhandled
+  if failed[1] == nil then return end
+  o.unhandled = {}
+  for i = 1, #failed do
+    local job = failed[i]
+    job.unheard = nil
+    local seen = false
+    for j = H, #job do
+      if job[j]._seen then seen = true end
+    end
+    if not seen then
+      local err = job[OUT]
+      local msg = "[stagehand] " .. job[LABEL] .. " failed and nobody waited on it: "
+        .. errors.describe_raised(err.cause)
+      if err.traceback then msg = msg .. "\n" .. err.traceback end
+      logm.guard(nil, "the log function", o.log, msg)
+    end
+  end
+end
+
+return M

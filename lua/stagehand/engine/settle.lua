@@ -1,0 +1,241 @@
+-- The settle-able base every awaitable here is made of (Future, Handle, the
+-- combinators, the boxes behind job:call). It settles once, to a state and
+-- its values (`done`) or an error (anything else), and tells its listeners:
+-- functions subscribed with on_end, and parked jobs, which it wakes.
+--
+-- The first listener sits in _w1 (most awaitables have one, and then no
+-- table is made); later ones go in _ls, a list in the order they came, with
+-- _li mapping each to its place. One that stops waiting (cancelled,
+-- stalled) is marked false where it was, in O(1) however many others wait,
+-- and the list is compacted once half of it is marked; so all are told in
+-- the order they came, with nothing to sort. A listener is a job, a
+-- subscription table {on_end = fn}, or one of stagehand's own {on_part =
+-- fn, ...}: fn(entry, st, v) with v packed or the error, unguarded, and no
+-- closure made per listener (LuaJIT cannot compile making one; a group of
+-- 10,000 parts listens to each).
+local logm = require "stagehand.engine.log"
+local raise = require("stagehand.engine.errors").raise
+local options = require "stagehand.engine.options"
+local each = require("stagehand.core.compat").each
+
+local unpack = unpack or table.unpack
+
+local M = {}
+
+-- The engine's, registered with on_wake and on_changed: wake(job, from)
+-- queues a parked job's continuation; changed(job, group, freed, left)
+-- says a part of the group `job` is parked on settled and the group did
+-- not (combine.lua).
+local wake = function() end
+local changed = function() end
+function M.on_wake(fn) wake = fn end
+function M.on_changed(fn) changed = fn end
+function M.changed(job, g, freed, left) return changed(job, g, freed, left) end
+-- Counts settles, in order: every fire below, and each partial settle of
+-- a group (combine.lua: M.stamp). Everything one settle tells happens at
+-- one moment (engine.settle_time). Read it; only this module writes it.
+M.seq = 0
+
+--- A new stamp in the count of settles (a group's part settled).
+function M.stamp()
+  local s = M.seq + 1
+  M.seq = s
+  return s
+end
+
+-- _w1 once its listener left: later listeners still come after it.
+local VACANT = setmetatable({}, { __name = "stagehand.VACANT" })
+
+-- Listener fields are read raw: a Handle's __index is a function, and these
+-- run for every wait and every end.
+
+--- Adds a listener (a job, or a subscription table {on_end = fn}).
+function M.listen(o, entry)
+  if not rawget(o, "_w1") then
+    o._w1 = entry
+    return
+  end
+  local ls = rawget(o, "_ls")
+  local li
+  if not ls then
+    ls, li = {}, {}
+    o._ls, o._li = ls, li
+  else
+    li = rawget(o, "_li")
+    if li[entry] then return end -- (listening already: told once)
+  end
+  local i = #ls + 1
+  ls[i] = entry
+  li[entry] = i
+end
+
+function M.unlisten(o, entry)
+  if rawget(o, "_w1") == entry then
+    o._w1 = VACANT
+    return
+  end
+  local li = rawget(o, "_li")
+  local i = li and li[entry]
+  if not i then return end
+  li[entry] = nil
+  local ls = rawget(o, "_ls")
+  ls[i] = false
+  local dead = (rawget(o, "_dead") or 0) + 1
+  if dead > 8 and dead * 2 > #ls then
+    local kept, n = {}, 0
+    for j = 1, #ls do
+      local e = ls[j]
+      if e then
+        n = n + 1
+        kept[n] = e
+        li[e] = n
+      end
+    end
+    o._ls, dead = kept, 0
+  end
+  o._dead = dead
+end
+
+--- Whether anything listens to `o` now: a parked job, an on_end still
+--- subscribed, a group. (A listener that left is VACANT in _w1, false in
+--- _ls.)
+function M.listened(o)
+  local w1 = rawget(o, "_w1")
+  if w1 and w1 ~= VACANT then return true end
+  local ls = rawget(o, "_ls")
+  if ls then
+    for i = 1, #ls do
+      if ls[i] then return true end
+    end
+  end
+  return false
+end
+
+local function tell(o, entry, st, v)
+  local fn = rawget(entry, "on_end")
+  if fn == nil then
+    fn = rawget(entry, "on_part")
+    if fn == nil then return wake(entry, o) end
+    return fn(entry, st, v)
+  elseif st == "done" then
+    logm.guard(o:_log(), o, fn, st, unpack(v, 1, v.n or 1))
+  else
+    logm.guard(o:_log(), o, fn, st, v)
+  end
+end
+
+--- Settles `o` once: st is "done" with v a packed list, or another state with
+--- v the error. Returns false when it had already settled.
+function M.settle(o, st, v)
+  if o._st then return false end
+  o._st, o._v = st, v
+  M.fire(o, st, v)
+  return true
+end
+
+--- Tells o's listeners it settled, for an object whose _st and _v are
+--- already readable (stored by settle, or derived, as a Handle's are).
+function M.fire(o, st, v)
+  M.seq = M.seq + 1
+  local w1 = rawget(o, "_w1")
+  if w1 then
+    o._w1 = VACANT
+    if w1 ~= VACANT then tell(o, w1, st, v) end
+  end
+  local ls = rawget(o, "_ls")
+  if ls then
+    o._ls, o._li = nil, nil
+    for i = 1, #ls do
+      local e = ls[i]
+      if e then tell(o, e, st, v) end
+    end
+  end
+  local settled = o._settled -- (read once: on a Handle each read calls its __index)
+  if settled then settled(o) end
+end
+
+--- The common methods: state, result, on_end. `Class` gets them unless it
+--- defines its own.
+local Base = {}
+
+function Base:_log() return nil end
+function Base:_describe() return "an awaitable" end
+function Base:_follows() return nil end
+
+--- Never waits: the state, then the values (done) or the error.
+---@return string state
+---@return any ...
+function Base:result()
+  if type(self) ~= "table" or not self.__settle then
+    options.bad_self("h:result", "a Handle, Future or awaitable", self, 2)
+  end
+  self._seen = true
+  local st = self._st
+  if not st then return self:state() end
+  if st == "done" then
+    local v = self._v
+    return st, unpack(v, 1, v.n or 1)
+  end
+  return st, self._v
+end
+
+local function callable(v)
+  if type(v) == "function" then return true end
+  local mt = getmetatable(v)
+  return type(mt) == "table" and mt.__call ~= nil
+end
+
+--- Calls fn(state, ...) once it ends (at once if it has); returns an unsubscribe.
+---@param fn fun(state: string, ...)
+---@return fun()
+function Base:on_end(fn)
+  if type(self) ~= "table" or not self.__settle then
+    options.bad_self("h:on_end", "a Handle, Future or awaitable", self, 2)
+  end
+  if not callable(fn) then
+    raise("bad argument 'fn' to on_end: expected a function, got " .. type(fn), 2)
+  end
+  if self._st then
+    self._seen = true -- (heard now; a subscription that leaves before the end hears nothing)
+    tell(self, { on_end = fn }, self._st, self._v)
+    return function() end
+  end
+  local entry = { on_end = fn }
+  M.listen(self, entry)
+  return function() M.unlisten(self, entry) end
+end
+
+function M.extend(Class)
+  for k, v in each, Base do
+    if Class[k] == nil then Class[k] = v end
+  end
+  Class.__index = Class.__index or Class
+  Class.__settle = true
+  return Class
+end
+
+--- A plain settle-able: the box behind job:call and generic awaitables.
+local Box = M.extend({})
+function Box:state() return self._st or "pending" end
+function Box:_describe() return self.what or "an awaitable" end
+function M.box(what) return setmetatable({ what = what }, Box) end
+M.Box = Box
+
+-- Values as a list with their count n; a pack of one value leaves n out
+-- (readers take `v.n or 1`), so it needs no hash part. The usual counts get
+-- their own constructors: `{ ... }` (TSETM) is a bytecode LuaJIT does not
+-- compile, and packing runs once per job and per resolve. Packs are never
+-- written to, so values may share one.
+local EMPTY = { n = 0 }
+function M.pack(...)
+  local n = select("#", ...)
+  if n == 0 then return EMPTY end
+  if n == 1 then return { (...) } end
+  if n == 2 then
+    local a, b = ...
+    return { n = 2, a, b }
+  end
+  return { n = n, ... }
+end
+
+return M

@@ -1,0 +1,550 @@
+-- Folder screens/ (layer 4): loading screens, and looking back at a load.
+-- tracker.lua (progress in phases, a bar that never moves back, the
+-- timeline), newest.lua (orch:newest: the newest run wins), trace.lua
+-- (orch:trace, written as Chrome Trace Event JSON). It hears jobs through
+-- the engine's phase hooks; nothing below requires it.
+--
+-- The load tracker: how far a load is, in phases, for a loading screen.
+-- Tasks are made by hand (load:task) or are jobs run with opts.phase (the
+-- engine's phase hooks tell this module of their start, progress and end).
+local E = require "stagehand.engine.engine"
+local F = require "stagehand.engine.fields"
+local settle = require "stagehand.engine.settle"
+local options = require "stagehand.engine.options"
+local logm = require "stagehand.engine.log"
+local each = require("stagehand.core.compat").each
+
+local LABEL, ORCH = F.LABEL, F.ORCH
+
+local M = {}
+
+-- An orchestrator's trackers are in its field trackers, in the order they
+-- were made (not in a table keyed by it: see outside.lua), each in a box
+-- that holds it weakly: a tracker the game drops is collected, and stops
+-- counting every later job. (Closed ones leave the list: see close.)
+local BOX = { __mode = "v" }
+
+local check_row -- (format_timeline's, below)
+
+-- o's trackers without the boxes the collector emptied, nor `without`: a
+-- new list, never the one a phase hook may be walking.
+local function prune(o, without)
+  local list, kept = rawget(o, "trackers") or {}, {}
+  for i = 1, #list do
+    local tr = list[i][1]
+    if tr and tr ~= without then kept[#kept + 1] = list[i] end
+  end
+  o.trackers = kept
+end
+
+---@class stagehand.Tracker
+local Tracker = {}
+Tracker.__index = Tracker
+
+---@class stagehand.Task
+---@field label string
+---@field phase string
+local Task = {}
+Task.__index = Task
+
+local function check_tracker(self, method)
+  if getmetatable(self) ~= Tracker then options.bad_self("load:" .. method, "a load tracker", self, 3) end
+end
+
+local function check_phase(phase, fn, level)
+  if type(phase) ~= "string" or phase == "" then options.fail(fn, "phase", "a non-empty string", phase, level + 1) end
+end
+
+local function now(tr) return E.now(tr.orch) end
+
+-- A phase's record: its tasks, and the stretches of time a task of it ran.
+local function phase_of(tr, name, t)
+  local ph = tr.phases[name]
+  if not ph then
+    ph = { name = name, tasks = {}, running = 0, start = t, finish = nil, busy = 0, spans = 0, since = nil }
+    tr.phases[name] = ph
+    tr.order[#tr.order + 1] = ph
+  end
+  return ph
+end
+
+local function emit(tr, ev)
+  local ls = tr.listeners
+  for i = 1, #ls do
+    local fn = ls[i]
+    if fn then logm.guard(tr.orch.log, "a load tracker's listener", fn, ev) end
+  end
+end
+
+local function event(task, kind, t)
+  local tr = task.tracker
+  if #tr.listeners == 0 then return end
+  emit(tr, { phase = task.phase, kind = kind, label = task.label, done = task.done, total = task.total,
+    state = kind == "end" and task.state or nil, t = t })
+end
+
+local function begin(tr, phase, label, total, t)
+  local ph = phase_of(tr, phase, t)
+  local task = setmetatable({ tracker = tr, phase = phase, label = label, done = 0, total = total,
+    state = "running", clamped = false }, Task)
+  ph.tasks[#ph.tasks + 1] = task
+  if ph.running == 0 then
+    ph.spans = ph.spans + 1
+    ph.since = t
+  end
+  ph.running = ph.running + 1
+  tr.running = tr.running + 1
+  event(task, "start", t)
+  return task
+end
+
+local function settle_idle(tr)
+  local waiting = tr.idle_jobs
+  tr.idle_jobs = {}
+  for i = 1, #waiting do
+    local job = waiting[i]
+    if not job[F.STATE] then E.end_job(job, "done", settle.pack()) end
+  end
+end
+
+local function finish(task, state, t)
+  if task.state ~= "running" or task.tracker.closed then return false end
+  local tr = task.tracker
+  local ph = tr.phases[task.phase]
+  task.state = state
+  if state == "done" then task.done = task.total end
+  ph.running = ph.running - 1
+  if ph.running == 0 then
+    ph.busy = ph.busy + (t - ph.since)
+    ph.since = nil
+  end
+  ph.finish = t
+  tr.running = tr.running - 1
+  event(task, "end", t)
+  if tr.running == 0 and tr.idle_jobs[1] then settle_idle(tr) end
+  return true
+end
+
+-- A task advanced past its total: clamped, said once in the log.
+local function clamp(task, done)
+  if done <= task.total then return done end
+  if not task.clamped then
+    task.clamped = true
+    logm.guard(nil, "the log function", task.tracker.orch.log, string.format(
+      "[stagehand] %s (phase '%s') advanced past its total (%s of %s): counted as %s", task.label, task.phase,
+      tostring(done), tostring(task.total), tostring(task.total)))
+  end
+  return task.total
+end
+
+--- Adds `n` (default 1) to how far the task is.
+---@param n number?
+function Task:advance(n)
+  if getmetatable(self) ~= Task then options.bad_self("task:advance", "a task of a load tracker", self, 2) end
+  if n == nil then n = 1 end
+  if type(n) ~= "number" or n ~= n or n < 0 or n == math.huge then
+    options.fail("task:advance", "n", "a finite number >= 0", n)
+  end
+  if self.state ~= "running" or self.tracker.closed then return end
+  self.done = clamp(self, self.done + n)
+  event(self, "progress", now(self.tracker))
+end
+
+--- The task is done: it counts its whole total.
+function Task:finish()
+  if getmetatable(self) ~= Task then options.bad_self("task:finish", "a task of a load tracker", self, 2) end
+  return finish(self, "done", now(self.tracker))
+end
+
+--- The task failed: it leaves its phase's sums.
+---@param err any
+function Task:fail(err)
+  if getmetatable(self) ~= Task then options.bad_self("task:fail", "a task of a load tracker", self, 2) end
+  self.error = err
+  return finish(self, "failed", now(self.tracker))
+end
+
+local TASK_FIELDS = { label = true, total = true }
+
+--- A task of `phase` made by hand: `opts.label` (default the phase),
+--- `opts.total` (a number > 0, default 1).
+---@param phase string
+---@param opts table?
+---@return stagehand.Task
+function Tracker:task(phase, opts)
+  check_tracker(self, "task")
+  check_phase(phase, "load:task", 2)
+  local label, total = phase, 1
+  if opts ~= nil then
+    if type(opts) ~= "table" then options.fail("load:task", "opts", "a table {label =, total =}", opts) end
+    local k = options.first_key(opts, function(f) return not TASK_FIELDS[f] end)
+    if k ~= nil then options.fail("load:task", "opts." .. tostring(k), "one of label, total", opts[k]) end
+    if opts.label ~= nil then
+      if type(opts.label) ~= "string" or opts.label == "" then
+        options.fail("load:task", "opts.label", "a non-empty string", opts.label)
+      end
+      label = opts.label
+    end
+    if opts.total ~= nil then
+      local t = opts.total
+      if type(t) ~= "number" or t ~= t or t <= 0 or t == math.huge then
+        options.fail("load:task", "opts.total", "a finite number > 0", t)
+      end
+      total = t
+    end
+  end
+  if self.closed then error("load:task: the load tracker was closed (load:close())", 2) end
+  return begin(self, phase, label, total, now(self))
+end
+
+local function sums(ph, done, total)
+  local tasks = ph.tasks
+  for i = 1, #tasks do
+    local task = tasks[i]
+    local st = task.state
+    if st == "running" or st == "done" then
+      done = done + task.done
+      total = total + task.total
+    end
+  end
+  return done, total
+end
+
+--- How far `phase` is (every phase when nil): done, total, summed over
+--- its tasks. A finished task counts its total; a failed or cancelled one
+--- leaves both sums.
+---@param phase string?
+---@return number done
+---@return number total
+function Tracker:progress(phase)
+  check_tracker(self, "progress")
+  if phase ~= nil then
+    check_phase(phase, "load:progress", 2)
+    local ph = self.phases[phase]
+    if not ph then return 0, 0 end
+    return sums(ph, 0, 0)
+  end
+  local done, total = 0, 0
+  for i = 1, #self.order do done, total = sums(self.order[i], done, total) end
+  return done, total
+end
+
+-- A phase's part of a bar: the sum of its tasks' completions (an ended
+-- task, however it ended, is complete; a running one is done / total) and
+-- how many tasks it counts (at least the number expected).
+local function bar_sums(ph, expected, sum, slots)
+  local tasks = ph and ph.tasks or {}
+  for i = 1, #tasks do
+    local task = tasks[i]
+    if task.state == "running" then
+      sum = sum + task.done / task.total
+    else
+      sum = sum + 1
+    end
+  end
+  return sum, slots + math.max(#tasks, expected or 0)
+end
+
+-- Whether `phase` (every phase when nil) has made at least the tasks it
+-- was said to expect.
+local function expectations_met(tr, phase)
+  if phase ~= nil then
+    local ph = tr.phases[phase]
+    return (ph and #ph.tasks or 0) >= (tr.expected[phase] or 0)
+  end
+  for name in each, tr.expected do
+    if not expectations_met(tr, name) then return false end
+  end
+  return true
+end
+
+--- A number from 0 to 1 for drawing a bar: how far `phase` is (the whole
+--- load when nil), each task counting as one part, an ended task (done,
+--- failed, cancelled or stalled) as a whole one. It never decreases while
+--- the load runs, whatever tasks are added or however their totals are
+--- refined: a bar that would go back holds where it is until the work
+--- catches up. It is 1 once no task runs and every task expected
+--- (load:expect) has come; before any task starts or is expected, 0.
+---@param phase string?
+---@return number
+function Tracker:fraction(phase)
+  check_tracker(self, "fraction")
+  if phase ~= nil then check_phase(phase, "load:fraction", 2) end
+  local key = phase or true
+  local shown = self.shown[key] or 0
+  if shown >= 1 then return 1 end
+  local sum, slots = 0, 0
+  if phase ~= nil then
+    sum, slots = bar_sums(self.phases[phase], self.expected[phase], 0, 0)
+  else
+    for i = 1, #self.order do
+      local ph = self.order[i]
+      sum, slots = bar_sums(ph, self.expected[ph.name], sum, slots)
+    end
+    for name, n in each, self.expected do
+      if not self.phases[name] then slots = slots + n end
+    end
+  end
+  if slots == 0 then return shown end
+  local f = sum / slots
+  local ph = phase and self.phases[phase]
+  local running = phase and (ph and ph.running or 0) or self.running
+  if running == 0 and expectations_met(self, phase) then f = 1 end
+  if f > shown then
+    shown = f
+    self.shown[key] = f
+  end
+  return shown
+end
+
+--- Says that `n` tasks of `phase` make up its part of the load (those
+--- already made count among them), so load:fraction is in proportion
+--- from the first frame, and does not read as finished between phases.
+--- A later call for the same phase replaces the number.
+---@param phase string
+---@param n integer
+function Tracker:expect(phase, n)
+  check_tracker(self, "expect")
+  check_phase(phase, "load:expect", 2)
+  if type(n) ~= "number" or n < 0 or n % 1 ~= 0 or n == math.huge then
+    options.fail("load:expect", "n", "a whole number >= 0", n)
+  end
+  self.expected[phase] = n
+end
+
+--- Tasks of `phase` (every phase when nil) by state: {running =, done =,
+--- failed =, cancelled =, stalled =}.
+---@param phase string?
+---@return table
+function Tracker:counts(phase)
+  check_tracker(self, "counts")
+  if phase ~= nil then check_phase(phase, "load:counts", 2) end
+  local c = { running = 0, done = 0, failed = 0, cancelled = 0, stalled = 0 }
+  for i = 1, #self.order do
+    local ph = self.order[i]
+    if phase == nil or ph.name == phase then
+      for j = 1, #ph.tasks do
+        local st = ph.tasks[j].state
+        c[st] = c[st] + 1
+      end
+    end
+  end
+  return c
+end
+
+--- Calls fn(event) for each task's start, progress and end: {phase =,
+--- kind = "start" | "progress" | "end", label =, done =, total =, state =
+--- (at "end"), t =}. Returns a function that unsubscribes.
+---@param fn fun(event: table)
+---@return fun()
+function Tracker:on(fn)
+  check_tracker(self, "on")
+  if type(fn) ~= "function" then options.fail("load:on", "fn", "a function", fn) end
+  local ls = self.listeners
+  local i = #ls + 1
+  ls[i] = fn
+  return function() if ls[i] == fn then ls[i] = false end end
+end
+
+--- One row a phase, in order of first start: {phase =, start_ms =,
+--- end_ms = (nil while a task of it runs; both count from when the tracker
+--- was made), busy_ms = (the time at least one
+--- of its tasks ran), spans = (how many separate stretches that made),
+--- tasks =, failed =}.
+---@return table[]
+function Tracker:timeline()
+  check_tracker(self, "timeline")
+  local t = now(self)
+  local rows = {}
+  for i = 1, #self.order do
+    local ph = self.order[i]
+    local failed = 0
+    for j = 1, #ph.tasks do
+      local st = ph.tasks[j].state
+      if st ~= "running" and st ~= "done" then failed = failed + 1 end
+    end
+    rows[i] = {
+      phase = ph.name,
+      start_ms = ph.start - self.t0,
+      end_ms = ph.running == 0 and ph.finish - self.t0 or nil,
+      busy_ms = ph.busy + (ph.since and (t - ph.since) or 0),
+      spans = ph.spans,
+      tasks = #ph.tasks,
+      failed = failed,
+    }
+  end
+  return rows
+end
+
+-- What a job of load:idle() waits on (orch:report, orch:dump). It holds
+-- the tracker: a game that awaits idle() and drops the tracker still
+-- hears the load end.
+local GoingIdle = { _describe = function() return "every task of the load tracker to end" end }
+GoingIdle.__index = GoingIdle
+
+local CLOSED = "the load tracker was closed"
+
+--- A Handle that ends done once no tracked task is running (at once when
+--- none is). Once the tracker is closed with tasks running, it ends
+--- cancelled: nothing would end them any more.
+---@return stagehand.Handle
+function Tracker:idle()
+  check_tracker(self, "idle")
+  local h, job = self.orch:_awaiting("the load going idle", setmetatable({ tracker = self }, GoingIdle))
+  if self.running == 0 then
+    E.end_job(job, "done", settle.pack())
+  elseif self.closed then
+    E.cancel(job, CLOSED)
+  else
+    self.idle_jobs[#self.idle_jobs + 1] = job
+  end
+  return h
+end
+
+--- Stops tracking: later jobs and tasks change nothing, and what was
+--- recorded stays readable (progress, counts, timeline). Handles from
+--- load:idle() still waiting end cancelled. A tracker the game drops
+--- stops by itself once collected.
+function Tracker:close()
+  check_tracker(self, "close")
+  if self.closed then return end
+  self.closed = true
+  prune(self.orch, self)
+  self.jobs = {}
+  local waiting = self.idle_jobs
+  self.idle_jobs = {}
+  for i = 1, #waiting do
+    local job = waiting[i]
+    if not job[F.STATE] then E.cancel(job, CLOSED) end
+  end
+end
+
+--- A load tracker over `orch`: tasks by hand (load:task), and every job
+--- run with `opts.phase`.
+---@param orch stagehand.Orchestrator
+---@return stagehand.Tracker
+function M.new(orch)
+  if not E.is_orchestrator(orch) then
+    options.fail("stagehand.tracker", "orch", "an orchestrator", orch)
+  end
+  local tr = setmetatable({ orch = orch, phases = {}, order = {}, listeners = {}, running = 0, idle_jobs = {},
+    jobs = setmetatable({}, { __mode = "k" }), t0 = E.now(orch), closed = false, expected = {}, shown = {} },
+    Tracker)
+  local list = rawget(orch, "trackers")
+  if not list then
+    list = {}
+    orch.trackers = list
+  end
+  list[#list + 1] = setmetatable({ tr }, BOX)
+  return tr
+end
+
+-- Jobs with a phase: a task in each tracker of their orchestrator. Boxes
+-- the collector emptied leave the list (prune).
+local function each_tracker(o, fn, a, b)
+  local list = rawget(o, "trackers")
+  if not list then return end
+  local gone = false
+  for i = 1, #list do
+    local tr = list[i][1]
+    if not tr then
+      gone = true
+    elseif not tr.closed then
+      fn(tr, a, b)
+    end
+  end
+  if gone and rawget(o, "trackers") == list then prune(o) end
+end
+
+-- (Named functions, not a closure per event: every job with a phase calls
+-- these at its start, its progress and its end.)
+local function job_began(tr, job)
+  tr.jobs[job] = begin(tr, job.phase, job[LABEL], 1, now(tr))
+end
+
+local function job_progressed(tr, job)
+  local task = tr.jobs[job]
+  if not task or task.state ~= "running" then return end
+  local done, total = rawget(job, "done_n"), rawget(job, "total_n")
+  if done and total and total > 0 then
+    task.total = total
+    task.done = clamp(task, done)
+  end
+  event(task, "progress", now(tr))
+end
+
+local function job_ended(tr, job, state)
+  local task = tr.jobs[job]
+  if task then
+    tr.jobs[job] = nil
+    if state ~= "done" then task.error = job[F.OUT] end
+    finish(task, state, now(tr))
+  end
+end
+
+E.on("phase_began", function(o, job) each_tracker(o, job_began, job) end)
+E.on("phase_progressed", function(job) each_tracker(job[ORCH], job_progressed, job) end)
+E.on("phase_ended", function(o, job, st) each_tracker(o, job_ended, job, st) end)
+
+-- A row of load:timeline(): each field of the kind it has there, and no
+-- other field.
+local ROW_FIELDS = { phase = "a non-empty string", start_ms = "a number", end_ms = "a number or nil",
+  busy_ms = "a number", spans = "a whole number >= 0", tasks = "a whole number >= 0", failed = "a whole number >= 0" }
+
+local ROW_ORDER = { "phase", "start_ms", "end_ms", "busy_ms", "spans", "tasks", "failed" }
+
+local function row_field_ok(k, v)
+  if k == "phase" then return type(v) == "string" and v ~= "" end
+  if k == "end_ms" and v == nil then return true end
+  if type(v) ~= "number" or v ~= v then return false end
+  if k == "start_ms" or k == "end_ms" or k == "busy_ms" then return true end
+  return v >= 0 and v % 1 == 0
+end
+
+check_row = function(r, i)
+  local where = "rows[" .. i .. "]"
+  if type(r) ~= "table" then options.fail("stagehand.format_timeline", where, "a row of load:timeline()", r, 3) end
+  local odd = options.first_key(r, function(f) return not ROW_FIELDS[f] end)
+  if odd ~= nil then
+    options.fail("stagehand.format_timeline", where .. "." .. tostring(odd),
+      "one of phase, start_ms, end_ms, busy_ms, spans, tasks, failed", r[odd], 3)
+  end
+  for j = 1, #ROW_ORDER do
+    local k = ROW_ORDER[j]
+    if not row_field_ok(k, r[k]) then
+      options.fail("stagehand.format_timeline", where .. "." .. k, ROW_FIELDS[k], r[k], 3)
+    end
+  end
+end
+
+--- The rows of load:timeline() as an aligned text table.
+---@param rows table[]
+---@return string
+function M.format_timeline(rows)
+  if type(rows) ~= "table" then options.fail("stagehand.format_timeline", "rows", "a list of rows", rows) end
+  local head = { "phase", "start ms", "end ms", "busy ms", "spans", "tasks", "failed" }
+  local cells = { head }
+  local function ms(v) return v and string.format("%.1f", v) or "-" end
+  for i = 1, #rows do
+    local r = rows[i]
+    check_row(r, i)
+    cells[#cells + 1] = { r.phase, ms(r.start_ms), ms(r.end_ms), ms(r.busy_ms), tostring(r.spans or 0),
+      tostring(r.tasks or 0), tostring(r.failed or 0) }
+  end
+  local widths = {}
+  for _, row in ipairs(cells) do
+    for c, v in ipairs(row) do widths[c] = math.max(widths[c] or 0, #v) end
+  end
+  local lines = {}
+  for _, row in ipairs(cells) do
+    local parts = {}
+    for c, v in ipairs(row) do
+      -- (the phase to the left, the numbers to the right)
+      parts[c] = c == 1 and v .. string.rep(" ", widths[c] - #v) or string.rep(" ", widths[c] - #v) .. v
+    end
+    lines[#lines + 1] = table.concat(parts, "  ")
+  end
+  return table.concat(lines, "\n")
+end
+
+return M

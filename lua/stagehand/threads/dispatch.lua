@@ -1,0 +1,121 @@
+-- Dispatch for worker pools (workers.lua). A grant round (slots.grant, in
+-- the step) offers a pool's best queued requests, by effective priority
+-- read then and queue order, to its workers: a free worker takes the first
+-- at once, and a worker that finishes before the next step takes the next. So a frame's requests all
+-- compete (nothing is offered until the step), and workers do not wait a
+-- frame for work between steps.
+--
+-- How deep: one request a worker, plus a lookahead that starts at one a
+-- worker and doubles while workers take everything offered before the
+-- next round (short requests: a round trip to the main thread would idle
+-- them), up to LOOKAHEAD a worker, and halves when most of it is left.
+-- (Deep for tiny requests: each step reads every queued priority function,
+-- so the fewer steps a queue takes to drain the fewer reads a request; 64
+-- a worker read 36 functions a request over 4,000 closures, 512 reads 13.) A
+-- round chooses the whole offer again, and a request that would go
+-- before part of it (a new one, or one whose set of sources changed,
+-- whose rank is known now) cuts that part off the offer at once: what a
+-- worker takes between steps is never worse than what waits.
+local B = require "stagehand.core.backend"
+local F = require "stagehand.engine.fields"
+local priority = require "stagehand.rank.priority"
+local slots = require "stagehand.wait.slots"
+
+local ID = F.ID
+
+local M = {}
+
+local LOOKAHEAD = 512
+local pool_peek_next, pool_peek_end, pool_waiting = B.pool_peek_next, B.pool_peek_end, B.pool_waiting
+local set_of, check = priority.set_of, B.check
+
+-- The rank of group g if known without reading a function now: fixed, or
+-- read in this step.
+local function known_rank(o, q, g)
+  local r = o.fixed_rank[g]
+  if r then return r end
+  if q.read_round == o.round then return q.last[g] end
+  return nil
+end
+
+function M.offer_round(pool, q)
+  if pool.destroyed then return end
+  local o, p = pool.orch, q.p
+  if pool_waiting(p) == 0 then return end
+  slots.read_ranks(o, q) -- (each priority function once a step: runs game code)
+  if pool.destroyed or q ~= pool.q then return end
+  local ud = pool.ud
+  if not q.stale and ud:_offered() > 0 then return end -- (unchanged, and not yet taken up)
+  local want = pool.live + pool.depth
+  local list, ranks, k = pool.offer_list, pool.offer_ranks, 0
+  local holds, by_slot, fixed, last = pool.holds, o.by_slot, o.fixed_rank, q.last
+  while k < want do
+    local cid = pool_peek_next(p)
+    if cid < 0 then break end
+    local job = by_slot[cid]
+    local id = job[ID]
+    local slot = holds[id]
+    if slot then
+      k = k + 1
+      list[2 * k - 1], list[2 * k] = slot, id
+      local g = set_of(o, job)
+      ranks[k] = fixed[g] or last[g] or math.huge
+    end
+  end
+  check(pool_peek_end(p), "end a peek")
+  local left = ud:_offer(list, k)
+  local per = pool.size
+  if left == 0 and pool.offer_k >= pool.offer_want and pool.offer_want > 0 then
+    if pool.depth < LOOKAHEAD * per then pool.depth = pool.depth * 2 end
+  elseif left * 2 > pool.offer_k and pool.depth > per then
+    pool.depth = math.max(per, math.floor(pool.depth / 2))
+  end
+  pool.offer_k, pool.offer_want = k, want
+  pool.worst = k >= want and ranks[k] or nil
+  q.stale = false
+end
+
+-- A request whose rank (group g's) is known and goes before part of the
+-- offer cuts that part off; an unknown one waits for the next round. A
+-- request offered already (job) whose rank fell cuts the offer from its
+-- own place.
+function M.cut(pool, q, g, job)
+  q.stale = true
+  local k = pool.offer_k
+  if k == 0 then return end
+  local r = known_rank(pool.orch, q, g)
+  local ranks, list = pool.offer_ranks, pool.offer_list
+  local keep = k
+  if job then
+    local id = job[ID]
+    for i = 1, k do
+      if list[2 * i] == id then
+        if r == nil or r > ranks[i] then keep = i - 1 end
+        break
+      end
+    end
+  end
+  if r ~= nil then
+    while keep > 0 and ranks[keep] > r do keep = keep - 1 end
+  end
+  if keep == k then return end
+  pool.ud:_offer(list, keep)
+  pool.offer_k, pool.worst = keep, nil
+end
+
+-- A new request joins the queue: stale only if it may belong in the offer.
+function M.queue(pool, job)
+  local q = pool.q
+  local o = pool.orch
+  local g = slots.enqueue(o, q, job)
+  if q.stale then return end
+  if pool.offer_k < pool.offer_want then
+    q.stale = true -- (the offer listed every request: there is room)
+    return
+  end
+  local worst = pool.worst
+  local r = known_rank(o, q, g)
+  if worst == nil or r == nil or r < worst then M.cut(pool, q, g) end
+end
+
+return M

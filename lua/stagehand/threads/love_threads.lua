@@ -1,0 +1,168 @@
+-- Worker pools on LÖVE's threads (love.thread). A Lua state stagehand makes
+-- itself has no `love`: it cannot require love.image nor read the game's
+-- archive. So inside LÖVE a pool's workers are LÖVE threads, each running
+-- BOOT: it loads stagehand's C module and serves its worker
+-- (threads.serve, csrc/lua/lworkers.c) in that thread's own state, with every
+-- rule of pools unchanged.
+--
+-- LÖVE objects (ImageData, FileData, SoundData, ByteData...) cross as
+-- themselves, never copied: the core's message holds each one's number,
+-- and the objects go beside it through one of the pool's two love.thread
+-- channels (`inbox` to the workers, `outbox` back), as {request id,
+-- objects}. A reader takes the entry of its own request (performAtomic:
+-- the others stay, in order), so workers may take requests in any order.
+local native = require "stagehand.core.native"
+local options = require "stagehand.engine.options"
+local each = require("stagehand.core.compat").each
+local E = require "stagehand.engine.engine"
+local F = require "stagehand.engine.fields"
+local logm = require "stagehand.engine.log"
+
+local M = {}
+
+-- What runs in each LÖVE thread: its arguments are the worker's token and
+-- number, the C module's path, the creating state's package.path and
+-- cpath, and the pool's channels. It never raises: an error in a LÖVE
+-- thread reaches love.threaderror, whose default ends the game, so what
+-- fails goes to the pool's `failures` channel instead.
+local BOOT = [[
+local token, idx, core, path, cpath, inbox, outbox, failures = ...
+local function take(channel, id)
+  local found
+  channel:performAtomic(function(ch)
+    for _ = 1, ch:getCount() do
+      local entry = ch:pop()
+      if entry[1] == id and not found then found = entry[2] else ch:push(entry) end
+    end
+  end)
+  return found
+end
+local ok, err = pcall(function()
+  package.path, package.cpath = path, cpath
+  local open, why = package.loadlib(core, "luaopen_stagehand__core")
+  if not open then error("cannot load " .. core .. ": " .. tostring(why), 0) end
+  local C = open("stagehand._core")
+  package.loaded["stagehand._core"] = C
+  C.threads.serve(token, function(id) return take(inbox, id) end,
+    function(id, objects) outbox:push({ id, objects }) end)
+end)
+if not ok then failures:push({ idx, tostring(err) }) end
+]]
+
+-- LÖVE's own table, or nil outside LÖVE.
+local function love_table()
+  local love = rawget(_G, "love")
+  return type(love) == "table" and love or nil
+end
+
+--- Whether LÖVE's threads are here.
+function M.present()
+  local love = love_table()
+  return love ~= nil and type(love.thread) == "table" and love.thread.newThread ~= nil
+end
+
+--- The kind of threads a pool made with `threads` (nil: the default) runs
+--- on: "love" inside LÖVE, "native" elsewhere.
+function M.kind(threads, fn)
+  if threads == nil then return M.present() and "love" or "native" end
+  if threads ~= "love" and threads ~= "native" then
+    options.fail(fn, "opts.threads", '"love" or "native"', threads, 4)
+  end
+  if threads == "love" and not M.present() then
+    options.fail(fn, "opts.threads", '"native" outside LÖVE (love.thread is not loaded here)', threads, 4)
+  end
+  return threads
+end
+
+-- Takes request id's entry from a channel: its objects, or nil. Entries
+-- of requests that ended (`gone(id)`) are dropped on the way.
+local function take(channel, id, gone)
+  local found
+  channel:performAtomic(function(ch)
+    for _ = 1, ch:getCount() do
+      local entry = ch:pop()
+      if entry[1] == id and not found then
+        found = entry[2]
+      elseif not (gone and gone(entry[1])) then
+        ch:push(entry)
+      end
+    end
+  end)
+  return found
+end
+
+--- The LÖVE half of a pool: its channels and threads.
+function M.new(pool)
+  local core, err = native.path()
+  if not core then error("stagehand.pool: cannot find stagehand's C module for LÖVE threads: " .. tostring(err), 3) end
+  local lt = {
+    core = core,
+    inbox = love_table().thread.newChannel(),
+    outbox = love_table().thread.newChannel(),
+    failures = love_table().thread.newChannel(), -- {worker number, message} from BOOT
+    threads = {}, -- worker number -> its LÖVE thread, while it may run
+    carried = {}, -- request id -> true while its objects wait in inbox
+  }
+  local reqs = pool.reqs
+  local function gone(id) return reqs[id] == nil end
+  -- (a reply's objects, for the core's decoder: _drain's fetch)
+  lt.fetch = function(id) return take(lt.outbox, id, gone) end
+  return lt
+end
+
+--- Starts worker `idx` (its token from _add_worker(true)) on a LÖVE thread.
+function M.start(lt, idx, token)
+  local t = love_table().thread.newThread(BOOT)
+  lt.threads[idx] = t
+  t:start(token, idx, lt.core, package.path, package.cpath, lt.inbox, lt.outbox, lt.failures)
+end
+
+--- Sends the objects a request's payload carries.
+function M.carry(lt, id, objects)
+  lt.inbox:push({ id, objects })
+  lt.carried[id] = true
+end
+
+--- A request ended: objects it carried that no worker took are dropped.
+function M.forget(lt, id)
+  if lt.carried[id] then
+    lt.carried[id] = nil
+    take(lt.inbox, id)
+  end
+end
+
+--- How long a wait for the pool's news may last while one of its LÖVE
+--- threads has not yet taken up its worker (a failure there signals
+--- nothing): 20 ms; nil once all have.
+function M.wait_cap(pool)
+  if pool.ud:_unserved() > 0 then return 20 end
+  return nil
+end
+
+--- Each step: a thread that failed before it served its worker (its
+--- state could not load the C module) takes its worker with it, and the
+--- log says why; once no worker is left, queued requests fail with that
+--- message rather than wait. Threads that ended leave the list.
+function M.check(pool)
+  local lt = pool.love
+  local failure = lt.failures:pop()
+  while failure do
+    local idx = failure[1]
+    lt.threads[idx] = nil
+    if pool.ud:_unhost(idx) then -- (else it served, and ended: its exit is an event)
+      pool.boot_error = pool:_describe() .. ": a LÖVE worker thread failed: " .. failure[2]
+      logm.guard(nil, "the log function", pool.orch.log, "[stagehand] " .. pool.boot_error)
+    end
+    failure = lt.failures:pop()
+  end
+  for idx, t in each, lt.threads do
+    if not t:isRunning() then lt.threads[idx] = nil end
+  end
+  if pool.boot_error and pool.live == 0 then
+    for id, job in each, pool.reqs do
+      if pool.holds[id] and not job[F.STATE] then E.fail(job, pool.boot_error) end
+    end
+  end
+end
+
+return M
