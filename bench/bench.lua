@@ -84,7 +84,7 @@ if not section then
   local interp = arg[-1] or "luajit"
   local me = arg[0]
   local missed = 0
-  for i = 1, 11 do
+  for i = 1, 13 do
     local f = assert(io.popen(string.format("%q %q %d", interp, me, i)))
     for line in f:lines() do
       if line:find("MISSED", 1, true) then missed = missed + 1 end
@@ -366,6 +366,10 @@ do
   report("100,000 jobs through a pool of 4, 3 sources", p100k, "100 x 1,000 jobs (GC paused)", p1k, 1.5)
   local per_100k, per_1k = time_pair(100000, through_pool, in_batches)
   report("  ... the same with the collector running", per_100k, "100 x 1,000 jobs", per_1k)
+  -- What a game pays: the collector running (its default settings) against
+  -- the same 100,000 pooled jobs with it paused, in turns.
+  local gc_on, gc_off = time_pair(100000, through_pool, paused(through_pool))
+  report("100,000 pooled jobs, collector running", gc_on, "the same, collector paused", gc_off, 2)
   local pool_ns, sleep_ns = time_pair(100000, paused(through_pool), paused(sleeping))
   report("  ... through the pool (GC paused)", pool_ns, "waiting on a sleep(0) instead", sleep_ns)
   print(string.format("%-50s %9.1f ns/job", "  ... so the pool's own share of a job", pool_ns - sleep_ns))
@@ -561,6 +565,26 @@ do
     ok and "met" or "MISSED"))
   f:resolve()
   o:step()
+  o:close()
+  keep = {}
+  -- Against a bare suspended coroutine measured here, the floor under any
+  -- job (a Lua state's own size for one differs by runtime).
+  collectgarbage()
+  collectgarbage()
+  before = collectgarbage("count")
+  local function park() co_yield() end
+  for i = 1, n do
+    local co = co_create(park)
+    co_resume(co)
+    keep[i] = co
+  end
+  collectgarbage()
+  collectgarbage()
+  local bare_bytes = (collectgarbage("count") - before) * 1024 / n
+  ok = bytes <= 1.35 * bare_bytes
+  results[#results + 1] = { name = "memory against a coroutine", ok = ok }
+  print(string.format("%-46s %9.0f bytes/job   %-28s %9.0f bytes     ratio %5.2fx  (target <= 1.35x: %s)",
+    "  ... against", bytes, "a bare suspended coroutine", bare_bytes, bytes / bare_bytes, ok and "met" or "MISSED"))
   -- The same for a job waiting in a full pool: its wait must leave the
   -- coroutine's first stack room (an extra frame inside stagehand once
   -- grew every pooled job's stack: 1,330 bytes instead of 780).
@@ -578,6 +602,72 @@ do
   print(string.format("%-46s %9.0f bytes/job (Handle kept; target <= 1000: %s)", "  ... and per job waiting for a slot",
     bytes, ok and "met" or "MISSED"))
   p:close()
+end
+end
+
+if section == 12 then
+-- 1,000,000 jobs in flight: the process's resident memory (Linux's
+-- /proc/self/status; the line says so where there is none).
+do
+  local function rss_mb()
+    local f = io.open("/proc/self/status", "r")
+    if not f then return nil end
+    local kb
+    for line in f:lines() do kb = kb or tonumber(line:match("^VmRSS:%s*(%d+)")) end
+    f:close()
+    return kb and kb / 1024
+  end
+  local before = rss_mb()
+  if not before then
+    print("1,000,000 jobs in flight: no /proc/self/status here to read the resident memory from")
+  else
+    local o = T.new { stall_ms = 1e12 }
+    local f = stagehand.future()
+    local keep = {} -- luacheck: ignore 241
+    local function waiter(job) job:await(f) end
+    local t0 = clock()
+    for i = 1, 1000000 do keep[i] = o:run("waiter", waiter) end
+    collectgarbage()
+    local mb = rss_mb()
+    local made = clock() - t0
+    local ok = mb <= 800
+    results[#results + 1] = { name = "a million jobs", ok = ok }
+    print(string.format("%-46s %9.0f MB RSS (%.0f MB before; made in %.1f s; target <= 800 MB: %s)",
+      "1,000,000 jobs in flight, Handles kept", mb, before, made, ok and "met" or "MISSED"))
+    f:resolve()
+    o:step()
+    o:close()
+  end
+end
+end
+
+if section == 13 then
+-- stagehand.all over N parts against a job awaiting each part in turn: the
+-- parts are futures settled after the wait began.
+do
+  local PARTS = 50000
+  local function gather(n, together)
+    local o = T.new { stall_ms = 1e12 }
+    local parts = {}
+    for i = 1, n do parts[i] = stagehand.future() end
+    local got
+    o:run("gather", function(job)
+      if together then
+        got = job:await(stagehand.all(parts))
+      else
+        got = {}
+        for i = 1, n do got[i] = job:await(parts[i]) end
+      end
+    end)
+    o:step()
+    for i = 1, n do parts[i]:resolve(i) end
+    o:step()
+    if o.nrunning > 0 then o:step() end
+    assert(got and #got == n, "the parts were not all gathered")
+    o:close()
+  end
+  local all_ns, each_ns = time_pair(PARTS, function(n) gather(n, true) end, function(n) gather(n, false) end)
+  report("stagehand.all over 50,000 parts, per part", all_ns, "awaiting each part in turn", each_ns, 2)
 end
 end
 

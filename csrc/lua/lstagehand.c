@@ -333,8 +333,34 @@ static int l_fields_within(lua_State *L) {
   return 1;
 }
 
+/* is_list(t): whether every key of table t is a whole number from 1 to #t
+ * (the lists stagehand.all and its kind take, walked here for the same
+ * reason as fields_within). */
+static int l_is_list(lua_State *L) {
+  lua_Number n;
+  luaL_checktype(L, 1, LUA_TTABLE);
+#if LUA_VERSION_NUM >= 502
+  n = (lua_Number)lua_rawlen(L, 1);
+#else
+  n = (lua_Number)lua_objlen(L, 1);
+#endif
+  lua_pushnil(L);
+  while (lua_next(L, 1)) {
+    lua_Number k;
+    lua_pop(L, 1);
+    k = lua_type(L, -1) == LUA_TNUMBER ? lua_tonumber(L, -1) : -1;
+    if (!(k >= 1 && k <= n && k == (lua_Number)(long long)k)) {
+      lua_pushboolean(L, 0);
+      return 1;
+    }
+  }
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
 static const luaL_Reg funcs[] = {
     {"fields_within", l_fields_within},
+    {"is_list", l_is_list},
     {"clock_new", l_clock_new},
     {"clock_free", l_clock_gc},
     {"clock_start", l_clock_start},

@@ -11,6 +11,7 @@ M.callable = callable
 
 local show = require("stagehand.engine.errors").show
 local each = require("stagehand.core.compat").each
+local is_list_c -- (the C module's is_list, where it is loaded: set below with fields_within)
 local function describe(v)
   if type(v) == "string" then return string.format("%q", v) end
   return show(v)
@@ -145,6 +146,7 @@ end
 --- The first key of t in sorted order that is not an index of its list
 --- (1 to #t), or nil. A list, the usual case, is not sorted.
 function M.first_non_list_key(t)
+  if is_list_c and is_list_c(t) then return nil end
   local n = #t
   local function other(k) return type(k) ~= "number" or k % 1 ~= 0 or k < 1 or k > n end
   for k in each, t do
@@ -228,6 +230,7 @@ end
 do
   local found, core = pcall(require, "stagehand._core")
   M.fields_within = found and type(core) == "table" and core.fields_within or lua_fields_within
+  is_list_c = found and type(core) == "table" and core.is_list or nil
 end
 
 -- Raises for the unknown field of a run's opts that sorts first.

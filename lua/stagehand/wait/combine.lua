@@ -111,7 +111,7 @@ local function parts_of(list, name)
     if s == nil then
       raise("bad argument 'list' to " .. name .. ": item " .. i .. " is not awaitable (" .. type(list[i]) .. ")", 3)
     end
-    s._seen = true
+    if s.__handle then s._seen = true end -- (its failure is heard through the group)
     parts[i] = s
   end
   return parts
