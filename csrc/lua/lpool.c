@@ -538,6 +538,14 @@ static int l_pool_unhost(lua_State *L) {
   return 1;
 }
 
+/* pool:_objects(): LÖVE objects cross its messages from now on (its
+ * workers will be hosted: LÖVE threads). */
+static int l_pool_objects(lua_State *L) {
+  pool_ud *p = check_pool(L);
+  p->objects = 1;
+  return 0;
+}
+
 /* pool:_unserved(): how many of its hosted workers no thread serves yet. */
 static int l_pool_unserved(lua_State *L) {
   pool_ud *p = check_pool(L);
@@ -559,7 +567,7 @@ static const luaL_Reg pool_methods[] = {
     {"_stop_worker", l_pool_stop_worker}, {"_drain", l_pool_drain},
     {"_stage", l_pool_stage}, {"_commit", l_pool_commit}, {"_worker", l_pool_worker},
     {"_detach", l_pool_detach}, {"_hold", l_pool_hold}, {"_drop", l_pool_drop}, {"_offer", l_pool_offer},
-    {"_offered", l_pool_offered}, {"_held", l_pool_held}, {"_unhost", l_pool_unhost}, {"_unserved", l_pool_unserved}, {NULL, NULL}};
+    {"_offered", l_pool_offered}, {"_held", l_pool_held}, {"_unhost", l_pool_unhost}, {"_unserved", l_pool_unserved}, {"_objects", l_pool_objects}, {NULL, NULL}};
 
 static int l_threads_default(lua_State *L) {
   lua_pushinteger(L, sh_threads_default());

@@ -72,6 +72,15 @@ it("carries FileData and ByteData too", function()
   same(3, size, "its size")
 end)
 
+it("hands LÖVE objects to a long-lived worker's arguments, and back", function()
+  local img = love.image.newImageData(2, 2)
+  local w = stagehand.spawn(orch, "love_worker.echo", img, "beside it")
+  local state, back, note = orch:wait(w.done, WAIT)
+  same("done", state, "the service")
+  check(rawequal(back, img), "the ImageData came back as another object")
+  same("beside it", note, "the plain value beside it")
+end)
+
 it("fails only the request whose worker raised, and the pool goes on", function()
   local p = pool { size = 1 }
   local state, err = orch:wait(p:run("boom"), WAIT)

@@ -103,6 +103,7 @@ function M.new(pool)
     threads = {}, -- worker number -> its LÖVE thread, while it may run
     carried = {}, -- request id -> true while its objects wait in inbox
   }
+  pool.ud:_objects() -- (from the first request, a spawned worker's arguments included)
   local reqs = pool.reqs
   local function gone(id) return reqs[id] == nil end
   -- (a reply's objects, for the core's decoder: _drain's fetch)

@@ -32,9 +32,8 @@ local sources = require "stagehand.rank.sources"
 local love_threads = require "stagehand.threads.love_threads"
 
 local STATE, WAITQ, H = F.STATE, F.WAITQ, F.H
-local check = B.check
+local check, fail = B.check, options.fail
 local pool_peek_next, pool_peek_end, pool_waiting = B.pool_peek_next, B.pool_peek_end, B.pool_waiting
-local fail = options.fail
 
 local M = {}
 
@@ -259,14 +258,17 @@ local function park(job)
       pool.holds[id] = queued
       if objs then love_threads.carry(pool.love, id, objs) end
     end
-  else
+  else -- (a commit is taken at once: its objects go first)
+    if objs then love_threads.carry(pool.love, id, objs) end
     queued, err = ud:_commit(st_seq, id)
     if queued == nil then
+      if objs then love_threads.forget(pool.love, id) end
       local seq
       seq, err, objs = ud:_stage(0, st_root, st_fn, st_payload)
+      if objs then love_threads.carry(pool.love, id, objs) end
       if seq then queued, err = ud:_commit(seq, id) else queued = false end
     end
-    if queued and objs then love_threads.carry(pool.love, id, objs) end
+    if not queued and objs then love_threads.forget(pool.love, id) end
   end
   wait.park_outside(job, pool.w_queued)
   if queued and pool.q then dispatch.queue(pool, job) end
