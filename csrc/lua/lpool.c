@@ -201,29 +201,6 @@ static int push_status(lua_State *L, int rc) {
   return 2;
 }
 
-/* pool:_push(id, priority, root, fn_name, ...): queues a request (the
- * function's name, then its arguments, copied now): true; false once the
- * pool is closed; false and "not enough memory"; nil and the reason naming
- * the first value that cannot cross ("<root>.mesh.on_done is a function;
- * ..."), with nothing queued. */
-static int l_pool_push(lua_State *L) {
-  pool_ud *p = check_pool(L);
-  lua_Number id = luaL_checknumber(L, 2), prio = luaL_checknumber(L, 3);
-  const char *root = luaL_checkstring(L, 4);
-  sh_msg *m;
-  int rc;
-  luaL_checkstring(L, 5);
-  m = shl_try_encode_values(L, 5, lua_gettop(L), root, 1, NULL);
-  if (!m) {
-    lua_pushnil(L);
-    lua_insert(L, -2);
-    return 2;
-  }
-  rc = sh_work_push(p->work, (int64_t)id, (double)prio, m);
-  if (rc != SH_OK) sh_msg_free(m);
-  return push_status(L, rc);
-}
-
 /* pool:_stage(priority, root, fn_name, ...): copies a request (the
  * function's name, then its arguments) for _commit to queue once its job
  * is made. Returns the staging's number; or nil and the reason when a
@@ -276,8 +253,9 @@ static sh_msg *take_staged(pool_ud *p, lua_Number seq) {
 }
 
 /* pool:_commit(staging, id): queues the request staged under that number
- * as `id`, returning as _push does (the request is dropped unless
- * queued); nil when it is no longer staged (a later stage replaced it). */
+ * as `id`: true; false once the pool is closed; false and "not enough
+ * memory" (the request is dropped unless queued); nil when it is no longer
+ * staged (a later stage replaced it). */
 static int l_pool_commit(lua_State *L) {
   pool_ud *p = check_pool(L);
   lua_Number seq = luaL_checknumber(L, 2), id = luaL_checknumber(L, 3);
@@ -375,30 +353,12 @@ static int l_pool_abort(lua_State *L) {
   lua_pushinteger(L, on);
   return 1;
 }
-static int l_pool_set_priority(lua_State *L) {
-  pool_ud *p = check_pool(L);
-  lua_pushboolean(L, sh_work_set_priority(p->work, check_request(L, 2), (double)luaL_checknumber(L, 3)) == SH_OK);
-  return 1;
-}
 static int l_pool_counts(lua_State *L) {
   pool_ud *p = check_pool(L);
   lua_pushinteger(L, sh_work_queued(p->work));
   lua_pushinteger(L, sh_work_running(p->work));
   lua_pushinteger(L, sh_work_live_workers(p->work));
   return 3;
-}
-static int l_pool_queued_ids(lua_State *L) {
-  pool_ud *p = check_pool(L);
-  int32_t n = sh_work_queued(p->work), got, i;
-  int64_t *ids = (int64_t *)lua_newuserdata(L, (size_t)(n > 0 ? n : 1) * sizeof(int64_t));
-  got = sh_work_queued_ids(p->work, ids, n);
-  if (got < 0) return luaL_error(L, "not enough memory");
-  lua_createtable(L, got, 0);
-  for (i = 0; i < got; i++) {
-    lua_pushnumber(L, (lua_Number)ids[i]);
-    lua_rawseti(L, -2, i + 1);
-  }
-  return 1;
 }
 static int l_pool_pause(lua_State *L) {
   pool_ud *p = check_pool(L);
@@ -561,13 +521,14 @@ static int l_pool_detach(lua_State *L) {
 }
 
 static const luaL_Reg pool_methods[] = {
-    {"_add_worker", l_pool_add_worker}, {"_push", l_pool_push}, {"_remove", l_pool_remove},
-    {"_abort", l_pool_abort}, {"_set_priority", l_pool_set_priority}, {"_counts", l_pool_counts},
-    {"_queued_ids", l_pool_queued_ids}, {"_pause", l_pool_pause}, {"_close", l_pool_close},
+    {"_add_worker", l_pool_add_worker}, {"_remove", l_pool_remove},
+    {"_abort", l_pool_abort}, {"_counts", l_pool_counts},
+    {"_pause", l_pool_pause}, {"_close", l_pool_close},
     {"_stop_worker", l_pool_stop_worker}, {"_drain", l_pool_drain},
     {"_stage", l_pool_stage}, {"_commit", l_pool_commit}, {"_worker", l_pool_worker},
     {"_detach", l_pool_detach}, {"_hold", l_pool_hold}, {"_drop", l_pool_drop}, {"_offer", l_pool_offer},
-    {"_offered", l_pool_offered}, {"_held", l_pool_held}, {"_unhost", l_pool_unhost}, {"_unserved", l_pool_unserved}, {"_objects", l_pool_objects}, {NULL, NULL}};
+    {"_offered", l_pool_offered}, {"_held", l_pool_held}, {"_unhost", l_pool_unhost},
+    {"_unserved", l_pool_unserved}, {"_objects", l_pool_objects}, {NULL, NULL}};
 
 static int l_threads_default(lua_State *L) {
   lua_pushinteger(L, sh_threads_default());

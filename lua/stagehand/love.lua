@@ -11,6 +11,7 @@
 -- and the step or the shutdown after them.
 local stagehand = require "stagehand"
 local options = require "stagehand.engine.options"
+local outside = require "stagehand.threads.outside"
 local each = require("stagehand.core.compat").each
 
 local M = {}
@@ -73,8 +74,7 @@ end
 function M.shut(orch)
   if orch == hooked then hooked_shut = true end
   local pools = {}
-  local state = rawget(orch, "outside_state")
-  for _, src in ipairs(state and state.sources or {}) do
+  for _, src in ipairs(outside.sources(orch)) do
     if type(src.destroy) == "function" and not src.service then pools[#pools + 1] = src:destroy() end
   end
   if #pools > 0 then orch:wait(stagehand.all(pools), 2000) end

@@ -217,10 +217,10 @@ end
 local RUN_FIELDS = { key = true, signal = true, stall_ms = true, priority = true, reuse = true, phase = true }
 local WHEN_FIELDS = { signal = true, stall_ms = true, priority = true }
 
--- Whether every field of `opts` is in the set `fields`. Options are checked
--- on every run, in games' hot loops, and LuaJIT compiles neither a loop
--- over `next` nor a call of it (a loop aborts the caller's trace; each call
--- ends one), so the C module walks the table where it is loaded.
+-- Whether every field of `opts` is in the set `fields` (pool:run's check).
+-- LuaJIT compiles neither a loop over `next` nor a call of it (a loop
+-- aborts the caller's trace; each call ends one), so the C module walks the
+-- table where it is loaded; run's own check is unrolled, below.
 local function lua_fields_within(opts, fields)
   for k in each, opts do
     if not fields[k] then return false end

@@ -36,6 +36,13 @@ function M.add(o, src)
   list[#list + 1] = src
 end
 
+--- o's sources now (worker pools, jobs waiting on ports and rounds): a
+--- list a caller may walk while sources leave (removing makes a new one).
+function M.sources(o)
+  local s = states_of(o)
+  return s and s.sources or {}
+end
+
 -- (A new list, never the one a step may be walking: a source removed while
 -- step_began walks them, a service whose worker exited, shifted the next
 -- one out of that walk, and its reply went unheard until a timeout.)

@@ -245,31 +245,21 @@ local function park(job)
   if st_payload ~= nil then pool.payloads[id] = st_payload end
   pool.own[id] = job[H]
   pool.nreq = pool.nreq + 1
-  local queued, err
-  if pool.q then
-    queued, err = ud:_hold(st_seq, id)
-    if queued == nil then
-      -- (a request made meanwhile took its place: copied again, as given)
-      local seq
-      seq, err, objs = ud:_stage(0, st_root, st_fn, st_payload)
-      if seq then queued, err = ud:_hold(seq, id) else queued = false end
-    end
-    if queued then
-      pool.holds[id] = queued
-      if objs then love_threads.carry(pool.love, id, objs) end
-    end
-  else -- (a commit is taken at once: its objects go first)
+  -- Held for a grant round, or (a long-lived worker's) committed to be
+  -- taken at once: either way its LÖVE objects go first.
+  if objs then love_threads.carry(pool.love, id, objs) end
+  local place = pool.q and ud._hold or ud._commit
+  local queued, err = place(ud, st_seq, id)
+  if queued == nil then
+    -- (a request made meanwhile took its place: copied again, as given)
+    if objs then love_threads.forget(pool.love, id) end
+    local seq
+    seq, err, objs = ud:_stage(0, st_root, st_fn, st_payload)
     if objs then love_threads.carry(pool.love, id, objs) end
-    queued, err = ud:_commit(st_seq, id)
-    if queued == nil then
-      if objs then love_threads.forget(pool.love, id) end
-      local seq
-      seq, err, objs = ud:_stage(0, st_root, st_fn, st_payload)
-      if objs then love_threads.carry(pool.love, id, objs) end
-      if seq then queued, err = ud:_commit(seq, id) else queued = false end
-    end
-    if not queued and objs then love_threads.forget(pool.love, id) end
+    if seq then queued, err = place(ud, seq, id) else queued = false end
   end
+  if not queued and objs then love_threads.forget(pool.love, id) end
+  if queued and pool.q then pool.holds[id] = queued end
   wait.park_outside(job, pool.w_queued)
   if queued and pool.q then dispatch.queue(pool, job) end
   if not queued then st_lost = err or false end
