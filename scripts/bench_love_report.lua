@@ -38,11 +38,14 @@ local function target(what, ok, detail)
 end
 if s then
   print("targets (medians):")
-  if li then target("load time at most lily's", s.load <= li.load, string.format("%.1f vs %.1f ms", s.load, li.load)) end
+  if li then
+    target("load time at most lily's", s.load <= li.load, string.format("%.1f vs %.1f ms", s.load, li.load))
+  end
   if ll then
     target("worst frame at most 1.25x love-loader's", s.worst <= 1.25 * ll.worst,
       string.format("%.2f vs %.2f ms", s.worst, ll.worst))
-    target("95th-percentile frame at most love-loader's", s.p95 <= ll.p95, string.format("%.2f vs %.2f ms", s.p95, ll.p95))
+    target("95th-percentile frame at most love-loader's", s.p95 <= ll.p95,
+      string.format("%.2f vs %.2f ms", s.p95, ll.p95))
   end
   local first = 0
   for _, r in ipairs(rows.stagehand) do
@@ -56,5 +59,16 @@ if s then
   end
   target("a corrupt PNG and a missing file: 62 loaded, 2 named failures", whole == #rows.stagehand,
     string.format("%d of %d runs", whole, #rows.stagehand))
+end
+-- (information: the 95th percentile of the frames that made an upload and
+-- of the others, each loader's own; what one upload frame costs the frame)
+print("frames with an upload and without (information, medians):")
+for _, name in ipairs(order) do
+  local list = rows[name]
+  if list and list[1].upload_frames then
+    print(string.format("  %-12s %4d of %4d frames uploaded   p95 with an upload %5.2f ms, without %5.2f ms", name,
+      median(list, "upload_frames"), median(list, "frames"), median(list, "upload_p95_ms"),
+      median(list, "other_p95_ms")))
+  end
 end
 print(missed == 0 and "every target met" or (missed .. " target(s) missed"))

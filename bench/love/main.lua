@@ -3,8 +3,10 @@
 -- then 8 `visible` ones, each decoded off the main thread and uploaded on
 -- it. Prints one line:
 --   result loader=NAME load_ms= frames= worst_ms= p95_ms= visible= loaded= failed=
+--     upload_frames= upload_p95_ms= other_p95_ms=
 -- where `visible` lists the places (1 = first finished) the 8 visible
--- textures finished in.
+-- textures finished in, and the last three split the frames into those
+-- that made a GPU upload (love.graphics.newImage) and the others.
 --
 --   love bench/love prepare              writes the textures (once)
 --   love bench/love stagehand THREADS    stagehand, THREADS LÖVE worker threads
@@ -17,7 +19,8 @@
 local N, SIZE, VISIBLE = 64, 512, 8
 local DIR = "bench-textures"
 
-local args, names, finished, frame_ms = {}, {}, {}, {}
+local args, names, finished, frame_ms, frame_up = {}, {}, {}, {}, {}
+local upload_seen = false -- (an upload since the last frame was counted)
 local loader_name, t0, t_done, last_frame
 local loaded, failed = 0, 0
 local is_visible = {}
@@ -153,14 +156,14 @@ end
 
 function love.load(arglist)
   args = arglist or {}
-  if DEBUG then
-    local new_image = love.graphics.newImage
-    love.graphics.newImage = function(...)
-      local t = now_ms()
-      local img = new_image(...)
-      upload_ms, uploads = upload_ms + now_ms() - t, uploads + 1
-      return img
-    end
+  local new_image = love.graphics.newImage
+  love.graphics.newImage = function(...)
+    upload_seen = true
+    if not DEBUG then return new_image(...) end
+    local t = now_ms()
+    local img = new_image(...)
+    upload_ms, uploads = upload_ms + now_ms() - t, uploads + 1
+    return img
   end
   loader_name = args[1]
   if loader_name == "prepare" then return prepare() end
@@ -177,6 +180,8 @@ function love.update()
   local t = now_ms()
   if not t_done then
     frame_ms[#frame_ms + 1] = t - last_frame
+    frame_up[#frame_ms] = upload_seen
+    upload_seen = false
     if #finished == #names then t_done = t end
   end
   last_frame = t
@@ -194,9 +199,19 @@ function love.draw()
     for i, name in ipairs(finished) do
       if is_visible[name] then places[#places + 1] = i end
     end
+    local up, other = {}, {}
+    for i, v in ipairs(frame_ms) do
+      local list = frame_up[i] and up or other
+      list[#list + 1] = v
+    end
+    local function p95(list)
+      table.sort(list)
+      return list[math.max(1, math.ceil(#list * 0.95))] or 0
+    end
     print(string.format("result loader=%s load_ms=%.1f frames=%d worst_ms=%.2f p95_ms=%.2f visible=%s loaded=%d"
-      .. " failed=%d", loader_name, t_done - t0, #frame_ms, sorted[#sorted], sorted[math.ceil(#sorted * 0.95)],
-      table.concat(places, ","), loaded, failed))
+      .. " failed=%d upload_frames=%d upload_p95_ms=%.2f other_p95_ms=%.2f", loader_name, t_done - t0, #frame_ms,
+      sorted[#sorted], sorted[math.ceil(#sorted * 0.95)], table.concat(places, ","), loaded, failed, #up, p95(up),
+      p95(other)))
     if DEBUG then
       print(string.format("frames: p50 %.2f p75 %.2f p90 %.2f p95 %.2f ms", sorted[math.ceil(#sorted * 0.5)],
         sorted[math.ceil(#sorted * 0.75)], sorted[math.ceil(#sorted * 0.9)], sorted[math.ceil(#sorted * 0.95)]))
