@@ -246,19 +246,25 @@ function Group:_settled_since(since)
   return found
 end
 
+-- Part i of g has given its value (in g.values): the group is done with
+-- the last, and hears of the others' progress.
+local function one_fewer(g, i, st)
+  local left = g.left - 1
+  g.left = left
+  if left == 0 then
+    settle_group(g, "done", settle.pack(g.values))
+  else
+    part_settled(g, i, st)
+  end
+end
+
 local function all_part(e, st, v)
   local g = e.g
   if st ~= "done" then
     settle_group(g, st, v)
   elseif not g._st then
     g.values[e.i] = v[1]
-    local left = g.left - 1
-    g.left = left
-    if left == 0 then
-      settle_group(g, "done", settle.pack(g.values))
-    else
-      part_settled(g, e.i, st)
-    end
+    one_fewer(g, e.i, st)
   end
 end
 
@@ -269,13 +275,7 @@ local function settled_part(e, st, v)
   else
     g.values[e.i] = { state = st, error = v }
   end
-  local left = g.left - 1
-  g.left = left
-  if left == 0 then
-    settle_group(g, "done", settle.pack(g.values))
-  else
-    part_settled(g, e.i, st)
-  end
+  one_fewer(g, e.i, st)
 end
 
 -- A group over `parts` that gathers their ends in g.values: on_part(e, st,
