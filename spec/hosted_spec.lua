@@ -17,25 +17,31 @@ describe("a hosted worker", function()
   before_each(function() orch = T.new { stall_ms = 10000, log = function() end } end)
   after_each(function() orch:close() end)
 
-  it("runs a pool's requests in the state of the thread that serves its token, and returns once stopped", function()
-    local pool = stagehand.pool(orch, { module = "fixture_worker", size = 1 })
-    local idx, token = pool.ud:_add_worker(true)
-    assert.equal(1, idx)
-    assert.is_number(token)
-    local host = stagehand.spawn(orch, "fixture_worker.host", token)
-    -- One worker is held, so the next request can only go to the other:
-    -- one of the two runs in the hosting state.
+  -- One worker of the pool is held, so the next request can only go to
+  -- the other: returns where each ran (the set of the two) and the held
+  -- request with the port that lets it go.
+  local function both_answer(pool)
     local ports = { started = stagehand.port(), go = stagehand.port() }
     local held = pool:run("hold_where", ports)
     orch:step()
     local first = ports.started:receive_within(WAIT)
     local state, second = orch:wait(pool:run("where"), WAIT)
     assert.equal("done", state)
-    local seen = { [first] = true, [second] = true }
+    return { [first] = true, [second] = true }, held, ports.go
+  end
+
+  it("runs a pool's requests in the state of the thread that serves its token, and returns once stopped", function()
+    local pool = stagehand.pool(orch, { module = "fixture_worker", size = 1 })
+    local idx, token = pool.ud:_add_worker(true)
+    assert.equal(1, idx)
+    assert.is_number(token)
+    local host = stagehand.spawn(orch, "fixture_worker.host", token)
+    -- (one of the two runs in the hosting state)
+    local seen, held, go = both_answer(pool)
     assert.same({ hosted = true, native = true }, seen)
     local s2, sum = orch:wait(pool:run("add", { a = 2, b = 3 }), WAIT)
     assert.same({ "done", 5 }, { s2, sum })
-    ports.go:post("go")
+    go:post("go")
     assert.equal("done", (orch:wait(held, WAIT)))
     assert.equal("done", (orch:wait(pool:destroy(), WAIT)))
     assert.same({ "done", "served" }, { orch:wait(host.done, WAIT) })
@@ -46,13 +52,9 @@ describe("a hosted worker", function()
     local _, token = pool.ud:_add_worker(true)
     local host = stagehand.spawn(orch, "fixture_worker.host", token)
     -- (both workers answering proves the host has taken the token)
-    local ports = { started = stagehand.port(), go = stagehand.port() }
-    local held = pool:run("hold_where", ports)
-    orch:step()
-    local first = ports.started:receive_within(WAIT)
-    local _, second = orch:wait(pool:run("where"), WAIT)
-    assert.same({ hosted = true, native = true }, { [first] = true, [second] = true })
-    ports.go:post("go")
+    local seen, held, go = both_answer(pool)
+    assert.same({ hosted = true, native = true }, seen)
+    go:post("go")
     assert.equal("done", (orch:wait(held, WAIT)))
     local state, ok, err = orch:wait(stagehand.spawn(orch, "fixture_worker.serve_bad", token).done, WAIT)
     assert.equal("done", state)
