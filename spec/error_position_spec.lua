@@ -30,6 +30,10 @@ describe("error positions", function()
     local cases = {
       { "new", function() stagehand.new { foo = 1 } end },
       { "new pools", function() stagehand.new { pools = { a = -1 } } end },
+      { "new ranks", function() stagehand.new { ranks = { "a", "a" } } end },
+      { "new ranks table", function() stagehand.new { ranks = { a = "high" } } end },
+      { "new default_priority", function() stagehand.new { default_priority = "zz" } end },
+      { "testing new ranks", function() T.new { ranks = 5 } end },
       { "testing new", function() T.new { pools = { a = -1 } } end },
       { "testing new option", function() T.new { zz = 1 } end },
       { "run label", function() orch:run(nil, function() end) end },
@@ -70,6 +74,7 @@ describe("error positions", function()
       seen[4] = raises_here(function() job:slot("p") end, line(), "second slot")
       release()
       seen[5] = raises_here(function() job:sleep(-1) end, line(), "sleep")
+      seen[6] = raises_here(function() job:permit(true) end, line(), "permit true")
       return "still working"
     end)
     orch:step()
@@ -77,6 +82,10 @@ describe("error positions", function()
     assert.matches("no pool named 'nope'", tostring(seen[1]), 1, true)
     assert.matches("no budget named 'nope'", tostring(seen[3]), 1, true)
     assert.matches("already holds a slot of pool 'p'", tostring(seen[4]), 1, true)
+    assert.matches("bad argument 'pool' to job:slot: expected the name of a pool (a string), got nil", tostring(seen[2]),
+      1, true)
+    assert.matches("bad argument 'budget' to job:permit: expected the name of a budget (a string), got true",
+      tostring(seen[6]), 1, true)
     assert.no_leaks(orch)
   end)
 

@@ -69,7 +69,10 @@ local function rank_key(v)
 end
 M.rank_key = rank_key
 
-function M.ranks(o, ranks, dp, bad)
+function M.ranks(o, ranks, dp, bad_option)
+  -- One call deeper than the caller's own checks: the error still points at
+  -- the line that called stagehand.new.
+  local function bad(field, expected, got) bad_option(field, expected, got, 2) end
   if ranks == nil then ranks = { "visible", "scene", "background" } end
   if type(ranks) ~= "table" or next(ranks) == nil then
     bad("ranks", "a non-empty list of rank names, or a table of names to numbers", ranks)
@@ -166,8 +169,9 @@ local FIELDS = {
 
 --- Validates stagehand.new's options; returns a table of settled values.
 function M.new_options(opts, has_luv)
-  local function bad(field, expected, got)
-    error("bad option '" .. field .. "' to stagehand.new: expected " .. expected .. ", got " .. describe(got), 4)
+  local function bad(field, expected, got, deeper)
+    error("bad option '" .. field .. "' to stagehand.new: expected " .. expected .. ", got " .. describe(got),
+      4 + (deeper or 0))
   end
   if opts == nil then opts = {} end
   if type(opts) ~= "table" then
