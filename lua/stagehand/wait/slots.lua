@@ -281,6 +281,9 @@ local KINDS = {
 local function queue_of(job, what, name)
   wait.check_wait(job, what)
   local kind = KINDS[what]
+  if type(name) ~= "string" then
+    options.fail("job:" .. what, kind[2], "the name of a " .. kind[2] .. " (a string)", name, 3)
+  end
   local q = job[ORCH][kind[1]][name]
   if q == nil then
     raise("job:" .. what .. ": no " .. kind[2] .. " named '" .. tostring(name) .. "' (" .. kind[3] .. ")", 3)
