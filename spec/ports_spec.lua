@@ -31,9 +31,12 @@ describe("stagehand.port", function()
   it("refuses to post nil, and anything that cannot cross, naming where it is", function()
     local p = stagehand.port()
     assert.has_error(function() p:post(nil) end, "port:post: nil cannot be posted (a closed port answers nil)")
-    local ok, err = pcall(p.post, p, { cb = print })
+    local line = debug.getinfo(1, "l").currentline + 1
+    local ok, err = pcall(function() p:post({ cb = print }) end)
     assert.is_false(ok)
-    assert.matches("value.cb is a function; only plain data, ports and round barriers cross threads", err, 1, true)
+    -- at the caller's line, naming the argument and where in it
+    assert.matches("ports_spec.lua:" .. line .. ": bad argument 'v' to port:post: v.cb is a function; "
+      .. "only plain data, ports and round barriers cross threads", err, 1, true)
     assert.equal(0, p:count())
   end)
 

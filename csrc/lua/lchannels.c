@@ -170,20 +170,40 @@ static int take_value(lua_State *L, box *b) {
   return SH_OK;
 }
 
-static int l_port_post(lua_State *L) {
+/* port:post(v), raising at the line `level` up (1: whoever called the C
+ * function; 2: the caller of the Lua method that wraps it). */
+static int port_post_at(lua_State *L, int level) {
   sh_port *p = PORT(L);
   sh_msg *m;
   int rc;
   luaL_checkany(L, 2);
-  if (lua_isnil(L, 2)) return luaL_error(L, "port:post: nil cannot be posted (a closed port answers nil)");
   lua_settop(L, 2);
-  m = shl_encode_values(L, 2, 2, "value", 0, NULL);
+  if (lua_isnil(L, 2)) {
+    luaL_where(L, level);
+    lua_pushliteral(L, "port:post: nil cannot be posted (a closed port answers nil)");
+    lua_concat(L, 2);
+    return lua_error(L);
+  }
+  m = shl_try_encode_values(L, 2, 2, "v", 0, NULL);
+  if (!m) {
+    /* (the reason is on the top: raise it at the caller's line, naming the argument) */
+    luaL_where(L, level);
+    lua_pushliteral(L, "bad argument 'v' to port:post: ");
+    lua_pushvalue(L, -3);
+    lua_concat(L, 3);
+    return lua_error(L);
+  }
   rc = sh_port_post(p, m);
   if (rc != SH_OK) sh_msg_free(m);
   if (rc == SH_ENOMEM) return luaL_error(L, "not enough memory");
   lua_pushboolean(L, rc == SH_OK);
   return 1;
 }
+
+static int l_port_post(lua_State *L) { return port_post_at(L, 1); }
+
+/* The game's side wraps post in Lua (ports.lua), one call deeper. */
+static int l_port_post_wrapped(lua_State *L) { return port_post_at(L, 2); }
 
 /* port:try_receive(): true and the value, or false and "empty" / "closed". */
 static int l_port_try(lua_State *L) {
@@ -513,7 +533,7 @@ int shl_open_worker_api(lua_State *L) {
 }
 
 const luaL_Reg shl_port_methods[] = {
-    {"post", l_port_post}, {"try_receive", l_port_try}, {"receive", l_port_receive},
+    {"post", l_port_post}, {"_post", l_port_post_wrapped}, {"try_receive", l_port_try}, {"receive", l_port_receive},
     {"receive_within", l_port_receive_within}, {"drain", l_port_drain}, {"drain_for", l_port_drain_for},
     {"close", l_port_close}, {"closed", l_port_closed}, {"count", l_port_count},
     {"_watch", l_port_watch}, {"_unwatch", l_port_unwatch}, {NULL, NULL}};

@@ -147,7 +147,8 @@ end
 ---@return boolean posted
 function Port:post(v)
   check_port(self, "post")
-  return c_port.post(self, v)
+  local posted = c_port._post(self, v) -- (not a tail call: its errors point one level up, at the caller)
+  return posted
 end
 
 --- In a job: suspends the job until a value comes (a value arriving is
