@@ -49,8 +49,8 @@ end
 ---@field check_ms number? how often stall clocks are checked (1000)
 ---@field remember integer? how many keyed outcomes are remembered (256)
 ---@field slice_ms number? job:slice()'s slice, and the luv driver's step budget (8)
----@field ranks (string[]|table<string, number>)? priority names, highest first
----@field default_priority string? the rank of a job that names none ("scene")
+---@field ranks (string[]|table<string, number>)? priority names: a list, highest first, or names to numbers
+---@field default_priority (string|number)? the priority of a job that names none ("scene")
 ---@field pools table<string, integer>? slot pools, {name = capacity}
 ---@field log fun(message: string)? where diagnostics go (a line to stderr)
 
@@ -58,7 +58,7 @@ end
 ---@field key string? the key space: a second run with a running key joins it
 ---@field signal stagehand.Signal? withdraws this caller when it aborts
 ---@field stall_ms number? this job's stall time (math.huge: never)
----@field priority (string|fun(): string)? a rank name, or a function returning one, read live
+---@field priority (string|number|fun(): (string|number))? a rank name, a number (higher first), or a function, read live
 ---@field reuse boolean? settle at once from a remembered outcome of the key
 ---@field phase string? the load tracker's phase this job counts in
 
