@@ -116,10 +116,11 @@ describe("stagehand.pool", function()
 
     it("refuses a payload holding a function, naming where it is, and queues nothing", function()
       local p = pool { size = 1 }
-      local ok, err = pcall(p.run, p, "echo", { mesh = { on_done = function() end } })
+      local line = debug.getinfo(1, "l").currentline + 1
+      local ok, err = pcall(function() p:run("echo", { mesh = { on_done = function() end } }) end)
       assert.is_false(ok)
-      assert.matches("bad argument 'payload' to pool:run: payload.mesh.on_done is a function; only plain data,"
-        .. " ports and round barriers cross threads", err, 1, true)
+      assert.matches("threads_spec.lua:" .. line .. ": bad argument 'payload' to pool:run: payload.mesh.on_done is a"
+        .. " function; only plain data, ports and round barriers cross threads", err, 1, true)
       assert.equal(0, p:pending())
       assert.equal(0, orch.nrunning)
     end)
@@ -511,6 +512,21 @@ describe("stagehand.pool", function()
       local st, err = orch:wait(p:run("bad_progress"), WAIT)
       assert.equal("failed", st)
       assert.matches("bad argument 'total' to worker.progress", tostring(err.cause), 1, true)
+    end)
+
+    it("refuse in the worker every pair that job:progress would refuse, so no bad pair reaches the game", function()
+      local p = pool { size = 1 }
+      local h = p:run("progress_pairs")
+      local st, refused = orch:wait(h, WAIT)
+      assert.equal("done", st)
+      local want = { "total", "total", "done", "total", "done", "done", "total", "total", "done", "done" }
+      assert.equal(#want, #refused)
+      for i = 1, #want do
+        assert.matches("bad argument '" .. want[i] .. "' to worker.progress: expected a finite number", refused[i], 1, true)
+      end
+      assert.matches('got "1"', refused[6], 1, true)
+      assert.matches("got nil", refused[8], 1, true)
+      assert.equal(0, orch:step()) -- (and the orchestrator steps on)
     end)
   end)
 

@@ -482,13 +482,20 @@ static int w_stopping(lua_State *L) {
   return 1;
 }
 
+/* worker.progress(done, total) checks what job:progress checks on the game's
+ * side, where it is applied: a pair that passes here never raises there. */
 static int w_progress(lua_State *L) {
   worker_ctx *w = shl_this_worker(L);
-  lua_Number done = luaL_optnumber(L, 1, -1), total = luaL_optnumber(L, 2, -1);
-  if (lua_gettop(L) >= 1) {
-    if (!(done >= 0)) return luaL_error(L, "bad argument 'done' to worker.progress: expected a number >= 0");
-    if (!(total > 0) || done > total)
-      return luaL_error(L, "bad argument 'total' to worker.progress: expected a number > 0 and >= done");
+  lua_Number done = -1, total = -1;
+  if (!lua_isnoneornil(L, 1) || !lua_isnoneornil(L, 2)) {
+    if (lua_type(L, 1) != LUA_TNUMBER || !(lua_tonumber(L, 1) >= 0) || lua_tonumber(L, 1) == HUGE_VAL)
+      return luaL_error(L, "bad argument 'done' to worker.progress: expected a finite number >= 0, got %s",
+                        got_of(L, 1));
+    done = lua_tonumber(L, 1);
+    if (lua_type(L, 2) != LUA_TNUMBER || !(lua_tonumber(L, 2) >= done) || lua_tonumber(L, 2) == HUGE_VAL)
+      return luaL_error(L, "bad argument 'total' to worker.progress: expected a finite number >= done (%f), got %s",
+                        (double)done, got_of(L, 2));
+    total = lua_tonumber(L, 2);
   }
   if (w && w->request >= 0) sh_work_report(w->work, w->index, w->request, SH_EV_PROGRESS, NULL, done, total);
   return 0;
