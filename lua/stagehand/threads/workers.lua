@@ -362,7 +362,8 @@ function Pool:run(fn_name, payload, opts)
   local key = run_opts.key
   if key and self.orch:running(key) then return (self.orch:_external(label, run_opts, park)) end
   local staged, err, objs = self.ud:_stage(0, "payload", fn_name, payload)
-  return request(self, fn_name, label, run_opts, "payload", 2, staged, err, payload, objs)
+  local h = request(self, fn_name, label, run_opts, "payload", 2, staged, err, payload, objs)
+  return h -- (not a tail call: request's errors name the line that called pool:run)
 end
 
 --- Requests queued, not started.
