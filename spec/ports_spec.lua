@@ -336,9 +336,11 @@ describe("stagehand.spawn", function()
     local ok, err = pcall(stagehand.spawn, orch, "nodot")
     assert.is_false(ok)
     assert.matches("bad argument 'name' to stagehand.spawn: expected \"module.function\"", err, 1, true)
-    ok, err = pcall(stagehand.spawn, orch, "fixture_worker.service", { f = print })
+    local line = debug.getinfo(1, "l").currentline + 1
+    ok, err = pcall(function() stagehand.spawn(orch, "fixture_worker.service", { f = print }) end)
     assert.is_false(ok)
-    assert.matches("bad argument 'args' to stagehand.spawn: args.f is a function", err, 1, true)
+    assert.matches("ports_spec.lua:" .. line .. ": bad argument 'args' to stagehand.spawn: args.f is a function", err,
+      1, true)
     assert.equal(0, orch.nrunning)
   end)
 

@@ -56,7 +56,7 @@ function M.spawn(orch, name, ...)
   if not ok then
     pool.ud:_close()
     outside.remove(orch, pool)
-    error(h, 2)
+    error(h, 0) -- (request raised it at the game's line)
   end
   pool:_add_worker()
   w.done = h

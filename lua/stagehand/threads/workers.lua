@@ -23,7 +23,8 @@ local each = require("stagehand.core.compat").each
 local signal = require "stagehand.engine.signal"
 local logm = require "stagehand.engine.log"
 local B = require "stagehand.core.backend"
-local failed = require("stagehand.engine.errors").failed
+local errors = require "stagehand.engine.errors"
+local failed = errors.failed
 local slots = require "stagehand.wait.slots"
 local dispatch = require "stagehand.threads.dispatch"
 local priority = require "stagehand.rank.priority"
@@ -270,7 +271,7 @@ end
 -- raises, with nothing queued and no job made.
 local function request(pool, fn_name, label, run_opts, root, level, staged, err, payload, objs)
   local called = root == "args" and "stagehand.spawn" or "pool:run"
-  if not staged then error("bad argument '" .. root .. "' to " .. called .. ": " .. tostring(err), level + 1) end
+  if not staged then errors.raise("bad argument '" .. root .. "' to " .. called .. ": " .. tostring(err), level + 1) end
   local p_pool, p_seq, p_root, p_fn, p_payload, p_objs = st_pool, st_seq, st_root, st_fn, st_payload, st_objs
   st_pool, st_seq, st_root, st_fn, st_payload, st_objs, st_lost = pool, staged, root, fn_name, payload, objs, nil
   local h, job = pool.orch:_external(label, run_opts, park)
@@ -362,8 +363,7 @@ function Pool:run(fn_name, payload, opts)
   local key = run_opts.key
   if key and self.orch:running(key) then return (self.orch:_external(label, run_opts, park)) end
   local staged, err, objs = self.ud:_stage(0, "payload", fn_name, payload)
-  local h = request(self, fn_name, label, run_opts, "payload", 2, staged, err, payload, objs)
-  return h -- (not a tail call: request's errors name the line that called pool:run)
+  return request(self, fn_name, label, run_opts, "payload", 2, staged, err, payload, objs)
 end
 
 --- Requests queued, not started.
