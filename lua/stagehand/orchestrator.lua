@@ -58,7 +58,7 @@ end
 ---@field key string? the key space: a second run with a running key joins it
 ---@field signal stagehand.Signal? withdraws this caller when it aborts
 ---@field stall_ms number? this job's stall time (math.huge: never)
----@field priority (string|number|fun(): (string|number))? a rank name, a number (higher first), or a function, read live
+---@field priority (string|number|fun(): (string|number))? a rank name, a number (higher first) or a function, read live
 ---@field reuse boolean? settle at once from a remembered outcome of the key
 ---@field phase string? the load tracker's phase this job counts in
 
