@@ -63,6 +63,21 @@ describe(":step", function()
     assert.matches("cannot be called inside a job", tostring(err.cause), 1, true)
   end)
 
+  it("names the game's line when a helper steps inside a job (T.settle, orch:wait, orch:loop)", function()
+    local orch = T.new()
+    local line = debug.getinfo(1, "l").currentline
+    local hs = {
+      orch:run("settles", function() T.settle(orch, 10) end),
+      orch:run("waits", function() orch:wait(stagehand.future()) end),
+      orch:run("loops", function() orch:loop() end),
+    }
+    for i, h in ipairs(hs) do
+      local _, err = h:result()
+      assert.matches("step_spec.lua:" .. (line + 1 + i) .. ": orch:", tostring(err.cause), 1, true)
+      assert.matches("cannot be called inside a job", tostring(err.cause), 1, true)
+    end
+  end)
+
   it("names a bad budget", function()
     local orch = T.new()
     assert.has_error(function() orch:step("8") end, "bad argument 'budget_ms' to step: expected a number >= 0, got \"8\"")

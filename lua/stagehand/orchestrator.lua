@@ -527,7 +527,7 @@ function Orchestrator:wait(h, timeout_ms)
     options.fail("wait", "timeout_ms", "a number >= 0", timeout_ms)
   end
   if E.in_job() then
-    error("orch:wait cannot be called inside a job (" .. E.current[LABEL] .. "): use h:await()", 2)
+    errors.raise("orch:wait cannot be called inside a job (" .. E.current[LABEL] .. "): use h:await()", 2)
   end
   if self.stepping then error("orch:wait cannot be called while orch:step runs", 2) end
   -- The game hears the end while it waits (the end may come, and the step
@@ -571,7 +571,7 @@ end
 ---@return integer running
 function Orchestrator:loop()
   check_self(self, "loop")
-  if E.in_job() then error("orch:loop cannot be called inside a job", 2) end
+  if E.in_job() then errors.raise("orch:loop cannot be called inside a job", 2) end
   while self.nrunning > 0 do
     self:step(slice_of(self))
     if self.nrunning == 0 then break end
@@ -601,7 +601,7 @@ function Orchestrator:step(budget_ms)
       .. " end in the middle of it; step from the game's frame loop", 2)
   end
   if E.in_job() then
-    error("orch:step cannot be called inside a job (" .. E.current[LABEL] .. "); the driver runs it", 2)
+    errors.raise("orch:step cannot be called inside a job (" .. E.current[LABEL] .. "); the driver runs it", 2)
   end
   local left = E.step(self, budget_ms)
   if self.closing then
