@@ -473,7 +473,9 @@ function stagehand_WorkerPool:destroy() end
 
 local stagehand_worker = {}
 --- Counts as the request's progress on the game's side, as job:progress
---- does: with `done` and `total`, also how far it is.
+--- does: with `done` and `total`, also how far it is. The pair is checked
+--- here as job:progress checks it (finite, 0 <= done <= total): a bad one
+--- raises in the worker, at the line that reported it.
 ---@param done number?
 ---@param total number?
 function stagehand_worker.progress(done, total) end
