@@ -459,6 +459,27 @@ describe("stagehand.rounds", function()
     local ok, err = pcall(b.arrive, b, 1, 2)
     assert.is_false(ok)
     assert.matches("b:arrive cannot wait on the main thread outside a job", err, 1, true)
+    -- at the game's line in a job, and at the worker's line in a worker
+    local line = debug.getinfo(1, "l").currentline + 2
+    h = orch:run("bad round", function()
+      local done = b:arrive(0 / 0, 1)
+      return done
+    end)
+    assert.matches("ports_spec.lua:" .. line .. ": bad argument 'round' to b:arrive: expected a number, got ",
+      tostring(select(2, h:result()).cause), 1, true)
+    h = orch:run("bad count type", function()
+      local done = b:arrive(1, "2")
+      return done
+    end)
+    assert.matches("ports_spec.lua:" .. (line + 6) .. ": bad argument 'count' to b:arrive: expected an integer from 1 "
+      .. "to 2, got \"2\"", tostring(select(2, h:result()).cause), 1, true)
+    local pool = stagehand.pool(orch, { module = "fixture_worker", size = 1 })
+    local st, wok, werr, wline = orch:wait(pool:run("bad_round", stagehand.rounds(1, 1)), WAIT)
+    assert.same({ "done", false }, { st, wok })
+    assert.matches("fixture_worker.lua:" .. wline .. ": bad argument 'index' to b:sum: expected an integer from 1 to 1, "
+      .. "got 7", werr, 1, true)
+    orch:wait(pool:destroy(), WAIT)
+    assert.equal(0, T.settle(orch, 1000))
   end)
 end)
 

@@ -5,6 +5,7 @@
  * metatables every state of stagehand's gets (csrc/sh_port.c,
  * sh_rounds.c and sh_notify.c hold the objects, without Lua).
  */
+#include <stdarg.h>
 #include "lthreads.h"
 
 void *shl_check_box(lua_State *L, int arg, const char *mt) {
@@ -39,7 +40,9 @@ int shl_stopped(const int *stop) { return stop && SH__LOAD(stop); }
  * anything else by its type. */
 static const char *got_of(lua_State *L, int arg) {
   switch (lua_type(L, arg)) {
-  case LUA_TNUMBER: return lua_pushfstring(L, "%f", (double)lua_tonumber(L, arg));
+  case LUA_TNUMBER: /* (as tostring shows it: Lua 5.4's integers without ".0") */
+    lua_pushvalue(L, arg);
+    return lua_tostring(L, -1);
   case LUA_TSTRING: return lua_pushfstring(L, "\"%s\"", lua_tostring(L, arg));
   default: return luaL_typename(L, arg);
   }
@@ -331,16 +334,30 @@ static int l_rounds_gc(lua_State *L) {
 static const char *const OPS[] = {"arrive", "sum", "min", "max", NULL};
 
 /* Reads share_len numbers from the table at arg into out. */
-static void read_share(lua_State *L, int arg, int32_t len, double *out, const char *method) {
+/* Raises "where: message" with where the line `level` up, as luaL_error
+ * does for level 1. A worker calls the round methods directly (level 1);
+ * the game's side calls _begin from ports.lua, which positions the message
+ * itself (level 0: none here). */
+static int fail_at(lua_State *L, int level, const char *fmt, ...) {
+  va_list ap;
+  luaL_where(L, level);
+  va_start(ap, fmt);
+  lua_pushvfstring(L, fmt, ap);
+  va_end(ap);
+  lua_concat(L, 2);
+  return lua_error(L);
+}
+
+static void read_share(lua_State *L, int level, int arg, int32_t len, double *out, const char *method) {
   int32_t i;
   if (lua_type(L, arg) != LUA_TTABLE)
-    luaL_error(L, "bad argument 'share' to b:%s: expected a table of %d numbers, got %s", method, (int)len,
-               luaL_typename(L, arg));
+    fail_at(L, level, "bad argument 'share' to b:%s: expected a table of %d numbers, got %s", method, (int)len,
+            luaL_typename(L, arg));
   for (i = 0; i < len; i++) {
     lua_rawgeti(L, arg, i + 1);
     if (lua_type(L, -1) != LUA_TNUMBER)
-      luaL_error(L, "bad argument 'share' to b:%s: share[%d] is %s, not a number", method, (int)i + 1,
-                 luaL_typename(L, -1));
+      fail_at(L, level, "bad argument 'share' to b:%s: share[%d] is %s, not a number", method, (int)i + 1,
+              luaL_typename(L, -1));
     out[i] = (double)lua_tonumber(L, -1);
     lua_pop(L, 1);
   }
@@ -354,35 +371,42 @@ static void write_out(lua_State *L, int arg, int32_t len, const double *res) {
   }
 }
 
-/* The arrival a wait makes: b:_arrive(op, round, count[, index, share])
- * returns a status name: "ok", or raises naming the bad argument. */
-static int arrive_args(lua_State *L, sh_rounds *r, int op, double *round_no, double **share) {
+/* The arrival a wait makes, from b:method(round, count[, index, share,
+ * out]) on the stack: SH_OK, SH_ECLOSED when aborted, or raises naming the
+ * bad argument at the line `level` up (see fail_at). */
+static int arrive_args(lua_State *L, int level, sh_rounds *r, int op, double *round_no, double **share) {
   const char *method = OPS[op];
-  lua_Number rn = luaL_checknumber(L, 2), count = luaL_checknumber(L, 3);
-  int32_t len = sh_rounds_share_len(r), index = 0;
+  lua_Number rn, count;
+  int32_t len = sh_rounds_share_len(r), index = 0, n = sh_rounds_participants(r);
   int rc;
-  if (rn != rn) luaL_error(L, "bad argument 'round' to b:%s: expected a number, got nan", method);
-  if (!(count >= 1 && count <= sh_rounds_participants(r) && floor(count) == count))
-    luaL_error(L, "bad argument 'count' to b:%s: expected an integer from 1 to %d", method,
-               (int)sh_rounds_participants(r));
+  if (lua_type(L, 2) != LUA_TNUMBER || lua_tonumber(L, 2) != lua_tonumber(L, 2))
+    fail_at(L, level, "bad argument 'round' to b:%s: expected a number, got %s", method, got_of(L, 2));
+  if (lua_type(L, 3) != LUA_TNUMBER)
+    fail_at(L, level, "bad argument 'count' to b:%s: expected an integer from 1 to %d, got %s", method, (int)n,
+            got_of(L, 3));
+  rn = lua_tonumber(L, 2), count = lua_tonumber(L, 3);
+  if (!(count >= 1 && count <= n && floor(count) == count))
+    fail_at(L, level, "bad argument 'count' to b:%s: expected an integer from 1 to %d, got %s", method, (int)n,
+            got_of(L, 3));
   *round_no = (double)rn;
   *share = NULL;
   if (op != SH_OP_COUNT) {
-    lua_Number ix = luaL_checknumber(L, 4);
-    if (!(ix >= 1 && ix <= sh_rounds_participants(r) && floor(ix) == ix))
-      luaL_error(L, "bad argument 'index' to b:%s: expected an integer from 1 to %d", method,
-                 (int)sh_rounds_participants(r));
+    lua_Number ix = lua_type(L, 4) == LUA_TNUMBER ? lua_tonumber(L, 4) : 0;
+    if (!(ix >= 1 && ix <= n && floor(ix) == ix))
+      fail_at(L, level, "bad argument 'index' to b:%s: expected an integer from 1 to %d, got %s", method, (int)n,
+              got_of(L, 4));
     index = (int32_t)ix;
     if (lua_type(L, 6) != LUA_TTABLE)
-      luaL_error(L, "bad argument 'out' to b:%s: expected a table, got %s", method, luaL_typename(L, 6));
+      fail_at(L, level, "bad argument 'out' to b:%s: expected a table, got %s", method, luaL_typename(L, 6));
     *share = (double *)lua_newuserdata(L, (size_t)(len ? len : 1) * sizeof(double));
-    read_share(L, 5, len, *share, method);
+    read_share(L, level, 5, len, *share, method);
   }
   rc = sh_rounds_arrive(r, *round_no, (int32_t)count, op, index, *share);
   if (rc == SH_EINVAL)
-    luaL_error(L, "b:%s: round %f was begun with another count or operation, or is complete", method,
-               (double)rn);
-  if (rc == SH_ESTATE) luaL_error(L, "b:%s: index %d arrived at round %f already", method, (int)index, (double)rn);
+    fail_at(L, level, "b:%s: round %f was begun with another count or operation, or is complete", method,
+            (double)rn);
+  if (rc == SH_ESTATE)
+    fail_at(L, level, "b:%s: index %d arrived at round %f already", method, (int)index, (double)rn);
   if (rc == SH_ENOMEM) luaL_error(L, "not enough memory");
   return rc;
 }
@@ -398,7 +422,7 @@ static int rounds_blocking(lua_State *L, int op) {
     lua_pushboolean(L, 0);
     return 1;
   }
-  rc = arrive_args(L, r, op, &round_no, &share);
+  rc = arrive_args(L, 1, r, op, &round_no, &share);
   if (rc == SH_ECLOSED) {
     lua_pushboolean(L, 0);
     return 1;
@@ -426,7 +450,7 @@ static int l_rounds_begin(lua_State *L) {
   double round_no, *share;
   int rc;
   lua_settop(L, 6);
-  rc = arrive_args(L, r, op, &round_no, &share);
+  rc = arrive_args(L, 0, r, op, &round_no, &share);
   lua_pushboolean(L, rc == SH_OK);
   return 1;
 }

@@ -11,6 +11,7 @@ local outside = require "stagehand.threads.outside"
 local settle = require "stagehand.engine.settle"
 local wait = require "stagehand.wait.wait"
 local options = require "stagehand.engine.options"
+local raise = require("stagehand.engine.errors").raise
 local each = require("stagehand.core.compat").each
 
 local ORCH = F.ORCH
@@ -269,7 +270,9 @@ local function round_wait(b, op, round, count, index, share, out)
     error("b:" .. op .. " cannot wait on the main thread outside a job (it would block the game):"
       .. " wait inside a job, or on a worker", 3)
   end
-  if not b:_begin(round, count, index, share, out, op) then return false end
+  local ok, begun = pcall(b._begin, b, round, count, index, share, out, op)
+  if not ok then raise(tostring(begun), 3) end -- (a bad argument: named at the game's line)
+  if not begun then return false end
   local st = b:_poll(round, out)
   if st ~= "wait" then
     b:_leave(round)
