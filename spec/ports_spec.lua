@@ -501,6 +501,35 @@ describe("threads under the luv driver", function()
     orch:close()
   end)
 
+  -- Regression: a worker's reply stepped the orchestrator through the
+  -- timer's callback, which forgot the timer was still armed for the stall
+  -- check; with nothing left to wait for it was never stopped, and held the
+  -- game's own uv.run() open until the stall time passed.
+  it("leaves the game's own uv.run() once a worker's reply ends the last job", function()
+    local uv = require "luv"
+    local orch = stagehand.new { driver = "luv", stall_ms = 600000, log = function() end }
+    local pool = stagehand.pool(orch, { module = "fixture_worker", size = 1 })
+    local h = orch:run("decode", function(job) return job:await(pool:run("add", { a = 1, b = 2 })) end)
+    local hung = false
+    local watchdog = uv.new_timer() -- (unref'd: it never holds the loop itself)
+    watchdog:start(WAIT, 0, function()
+      hung = true
+      uv.stop()
+    end)
+    watchdog:unref()
+    uv.run() -- (not orch:loop(): the game's loop, which ends when no handle holds it)
+    watchdog:close()
+    assert.is_false(hung)
+    assert.same({ "done", 3 }, { h:result() })
+    local held = {}
+    uv.walk(function(hd)
+      if hd:is_active() and hd:has_ref() then held[#held + 1] = tostring(hd) end
+    end)
+    assert.same({}, held)
+    orch:wait(pool:destroy(), WAIT)
+    orch:close()
+  end)
+
   local count = require("spec.helpers").proc_count
 
   -- Regression: the luv driver's timer and poll callbacks held their

@@ -92,8 +92,7 @@ function M.new(clock)
   -- after check_ms: a clock broken for good is then one line a check, not
   -- a loop spinning on its error.
   local fire
-  function fire()
-    due = nil
+  local function pump()
     local orch = ref.o
     if orch and not orch.stepping then
       in_fire = true
@@ -105,6 +104,14 @@ function M.new(clock)
         if timer and not timer:is_closing() then timer:start(delay(orch.check_ms, 1), 0, fire) end
       end
     end
+  end
+  -- The timer's own callback: only then has its deadline passed. (A step
+  -- the poll wakes leaves `due` as it is, so a timer still armed is
+  -- stopped when nothing is left to wait for, and does not hold the loop
+  -- open until a stall time passes.)
+  function fire()
+    due = nil
+    pump()
   end
 
   -- While work on other threads may end a job, the loop polls the
@@ -129,7 +136,7 @@ function M.new(clock)
         poll = kind == "socket" and uv.new_socket_poll(fd) or uv.new_poll(fd)
         poll:start("r", function()
           outside.clear(notifier) -- (even once the orchestrator is gone: a pipe left readable would fire on and on)
-          fire()
+          pump()
         end)
       else
         poll:ref()
