@@ -70,7 +70,9 @@ function M.unwatch(entry)
     for i = 1, #live do
       if live[i][1] ~= nil then kept[#kept + 1] = live[i] end
     end
-    sig._ls, dead = kept, 0
+    -- (none left: nil, so a timeout nobody listens to any more keeps no
+    -- host awake: timeouts.next_due)
+    sig._ls, dead = kept[1] ~= nil and kept or nil, 0
   end
   sig._dead = dead
 end
