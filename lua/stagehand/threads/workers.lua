@@ -479,6 +479,7 @@ local function end_destroy(self)
     self.ud:_detach()
   end
   outside.remove(self.orch, self)
+  if self.close_watch then signal.unwatch(self.close_watch) end -- (its close timeout keeps no host awake now)
   local job = self.destroy_job
   if not job[STATE] then E.end_job(job, "done", done) end
   self.orch.driver.reschedule(self.orch)
@@ -505,7 +506,7 @@ local function finish_destroy(self)
     end_destroy(self)
   else
     local sig = self.orch:timeout(self.close_ms)
-    signal.watch(sig, end_destroy, self)
+    self.close_watch = signal.watch(sig, end_destroy, self)
     self.orch.driver.reschedule(self.orch)
   end
   self.destroy_done = true
