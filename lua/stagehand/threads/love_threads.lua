@@ -106,8 +106,16 @@ function M.new(pool)
   pool.ud:_objects() -- (from the first request, a spawned worker's arguments included)
   local reqs = pool.reqs
   local function gone(id) return reqs[id] == nil end
-  -- (a reply's objects, for the core's decoder: _drain's fetch)
-  lt.fetch = function(id) return take(lt.outbox, id, gone) end
+  -- (a reply's objects, for the core's decoder: _drain's fetch. Two
+  -- workers may send their objects in one order and their replies in the
+  -- other, so a fetch may have dropped the objects of a request that has
+  -- ended before its reply is read: that reply is dropped too, and reads
+  -- as none.)
+  lt.fetch = function(id)
+    local found = take(lt.outbox, id, gone)
+    if found == nil and gone(id) then return {} end
+    return found
+  end
   return lt
 end
 

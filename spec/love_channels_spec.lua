@@ -1,0 +1,56 @@
+-- The LÖVE half of a pool (threads/love_threads.lua) fetching a reply's
+-- LÖVE objects from the pool's outbox channel, outside LÖVE: a stand-in
+-- channel with love.thread's Channel methods. spec/love runs the real
+-- threads; the order this spec sets up is a race there.
+local love_threads = require "stagehand.threads.love_threads"
+
+-- A love.thread Channel's methods that the pool uses.
+local function channel()
+  local items = {}
+  local ch = {}
+  function ch:push(v) items[#items + 1] = v end
+  function ch:pop() return table.remove(items, 1) end
+  function ch:getCount() return #items end
+  function ch:performAtomic(fn) return fn(self) end
+  return ch
+end
+
+describe("a LÖVE pool's outbox", function()
+  local saved_love = rawget(_G, "love")
+  before_each(function() rawset(_G, "love", { thread = { newChannel = channel } }) end)
+  after_each(function() rawset(_G, "love", saved_love) end)
+
+  local function lt_for(reqs)
+    return love_threads.new { ud = { _objects = function() end }, reqs = reqs }
+  end
+
+  it("gives each reply its own objects, whatever order they were sent in", function()
+    local reqs = { [1] = {}, [2] = {} }
+    local lt = lt_for(reqs)
+    lt.outbox:push({ 2, { "image of 2" } })
+    lt.outbox:push({ 1, { "image of 1" } })
+    assert.same({ "image of 1" }, lt.fetch(1))
+    assert.same({ "image of 2" }, lt.fetch(2))
+    assert.equal(0, lt.outbox:getCount())
+  end)
+
+  -- Regression: two workers sent their objects in one order and their
+  -- replies in the other; the first reply read dropped the objects of a
+  -- request cancelled meanwhile, and reading that request's reply then
+  -- raised "the LÖVE objects of a message were lost" out of orch:step (at
+  -- a game's quit: out of love.quit, into LÖVE's error screen).
+  it("reads a cancelled request's reply as having no objects once another reply dropped them", function()
+    local reqs = { [1] = {}, [2] = {} }
+    local lt = lt_for(reqs)
+    lt.outbox:push({ 1, { "image of 1" } }) -- (worker one sent its objects first...)
+    lt.outbox:push({ 2, { "image of 2" } })
+    reqs[1] = nil -- (request 1 cancelled)
+    assert.same({ "image of 2" }, lt.fetch(2)) -- (...worker two's reply came first, and dropped 1's)
+    assert.equal(0, lt.outbox:getCount())
+    assert.same({}, lt.fetch(1)) -- (its reply is dropped anyway)
+    -- A live request whose objects are not there is still a loss the
+    -- decoder names (nil), not hidden.
+    reqs[4] = {}
+    assert.is_nil(lt.fetch(4))
+  end)
+end)
