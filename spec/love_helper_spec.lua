@@ -98,6 +98,21 @@ describe("stagehand.love", function()
     love.quit = nil
   end)
 
+  it("ends a load the player quits in the middle of as cancelled, requests included, and logs no failure", function()
+    local lines = {}
+    local orch = for_love.new { log = function(line) lines[#lines + 1] = line end }
+    local pool = stagehand.pool(orch, { source = "return { hold = function(p) return p:receive() end }", size = 1 })
+    local inbox = stagehand.port()
+    local decoding = orch:run("decoding", function(job) return job:await(pool:run("hold", inbox)) end)
+    local queued = orch:run("queued", function(job) return job:await(pool:run("hold", inbox)) end)
+    love.update(0)
+    assert.is_false(love.quit())
+    assert.equal("cancelled", decoding:state())
+    assert.equal("cancelled", queued:state())
+    assert.equal("done", pool.destroyed:state())
+    for _, line in ipairs(lines) do assert.not_matches("failed", line) end
+  end)
+
   it("hooks one orchestrator at a time: a second call closes the first", function()
     local first = for_love.new()
     local h = first:run("waits", function(job) job:await(stagehand.future()) end)

@@ -755,6 +755,8 @@ function stagehand_testing.leaks(orch) end
 local stagehand_love = {}
 --- Closes `orch` and destroys the worker pools it has, waiting for their
 --- threads at most their close_timeout_ms: what the helper does at quit.
+--- A load the player quits in the middle of ends cancelled, its worker
+--- requests included, and logs no failure.
 ---@param orch stagehand.Orchestrator
 function stagehand_love.shut(orch) end
 

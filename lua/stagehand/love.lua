@@ -70,15 +70,19 @@ end
 
 --- Closes `orch` and destroys the worker pools it has, waiting for their
 --- threads at most their close_timeout_ms: what the helper does at quit.
+--- A load the player quits in the middle of ends cancelled, its worker
+--- requests included, and logs no failure.
 ---@param orch stagehand.Orchestrator
 function M.shut(orch)
   if orch == hooked then hooked_shut = true end
+  -- (Closed before the pools are destroyed: a destroyed pool cancels its
+  -- requests, and each job awaiting one would fail, and be logged.)
+  orch:close("the game quit")
   local pools = {}
   for _, src in ipairs(outside.sources(orch)) do
     if type(src.destroy) == "function" and not src.service then pools[#pools + 1] = src:destroy() end
   end
   if #pools > 0 then orch:wait(stagehand.all(pools), 2000) end
-  orch:close("the game quit")
 end
 
 local FIELDS = { step_ms = true }
