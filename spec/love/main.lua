@@ -207,6 +207,39 @@ it("destroys a pool: its LÖVE threads exit", function()
   end
 end)
 
+-- Regression: two workers may send their objects in one order and their
+-- replies in the other; a request cancelled between the two made reading
+-- its reply raise out of orch:step ("the LÖVE objects of a message were
+-- lost"), so a game that cancelled decodes as the player scrolled ended in
+-- LÖVE's error screen. Cancelled here as they finish, frame after frame.
+it("cancels requests whose replies carry LÖVE objects as they finish, and the step never raises", function()
+  local p = pool { size = 2 }
+  local live, ended, made = {}, { done = 0, cancelled = 0 }, 0
+  local t0 = love.timer.getTime()
+  for frame = 1, 300 do
+    for _ = 1, 6 do
+      made = made + 1
+      live[#live + 1] = p:run("echo", love.image.newImageData(8, 8), { label = "echo " .. made })
+    end
+    orch:step()
+    for i = #live, 1, -1 do
+      local h = live[i]
+      if h:state() ~= "running" then
+        ended[h:state()] = (ended[h:state()] or 0) + 1
+        table.remove(live, i)
+      elseif (i + frame) % 3 == 0 then
+        h:cancel("scrolled away")
+      end
+    end
+    love.timer.sleep(0.0005)
+  end
+  for _, h in ipairs(live) do h:cancel("the case ends") end
+  orch:step()
+  check(ended.done > 0 and ended.cancelled > 0, "%d done, %d cancelled of %d", ended.done, ended.cancelled, made)
+  same(0, (ended.failed or 0) + (ended.stalled or 0), "requests that failed or stalled")
+  check(love.timer.getTime() - t0 < WAIT / 1000, "the case took too long")
+end)
+
 it("wires an orchestrator into LÖVE's frame with stagehand.love: step after update, visibility, quit", function()
   local for_love = require "stagehand.love"
   local updates = 0
