@@ -333,7 +333,6 @@ static int l_rounds_gc(lua_State *L) {
 
 static const char *const OPS[] = {"arrive", "sum", "min", "max", NULL};
 
-/* Reads share_len numbers from the table at arg into out. */
 /* Raises "where: message" with where the line `level` up, as luaL_error
  * does for level 1. A worker calls the round methods directly (level 1);
  * the game's side calls _begin from ports.lua, which positions the message
@@ -348,6 +347,7 @@ static int fail_at(lua_State *L, int level, const char *fmt, ...) {
   return lua_error(L);
 }
 
+/* Reads share_len numbers from the table at arg into out. */
 static void read_share(lua_State *L, int level, int arg, int32_t len, double *out, const char *method) {
   int32_t i;
   if (lua_type(L, arg) != LUA_TTABLE)
