@@ -140,6 +140,19 @@ function M.forget(lt, id)
   end
 end
 
+--- The pool's workers have all exited: waits for their LÖVE threads to
+--- finish too (each closes its Lua state, and with it its hold on LÖVE's
+--- modules, just after its worker exits). A game that restarts
+--- (love.event.quit("restart")) then finds love.filesystem free to start
+--- again; left to finish on their own, one restart in about sixty failed
+--- with "Failed to initialize filesystem: already initialized".
+function M.join(lt)
+  for idx, t in each, lt.threads do
+    t:wait()
+    lt.threads[idx] = nil
+  end
+end
+
 --- How long a wait for the pool's news may last while one of its LÖVE
 --- threads has not yet taken up its worker (a failure there signals
 --- nothing): 20 ms; nil once all have.

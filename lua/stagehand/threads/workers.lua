@@ -480,6 +480,7 @@ local function end_destroy(self)
   end
   outside.remove(self.orch, self)
   if self.close_watch then signal.unwatch(self.close_watch) end -- (its close timeout keeps no host awake now)
+  if self.love and self.live == 0 then love_threads.join(self.love) end
   local job = self.destroy_job
   if not job[STATE] then E.end_job(job, "done", done) end
   self.orch.driver.reschedule(self.orch)
