@@ -15,9 +15,23 @@ local function channel()
   return ch
 end
 
+-- A love.thread Thread that runs until told to stop (looks = how many
+-- times isRunning answers true after that).
+local stopped_after = {}
+local function thread()
+  local t = { started = false }
+  function t:start() self.started = true end
+  function t:isRunning()
+    if not stopped_after.told then return true end
+    stopped_after.looks = stopped_after.looks + 1
+    return stopped_after.looks <= 2
+  end
+  return t
+end
+
 describe("a LÖVE pool's outbox", function()
   local saved_love = rawget(_G, "love")
-  before_each(function() rawset(_G, "love", { thread = { newChannel = channel } }) end)
+  before_each(function() rawset(_G, "love", { thread = { newChannel = channel, newThread = thread } }) end)
   after_each(function() rawset(_G, "love", saved_love) end)
 
   local function lt_for(reqs)
@@ -52,5 +66,24 @@ describe("a LÖVE pool's outbox", function()
     -- decoder names (nil), not hidden.
     reqs[4] = {}
     assert.is_nil(lt.fetch(4))
+  end)
+
+  -- Regression: a pool still alive when its Lua state closed (LÖVE's
+  -- love.event.quit("restart") closes it) told its workers to stop, but
+  -- nothing waited for their LÖVE threads, which still held LÖVE's modules
+  -- when the game started again: "Failed to initialize filesystem: already
+  -- initialized", at the first or second restart.
+  it("tells its workers to stop and waits for its threads to finish once it is collected", function()
+    local ud = { _objects = function() end }
+    function ud:_close() stopped_after.told, stopped_after.looks = true, 0 end
+    local lt = love_threads.new { ud = ud, reqs = {}, close_ms = 5000 }
+    love_threads.start(lt, 0, 1)
+    love_threads.start(lt, 1, 2)
+    assert.is_true(lt.threads[0].started and lt.threads[1].started)
+    assert.is_nil(stopped_after.told)
+    lt = nil -- luacheck: ignore 311 (dropped, as a closing state drops everything)
+    for _ = 1, 4 do collectgarbage() end
+    assert.is_true(stopped_after.told)
+    assert.is_true(stopped_after.looks >= 3) -- (looked until the threads no longer ran)
   end)
 end)

@@ -14,6 +14,9 @@
 local native = require "stagehand.core.native"
 local options = require "stagehand.engine.options"
 local each = require("stagehand.core.compat").each
+local on_collect = require("stagehand.core.compat").on_collect
+local B = require "stagehand.core.backend"
+local threads_native = require "stagehand.core.threads_native"
 local E = require "stagehand.engine.engine"
 local F = require "stagehand.engine.fields"
 local logm = require "stagehand.engine.log"
@@ -102,6 +105,9 @@ function M.new(pool)
     failures = love_table().thread.newChannel(), -- {worker number, message} from BOOT
     threads = {}, -- worker number -> its LÖVE thread, while it may run
     carried = {}, -- request id -> true while its objects wait in inbox
+    ud = pool.ud, close_ms = pool.close_ms, -- (for finish, once collected)
+    nap = threads_native.port(), -- (finish's pause between looks)
+    finished = false,
   }
   pool.ud:_objects() -- (from the first request, a spawned worker's arguments included)
   local reqs = pool.reqs
@@ -119,11 +125,35 @@ function M.new(pool)
   return lt
 end
 
+-- A pool the game dropped, or one still alive when its Lua state closes
+-- (love.event.quit("restart") closes it, then starts the game again): its
+-- workers are told to stop, and its LÖVE threads are given up to the
+-- pool's close_timeout_ms to finish. A thread still running holds LÖVE's
+-- modules, and the restarted game's love.filesystem could not start.
+local function finish(lt, ud, close_ms)
+  if lt.finished then return end
+  lt.finished = true
+  pcall(ud._close, ud)
+  local deadline = B.now_ms() + close_ms
+  for _, t in each, lt.threads do
+    local ok, running = pcall(t.isRunning, t)
+    while ok and running and B.now_ms() < deadline do
+      lt.nap:receive_within(1)
+      ok, running = pcall(t.isRunning, t)
+    end
+  end
+end
+
 --- Starts worker `idx` (its token from _add_worker(true)) on a LÖVE thread.
 function M.start(lt, idx, token)
   local t = love_table().thread.newThread(BOOT)
   lt.threads[idx] = t
   t:start(token, idx, lt.core, package.path, package.cpath, lt.inbox, lt.outbox, lt.failures)
+  -- (Made again after each thread: when a Lua state closes, the newest
+  -- objects are finalized first, so this runs while the threads' own
+  -- objects are still whole.)
+  local ud, close_ms = lt.ud, lt.close_ms
+  lt.collected = on_collect(function() finish(lt, ud, close_ms) end)
 end
 
 --- Sends the objects a request's payload carries.
