@@ -201,6 +201,9 @@ end)
 it("destroys a pool: its LÖVE threads have finished when the destroy settles", function()
   local p = stagehand.pool(orch, { module = "love_worker", size = 2 })
   same("done", (orch:wait(p:run("echo", 1), WAIT)), "a request")
+  collectgarbage()
+  collectgarbage()
+  same("done", (orch:wait(p:run("echo", 2), WAIT)), "a request after a full collection") -- (the pool runs on)
   local threads = {}
   for i, t in pairs(p.love.threads) do threads[i] = t end
   same("done", (orch:wait(p:destroy(), WAIT)), "the destroy")
