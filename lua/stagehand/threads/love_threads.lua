@@ -108,7 +108,7 @@ function M.new(pool)
     ud = pool.ud, close_ms = pool.close_ms, -- (for finish, once collected)
     nap = threads_native.port(), -- (finish's pause between looks)
     finished = false,
-    collected = {}, -- (finish's hooks: see start)
+    collected = false, -- (finish's hook: see start)
   }
   pool.ud:_objects() -- (from the first request, a spawned worker's arguments included)
   local reqs = pool.reqs
@@ -150,13 +150,16 @@ function M.start(lt, idx, token)
   local t = love_table().thread.newThread(BOOT)
   lt.threads[idx] = t
   t:start(token, idx, lt.core, package.path, package.cpath, lt.inbox, lt.outbox, lt.failures)
-  -- (One more after each thread, all kept while the pool lives: when a
-  -- Lua state closes, the newest objects are finalized first, so the
-  -- newest of these runs while the threads' own objects are still whole.
-  -- Replaced rather than kept, an older one would be collected with the
-  -- pool alive, and close it.)
+  -- (A new hook after each thread: when a Lua state closes, the newest
+  -- objects are finalized first, so the newest hook runs while the
+  -- threads' own objects are still whole. One replaced is collected while
+  -- the pool lives, and does nothing: only the pool's current hook acts.)
   local ud, close_ms = lt.ud, lt.close_ms
-  lt.collected[#lt.collected + 1] = on_collect(function() finish(lt, ud, close_ms) end)
+  local hook
+  hook = on_collect(function()
+    if lt.collected == hook then finish(lt, ud, close_ms) end
+  end)
+  lt.collected = hook
 end
 
 --- Sends the objects a request's payload carries.
