@@ -173,29 +173,31 @@ static int take_value(lua_State *L, box *b) {
   return SH_OK;
 }
 
-/* port:post(v), raising at the line `level` up (1: whoever called the C
- * function; 2: the caller of the Lua method that wraps it). */
+/* Raises "where: message" with where the line `level` up, as luaL_error
+ * does for level 1. A worker calls post and the round methods directly
+ * (level 1); the game's side calls post through a Lua method (level 2), and
+ * _begin from ports.lua, which positions the message itself (level 0). */
+static int fail_at(lua_State *L, int level, const char *fmt, ...) {
+  va_list ap;
+  luaL_where(L, level);
+  va_start(ap, fmt);
+  lua_pushvfstring(L, fmt, ap);
+  va_end(ap);
+  lua_concat(L, 2);
+  return lua_error(L);
+}
+
+/* port:post(v), raising at the line `level` up (see fail_at). */
 static int port_post_at(lua_State *L, int level) {
   sh_port *p = PORT(L);
   sh_msg *m;
   int rc;
   luaL_checkany(L, 2);
   lua_settop(L, 2);
-  if (lua_isnil(L, 2)) {
-    luaL_where(L, level);
-    lua_pushliteral(L, "port:post: nil cannot be posted (a closed port answers nil)");
-    lua_concat(L, 2);
-    return lua_error(L);
-  }
+  if (lua_isnil(L, 2)) return fail_at(L, level, "port:post: nil cannot be posted (a closed port answers nil)");
   m = shl_try_encode_values(L, 2, 2, "v", 0, NULL);
-  if (!m) {
-    /* (the reason is on the top: raise it at the caller's line, naming the argument) */
-    luaL_where(L, level);
-    lua_pushliteral(L, "bad argument 'v' to port:post: ");
-    lua_pushvalue(L, -3);
-    lua_concat(L, 3);
-    return lua_error(L);
-  }
+  if (!m) /* (the reason, on the top) */
+    return fail_at(L, level, "bad argument 'v' to port:post: %s", lua_tostring(L, -1));
   rc = sh_port_post(p, m);
   if (rc != SH_OK) sh_msg_free(m);
   if (rc == SH_ENOMEM) return luaL_error(L, "not enough memory");
@@ -332,20 +334,6 @@ static int l_rounds_gc(lua_State *L) {
 #define ROUNDS(L) ((sh_rounds *)shl_check_box(L, 1, ROUNDS_MT))
 
 static const char *const OPS[] = {"arrive", "sum", "min", "max", NULL};
-
-/* Raises "where: message" with where the line `level` up, as luaL_error
- * does for level 1. A worker calls the round methods directly (level 1);
- * the game's side calls _begin from ports.lua, which positions the message
- * itself (level 0: none here). */
-static int fail_at(lua_State *L, int level, const char *fmt, ...) {
-  va_list ap;
-  luaL_where(L, level);
-  va_start(ap, fmt);
-  lua_pushvfstring(L, fmt, ap);
-  va_end(ap);
-  lua_concat(L, 2);
-  return lua_error(L);
-}
 
 /* Reads share_len numbers from the table at arg into out. */
 static void read_share(lua_State *L, int level, int arg, int32_t len, double *out, const char *method) {
