@@ -107,7 +107,6 @@ function M.new(pool)
     carried = {}, -- request id -> true while its objects wait in inbox
     ud = pool.ud, close_ms = pool.close_ms, -- (for finish, once collected)
     nap = threads_native.port(), -- (finish's pause between looks)
-    finished = false,
     collected = false, -- (finish's hook: see start)
   }
   pool.ud:_objects() -- (from the first request, a spawned worker's arguments included)
@@ -131,11 +130,9 @@ end
 -- workers are told to stop, and its LÖVE threads are given up to the
 -- pool's close_timeout_ms to finish. A thread still running holds LÖVE's
 -- modules, and the restarted game's love.filesystem could not start.
-local function finish(lt, ud, close_ms)
-  if lt.finished then return end
-  lt.finished = true
-  pcall(ud._close, ud)
-  local deadline = B.now_ms() + close_ms
+local function finish(lt)
+  pcall(lt.ud._close, lt.ud)
+  local deadline = B.now_ms() + lt.close_ms
   for _, t in each, lt.threads do
     local ok, running = pcall(t.isRunning, t)
     while ok and running and B.now_ms() < deadline do
@@ -154,10 +151,9 @@ function M.start(lt, idx, token)
   -- objects are finalized first, so the newest hook runs while the
   -- threads' own objects are still whole. One replaced is collected while
   -- the pool lives, and does nothing: only the pool's current hook acts.)
-  local ud, close_ms = lt.ud, lt.close_ms
   local hook
   hook = on_collect(function()
-    if lt.collected == hook then finish(lt, ud, close_ms) end
+    if lt.collected == hook then finish(lt) end
   end)
   lt.collected = hook
 end
