@@ -60,6 +60,42 @@ describe("stagehand.tracker", function()
       assert.same({ 2, 2 }, { load:progress("fetch") })
     end)
 
+    -- Regression: the tracker kept every task it ever counted, so a game
+    -- that kept one tracker while it streamed for hours grew by each task,
+    -- and every load:fraction() a frame walked all of them.
+    it("keeps nothing of a task once it ended, however many a long session makes", function()
+      local gone = setmetatable({}, { __mode = "k" })
+      local keep = load:task("stream", { total = 4 })
+      keep:advance(1)
+      for i = 1, 3000 do
+        local t = load:task("stream", { label = "chunk " .. i, total = 2 })
+        gone[t] = true
+        if i % 3 == 0 then t:fail("corrupt") elseif i % 5 == 0 then t:advance(1) else t:finish() end
+      end
+      for i = 1, 40 do
+        orch:run("job " .. i, function(job) job:sleep(10) end, { phase = "stream" })
+      end
+      T.settle(orch, 1000)
+      collectgarbage()
+      collectgarbage()
+      local left = 0
+      for t in pairs(gone) do
+        if t.state == "running" then left = left + 1 end
+      end
+      -- Every task still running is kept (1 in 5 of those not failed); the
+      -- ended ones went.
+      local n = 0
+      for _ in pairs(gone) do n = n + 1 end
+      assert.equal(left, n)
+      assert.equal(400, n)
+      -- ... and what was read stays right: 1600 finished (2 of 2 each), 400
+      -- running (1 of 2), the one kept (1 of 4), 40 jobs (1 of 1).
+      assert.same({ 1600 * 2 + 400 + 1 + 40, 1600 * 2 + 400 * 2 + 4 + 40 }, { load:progress("stream") })
+      assert.same({ running = 401, done = 1640, failed = 1000, cancelled = 0, stalled = 0 }, load:counts("stream"))
+      local row = load:timeline()[1]
+      assert.same({ 3041, 1000 }, { row.tasks, row.failed })
+    end)
+
     -- Regression: load:task(phase, {weird = 1}) was accepted without a word.
     it("refuses an option it does not know", function()
       local ok, err = pcall(load.task, load, "fetch", { weird = 1 })

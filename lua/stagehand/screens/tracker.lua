@@ -57,11 +57,16 @@ end
 
 local function now(tr) return E.now(tr.orch) end
 
--- A phase's record: its tasks, and the stretches of time a task of it ran.
+-- A phase's record: its running tasks (live, in no order: a task knows its
+-- place, at), what its ended tasks add up to (a game that keeps one
+-- tracker for hours of streaming keeps no record of each task it ended,
+-- and reads it at a cost that grows with what runs, not with what ran),
+-- and the stretches of time a task of it ran.
 local function phase_of(tr, name, t)
   local ph = tr.phases[name]
   if not ph then
-    ph = { name = name, tasks = {}, running = 0, start = t, finish = nil, busy = 0, spans = 0, since = nil }
+    ph = { name = name, live = {}, made = 0, done = 0, done_total = 0, failed = 0, cancelled = 0, stalled = 0,
+      running = 0, start = t, finish = nil, busy = 0, spans = 0, since = nil }
     tr.phases[name] = ph
     tr.order[#tr.order + 1] = ph
   end
@@ -87,7 +92,10 @@ local function begin(tr, phase, label, total, t)
   local ph = phase_of(tr, phase, t)
   local task = setmetatable({ tracker = tr, phase = phase, label = label, done = 0, total = total,
     state = "running", clamped = false }, Task)
-  ph.tasks[#ph.tasks + 1] = task
+  ph.made = ph.made + 1
+  local at = ph.running + 1
+  ph.live[at] = task
+  task.at = at
   if ph.running == 0 then
     ph.spans = ph.spans + 1
     ph.since = t
@@ -112,8 +120,17 @@ local function finish(task, state, t)
   local tr = task.tracker
   local ph = tr.phases[task.phase]
   task.state = state
-  if state == "done" then task.done = task.total end
-  ph.running = ph.running - 1
+  if state == "done" then
+    task.done = task.total
+    ph.done_total = ph.done_total + task.total
+  end
+  ph[state] = ph[state] + 1
+  local live, last, at = ph.live, ph.running, task.at
+  live[at] = live[last]
+  live[at].at = at
+  live[last] = nil
+  task.at = nil
+  ph.running = last - 1
   if ph.running == 0 then
     ph.busy = ph.busy + (t - ph.since)
     ph.since = nil
@@ -198,14 +215,12 @@ function Tracker:task(phase, opts)
 end
 
 local function sums(ph, done, total)
-  local tasks = ph.tasks
-  for i = 1, #tasks do
-    local task = tasks[i]
-    local st = task.state
-    if st == "running" or st == "done" then
-      done = done + task.done
-      total = total + task.total
-    end
+  done, total = done + ph.done_total, total + ph.done_total
+  local live = ph.live
+  for i = 1, ph.running do
+    local task = live[i]
+    done = done + task.done
+    total = total + task.total
   end
   return done, total
 end
@@ -233,16 +248,14 @@ end
 -- task, however it ended, is complete; a running one is done / total) and
 -- how many tasks it counts (at least the number expected).
 local function bar_sums(ph, expected, sum, slots)
-  local tasks = ph and ph.tasks or {}
-  for i = 1, #tasks do
-    local task = tasks[i]
-    if task.state == "running" then
-      sum = sum + task.done / task.total
-    else
-      sum = sum + 1
-    end
+  if not ph then return sum, slots + (expected or 0) end
+  sum = sum + (ph.made - ph.running)
+  local live = ph.live
+  for i = 1, ph.running do
+    local task = live[i]
+    sum = sum + task.done / task.total
   end
-  return sum, slots + math.max(#tasks, expected or 0)
+  return sum, slots + math.max(ph.made, expected or 0)
 end
 
 -- Whether `phase` (every phase when nil) has made at least the tasks it
@@ -250,7 +263,7 @@ end
 local function expectations_met(tr, phase)
   if phase ~= nil then
     local ph = tr.phases[phase]
-    return (ph and #ph.tasks or 0) >= (tr.expected[phase] or 0)
+    return (ph and ph.made or 0) >= (tr.expected[phase] or 0)
   end
   for name in each, tr.expected do
     if not expectations_met(tr, name) then return false end
@@ -323,10 +336,9 @@ function Tracker:counts(phase)
   for i = 1, #self.order do
     local ph = self.order[i]
     if phase == nil or ph.name == phase then
-      for j = 1, #ph.tasks do
-        local st = ph.tasks[j].state
-        c[st] = c[st] + 1
-      end
+      c.running = c.running + ph.running
+      c.done, c.failed = c.done + ph.done, c.failed + ph.failed
+      c.cancelled, c.stalled = c.cancelled + ph.cancelled, c.stalled + ph.stalled
     end
   end
   return c
@@ -358,19 +370,14 @@ function Tracker:timeline()
   local rows = {}
   for i = 1, #self.order do
     local ph = self.order[i]
-    local failed = 0
-    for j = 1, #ph.tasks do
-      local st = ph.tasks[j].state
-      if st ~= "running" and st ~= "done" then failed = failed + 1 end
-    end
     rows[i] = {
       phase = ph.name,
       start_ms = ph.start - self.t0,
       end_ms = ph.running == 0 and ph.finish - self.t0 or nil,
       busy_ms = ph.busy + (ph.since and (t - ph.since) or 0),
       spans = ph.spans,
-      tasks = #ph.tasks,
-      failed = failed,
+      tasks = ph.made,
+      failed = ph.failed + ph.cancelled + ph.stalled,
     }
   end
   return rows
