@@ -526,6 +526,8 @@ describe("stagehand.pool", function()
       end
       assert.matches('got "1"', refused[6], 1, true)
       assert.matches("got nil", refused[8], 1, true)
+      assert.matches("got nan", refused[3], 1, true) -- (not glibc's "-nan")
+      assert.matches("got nan", refused[4], 1, true)
       assert.equal(0, orch:step()) -- (and the orchestrator steps on)
     end)
   end)

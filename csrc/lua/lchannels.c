@@ -40,7 +40,9 @@ int shl_stopped(const int *stop) { return stop && SH__LOAD(stop); }
  * anything else by its type. */
 static const char *got_of(lua_State *L, int arg) {
   switch (lua_type(L, arg)) {
-  case LUA_TNUMBER: /* (as tostring shows it: Lua 5.4's integers without ".0") */
+  case LUA_TNUMBER: /* (as tostring shows it: Lua 5.4's integers without ".0";
+                      * NaN as "nan", which glibc's printf makes "-nan") */
+    if (lua_tonumber(L, arg) != lua_tonumber(L, arg)) return "nan";
     lua_pushvalue(L, arg);
     return lua_tostring(L, -1);
   case LUA_TSTRING: return lua_pushfstring(L, "\"%s\"", lua_tostring(L, arg));

@@ -8,8 +8,8 @@ local M = {}
 -- from deep in the core that leaves a job half made or a step half run.
 
 local function bad_clock(now)
-  error("stagehand: the clock returned " .. (type(now) == "string" and string.format("%q", now) or tostring(now))
-    .. "; it must return a finite number of milliseconds", 0)
+  local got = type(now) == "string" and string.format("%q", now) or now ~= now and "nan" or tostring(now)
+  error("stagehand: the clock returned " .. got .. "; it must return a finite number of milliseconds", 0)
 end
 M.bad_clock = bad_clock
 

@@ -23,6 +23,7 @@ local KINDS = { failed = true, stalled = true, cancelled = true, cycle = true, t
 --- described instead. A message is made in the middle of ending a job,
 --- where a raise would leave it half ended.
 local function show(v)
+  if v ~= v then return "nan" end -- (Lua 5.4 on Linux prints 0/0 as "-nan", LuaJIT as "nan")
   local ok, s = pcall(tostring, v)
   if ok and type(s) == "string" then return s end
   return "(a " .. type(v) .. " whose __tostring " .. (ok and "returned a " .. type(s) or "raised") .. ")"
