@@ -31,7 +31,7 @@ INC_lua5.1 := /usr/include/lua5.1
 
 SANITIZE := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
-.PHONY: bench-love love-dist rock windows test-windows test-windows-c portable all deps build docs test test-c test-oom tsan c-host test-lua demo bench bench-count env clean sanitize check-warnings chaos soak-threads fuzz valgrind
+.PHONY: bench-love love-dist love-kit rock windows test-windows test-windows-c portable all deps build docs test test-c test-oom tsan c-host test-lua demo bench bench-count env clean sanitize check-warnings chaos soak-threads fuzz valgrind
 
 all: build
 
@@ -299,6 +299,13 @@ ROCK_URL ?= git+https://stagehand.invalid/stagehand.git
 rock:
 	@EXTRA_PKGS=zip sh scripts/deps.sh
 	@ROCK_URL="$(ROCK_URL)" sh scripts/release_rock.sh
+
+# stagehand for LÖVE games as a folder to drop into a game's folder, and
+# its zip (scripts/love_kit.sh): build/love-kit/stagehand and
+# build/stagehand-VERSION-love.zip, with the cores for Linux and Windows.
+love-kit: build windows
+	@EXTRA_PKGS=zip sh scripts/deps.sh
+	@KIT_WINDOWS=1 sh scripts/love_kit.sh
 
 # A LÖVE game folder that uses stagehand, packaged for players
 # (scripts/love_dist.sh): build/love/NAME.love and a fused Linux build.

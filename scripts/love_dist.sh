@@ -17,18 +17,12 @@ game=${1:?usage: make love-dist GAME=DIR}
 game=$(cd "$game" && pwd)
 name=$(basename "$game")
 cd "$top"
-core=build/luajit/stagehand/_core.so
-[ -f "$core" ] || { echo "make love-dist: $core is missing: run make build" >&2; exit 1; }
+sh scripts/love_kit.sh >/dev/null # (build/love-kit/stagehand: the Lua files and the cores)
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 cp -r "$game"/. "$stage/"
-mkdir -p "$stage/stagehand/native/linux-x64"
-cp -R lua/stagehand/. "$stage/stagehand/" # (every folder of it: core, engine, rank, wait...)
-cp "$core" "$stage/stagehand/native/linux-x64/_core.so"
-if [ -f build/windows/stagehand/_core.dll ]; then
-  mkdir -p "$stage/stagehand/native/windows-x64"
-  cp build/windows/stagehand/_core.dll "$stage/stagehand/native/windows-x64/_core.dll"
-fi
+mkdir -p "$stage/stagehand" # (over a copy the game carries: cores it has for other systems stay)
+cp -R build/love-kit/stagehand/. "$stage/stagehand/"
 mkdir -p build/love
 rm -f "build/love/$name.love"
 (cd "$stage" && zip -q -9 -r "$top/build/love/$name.love" .)

@@ -158,6 +158,8 @@ check "examples/love: LÖVE 11 under Xvfb, a loading screen and the scene, both 
   sh scripts/love_check.sh
 check "make love-dist: examples/love as a .love and a fused build, run from /tmp with no environment" \
   sh scripts/love_dist_check.sh
+check "make love-kit: its folder dropped into a game run from /tmp with no environment; its Windows core under wine" \
+  sh scripts/love_kit_check.sh
 check "a core exporting only luaopen: LuaJIT names the missing function and says once that it runs the C module" \
   sh scripts/ffi_fallback_check.sh
 # The engines that link Lua and stagehand's core into themselves: no

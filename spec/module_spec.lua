@@ -174,6 +174,24 @@ describe("a C module built for another runtime", function()
   end)
 end)
 
+describe("no native core anywhere", function()
+  -- Regression: LuaJIT said it fell back to the C module, then the C
+  -- module's require listed Lua's search paths: two messages, and neither
+  -- said what to do.
+  it("fails to load with one message naming this system, the fix, and where it looked", function()
+    local here = rawget(_G, "jit") and "luajit" or (_VERSION == "Lua 5.4" and "lua5.4" or "lua5.1")
+    local out = io.popen("LUA_PATH='lua/?.lua;lua/?/init.lua' LUA_CPATH='/nowhere/?.so;/nor/here/?.so' " .. here
+      .. " -e 'require \"stagehand\"' 2>&1"):read("*a")
+    assert.matches("stagehand: cannot find its native core (stagehand/_core.so) for linux-x64. Build it (make build",
+      out, 1, true)
+    assert.matches('eval "$(make -s env LUA=' .. here .. ')"', out, 1, true)
+    assert.matches("Looked for it in:\n\tno file '/nowhere/stagehand/_core.so'\n\tno file '/nor/here/stagehand/_core.so'",
+      out, 1, true)
+    assert.is_nil(out:find("C module, not the FFI backend", 1, true))
+    assert.is_nil(out:find("module 'stagehand._core' not found", 1, true))
+  end)
+end)
+
 describe("a native core built for another system or processor", function()
   it("fails to load naming what it found, this system, and the fix", function()
     local here = rawget(_G, "jit") and "luajit" or (_VERSION == "Lua 5.4" and "lua5.4" or "lua5.1")

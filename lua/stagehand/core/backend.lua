@@ -53,11 +53,14 @@ local function fell_back(why)
   io.stderr:write("[stagehand] LuaJIT runs on the C module, not the FFI backend: " .. tostring(why) .. "\n")
 end
 
+-- (Said once the C module has loaded: when neither backend finds a core,
+-- the one error raised says why, with no word of falling back.)
+local ffi_why
 if want ~= "c" and rawget(_G, "jit") then
   local ok, ffi_core = pcall(require, "stagehand.core.ffi_core")
   if ok then return with_statuses(ffi_core) end
   if want == "ffi" then error(ffi_core, 0) end
-  fell_back(ffi_core)
+  ffi_why = ffi_core
 end
 
 -- The runtime running now, and the name `make env LUA=...` knows it by.
@@ -117,12 +120,21 @@ local ok, C = pcall(require, "stagehand._core")
 if not ok then
   -- (Inside LÖVE, native.path writes a core the game's archive carries to
   -- the save directory; it, or one found only beside the game, is opened
-  -- directly.)
-  local found = native.path()
-  local open = found and package.loadlib(found, "luaopen_stagehand__core")
-  if open then ok, C = pcall(open, "stagehand._core") end
+  -- directly. Found nowhere, and require's own searchers found nothing
+  -- either: the message says what to do rather than list Lua's paths.)
+  local found, looked = native.path()
+  local open, why = nil, nil
+  if found then open, why = package.loadlib(found, "luaopen_stagehand__core") end
+  if open then
+    ok, C = pcall(open, "stagehand._core")
+  elseif found then -- (in require's words, which wrong_build and wrong_system read)
+    C = "error loading module 'stagehand._core' from file '" .. found .. "':\n\t" .. tostring(why)
+  elseif tostring(C):find("module 'stagehand._core' not found", 1, true) then
+    C = native.missing(looked)
+  end
 end
 if not ok then error(wrong_build(C) or wrong_system(C) or C, 0) end
+if ffi_why then fell_back(ffi_why) end
 local M = { name = "c" }
 local each = require("stagehand.core.compat").each
 for k, v in each, C do M[k] = v end

@@ -111,7 +111,7 @@ if in_program then
   end
   path = "this program"
 elseif not path then
-  error("stagehand: cannot find the native core (stagehand/_core." .. native.EXT .. ") on package.cpath: " .. err, 0)
+  error(native.missing(err), 0)
 end
 local C
 if in_program then

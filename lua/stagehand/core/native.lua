@@ -76,6 +76,39 @@ local searchpath = package.searchpath or function(name, path)
   return nil, table.concat(tried)
 end
 
+--- Why no core was found, for a developer to act on: which system's core
+--- is wanted, the systems a LÖVE game carries cores for (a folder from
+--- make love-kit, say, with Windows' and Linux' only, run on a Mac), the
+--- fix, and where it was looked for (`looked`, from M.path).
+---@param looked string?
+---@return string
+function M.missing(looked)
+  local here = M.system()
+  local msg = "stagehand: cannot find its native core (stagehand/_core." .. M.EXT .. ") for " .. here .. "."
+  local love = rawget(_G, "love")
+  local lf = type(love) == "table" and love.filesystem
+  if lf and lf.getDirectoryItems then
+    local have = {}
+    for _, d in ipairs(lf.getDirectoryItems("stagehand/native")) do
+      if lf.getInfo("stagehand/native/" .. d .. "/_core." .. (d:match("^windows") and "dll" or "so")) then
+        have[#have + 1] = d
+      end
+    end
+    table.sort(have)
+    msg = msg .. (#have > 0 and " The game carries cores for " .. table.concat(have, ", ") .. " under"
+      .. " stagehand/native/, but none for " .. here .. ": build it on " .. here .. " (luarocks make, or"
+      .. " stagehand's Makefile) and add it as stagehand/native/" .. here .. "/_core." .. M.EXT .. "."
+      or " Put the stagehand folder that make love-kit makes (the Lua files and the cores) in the game's"
+      .. " folder, beside main.lua.")
+  else
+    local rt = rawget(_G, "jit") and "luajit" or _VERSION == "Lua 5.4" and "lua5.4" or "lua5.1"
+    msg = msg .. " Build it (make build in stagehand's tree, or luarocks make) and put it on package.cpath:"
+      .. " in stagehand's tree, eval \"$(make -s env LUA=" .. rt .. ")\" sets the paths."
+  end
+  -- (Lua 5.1 starts the list it returns with "\n\t", 5.4 does not)
+  return msg .. (looked and "\nLooked for it in:\n\t" .. looked:gsub("^%s+", "") or "")
+end
+
 --- The core's path, or nil and where it was looked for.
 function M.path()
   local path, err = searchpath("stagehand._core", package.cpath)

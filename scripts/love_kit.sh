@@ -1,0 +1,73 @@
+#!/bin/sh
+# make love-kit: stagehand for LÖVE games, ready to drop into a game's
+# folder, for a developer who builds nothing (on Windows or macOS as on
+# Linux). It makes
+#   build/love-kit/stagehand/           the folder a game's folder takes
+#   build/stagehand-VERSION-love.zip    the same folder, zipped, with the
+#                                       LICENSE and a README.txt
+# The folder holds stagehand's Lua files (where LÖVE's require finds them:
+# stagehand/init.lua...) and the native core for each system built here
+# under stagehand/native/OS-ARCH/: Linux's, and Windows' after make
+# windows (KIT_WINDOWS=1 asks for it: missing, it is an error). stagehand
+# writes the core for the player's system from there to the save
+# directory on the first run, where LÖVE's C loader and the FFI backend
+# find it, whether the game runs as a folder (love DIR), as a .love or
+# fused. make love-dist packages a game with this same folder.
+set -e
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top"
+version=$(sed -n 's/^M.VERSION = "\([^"]*\)".*/\1/p' lua/stagehand/init.lua)
+[ -n "$version" ] || { echo "make love-kit: no M.VERSION in lua/stagehand/init.lua" >&2; exit 1; }
+core=build/luajit/stagehand/_core.so
+[ -f "$core" ] || { echo "make love-kit: $core is missing: run make build" >&2; exit 1; }
+dll=build/windows/stagehand/_core.dll
+if [ "${KIT_WINDOWS:-0}" = 1 ] && [ ! -f "$dll" ]; then
+  echo "make love-kit: $dll is missing: run make windows" >&2
+  exit 1
+fi
+kit=build/love-kit
+rm -rf "$kit"
+mkdir -p "$kit/stagehand/native/linux-x64"
+cp -R lua/stagehand/. "$kit/stagehand/" # (every folder of it: core, engine, rank, wait...)
+cp "$core" "$kit/stagehand/native/linux-x64/_core.so"
+systems="linux-x64"
+if [ -f "$dll" ]; then
+  mkdir -p "$kit/stagehand/native/windows-x64"
+  cp "$dll" "$kit/stagehand/native/windows-x64/_core.dll"
+  systems="$systems windows-x64"
+fi
+# (what ships to players carries no debug information: a third the size;
+# the symbols the FFI backend and Lua's loaders look up stay)
+strip --strip-unneeded "$kit/stagehand/native/linux-x64/_core.so"
+if [ -f "$kit/stagehand/native/windows-x64/_core.dll" ]; then
+  "${MINGW_STRIP:-x86_64-w64-mingw32-strip}" --strip-unneeded "$kit/stagehand/native/windows-x64/_core.dll"
+fi
+# (the zip: the folder, the licence, and what to do with them)
+zipdir=$(mktemp -d)
+trap 'rm -rf "$zipdir"' EXIT
+name="stagehand-$version-love"
+mkdir -p "$zipdir/$name"
+cp -R "$kit/stagehand" "$zipdir/$name/"
+cp LICENSE "$zipdir/$name/LICENSE"
+cat >"$zipdir/$name/README.txt" <<TXT
+stagehand $version for LÖVE 11
+
+Put the stagehand folder in your game's folder, beside main.lua:
+
+    mygame/main.lua
+    mygame/stagehand/init.lua ...
+
+then require "stagehand" (and "stagehand.love") as usual. It holds the
+native core for: $systems. On the first run stagehand writes the one for
+the player's system to the game's save directory, where LÖVE finds it;
+this works when the game runs as a folder (love mygame), as a .love, or
+fused. Systems not listed need the core built there: see the guide's
+"Shipping a game".
+
+The guide and the reference: docs/guide.md and docs/reference.md in
+stagehand's source.
+TXT
+mkdir -p build
+rm -f "build/$name.zip"
+(cd "$zipdir" && zip -q -9 -r "$top/build/$name.zip" "$name")
+echo "build/love-kit/stagehand and build/$name.zip (cores: $systems)"
