@@ -31,7 +31,7 @@ INC_lua5.1 := /usr/include/lua5.1
 
 SANITIZE := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
-.PHONY: bench-love love-dist love-kit rock windows test-windows test-windows-c portable all deps build docs test test-c test-oom tsan c-host test-lua demo bench bench-count env clean sanitize check-warnings chaos soak-threads fuzz valgrind
+.PHONY: bench-love love-dist love-kit test-old-glibc rock windows test-windows test-windows-c portable all deps build docs test test-c test-oom tsan c-host test-lua demo bench bench-count env clean sanitize check-warnings chaos soak-threads fuzz valgrind
 
 all: build
 
@@ -50,6 +50,16 @@ build/$(1)/stagehand/_core.so: $(CORE_SRC) $(MODULE_SRC) $(CORE_HDR)
 	$$(CC) $$(CFLAGS_CORE) -I$$(INC_$(1)) $(MODULE_LINK) -o $$@ $(CORE_SRC) $(MODULE_SRC) -lm -ldl -lpthread
 endef
 $(foreach rt,$(RUNTIMES),$(eval $(call module_rule,$(rt))))
+
+# The Linux core as make love-kit ships it to players: for LuaJIT (LÖVE's),
+# its glibc functions bound to versions every glibc since 2.17 has
+# (csrc/platform/unix/sh_glibc_compat.h), so it loads on older systems than
+# this one; the kit strips it.
+KIT_CORE := build/kit/linux-x64/_core.so
+$(KIT_CORE): $(CORE_SRC) $(MODULE_SRC) $(CORE_HDR) csrc/platform/unix/sh_glibc_compat.h
+	@mkdir -p $(@D)
+	$(CC) -std=c99 -O2 -fPIC $(WARN) $(PLAT) -include csrc/platform/unix/sh_glibc_compat.h -I$(INC_luajit) \
+	  -shared -o $@ $(CORE_SRC) $(MODULE_SRC) -lm -Wl,--no-as-needed -l:libdl.so.2 -l:libpthread.so.0 -Wl,--as-needed
 
 TEST_SRC := csrc/test/test_core.c csrc/test/test_pool.c csrc/test/fuzz_core.c
 TEST_DEFS := -DSH_DEBUG_CHECKS -DCORPUS_DIR='"csrc/test/corpus"' -D_DEFAULT_SOURCE
@@ -110,7 +120,7 @@ test-oom: build build/oom_host
 	@eval "$$(sh scripts/env.sh lua5.4)" && ./build/oom_host spec/oom/failing_alloc.lua \
 	  && ./build/oom_host spec/oom/failing_alloc_pools.lua
 
-test: deps build build/test_core build/test_threads build/oom_host $(C_HOSTS)
+test: deps build $(KIT_CORE) build/test_core build/test_threads build/oom_host $(C_HOSTS)
 	@sh scripts/test.sh $(RUNTIMES)
 
 # examples/c_host: a C program embedding LuaJIT or Lua 5.4 that runs a
@@ -303,14 +313,21 @@ rock:
 # stagehand for LÖVE games as a folder to drop into a game's folder, and
 # its zip (scripts/love_kit.sh): build/love-kit/stagehand and
 # build/stagehand-VERSION-love.zip, with the cores for Linux and Windows.
-love-kit: build windows
+love-kit: build $(KIT_CORE) windows
 	@EXTRA_PKGS=zip sh scripts/deps.sh
 	@KIT_WINDOWS=1 sh scripts/love_kit.sh
+
+# The kit's Linux core on an older system: Debian 11 (glibc 2.31)
+# debootstrapped into build/oldroot once (scripts/old_glibc_check.sh; needs
+# root and Debian 11 on the package mirror, so make test checks only the
+# versions the core asks for).
+test-old-glibc: build $(KIT_CORE)
+	@sh scripts/old_glibc_check.sh
 
 # A LÖVE game folder that uses stagehand, packaged for players
 # (scripts/love_dist.sh): build/love/NAME.love and a fused Linux build.
 GAME ?= examples/love
-love-dist: build
+love-dist: build $(KIT_CORE)
 	@sh scripts/love_dist.sh $(GAME)
 
 check-warnings:

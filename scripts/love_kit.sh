@@ -18,8 +18,8 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
 version=$(sed -n 's/^M.VERSION = "\([^"]*\)".*/\1/p' lua/stagehand/init.lua)
 [ -n "$version" ] || { echo "make love-kit: no M.VERSION in lua/stagehand/init.lua" >&2; exit 1; }
-core=build/luajit/stagehand/_core.so
-[ -f "$core" ] || { echo "make love-kit: $core is missing: run make build" >&2; exit 1; }
+core=build/kit/linux-x64/_core.so # (built to load on older glibc than this one's: the Makefile's KIT_CORE)
+[ -f "$core" ] || { echo "make love-kit: $core is missing: run make love-kit" >&2; exit 1; }
 dll=build/windows/stagehand/_core.dll
 if [ "${KIT_WINDOWS:-0}" = 1 ] && [ ! -f "$dll" ]; then
   echo "make love-kit: $dll is missing: run make windows" >&2

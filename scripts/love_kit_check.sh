@@ -4,7 +4,8 @@
 # (which carries none), run as a folder (love DIR) from another working
 # directory with no LUA_PATH or LUA_CPATH, headless under Xvfb, with a
 # fresh save directory: it must load every texture on the FFI backend;
-# without the core for this system it must say which it has. The
+# without the core for this system it must say which it has. The kit's
+# Linux core must ask for no glibc newer than 2.17. The
 # zip must hold the folder, both cores, the LICENSE and the README.txt; the
 # kit's Windows core, stripped as it ships, must load under wine in the
 # LuaJIT that make windows built, on the FFI backend, and run a job.
@@ -18,6 +19,15 @@ list=$(unzip -l "$zip") || fail "$zip is not a zip"
 for f in stagehand/init.lua stagehand/love.lua stagehand/threads/love_threads.lua \
     stagehand/native/linux-x64/_core.so stagehand/native/windows-x64/_core.dll LICENSE README.txt; do
   echo "$list" | grep -q " stagehand-$version-love/$f\$" || fail "$zip has no $f"
+done
+# (the kit's Linux core loads on glibc 2.17 and later: make test-old-glibc
+# runs it on Debian 11's)
+linux=build/love-kit/stagehand/native/linux-x64/_core.so
+newest=$(objdump -T "$linux" | grep -o 'GLIBC_[0-9.]*' | sed 's/GLIBC_//' | sort -V | tail -1)
+[ "$(printf '%s\n2.17\n' "$newest" | sort -V | tail -1)" = 2.17 ] ||
+  fail "the kit's Linux core asks for glibc $newest; it must ask for nothing newer than 2.17"
+for lib in libpthread.so.0 libdl.so.2; do
+  objdump -p "$linux" | grep -q "NEEDED *$lib" || fail "the kit's Linux core does not name $lib, where old glibc has threads"
 done
 game=$(mktemp -d)
 trap 'rm -rf "$game"' EXIT

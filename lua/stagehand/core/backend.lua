@@ -53,13 +53,26 @@ local function fell_back(why)
   io.stderr:write("[stagehand] LuaJIT runs on the C module, not the FFI backend: " .. tostring(why) .. "\n")
 end
 
+-- A core linked against a newer glibc than the system's: "version
+-- `GLIBC_2.34' not found". (The kit's Linux core, make love-kit, asks for
+-- nothing newer than 2.17.)
+local function newer_libc(err)
+  local e = tostring(err)
+  local v = e:match("version [`']GLIBC_([%d.]+)' not found")
+  if not v then return nil end
+  local path = e:match("from file '([^']+)'") or e:match("cannot load ([^:]+):") or "stagehand/_core.so"
+  return "stagehand: " .. path .. " was built against a newer C library (glibc " .. v .. ") than this system has."
+    .. " Build the core here (make build in stagehand's tree, or luarocks make), or use the one make love-kit"
+    .. " makes, which loads on glibc 2.17 and later.\n" .. e
+end
+
 -- (Said once the C module has loaded: when neither backend finds a core,
 -- the one error raised says why, with no word of falling back.)
 local ffi_why
 if want ~= "c" and rawget(_G, "jit") then
   local ok, ffi_core = pcall(require, "stagehand.core.ffi_core")
   if ok then return with_statuses(ffi_core) end
-  if want == "ffi" then error(ffi_core, 0) end
+  if want == "ffi" then error(newer_libc(ffi_core) or ffi_core, 0) end
   ffi_why = ffi_core
 end
 
@@ -133,7 +146,7 @@ if not ok then
     C = native.missing(looked)
   end
 end
-if not ok then error(wrong_build(C) or wrong_system(C) or C, 0) end
+if not ok then error(wrong_build(C) or wrong_system(C) or newer_libc(C) or C, 0) end
 if ffi_why then fell_back(ffi_why) end
 local M = { name = "c" }
 local each = require("stagehand.core.compat").each

@@ -1,0 +1,63 @@
+#!/bin/sh
+# make test-old-glibc: the Linux core make love-kit ships, run on an older
+# system than this one. Debian 11 (glibc 2.31, as Ubuntu 20.04 and the
+# Steam runtime's newest container have) is debootstrapped into
+# build/oldroot once (about 200 MB; OLD_SUITE and OLD_MIRROR change it),
+# with its own LuaJIT. There, from stagehand's Lua files: the kit's core
+# must run a job and a pool of two worker threads on both backends, and
+# the core `make build` makes here (glibc 2.36's symbol versions) must
+# fail to load, saying which version it lacks. Needs root (chroot).
+set -e
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top"
+suite=${OLD_SUITE:-bullseye}
+mirror=${OLD_MIRROR:-http://deb.debian.org/debian}
+root=build/oldroot/$suite
+fail() { echo "old glibc check: $1"; exit 1; }
+[ "$(id -u)" = 0 ] || fail "needs root, for debootstrap and chroot"
+[ -f build/kit/linux-x64/_core.so ] || fail "build/kit/linux-x64/_core.so is missing: run make build/kit/linux-x64/_core.so"
+if [ ! -x "$root/usr/bin/luajit" ]; then
+  command -v debootstrap >/dev/null || EXTRA_PKGS=debootstrap sh scripts/deps.sh
+  rm -rf "$root"
+  mkdir -p build/oldroot
+  debootstrap --variant=minbase "$suite" "$root" "$mirror" >build/oldroot/debootstrap.log 2>&1 ||
+    { tail -5 build/oldroot/debootstrap.log; fail "debootstrap $suite failed"; }
+  cp /etc/resolv.conf "$root/etc/resolv.conf"
+  chroot "$root" sh -c 'apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q luajit' \
+    >build/oldroot/apt.log 2>&1 || { tail -5 build/oldroot/apt.log; fail "installing LuaJIT in $suite failed"; }
+fi
+w=$root/tmp/stagehand
+rm -rf "$w"
+mkdir -p "$w/kit/stagehand" "$w/here/stagehand"
+cp -R lua "$w/"
+cp build/kit/linux-x64/_core.so "$w/kit/stagehand/_core.so"
+cp build/luajit/stagehand/_core.so "$w/here/stagehand/_core.so"
+cat >"$w/old.lua" <<'LUA'
+local stagehand = require "stagehand"
+local orch = stagehand.new { driver = "manual" }
+local pool = stagehand.pool(orch, { module = "squares", size = 2,
+  source = "return { sq = function(x) return x * x end }" })
+local hs, sum = {}, 0
+for i = 1, 20 do hs[i] = pool:run("sq", i) end
+for i = 1, 20 do
+  local st, v = orch:wait(hs[i], 5000)
+  assert(st == "done", tostring(v))
+  sum = sum + v
+end
+local st, v = orch:wait(orch:run("a job", function(job) job:sleep(5) return 42 end), 5000)
+orch:wait(pool:destroy(), 5000)
+print(stagehand.backend .. " " .. sum .. " " .. st .. " " .. tostring(v))
+LUA
+glibc=$(chroot "$root" ldd --version | head -1 | sed 's/.* //')
+run() { # $1: which core, $2: backend
+  chroot "$root" sh -c "cd /tmp/stagehand && STAGEHAND_BACKEND=$2 LUA_PATH='lua/?.lua;lua/?/init.lua' \
+    LUA_CPATH='$1/?.so' luajit old.lua 2>&1"
+}
+for be in ffi c; do
+  out=$(run kit "$be") || true
+  [ "$out" = "$be 2870 done 42" ] || fail "the kit's core on $suite (glibc $glibc), $be backend, said: $out"
+done
+out=$(run here ffi) && fail "the core built here loaded on glibc $glibc: the check proves nothing"
+echo "$out" | grep -q "version .GLIBC_2\.3[4-9]. not found" || fail "the core built here failed otherwise: $out"
+echo "$out" | grep -q "built against a newer C library" || fail "no word of what to do: $out"
+echo "the kit's core ran a job and a pool of 2 threads on $suite (glibc $glibc), on both backends; the core built here did not load there and said why"
