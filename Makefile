@@ -317,8 +317,8 @@ love-kit: build $(KIT_CORE) windows
 	@EXTRA_PKGS=zip sh scripts/deps.sh
 	@KIT_WINDOWS=1 sh scripts/love_kit.sh
 
-# The kit's Linux core on an older system: Debian 11 (glibc 2.31)
-# debootstrapped into build/oldroot once (scripts/old_glibc_check.sh; needs
+# The kit's Linux core on an older system, and in an older LÖVE: Debian 11
+# (glibc 2.31, LÖVE 11.3) debootstrapped into build/oldroot once (scripts/old_glibc_check.sh; needs
 # root and Debian 11 on the package mirror, so make test checks only the
 # versions the core asks for).
 test-old-glibc: build $(KIT_CORE)

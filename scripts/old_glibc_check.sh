@@ -6,7 +6,9 @@
 # with its own LuaJIT. There, from stagehand's Lua files: the kit's core
 # must run a job and a pool of two worker threads on both backends, and
 # the core `make build` makes here (glibc 2.36's symbol versions) must
-# fail to load, saying which version it lacks. Needs root (chroot).
+# fail to load, saying which version it lacks; and Debian 11's LÖVE (11.3)
+# must run examples/love with the kit's folder dropped in, under its own
+# Xvfb, loading every texture on LÖVE worker threads. Needs root (chroot).
 set -e
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
@@ -16,15 +18,15 @@ root=build/oldroot/$suite
 fail() { echo "old glibc check: $1"; exit 1; }
 [ "$(id -u)" = 0 ] || fail "needs root, for debootstrap and chroot"
 [ -f build/kit/linux-x64/_core.so ] || fail "build/kit/linux-x64/_core.so is missing: run make build/kit/linux-x64/_core.so"
-if [ ! -x "$root/usr/bin/luajit" ]; then
+if [ ! -x "$root/usr/bin/luajit" ] || [ ! -x "$root/usr/bin/love" ]; then
   command -v debootstrap >/dev/null || EXTRA_PKGS=debootstrap sh scripts/deps.sh
   rm -rf "$root"
   mkdir -p build/oldroot
   debootstrap --variant=minbase "$suite" "$root" "$mirror" >build/oldroot/debootstrap.log 2>&1 ||
     { tail -5 build/oldroot/debootstrap.log; fail "debootstrap $suite failed"; }
   cp /etc/resolv.conf "$root/etc/resolv.conf"
-  chroot "$root" sh -c 'apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q luajit' \
-    >build/oldroot/apt.log 2>&1 || { tail -5 build/oldroot/apt.log; fail "installing LuaJIT in $suite failed"; }
+  chroot "$root" sh -c 'apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q luajit love xvfb xauth' \
+    >build/oldroot/apt.log 2>&1 || { tail -5 build/oldroot/apt.log; fail "installing LuaJIT and LÖVE in $suite failed"; }
 fi
 w=$root/tmp/stagehand
 rm -rf "$w"
@@ -60,4 +62,18 @@ done
 out=$(run here ffi) && fail "the core built here loaded on glibc $glibc: the check proves nothing"
 echo "$out" | grep -q "version .GLIBC_2\.3[4-9]. not found" || fail "the core built here failed otherwise: $out"
 echo "$out" | grep -q "built against a newer C library" || fail "no word of what to do: $out"
+[ -f build/love-kit/stagehand/init.lua ] || KIT_WINDOWS=0 sh scripts/love_kit.sh >/dev/null
+rm -rf "$root/tmp/game"
+mkdir -p "$root/tmp/game" "$root/proc"
+cp -R examples/love/. "$root/tmp/game/"
+cp -R build/love-kit/stagehand "$root/tmp/game/stagehand"
+mount -t proc proc "$root/proc"
+trap 'umount "$root/proc" 2>/dev/null || true' EXIT
+love=$(chroot "$root" love --version 2>&1 | head -1)
+out=$(chroot "$root" sh -c 'cd /tmp && timeout 120 xvfb-run -a love /tmp/game --screenshot /tmp/game/shot.png 2>&1') || true
+umount "$root/proc"
+echo "$out" | grep -q "on the ffi backend" || fail "$love on $suite: examples/love with the kit did not run on the FFI backend: $out"
+echo "$out" | grep -Eq "^loaded 12 of 14 textures \(2 stand-ins\); decoded on [0-9]+ LÖVE worker" ||
+  fail "$love on $suite: examples/love with the kit did not load every texture: $out"
+echo "$love on $suite ran examples/love with the kit's folder: 12 of 14 textures, 2 stand-ins"
 echo "the kit's core ran a job and a pool of 2 threads on $suite (glibc $glibc), on both backends; the core built here did not load there and said why"
