@@ -31,7 +31,7 @@ INC_lua5.1 := /usr/include/lua5.1
 
 SANITIZE := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
-.PHONY: bench-love love-dist love-kit test-old-glibc rock windows test-windows test-windows-c portable all deps build docs test test-c test-oom tsan c-host test-lua demo bench bench-count env clean sanitize check-warnings chaos soak-threads fuzz valgrind
+.PHONY: bench-love love-dist love-kit test-old-glibc test-arm64 rock windows test-windows test-windows-c portable all deps build docs test test-c test-oom tsan c-host test-lua demo bench bench-count env clean sanitize check-warnings chaos soak-threads fuzz valgrind
 
 all: build
 
@@ -60,6 +60,18 @@ $(KIT_CORE): $(CORE_SRC) $(MODULE_SRC) $(CORE_HDR) csrc/platform/unix/sh_glibc_c
 	@mkdir -p $(@D)
 	$(CC) -std=c99 -O2 -fPIC $(WARN) $(PLAT) -include csrc/platform/unix/sh_glibc_compat.h -I$(INC_luajit) \
 	  -shared -o $@ $(CORE_SRC) $(MODULE_SRC) -lm -Wl,--no-as-needed -l:libdl.so.2 -l:libpthread.so.0 -Wl,--as-needed
+
+# ... and the same for 64-bit ARM Linux (Raspberry Pi, ARM handhelds that
+# run LÖVE), cross-built; scripts/arm64_check.sh runs it under qemu.
+ARM64_CC := aarch64-linux-gnu-gcc
+ARM64_PKGS := gcc-aarch64-linux-gnu qemu-user-static debootstrap
+KIT_CORE_ARM64 := build/kit/linux-arm64/_core.so
+$(KIT_CORE_ARM64): $(CORE_SRC) $(MODULE_SRC) $(CORE_HDR) csrc/platform/unix/sh_glibc_compat.h
+	@EXTRA_PKGS="$(ARM64_PKGS)" sh scripts/deps.sh
+	@mkdir -p $(@D)
+	$(ARM64_CC) -std=c99 -O2 -fPIC $(WARN) $$(sh scripts/probe.sh $(ARM64_CC)) \
+	  -include csrc/platform/unix/sh_glibc_compat.h -I$(INC_luajit) -shared -o $@ $(CORE_SRC) $(MODULE_SRC) -lm \
+	  -Wl,--no-as-needed -l:libdl.so.2 -l:libpthread.so.0 -Wl,--as-needed
 
 TEST_SRC := csrc/test/test_core.c csrc/test/test_pool.c csrc/test/fuzz_core.c
 TEST_DEFS := -DSH_DEBUG_CHECKS -DCORPUS_DIR='"csrc/test/corpus"' -D_DEFAULT_SOURCE
@@ -120,7 +132,7 @@ test-oom: build build/oom_host
 	@eval "$$(sh scripts/env.sh lua5.4)" && ./build/oom_host spec/oom/failing_alloc.lua \
 	  && ./build/oom_host spec/oom/failing_alloc_pools.lua
 
-test: deps build $(KIT_CORE) build/test_core build/test_threads build/oom_host $(C_HOSTS)
+test: deps build $(KIT_CORE) $(KIT_CORE_ARM64) build/test_core build/test_threads build/oom_host $(C_HOSTS)
 	@sh scripts/test.sh $(RUNTIMES)
 
 # examples/c_host: a C program embedding LuaJIT or Lua 5.4 that runs a
@@ -313,9 +325,15 @@ rock:
 # stagehand for LÖVE games as a folder to drop into a game's folder, and
 # its zip (scripts/love_kit.sh): build/love-kit/stagehand and
 # build/stagehand-VERSION-love.zip, with the cores for Linux and Windows.
-love-kit: build $(KIT_CORE) windows
+love-kit: build $(KIT_CORE) $(KIT_CORE_ARM64) windows
 	@EXTRA_PKGS=zip sh scripts/deps.sh
-	@KIT_WINDOWS=1 sh scripts/love_kit.sh
+	@KIT_WINDOWS=1 KIT_ARM64=1 sh scripts/love_kit.sh
+
+# The kit's 64-bit ARM core under qemu (scripts/arm64_check.sh): make test
+# runs a job, a pool and a port there; this runs every spec that runs off
+# Linux's tools, on both backends (about 15 minutes).
+test-arm64: $(KIT_CORE_ARM64)
+	@sh scripts/arm64_check.sh --specs
 
 # The kit's Linux core on an older system, and in an older LÖVE: Debian 11
 # (glibc 2.31, LÖVE 11.3) debootstrapped into build/oldroot once (scripts/old_glibc_check.sh; needs
@@ -327,7 +345,7 @@ test-old-glibc: build $(KIT_CORE)
 # A LÖVE game folder that uses stagehand, packaged for players
 # (scripts/love_dist.sh): build/love/NAME.love and a fused Linux build.
 GAME ?= examples/love
-love-dist: build $(KIT_CORE)
+love-dist: build $(KIT_CORE) $(KIT_CORE_ARM64)
 	@sh scripts/love_dist.sh $(GAME)
 
 check-warnings:

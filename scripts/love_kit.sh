@@ -7,8 +7,9 @@
 #                                       LICENSE and a README.txt
 # The folder holds stagehand's Lua files (where LÖVE's require finds them:
 # stagehand/init.lua...) and the native core for each system built here
-# under stagehand/native/OS-ARCH/: Linux's, and Windows' after make
-# windows (KIT_WINDOWS=1 asks for it: missing, it is an error). stagehand
+# under stagehand/native/OS-ARCH/: Linux's (x86-64, and 64-bit ARM once
+# cross-built: KIT_ARM64=1 asks for it), and Windows' after make windows
+# (KIT_WINDOWS=1 asks for it); one asked for and missing is an error. stagehand
 # writes the core for the player's system from there to the save
 # directory on the first run, where LÖVE's C loader and the FFI backend
 # find it, whether the game runs as a folder (love DIR), as a .love or
@@ -20,6 +21,11 @@ version=$(sed -n 's/^M.VERSION = "\([^"]*\)".*/\1/p' lua/stagehand/init.lua)
 [ -n "$version" ] || { echo "make love-kit: no M.VERSION in lua/stagehand/init.lua" >&2; exit 1; }
 core=build/kit/linux-x64/_core.so # (built to load on older glibc than this one's: the Makefile's KIT_CORE)
 [ -f "$core" ] || { echo "make love-kit: $core is missing: run make love-kit" >&2; exit 1; }
+arm64=build/kit/linux-arm64/_core.so # (the Makefile's KIT_CORE_ARM64)
+if [ "${KIT_ARM64:-0}" = 1 ] && [ ! -f "$arm64" ]; then
+  echo "make love-kit: $arm64 is missing: run make love-kit" >&2
+  exit 1
+fi
 dll=build/windows/stagehand/_core.dll
 if [ "${KIT_WINDOWS:-0}" = 1 ] && [ ! -f "$dll" ]; then
   echo "make love-kit: $dll is missing: run make windows" >&2
@@ -31,6 +37,12 @@ mkdir -p "$kit/stagehand/native/linux-x64"
 cp -R lua/stagehand/. "$kit/stagehand/" # (every folder of it: core, engine, rank, wait...)
 cp "$core" "$kit/stagehand/native/linux-x64/_core.so"
 systems="linux-x64"
+if [ -f "$arm64" ]; then
+  mkdir -p "$kit/stagehand/native/linux-arm64"
+  cp "$arm64" "$kit/stagehand/native/linux-arm64/_core.so"
+  "${ARM64_STRIP:-aarch64-linux-gnu-strip}" --strip-unneeded "$kit/stagehand/native/linux-arm64/_core.so"
+  systems="$systems linux-arm64"
+fi
 if [ -f "$dll" ]; then
   mkdir -p "$kit/stagehand/native/windows-x64"
   cp "$dll" "$kit/stagehand/native/windows-x64/_core.dll"

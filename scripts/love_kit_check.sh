@@ -5,29 +5,35 @@
 # directory with no LUA_PATH or LUA_CPATH, headless under Xvfb, with a
 # fresh save directory: it must load every texture on the FFI backend;
 # without the core for this system it must say which it has. The kit's
-# Linux core must ask for no glibc newer than 2.17. The
+# Linux cores (x86-64 and 64-bit ARM) must ask for no glibc newer than
+# 2.17. The
 # zip must hold the folder, both cores, the LICENSE and the README.txt; the
 # kit's Windows core, stripped as it ships, must load under wine in the
 # LuaJIT that make windows built, on the FFI backend, and run a job.
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top" || exit 1
 fail() { echo "love-kit check: $1"; exit 1; }
-KIT_WINDOWS=1 sh scripts/love_kit.sh || fail "make love-kit failed"
+KIT_WINDOWS=1 KIT_ARM64=1 sh scripts/love_kit.sh || fail "make love-kit failed"
 version=$(sed -n 's/^M.VERSION = "\([^"]*\)".*/\1/p' lua/stagehand/init.lua)
 zip=build/stagehand-$version-love.zip
 list=$(unzip -l "$zip") || fail "$zip is not a zip"
 for f in stagehand/init.lua stagehand/love.lua stagehand/threads/love_threads.lua \
-    stagehand/native/linux-x64/_core.so stagehand/native/windows-x64/_core.dll LICENSE README.txt; do
+    stagehand/native/linux-x64/_core.so stagehand/native/linux-arm64/_core.so stagehand/native/windows-x64/_core.dll \
+    LICENSE README.txt; do
   echo "$list" | grep -q " stagehand-$version-love/$f\$" || fail "$zip has no $f"
 done
 # (the kit's Linux core loads on glibc 2.17 and later: make test-old-glibc
 # runs it on Debian 11's)
-linux=build/love-kit/stagehand/native/linux-x64/_core.so
-newest=$(objdump -T "$linux" | grep -o 'GLIBC_[0-9.]*' | sed 's/GLIBC_//' | sort -V | tail -1)
-[ "$(printf '%s\n2.17\n' "$newest" | sort -V | tail -1)" = 2.17 ] ||
-  fail "the kit's Linux core asks for glibc $newest; it must ask for nothing newer than 2.17"
-for lib in libpthread.so.0 libdl.so.2; do
-  objdump -p "$linux" | grep -q "NEEDED *$lib" || fail "the kit's Linux core does not name $lib, where old glibc has threads"
+for sys in linux-x64 linux-arm64; do
+  linux=build/love-kit/stagehand/native/$sys/_core.so
+  dump=objdump
+  [ "$sys" = linux-arm64 ] && dump=aarch64-linux-gnu-objdump
+  newest=$($dump -T "$linux" | grep -o 'GLIBC_[0-9.]*' | sed 's/GLIBC_//' | sort -V | tail -1)
+  [ "$(printf '%s\n2.17\n' "$newest" | sort -V | tail -1)" = 2.17 ] ||
+    fail "the kit's $sys core asks for glibc $newest; it must ask for nothing newer than 2.17"
+  for lib in libpthread.so.0 libdl.so.2; do
+    $dump -p "$linux" | grep -q "NEEDED *$lib" || fail "the kit's $sys core does not name $lib, where old glibc has threads"
+  done
 done
 game=$(mktemp -d)
 trap 'rm -rf "$game"' EXIT
@@ -45,7 +51,7 @@ echo "$out" | grep -Eq "^loaded 12 of 14 textures \(2 stand-ins\)" || fail "the 
 rm -rf "$game/stagehand/native/linux-x64" "$save/love/stagehand-love-example" "$save/stagehand-love-example"
 printf 'print("require: " .. select(2, pcall(require, "stagehand")):gsub("\\n.*", ""))\nlove.event.quit()\n' >"$game/main.lua"
 out=$(cd /tmp && env -u LUA_PATH -u LUA_CPATH timeout 120 xvfb-run -a love "$game" 2>&1)
-echo "$out" | grep -Fq "require: stagehand: cannot find its native core (stagehand/_core.so) for linux-x64. The game carries cores for windows-x64 under stagehand/native/, but none for linux-x64" ||
+echo "$out" | grep -Fq "require: stagehand: cannot find its native core (stagehand/_core.so) for linux-x64. The game carries cores for linux-arm64, windows-x64 under stagehand/native/, but none for linux-x64" ||
   fail "a kit without this system's core did not say so: $out"
 # (the Windows core as it ships: stripped, its exports whole)
 win=$(mktemp -d)

@@ -160,6 +160,8 @@ check "make love-dist: examples/love as a .love and a fused build, run from /tmp
   sh scripts/love_dist_check.sh
 check "make love-kit: its folder dropped into a game run from /tmp with no environment; its Windows core under wine" \
   sh scripts/love_kit_check.sh
+check "the kit's 64-bit ARM Linux core under qemu: a job, a pool of 2 threads and a port, on both backends" \
+  sh scripts/arm64_check.sh
 check "a core exporting only luaopen: LuaJIT names the missing function and says once that it runs the C module" \
   sh scripts/ffi_fallback_check.sh
 # The engines that link Lua and stagehand's core into themselves: no

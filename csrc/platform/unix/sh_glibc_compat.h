@@ -6,18 +6,26 @@
  * instead, which every glibc since keeps, and libpthread.so.0 and
  * libdl.so.2, where glibc before 2.34 defines them, are named as needed:
  * the kit's core then asks for nothing newer than GLIBC_2.17
- * (clock_gettime). For x86-64 Linux with glibc (the kit is built on
- * Debian); anywhere else it does nothing. (No system header here:
- * included first, one would fix the feature macros before the file that
- * includes it sets _GNU_SOURCE.) */
+ * (clock_gettime). For x86-64 and 64-bit ARM Linux with glibc (the kit
+ * is built on Debian); anywhere else it does nothing. (No system header
+ * here: included first, one would fix the feature macros before the file
+ * that includes it sets _GNU_SOURCE.) */
 #ifndef SH_GLIBC_COMPAT_H
 #define SH_GLIBC_COMPAT_H
-#if defined(__linux__) && defined(__x86_64__) && !defined(__ANDROID__)
+#if defined(__linux__) && !defined(__ANDROID__) && defined(__x86_64__)
 __asm__(".symver pthread_create,pthread_create@GLIBC_2.2.5");
 __asm__(".symver pthread_join,pthread_join@GLIBC_2.2.5");
 __asm__(".symver pthread_detach,pthread_detach@GLIBC_2.2.5");
 __asm__(".symver pthread_condattr_setclock,pthread_condattr_setclock@GLIBC_2.3.3");
 __asm__(".symver dlopen,dlopen@GLIBC_2.2.5");
 __asm__(".symver dladdr,dladdr@GLIBC_2.2.5");
+#elif defined(__linux__) && !defined(__ANDROID__) && defined(__aarch64__)
+/* (glibc's first version on 64-bit ARM is 2.17: every function has it) */
+__asm__(".symver pthread_create,pthread_create@GLIBC_2.17");
+__asm__(".symver pthread_join,pthread_join@GLIBC_2.17");
+__asm__(".symver pthread_detach,pthread_detach@GLIBC_2.17");
+__asm__(".symver pthread_condattr_setclock,pthread_condattr_setclock@GLIBC_2.17");
+__asm__(".symver dlopen,dlopen@GLIBC_2.17");
+__asm__(".symver dladdr,dladdr@GLIBC_2.17");
 #endif
 #endif
