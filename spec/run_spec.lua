@@ -229,6 +229,20 @@ describe(":run", function()
         assert.no_leaks(orch)
       end)
     end
+
+    -- Regression: a string given where something else belongs went into
+    -- the message whole: a 10 MB one made a 10 MB message, and a newline
+    -- split it over lines (Lua 5.1's %q keeps it, behind a backslash).
+    it("shows a string it was given on one line, cut after 60 bytes with its length", function()
+      local _, err = pcall(orch.run, orch, "x", string.rep("k", 10000))
+      assert.matches('got "' .. string.rep("k", 57) .. '"... (10000 bytes)', err, 1, true)
+      _, err = pcall(orch.run, orch, "x", 'one\ntwo\0"three"\\')
+      assert.matches([[got "one\ntwo\000\"three\"\\"]], err, 1, true)
+      assert.is_nil(err:find("\n", 1, true))
+      -- (cut where a character starts, never inside one)
+      _, err = pcall(orch.pool, orch, "p", string.rep("\195\169", 40))
+      assert.matches('got "' .. string.rep("\195\169", 28) .. '"... (80 bytes)', err, 1, true)
+    end)
   end)
 end)
 

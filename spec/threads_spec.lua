@@ -530,6 +530,16 @@ describe("stagehand.pool", function()
       assert.matches("got nan", refused[4], 1, true)
       assert.equal(0, orch:step()) -- (and the orchestrator steps on)
     end)
+
+    -- Regression: a string given where a number belongs went into the
+    -- message whole, newlines and all.
+    it("shows a long string it was given on one line, cut, with its length", function()
+      local p = pool { size = 1 }
+      local st, msg = orch:wait(p:run("progress_long_string"), WAIT)
+      assert.equal("done", st)
+      assert.matches('got "' .. string.rep("x", 57) .. '"... (101 bytes)', msg, 1, true)
+      assert.is_nil(msg:find("\n", 1, true))
+    end)
   end)
 
   describe(":pause", function()

@@ -36,6 +36,52 @@ static const int *shl_stop_flag(lua_State *L) {
  * nil or false at once, without taking a value or arriving. */
 int shl_stopped(const int *stop) { return stop && SH__LOAD(stop); }
 
+/* A string as the Lua side's messages show one (errors.quote): quoted on
+ * one line, control bytes escaped, cut after 60 bytes (at a character's
+ * start) with its length. Leaves it on the stack. */
+static const char *quoted(lua_State *L, int arg) {
+  size_t len, n, i;
+  const char *str = lua_tolstring(L, arg, &len);
+  luaL_Buffer b;
+  n = len;
+  if (len > 60) {
+    n = 57;
+    while (n > 0 && ((unsigned char)str[n] & 0xC0) == 0x80) n--; /* (not inside a UTF-8 character) */
+  }
+  luaL_buffinit(L, &b);
+  luaL_addchar(&b, '"');
+  for (i = 0; i < n; i++) {
+    unsigned char c = (unsigned char)str[i];
+    if (c == '"' || c == '\\') {
+      luaL_addchar(&b, '\\');
+      luaL_addchar(&b, (char)c);
+    } else if (c == '\n') {
+      luaL_addstring(&b, "\\n");
+    } else if (c == '\r') {
+      luaL_addstring(&b, "\\r");
+    } else if (c == '\t') {
+      luaL_addstring(&b, "\\t");
+    } else if (c < 32 || c == 127) {
+      char esc[5];
+      esc[0] = '\\';
+      esc[1] = (char)('0' + c / 100);
+      esc[2] = (char)('0' + c / 10 % 10);
+      esc[3] = (char)('0' + c % 10);
+      esc[4] = '\0';
+      luaL_addstring(&b, esc);
+    } else {
+      luaL_addchar(&b, (char)c);
+    }
+  }
+  luaL_addchar(&b, '"');
+  luaL_pushresult(&b);
+  if (n < len) {
+    lua_pushfstring(L, "%s... (%d bytes)", lua_tostring(L, -1), (int)len);
+    lua_remove(L, -2);
+  }
+  return lua_tostring(L, -1);
+}
+
 /* What a bad argument was, for a message: a number or string as itself,
  * anything else by its type. */
 static const char *got_of(lua_State *L, int arg) {
@@ -45,7 +91,7 @@ static const char *got_of(lua_State *L, int arg) {
     if (lua_tonumber(L, arg) != lua_tonumber(L, arg)) return "nan";
     lua_pushvalue(L, arg);
     return lua_tostring(L, -1);
-  case LUA_TSTRING: return lua_pushfstring(L, "\"%s\"", lua_tostring(L, arg));
+  case LUA_TSTRING: return quoted(L, arg);
   default: return luaL_typename(L, arg);
   }
 }

@@ -22,6 +22,24 @@ local KINDS = { failed = true, stalled = true, cancelled = true, cycle = true, t
 --- __tostring that raises, or returns something other than a string, is
 --- described instead. A message is made in the middle of ending a job,
 --- where a raise would leave it half ended.
+-- A string as a message shows it: quoted, on one line (a newline or a
+-- control byte written as \n, \r, \t or \ddd), and cut after `max`
+-- bytes (at a character's start) with how long it was: a 10 MB string
+-- given where a name belongs makes a one-line message, not a 10 MB one.
+local ESC = { ["\n"] = "\\n", ["\r"] = "\\r", ["\t"] = "\\t", ["\\"] = "\\\\", ['"'] = '\\"' }
+local function quote(str, max)
+  local cut = nil
+  if #str > max then
+    local n = max - 3
+    -- (not inside a UTF-8 character: back to the byte that starts it)
+    while n > 0 and str:byte(n + 1) and str:byte(n + 1) >= 0x80 and str:byte(n + 1) < 0xC0 do n = n - 1 end
+    cut, str = #str, str:sub(1, n)
+  end
+  local q = '"' .. str:gsub('[%c\\"]', function(c) return ESC[c] or string.format("\\%03d", c:byte()) end) .. '"'
+  return cut and q .. "... (" .. cut .. " bytes)" or q
+end
+M.quote = quote
+
 local function show(v)
   if v ~= v then return "nan" end -- (Lua 5.4 on Linux prints 0/0 as "-nan", LuaJIT as "nan")
   local ok, s = pcall(tostring, v)
@@ -50,7 +68,7 @@ local function fields_of(t)
   for i = 1, math.min(n, 6) do
     local k, v = ks[i], rawget(t, ks[i])
     local ks_ = type(k) == "string" and k:match("^[%a_][%w_]*$") and k or "[" .. show(k) .. "]"
-    local vs = type(v) == "string" and string.format("%q", #v > 40 and v:sub(1, 37) .. "..." or v)
+    local vs = type(v) == "string" and quote(v, 40)
       or (type(v) == "table" and "{...}") or show(v)
     out[i] = ks_ .. " = " .. vs
   end

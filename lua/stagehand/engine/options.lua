@@ -10,10 +10,11 @@ end
 M.callable = callable
 
 local show = require("stagehand.engine.errors").show
+local quote = require("stagehand.engine.errors").quote
 local each = require("stagehand.core.compat").each
 local is_list_c -- (the C module's is_list, where it is loaded: set below with fields_within)
 local function describe(v)
-  if type(v) == "string" then return string.format("%q", v) end
+  if type(v) == "string" then return quote(v, 60) end
   return show(v)
 end
 M.describe = describe

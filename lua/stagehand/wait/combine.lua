@@ -102,7 +102,7 @@ local function parts_of(list, name)
   local extra = options.first_non_list_key(list)
   if extra ~= nil then
     raise("bad argument 'list' to " .. name .. ": expected a list of awaitables, got a table with key "
-      .. (type(extra) == "string" and string.format("%q", extra) or options.describe(extra))
+      .. options.describe(extra)
       .. " (a list has only the keys 1 to n)", 3)
   end
   local parts = {}
