@@ -73,6 +73,9 @@ describe(".future", function()
   it("names a bad label", function()
     assert.has_error(function() stagehand.future(5) end,
       "bad argument 'label' to future: expected a non-empty string, got number")
+    -- (an empty one is named as itself: "got string" read as a contradiction)
+    assert.has_error(function() stagehand.future("") end,
+      "bad argument 'label' to future: expected a non-empty string, got \"\"")
   end)
 end)
 

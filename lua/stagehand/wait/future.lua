@@ -42,7 +42,8 @@ local M = { Future = Future }
 function M.new(label)
   if label == nil then label = "future" end
   if type(label) ~= "string" or label == "" then
-    error("bad argument 'label' to future: expected a non-empty string, got " .. type(label), 2)
+    error("bad argument 'label' to future: expected a non-empty string, got "
+      .. (label == "" and '""' or type(label)), 2)
   end
   -- Every field it will get, up front: no rehash while it is awaited and
   -- settled, which is most of a short-lived future's life.
