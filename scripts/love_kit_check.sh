@@ -60,7 +60,7 @@ cp build/windows/luajit.exe build/windows/lua51.dll "$win/"
 mkdir -p "$win/lua" "$win/stagehand"
 cp -R lua/stagehand "$win/lua/"
 cp build/love-kit/stagehand/native/windows-x64/_core.dll "$win/stagehand/_core.dll"
-out=$(cd "$win" && WINEDEBUG=-all timeout 120 ${WINE:-wine} luajit.exe -e '
+out=$(cd "$win" && env -u LUA_PATH -u LUA_CPATH WINEDEBUG=-all timeout 120 ${WINE:-wine} luajit.exe -e '
   local stagehand = require "stagehand"
   local orch = stagehand.new { driver = "manual" }
   local h = orch:run("a job", function(job) job:sleep(1) return 42 end)
