@@ -217,6 +217,8 @@ describe(":run", function()
       { "opts.priority", function() local h = orch:run("x", function() end, { priority = 0 / 0 }) return h end },
       { "opts.priority", function() local h = orch:run("x", function() end, { priority = true }) return h end },
       { "opts.colour", function() local h = orch:run("x", function() end, { colour = "red" }) return h end },
+      -- (a Future where the options go: named as what it is, not by its fields)
+      { "opts", function() local h = orch:run("x", function() end, stagehand.future("tex")) return h end },
     }
     for _, case in ipairs(cases) do
       it("names '" .. case[1] .. "' and leaves the orchestrator working", function()
@@ -233,6 +235,17 @@ describe(":run", function()
     -- Regression: a string given where something else belongs went into
     -- the message whole: a 10 MB one made a 10 MB message, and a newline
     -- split it over lines (Lua 5.1's %q keeps it, behind a backslash).
+    it("shows a Handle, Future or group it was given where its options go as what it is", function()
+      local h = orch:run("done already", function() end)
+      local _, err = pcall(orch.run, orch, "x", function() end, stagehand.future("tex"))
+      assert.matches("bad argument 'opts' to run: expected a plain table of options, got stagehand.Future(tex, pending)",
+        err, 1, true)
+      _, err = pcall(orch.when, orch, "k", nil, h)
+      assert.matches("got stagehand.Handle(done already, done)", err, 1, true)
+      _, err = pcall(orch.run, orch, "x", function() end, stagehand.all { h })
+      assert.matches("got stagehand.Group(all of 1, done)", err, 1, true)
+    end)
+
     it("shows a string it was given on one line, cut after 60 bytes with its length", function()
       local _, err = pcall(orch.run, orch, "x", string.rep("k", 10000))
       assert.matches('got "' .. string.rep("k", 57) .. '"... (10000 bytes)', err, 1, true)

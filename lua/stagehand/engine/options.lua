@@ -275,6 +275,9 @@ function M.run_options(o, opts, fn, is_signal, allow_key, depth)
   local lv = 3 + (depth or 0)
   if type(opts) ~= "table" then M.fail(fn, "opts", "a table", opts, lv) end
   if not fields_within_unrolled(opts, allow_key and RUN_FIELDS or WHEN_FIELDS) then
+    -- (a Handle or Future passed where the options go, its own fields
+    -- named as unknown options, read as nonsense)
+    if getmetatable(opts) ~= nil then M.fail(fn, "opts", "a plain table of options", opts, lv) end
     unknown_run_field(opts, fn, allow_key, lv)
   end
   if opts.phase ~= nil and (type(opts.phase) ~= "string" or opts.phase == "") then

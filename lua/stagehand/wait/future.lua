@@ -36,6 +36,8 @@ function Future:reject(err)
 end
 
 function Future:_describe() return "future '" .. self.label .. "'" end
+-- (as a Handle shows itself, in messages and when printed)
+Future.__tostring = function(f) return "stagehand.Future(" .. f.label .. ", " .. (f._st or "pending") .. ")" end
 
 local M = { Future = Future }
 
