@@ -4,7 +4,8 @@
 # Linux). It makes
 #   build/love-kit/stagehand/           the folder a game's folder takes
 #   build/stagehand-VERSION-love.zip    the same folder, zipped, with the
-#                                       LICENSE and a README.txt
+#                                       LICENSE, a README.txt, the guide,
+#                                       the reference and the LuaLS types
 # The folder holds stagehand's Lua files (where LÖVE's require finds them:
 # stagehand/init.lua...) and the native core for each system built here
 # under stagehand/native/OS-ARCH/: Linux's (x86-64, and 64-bit ARM once
@@ -61,6 +62,10 @@ name="stagehand-$version-love"
 mkdir -p "$zipdir/$name"
 cp -R "$kit/stagehand" "$zipdir/$name/"
 cp LICENSE "$zipdir/$name/LICENSE"
+mkdir -p "$zipdir/$name/docs" "$zipdir/$name/types"
+cp docs/guide.md docs/reference.md docs/platforms.md docs/trace.svg docs/love-loading.png docs/love-scene.png \
+  "$zipdir/$name/docs/" # (and the pictures the guide shows)
+cp types/stagehand.lua "$zipdir/$name/types/stagehand.lua" # (for the editor: LuaLS completes the API from it)
 cat >"$zipdir/$name/README.txt" <<TXT
 stagehand $version for LÖVE 11
 
@@ -76,8 +81,11 @@ this works when the game runs as a folder (love mygame), as a .love, or
 fused. Systems not listed need the core built there: see the guide's
 "Shipping a game".
 
-The guide and the reference: docs/guide.md and docs/reference.md in
-stagehand's source.
+docs/guide.md is the guide (its section "Shipping a game" says how each
+kind of build finds stagehand), docs/reference.md every public function,
+docs/platforms.md what is tested where. types/stagehand.lua describes the
+API for an editor that reads LuaLS annotations (VS Code's Lua extension):
+add the types folder to its workspace library, not to the game.
 TXT
 mkdir -p build
 rm -f "build/$name.zip"

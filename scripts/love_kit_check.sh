@@ -19,7 +19,7 @@ zip=build/stagehand-$version-love.zip
 list=$(unzip -l "$zip") || fail "$zip is not a zip"
 for f in stagehand/init.lua stagehand/love.lua stagehand/threads/love_threads.lua \
     stagehand/native/linux-x64/_core.so stagehand/native/linux-arm64/_core.so stagehand/native/windows-x64/_core.dll \
-    LICENSE README.txt; do
+    LICENSE README.txt docs/guide.md docs/reference.md types/stagehand.lua; do
   echo "$list" | grep -q " stagehand-$version-love/$f\$" || fail "$zip has no $f"
 done
 # (the kit's Linux core loads on glibc 2.17 and later: make test-old-glibc
