@@ -71,25 +71,7 @@ if [ "$1" = --specs ]; then
   done
   exit $status
 fi
-cat >"$w/smoke.lua" <<'LUA'
-local stagehand = require "stagehand"
-local orch = stagehand.new { driver = "manual" }
-local pool = stagehand.pool(orch, { module = "squares", size = 2,
-  source = "return { sq = function(x) return x * x end }" })
-local hs, sum = {}, 0
-for i = 1, 20 do hs[i] = pool:run("sq", i) end
-for i = 1, 20 do
-  local st, v = orch:wait(hs[i], 10000)
-  assert(st == "done", tostring(v))
-  sum = sum + v
-end
-local port = stagehand.port()
-local got = orch:run("a job", function(job) job:sleep(5) return port:receive() end)
-port:post(42)
-local st, v = orch:wait(got, 10000)
-orch:wait(pool:destroy(), 10000)
-print(stagehand.backend .. " " .. jit.arch .. " " .. sum .. " " .. st .. " " .. tostring(v))
-LUA
+cp scripts/kit_smoke.lua "$w/smoke.lua"
 for be in ffi c; do
   out=$(run "$be" smoke.lua) || true
   [ "$out" = "$be arm64 2870 done 42" ] || fail "the kit's arm64 core, $be backend, said: $out"

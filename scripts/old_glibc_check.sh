@@ -34,22 +34,7 @@ mkdir -p "$w/kit/stagehand" "$w/here/stagehand"
 cp -R lua "$w/"
 cp build/kit/linux-x64/_core.so "$w/kit/stagehand/_core.so"
 cp build/luajit/stagehand/_core.so "$w/here/stagehand/_core.so"
-cat >"$w/old.lua" <<'LUA'
-local stagehand = require "stagehand"
-local orch = stagehand.new { driver = "manual" }
-local pool = stagehand.pool(orch, { module = "squares", size = 2,
-  source = "return { sq = function(x) return x * x end }" })
-local hs, sum = {}, 0
-for i = 1, 20 do hs[i] = pool:run("sq", i) end
-for i = 1, 20 do
-  local st, v = orch:wait(hs[i], 5000)
-  assert(st == "done", tostring(v))
-  sum = sum + v
-end
-local st, v = orch:wait(orch:run("a job", function(job) job:sleep(5) return 42 end), 5000)
-orch:wait(pool:destroy(), 5000)
-print(stagehand.backend .. " " .. sum .. " " .. st .. " " .. tostring(v))
-LUA
+cp scripts/kit_smoke.lua "$w/old.lua"
 glibc=$(chroot "$root" ldd --version | head -1 | sed 's/.* //')
 run() { # $1: which core, $2: backend
   chroot "$root" sh -c "cd /tmp/stagehand && STAGEHAND_BACKEND=$2 LUA_PATH='lua/?.lua;lua/?/init.lua' \
@@ -57,7 +42,7 @@ run() { # $1: which core, $2: backend
 }
 for be in ffi c; do
   out=$(run kit "$be") || true
-  [ "$out" = "$be 2870 done 42" ] || fail "the kit's core on $suite (glibc $glibc), $be backend, said: $out"
+  [ "$out" = "$be x64 2870 done 42" ] || fail "the kit's core on $suite (glibc $glibc), $be backend, said: $out"
 done
 out=$(run here ffi) && fail "the core built here loaded on glibc $glibc: the check proves nothing"
 echo "$out" | grep -q "version .GLIBC_2\.3[4-9]. not found" || fail "the core built here failed otherwise: $out"
@@ -76,4 +61,4 @@ echo "$out" | grep -q "on the ffi backend" || fail "$love on $suite: examples/lo
 echo "$out" | grep -Eq "^loaded 12 of 14 textures \(2 stand-ins\); decoded on [0-9]+ LÖVE worker" ||
   fail "$love on $suite: examples/love with the kit did not load every texture: $out"
 echo "$love on $suite ran examples/love with the kit's folder: 12 of 14 textures, 2 stand-ins"
-echo "the kit's core ran a job and a pool of 2 threads on $suite (glibc $glibc), on both backends; the core built here did not load there and said why"
+echo "the kit's core ran a pool of 2 threads and a job receiving from a port on $suite (glibc $glibc), on both backends; the core built here did not load there and said why"
