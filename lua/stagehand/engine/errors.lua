@@ -17,11 +17,6 @@ M.Error = Error
 
 local KINDS = { failed = true, stalled = true, cancelled = true, cycle = true, timeout = true }
 
---- tostring of a value the game handed in (what work raised, an abort
---- reason, what a priority function returned) that cannot raise: a
---- __tostring that raises, or returns something other than a string, is
---- described instead. A message is made in the middle of ending a job,
---- where a raise would leave it half ended.
 -- A string as a message shows it: quoted, on one line (a newline or a
 -- control byte written as \n, \r, \t or \ddd), and cut after `max`
 -- bytes (at a character's start) with how long it was: a 10 MB string
@@ -40,6 +35,11 @@ local function quote(str, max)
 end
 M.quote = quote
 
+--- tostring of a value the game handed in (what work raised, an abort
+--- reason, what a priority function returned) that cannot raise: a
+--- __tostring that raises, or returns something other than a string, is
+--- described instead. A message is made in the middle of ending a job,
+--- where a raise would leave it half ended.
 local function show(v)
   if v ~= v then return "nan" end -- (Lua 5.4 on Linux prints 0/0 as "-nan", LuaJIT as "nan")
   local ok, s = pcall(tostring, v)
