@@ -8,7 +8,8 @@
 # the core `make build` makes here (glibc 2.36's symbol versions) must
 # fail to load, saying which version it lacks; and Debian 11's LÖVE (11.3)
 # must run examples/love with the kit's folder dropped in, under its own
-# Xvfb, loading every texture on LÖVE worker threads. Needs root (chroot).
+# Xvfb, loading every texture on LÖVE worker threads, and pass the LÖVE
+# specs (spec/love) with it. Needs root (chroot).
 set -e
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
@@ -56,9 +57,17 @@ mount -t proc proc "$root/proc"
 trap 'umount "$root/proc" 2>/dev/null || true' EXIT
 love=$(chroot "$root" love --version 2>&1 | head -1)
 out=$(chroot "$root" sh -c 'cd /tmp && timeout 120 xvfb-run -a love /tmp/game --screenshot /tmp/game/shot.png 2>&1') || true
+# (and the LÖVE specs, spec/love, with the kit's folder in them)
+rm -rf "$root/tmp/lovespec"
+mkdir -p "$root/tmp/lovespec"
+cp -R spec/love/. "$root/tmp/lovespec/"
+cp -R build/love-kit/stagehand "$root/tmp/lovespec/stagehand"
+specs=$(chroot "$root" sh -c 'cd /tmp && timeout 300 xvfb-run -a love /tmp/lovespec 2>&1') || true
 umount "$root/proc"
 echo "$out" | grep -q "on the ffi backend" || fail "$love on $suite: examples/love with the kit did not run on the FFI backend: $out"
 echo "$out" | grep -Eq "^loaded 12 of 14 textures \(2 stand-ins\); decoded on [0-9]+ LÖVE worker" ||
   fail "$love on $suite: examples/love with the kit did not load every texture: $out"
-echo "$love on $suite ran examples/love with the kit's folder: 12 of 14 textures, 2 stand-ins"
+summary=$(echo "$specs" | grep -E "^love: [0-9]+ passed, [0-9]+ failed")
+echo "$summary" | grep -q ", 0 failed" || fail "$love on $suite: the LÖVE specs with the kit: ${summary:-no summary}: $specs"
+echo "$love on $suite ran examples/love with the kit's folder (12 of 14 textures, 2 stand-ins) and the LÖVE specs (${summary#love: })"
 echo "the kit's core ran a pool of 2 threads and a job receiving from a port on $suite (glibc $glibc), on both backends; the core built here did not load there and said why"
