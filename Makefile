@@ -31,7 +31,7 @@ INC_lua5.1 := /usr/include/lua5.1
 
 SANITIZE := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
-.PHONY: bench-love love-dist love-kit test-old-glibc test-arm64 rock windows test-windows test-windows-c portable all deps build docs test test-c test-oom tsan c-host test-lua demo bench bench-count env clean sanitize check-warnings chaos soak-threads fuzz valgrind
+.PHONY: bench-love love-dist love-kit test-systems test-arm64 rock windows test-windows test-windows-c portable all deps build docs test test-c test-oom tsan c-host test-lua demo bench bench-count env clean sanitize check-warnings chaos soak-threads fuzz valgrind
 
 all: build
 
@@ -335,12 +335,12 @@ love-kit: build $(KIT_CORE) $(KIT_CORE_ARM64) windows
 test-arm64: $(KIT_CORE_ARM64)
 	@sh scripts/arm64_check.sh --specs
 
-# The kit's Linux core on an older system, and in an older LÖVE: Debian 11
-# (glibc 2.31, LÖVE 11.3) debootstrapped into build/oldroot once (scripts/old_glibc_check.sh; needs
-# root and Debian 11 on the package mirror, so make test checks only the
-# versions the core asks for).
-test-old-glibc: build $(KIT_CORE)
-	@sh scripts/old_glibc_check.sh
+# The kit on other Debian systems (scripts/systems_check.sh): Debian 11
+# (glibc 2.31, LÖVE 11.3) and Debian 13 (LÖVE 11.5), debootstrapped into
+# build/oldroot once. Needs root, and those suites on the package mirror,
+# so make test checks only the glibc versions the kit's cores ask for.
+test-systems: build $(KIT_CORE)
+	@sh scripts/systems_check.sh
 
 # A LÖVE game folder that uses stagehand, packaged for players
 # (scripts/love_dist.sh): build/love/NAME.love and a fused Linux build.

@@ -22,7 +22,7 @@ for f in stagehand/init.lua stagehand/love.lua stagehand/threads/love_threads.lu
     LICENSE README.txt docs/guide.md docs/reference.md types/stagehand.lua; do
   echo "$list" | grep -q " stagehand-$version-love/$f\$" || fail "$zip has no $f"
 done
-# (the kit's Linux core loads on glibc 2.17 and later: make test-old-glibc
+# (the kit's Linux core loads on glibc 2.17 and later: make test-systems
 # runs it on Debian 11's)
 for sys in linux-x64 linux-arm64; do
   linux=build/love-kit/stagehand/native/$sys/_core.so
