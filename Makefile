@@ -337,8 +337,9 @@ test-arm64: $(KIT_CORE_ARM64)
 
 # The kit on other Debian systems (scripts/systems_check.sh): Debian 11
 # (glibc 2.31, LÖVE 11.3) and Debian 13 (LÖVE 11.5), debootstrapped into
-# build/oldroot once. Needs root, and those suites on the package mirror,
-# so make test checks only the glibc versions the kit's cores ask for.
+# build/oldroot once. Needs root, and those suites on the package mirror:
+# make test runs Debian 13's (the current stable) and checks the glibc
+# versions the kit's cores ask for.
 test-systems: build $(KIT_CORE)
 	@sh scripts/systems_check.sh
 

@@ -162,6 +162,8 @@ check "make love-kit: its folder dropped into a game run from /tmp with no envir
   sh scripts/love_kit_check.sh
 check "the kit's 64-bit ARM Linux core under qemu: a job, a pool of 2 threads and a port, on both backends" \
   sh scripts/arm64_check.sh
+check "the kit on Debian 13, debootstrapped: its core on both backends, examples/love and the LÖVE specs in LÖVE 11.5" \
+  env SYSTEMS=trixie sh scripts/systems_check.sh
 check "a core exporting only luaopen: LuaJIT names the missing function and says once that it runs the C module" \
   sh scripts/ffi_fallback_check.sh
 # The engines that link Lua and stagehand's core into themselves: no
