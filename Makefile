@@ -353,5 +353,8 @@ check-warnings:
 	@mkdir -p build
 	$(CC) $(CFLAGS_CORE) -Werror -I$(INC_lua5.4) -fsyntax-only $(CORE_SRC) $(MODULE_SRC)
 
+# (a /proc the systems check mounted in a root, left by a killed run, is
+# unmounted first: rm must not walk into it)
 clean:
+	@for m in build/oldroot/*/proc; do if mountpoint -q "$$m" 2>/dev/null; then umount "$$m"; fi; done
 	rm -rf build
