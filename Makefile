@@ -354,7 +354,9 @@ check-warnings:
 	$(CC) $(CFLAGS_CORE) -Werror -I$(INC_lua5.4) -fsyntax-only $(CORE_SRC) $(MODULE_SRC)
 
 # (a /proc the systems check mounted in a root, left by a killed run, is
-# unmounted first: rm must not walk into it)
+# unmounted first: rm must not walk into it. An unpacked root's proc may be
+# a link to the system's own /proc, which is left alone.)
 clean:
-	@for m in build/oldroot/*/proc; do if mountpoint -q "$$m" 2>/dev/null; then umount "$$m"; fi; done
+	@for m in build/oldroot/*/proc; do \
+	  if [ ! -L "$$m" ] && mountpoint -q "$$m" 2>/dev/null; then umount "$$m"; fi; done
 	rm -rf build
