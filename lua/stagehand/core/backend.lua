@@ -138,6 +138,10 @@ if not ok then
   local found, looked = native.path()
   local open, why = nil, nil
   if found then open, why = package.loadlib(found, "luaopen_stagehand__core") end
+  if found and not open then -- (Windows: see native.preload)
+    local name = native.preload(found)
+    if name then open, why = package.loadlib(name, "luaopen_stagehand__core") end
+  end
   if open then
     ok, C = pcall(open, "stagehand._core")
   elseif found then -- (in require's words, which wrong_build and wrong_system read)

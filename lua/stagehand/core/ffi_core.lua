@@ -118,6 +118,12 @@ if in_program then
   C = ffi.C
 else
   local loaded, lib = pcall(ffi.load, path)
+  if not loaded then
+    -- (Windows: a path LuaJIT's own call cannot name, loaded by the wide
+    -- one; then found by its file name. native.preload says why.)
+    local name = native.preload(path)
+    if name then loaded, lib = pcall(ffi.load, name) end
+  end
   if not loaded then error("stagehand: the FFI backend cannot load " .. path .. ": " .. tostring(lib), 0) end
   C = lib
 end

@@ -15,10 +15,53 @@ local windows = package.config:sub(1, 1) == "\\"
 --- on every system but Windows.
 M.EXT = windows and "dll" or "so"
 
+-- Windows: LuaJIT opens files and libraries through the system's "ANSI"
+-- calls, which cannot name a path with a character outside the system's
+-- code page. A player whose user folder is "Łukasz" or "小明" has a save
+-- directory that io.open, package.loadlib and ffi.load cannot reach, so
+-- the core written there would load only through LÖVE's own loader (on
+-- the C module). LÖVE's paths are UTF-8: `wide` turns one into the
+-- UTF-16 that the wide calls take.
+local wide
+if windows and rawget(_G, "jit") then
+  local ok, ffi = pcall(require, "ffi")
+  if ok then
+    -- (a game that declared these already keeps its declarations)
+    pcall(ffi.cdef, "int MultiByteToWideChar(unsigned int, unsigned long, const char *, int, wchar_t *, int);")
+    pcall(ffi.cdef, "unsigned long GetFileAttributesW(const wchar_t *);")
+    pcall(ffi.cdef, "void *LoadLibraryW(const wchar_t *);")
+    wide = function(path)
+      local n = ffi.C.MultiByteToWideChar(65001, 0, path, -1, nil, 0)
+      if n <= 0 then return nil end
+      local w = ffi.new("wchar_t[?]", n)
+      if ffi.C.MultiByteToWideChar(65001, 0, path, -1, w, n) <= 0 then return nil end
+      return w, ffi.C
+    end
+  end
+end
+local function beyond_ascii(path) return path:find("[\128-\255]") ~= nil end
+
 local function exists(path)
+  if wide and beyond_ascii(path) then
+    local w, C = wide(path)
+    return w ~= nil and C.GetFileAttributesW(w) ~= 0xFFFFFFFF -- (INVALID_FILE_ATTRIBUTES)
+  end
   local f = io.open(path, "rb")
   if f then f:close() end
   return f ~= nil
+end
+
+--- Windows, a path beyond ASCII (see wide): loads the library there
+--- through the wide call, and returns its file name, under which
+--- ffi.load and package.loadlib then find it among the libraries loaded.
+--- nil anywhere else, or when it cannot be loaded.
+---@param path string
+---@return string?
+function M.preload(path)
+  if not (wide and beyond_ascii(path)) then return nil end
+  local w, C = wide((path:gsub("/", "\\")))
+  if w == nil or C.LoadLibraryW(w) == nil then return nil end
+  return path:match("[^/\\]+$")
 end
 
 --- This system's folder in an archive: "linux-x64", "windows-x64"...
