@@ -1,15 +1,18 @@
 #!/bin/sh
 # make test's check of make love-kit, as a developer who builds nothing
-# uses it: the kit's stagehand folder dropped into a copy of examples/love
-# (which carries none), run as a folder (love DIR) from another working
-# directory with no LUA_PATH or LUA_CPATH, headless under Xvfb, with a
-# fresh save directory: it must load every texture on the FFI backend;
-# without the core for this system it must say which it has. The kit's
-# Linux cores (x86-64 and 64-bit ARM) must ask for no glibc newer than
-# 2.17. The
-# zip must hold the folder, both cores, the LICENSE and the README.txt; the
-# kit's Windows core, stripped as it ships, must load under wine in the
-# LuaJIT that make windows built, on the FFI backend, and run a job.
+# uses it:
+# - the zip holds the folder, the three cores, the LICENSE, the README.txt,
+#   the guide, the reference and the LuaLS types;
+# - the kit's Linux cores (x86-64 and 64-bit ARM) ask for no glibc newer
+#   than 2.17;
+# - its folder dropped into a copy of examples/love (which carries none),
+#   run as a folder (love DIR) from another working directory with no
+#   LUA_PATH or LUA_CPATH, headless under Xvfb, with a fresh save
+#   directory, loads every texture on the FFI backend; without the core
+#   for this system it says which cores it has;
+# - its Windows core, stripped as it ships, loads under wine in the LuaJIT
+#   that make windows built, on the FFI backend, and runs a job; and so it
+#   does, on both backends, from a save directory beyond ASCII.
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top" || exit 1
 fail() { echo "love-kit check: $1"; exit 1; }
