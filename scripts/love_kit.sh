@@ -5,7 +5,8 @@
 #   build/love-kit/stagehand/           the folder a game's folder takes
 #   build/stagehand-VERSION-love.zip    the same folder, zipped, with the
 #                                       LICENSE, a README.txt, the guide,
-#                                       the reference and the LuaLS types
+#                                       the reference, the LuaLS types and
+#                                       the core's sources with src/build.sh
 # The folder holds stagehand's Lua files (where LÖVE's require finds them:
 # stagehand/init.lua...) and the native core for each system built here
 # under stagehand/native/OS-ARCH/: Linux's (x86-64, and 64-bit ARM once
@@ -66,6 +67,16 @@ mkdir -p "$zipdir/$name/docs" "$zipdir/$name/types"
 cp docs/guide.md docs/reference.md docs/platforms.md docs/trace.svg docs/love-loading.png docs/love-scene.png \
   "$zipdir/$name/docs/" # (and the pictures the guide shows)
 cp types/stagehand.lua "$zipdir/$name/types/stagehand.lua" # (for the editor: LuaLS completes the API from it)
+# (and the core's sources, to build it where the kit has no core: src/build.sh)
+mkdir -p "$zipdir/$name/src/csrc/platform" "$zipdir/$name/src/include"
+cp -R csrc/core csrc/lua "$zipdir/$name/src/csrc/"
+cp -R csrc/platform/unix csrc/platform/sh_platform.h "$zipdir/$name/src/csrc/platform/"
+cp scripts/kit_build.sh "$zipdir/$name/src/build.sh"
+cp scripts/probe.sh "$zipdir/$name/src/probe.sh"
+cp "${LUAJIT_INC:-/usr/include/luajit-2.1}"/lua.h "${LUAJIT_INC:-/usr/include/luajit-2.1}"/luaconf.h \
+  "${LUAJIT_INC:-/usr/include/luajit-2.1}"/lauxlib.h "${LUAJIT_INC:-/usr/include/luajit-2.1}"/lualib.h \
+  "${LUAJIT_INC:-/usr/include/luajit-2.1}"/luajit.h "$zipdir/$name/src/include/"
+cp /usr/share/doc/libluajit-5.1-dev/copyright "$zipdir/$name/src/include/COPYRIGHT.LuaJIT"
 cat >"$zipdir/$name/README.txt" <<TXT
 stagehand $version for LÖVE 11
 
@@ -75,11 +86,16 @@ Put the stagehand folder in your game's folder, beside main.lua:
     mygame/stagehand/init.lua ...
 
 then require "stagehand" (and "stagehand.love") as usual. It holds the
-native core for: $systems. On the first run stagehand writes the one for
-the player's system to the game's save directory, where LÖVE finds it;
-this works when the game runs as a folder (love mygame), as a .love, or
-fused. Systems not listed need the core built there: see the guide's
-"Shipping a game".
+native core for: $systems. On the first run stagehand
+writes the one for the player's system to the game's save directory,
+where LÖVE finds it; this works when the game runs as a folder (love
+mygame), as a .love, or fused.
+
+For a system not listed (a Mac, say), build the core there:
+"sh src/build.sh" needs only a C compiler (Xcode's command line tools on
+a Mac) and adds the core to this kit's folder, as
+stagehand/native/SYSTEM/_core.so; then put the folder in the game. The
+guide's "Shipping a game" says more.
 
 docs/guide.md is the guide (its section "Shipping a game" says how each
 kind of build finds stagehand), docs/reference.md every public function,

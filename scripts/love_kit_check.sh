@@ -2,7 +2,8 @@
 # make test's check of make love-kit, as a developer who builds nothing
 # uses it:
 # - the zip holds the folder, the three cores, the LICENSE, the README.txt,
-#   the guide, the reference and the LuaLS types;
+#   the guide, the reference, the LuaLS types and the core's sources, and
+#   its src/build.sh builds a core that runs (a pool, a job, a port);
 # - the kit's Linux cores (x86-64 and 64-bit ARM) ask for no glibc newer
 #   than 2.17;
 # - its folder dropped into a copy of examples/love (which carries none),
@@ -22,7 +23,8 @@ zip=build/stagehand-$version-love.zip
 list=$(unzip -l "$zip") || fail "$zip is not a zip"
 for f in stagehand/init.lua stagehand/love.lua stagehand/threads/love_threads.lua \
     stagehand/native/linux-x64/_core.so stagehand/native/linux-arm64/_core.so stagehand/native/windows-x64/_core.dll \
-    LICENSE README.txt docs/guide.md docs/reference.md types/stagehand.lua; do
+    LICENSE README.txt docs/guide.md docs/reference.md types/stagehand.lua src/build.sh src/include/lua.h \
+    src/include/COPYRIGHT.LuaJIT src/csrc/core/stagehand.h; do
   echo "$list" | grep -q " stagehand-$version-love/$f\$" || fail "$zip has no $f"
 done
 # (the kit's Linux core loads on glibc 2.17 and later: make test-systems
@@ -38,8 +40,24 @@ for sys in linux-x64 linux-arm64; do
     $dump -p "$linux" | grep -q "NEEDED *$lib" || fail "the kit's $sys core does not name $lib, where old glibc has threads"
   done
 done
+# (src/build.sh, as a developer on a system the kit has no core for runs
+# it: from the unzipped kit, with that system's core taken out)
+unz=$(mktemp -d)
+trap 'rm -rf "$unz"' EXIT
+(cd "$unz" && unzip -q "$top/$zip")
+kit_dir=$unz/stagehand-$version-love
+rm -rf "$kit_dir/stagehand/native/linux-x64"
+built=$(sh "$kit_dir/src/build.sh") || fail "the kit's src/build.sh failed"
+[ "$built" = "stagehand/native/linux-x64/_core.so" ] || fail "src/build.sh wrote $built"
+mkdir -p "$unz/run/stagehand"
+cp "$kit_dir/stagehand/native/linux-x64/_core.so" "$unz/run/stagehand/_core.so"
+for be in ffi c; do
+  out=$(cd "$unz/run" && env -u LUA_CPATH STAGEHAND_BACKEND=$be LUA_PATH="$top/lua/?.lua;$top/lua/?/init.lua" \
+    LUA_CPATH="./?.so" luajit "$top/scripts/kit_smoke.lua" 2>&1)
+  [ "$out" = "$be x64 2870 done 42" ] || fail "the core src/build.sh built, $be backend, said: $out"
+done
 game=$(mktemp -d)
-trap 'rm -rf "$game"' EXIT
+trap 'rm -rf "$unz" "$game"' EXIT
 cp -R examples/love/. "$game/"
 [ ! -e "$game/stagehand" ] || fail "examples/love carries a stagehand folder of its own"
 cp -R build/love-kit/stagehand "$game/stagehand"
@@ -58,7 +76,7 @@ echo "$out" | grep -Fq "require: stagehand: cannot find its native core (stageha
   fail "a kit without this system's core did not say so: $out"
 # (the Windows core as it ships: stripped, its exports whole)
 win=$(mktemp -d)
-trap 'rm -rf "$game" "$win"' EXIT
+trap 'rm -rf "$unz" "$game" "$win"' EXIT
 cp build/windows/luajit.exe build/windows/lua51.dll "$win/"
 mkdir -p "$win/lua" "$win/stagehand"
 cp -R lua/stagehand "$win/lua/"
