@@ -139,8 +139,8 @@ function M.missing(looked)
     end
     table.sort(have)
     msg = msg .. (#have > 0 and " The game carries cores for " .. table.concat(have, ", ") .. " under"
-      .. " stagehand/native/, but none for " .. here .. ": build it on " .. here .. " (luarocks make, or"
-      .. " stagehand's Makefile) and add it as stagehand/native/" .. here .. "/_core." .. M.EXT .. "."
+      .. " stagehand/native/, but none for " .. here .. ": build it on " .. here .. " (sh src/build.sh in"
+      .. " stagehand's love-kit zip) and add it as stagehand/native/" .. here .. "/_core." .. M.EXT .. "."
       or " Put the stagehand folder that make love-kit makes (the Lua files and the cores) in the game's"
       .. " folder, beside main.lua.")
   else
