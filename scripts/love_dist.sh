@@ -4,8 +4,9 @@
 # (build/love/NAME: the love executable with the archive appended, as LÖVE
 # fuses one). The archive holds the game, stagehand's Lua files (where
 # LÖVE's require finds them: stagehand/init.lua...), and the native core
-# for each system built here under stagehand/native/OS-ARCH/ (Linux's, and
-# Windows' after make windows), which stagehand writes to the save
+# for each system built here under stagehand/native/OS-ARCH/ (the kit's:
+# Linux's for x86-64 and 64-bit ARM, and Windows' after make windows),
+# which stagehand writes to the save
 # directory on the first run, where LÖVE's C loader and the FFI backend
 # find it. `love build/love/NAME.love` then runs from any working
 # directory with no environment variables.
