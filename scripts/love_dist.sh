@@ -6,10 +6,9 @@
 # LÖVE's require finds them: stagehand/init.lua...), and the native core
 # for each system built here under stagehand/native/OS-ARCH/ (the kit's:
 # Linux's for x86-64 and 64-bit ARM, and Windows' after make windows),
-# which stagehand writes to the save
-# directory on the first run, where LÖVE's C loader and the FFI backend
-# find it. `love build/love/NAME.love` then runs from any working
-# directory with no environment variables.
+# which stagehand writes to the save directory on the first run, where
+# LÖVE's C loader and the FFI backend find it. `love build/love/NAME.love`
+# then runs from any working directory with no environment variables.
 set -e
 top=$(cd "$(dirname "$0")/.." && pwd)
 game=${1:?usage: make love-dist GAME=DIR}
