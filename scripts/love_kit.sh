@@ -73,9 +73,8 @@ cp -R csrc/core csrc/lua "$zipdir/$name/src/csrc/"
 cp -R csrc/platform/unix csrc/platform/sh_platform.h "$zipdir/$name/src/csrc/platform/"
 cp scripts/kit_build.sh "$zipdir/$name/src/build.sh"
 cp scripts/probe.sh "$zipdir/$name/src/probe.sh"
-cp "${LUAJIT_INC:-/usr/include/luajit-2.1}"/lua.h "${LUAJIT_INC:-/usr/include/luajit-2.1}"/luaconf.h \
-  "${LUAJIT_INC:-/usr/include/luajit-2.1}"/lauxlib.h "${LUAJIT_INC:-/usr/include/luajit-2.1}"/lualib.h \
-  "${LUAJIT_INC:-/usr/include/luajit-2.1}"/luajit.h "$zipdir/$name/src/include/"
+inc=${LUAJIT_INC:-/usr/include/luajit-2.1}
+cp "$inc/lua.h" "$inc/luaconf.h" "$inc/lauxlib.h" "$inc/lualib.h" "$inc/luajit.h" "$zipdir/$name/src/include/"
 cp /usr/share/doc/libluajit-5.1-dev/copyright "$zipdir/$name/src/include/COPYRIGHT.LuaJIT"
 cat >"$zipdir/$name/README.txt" <<TXT
 stagehand $version for LÖVE 11

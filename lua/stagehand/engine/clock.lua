@@ -1,5 +1,5 @@
 local settle = require "stagehand.engine.settle"
-local errors = require "stagehand.engine.errors"
+local describe = require("stagehand.engine.options").describe
 
 local M = {}
 
@@ -9,8 +9,7 @@ local M = {}
 -- from deep in the core that leaves a job half made or a step half run.
 
 local function bad_clock(now)
-  local got = type(now) == "string" and errors.quote(now, 60) or now ~= now and "nan" or tostring(now)
-  error("stagehand: the clock returned " .. got .. "; it must return a finite number of milliseconds", 0)
+  error("stagehand: the clock returned " .. describe(now) .. "; it must return a finite number of milliseconds", 0)
 end
 M.bad_clock = bad_clock
 
