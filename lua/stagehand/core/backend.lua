@@ -76,13 +76,7 @@ if want ~= "c" and rawget(_G, "jit") then
   ffi_why = ffi_core
 end
 
--- The runtime running now, and the name `make env LUA=...` knows it by.
-local function this_runtime()
-  if rawget(_G, "jit") then return "LuaJIT", "luajit" end
-  if _VERSION == "Lua 5.4" then return "Lua 5.4", "lua5.4" end
-  if _VERSION == "Lua 5.1" then return "Lua 5.1", "lua5.1" end
-  return _VERSION, "luajit, lua5.4 or lua5.1"
-end
+local native = require "stagehand.core.native"
 
 -- A C module built for another runtime fails to load with the dynamic
 -- linker's "undefined symbol: lua_objlen" (a 5.1/LuaJIT build under 5.4)
@@ -97,7 +91,7 @@ local function wrong_build(err)
     built = (sym == "lua_objlen" or sym == "lua_setfenv" or sym == "lua_getfenv") and "Lua 5.1 or LuaJIT"
       or "Lua 5.4"
   end
-  local name, make_name = this_runtime()
+  local name, make_name = native.runtime()
   if built == name or (built == "Lua 5.1 or LuaJIT" and make_name ~= "lua5.4") then
     -- Built for this runtime after all: the program that runs it links Lua
     -- in and does not export Lua's functions to the libraries it loads.
@@ -111,7 +105,6 @@ local function wrong_build(err)
     .. ")\" in stagehand's tree, or install the rock with this runtime's luarocks."
 end
 
-local native = require "stagehand.core.native"
 -- A core built for another system or processor: the loader's own words
 -- for it (ELF's, Mach-O's, Windows' error 193), and what would fix it.
 local function wrong_system(err)

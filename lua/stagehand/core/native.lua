@@ -119,6 +119,15 @@ local searchpath = package.searchpath or function(name, path)
   return nil, table.concat(tried)
 end
 
+--- The runtime running now, and the name `make env LUA=...` knows it by.
+---@return string, string
+function M.runtime()
+  if rawget(_G, "jit") then return "LuaJIT", "luajit" end
+  if _VERSION == "Lua 5.4" then return "Lua 5.4", "lua5.4" end
+  if _VERSION == "Lua 5.1" then return "Lua 5.1", "lua5.1" end
+  return _VERSION, "luajit, lua5.4 or lua5.1"
+end
+
 --- Why no core was found, for a developer to act on: which system's core
 --- is wanted, the systems a LÖVE game carries cores for (a folder from
 --- make love-kit, say, with Windows' and Linux' only, run on a Mac), the
@@ -144,7 +153,7 @@ function M.missing(looked)
       or " Put the stagehand folder that make love-kit makes (the Lua files and the cores) in the game's"
       .. " folder, beside main.lua.")
   else
-    local rt = rawget(_G, "jit") and "luajit" or _VERSION == "Lua 5.4" and "lua5.4" or "lua5.1"
+    local _, rt = M.runtime()
     msg = msg .. " Build it (make build in stagehand's tree, or luarocks make) and put it on package.cpath:"
       .. " in stagehand's tree, eval \"$(make -s env LUA=" .. rt .. ")\" sets the paths."
   end
