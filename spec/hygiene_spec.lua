@@ -352,6 +352,144 @@ describe("hygiene", function()
       ]]))
       assert.equal("cancelled", chunk(stagehand, T))
     end)
+
+    -- A coroutine that ends with an error, or is never resumed again, does
+    -- not unwind: its to-be-closed variables close only when something
+    -- calls coroutine.close. Work that holds a file in one expects it
+    -- closed however the job ends.
+    describe("closes the to-be-closed variables of work", function()
+      -- run(orch, body): runs body(job, held) as a job's work, where held
+      -- makes a to-be-closed value that records the error it closed with.
+      -- closing(value, fn) runs fn with value held in a to-be-closed
+      -- variable. (In chunks: the spec file itself parses on every runtime.)
+      local make = assert(load([[
+        local closes = ...
+        local function closing(value, fn)
+          local held <close> = value
+          return fn()
+        end
+        return function(body)
+          return function(job)
+            local function held(name, raise)
+              return setmetatable({}, { __close = function(_, err)
+                closes[#closes + 1] = { name = name, err = err }
+                if raise then error(raise, 0) end
+              end })
+            end
+            local run_body <close> = held("work")
+            return body(job, held)
+          end
+        end, closing
+      ]]))
+      local closes, work, closing
+      before_each(function()
+        closes = {}
+        work, closing = make(closes)
+      end)
+      it("when the work raises, with the error it raised", function()
+        local orch = quiet()
+        local h = orch:run("x", work(function() error("no such file", 0) end))
+        assert.equal("failed", h:state())
+        assert.equal(1, #closes)
+        assert.equal("no such file", closes[1].err)
+        assert.equal("no such file", select(2, h:result()).cause)
+        assert.no_leaks(orch)
+      end)
+
+      it("when it is cancelled, stalls or its orchestrator closes while it waits", function()
+        local orch = T.new { log = function() end, stall_ms = 1000 }
+        local f = stagehand.future()
+        local a = orch:run("a", work(function(job) job:await(f) end))
+        local b = orch:run("b", work(function(job) job:sleep(1e6) end))
+        local c = orch:run("c", work(function(job) job:await(f) end), { stall_ms = 1e9 })
+        a:cancel("not needed")
+        T.settle(orch, 2000)
+        assert.equal("cancelled", a:state())
+        assert.equal("stalled", b:state())
+        assert.equal(2, #closes)
+        orch:close("quit")
+        T.settle(orch, 10)
+        assert.equal(3, #closes)
+        for i, h in ipairs { a, b, c } do
+          assert.equal(select(2, h:result()), closes[i].err) -- the job's own end
+        end
+        assert.no_leaks(orch)
+      end)
+
+      it("once, when the work returns", function()
+        local orch = quiet()
+        local h = orch:run("x", work(function(job) job:sleep(0) return "ok" end))
+        T.settle(orch, 10)
+        assert.same({ "done", "ok" }, { h:result() })
+        assert.equal(1, #closes)
+        assert.is_nil(closes[1].err)
+      end)
+
+      it("when the work yields past stagehand", function()
+        local orch = quiet()
+        local h = orch:run("x", work(function() coroutine.yield("stray") end))
+        assert.equal("failed", h:state())
+        assert.equal(1, #closes) -- (closed as a suspended coroutine is: with no error)
+        assert.matches("coroutine.yield", tostring(select(2, h:result())))
+      end)
+
+      it("when an ended job's work keeps catching its end and waiting", function()
+        local orch = quiet()
+        local tries = 0
+        local h = orch:run("x", work(function(job)
+          while true do
+            tries = tries + 1
+            pcall(job.sleep, job, 10)
+          end
+        end))
+        h:cancel("enough")
+        T.settle(orch, 100)
+        assert.equal("cancelled", h:state())
+        assert.is_true(tries > 100)
+        assert.equal(1, #closes)
+        assert.no_leaks(orch)
+      end)
+
+      it("innermost first, and an error a closing method raises becomes the job's", function()
+        local orch = quiet()
+        local h = orch:run("x", work(function(job, held)
+          return closing(held("outer", "could not flush"), function()
+            return closing(held("inner"), function()
+              job:sleep(0)
+              error("read failed", 0)
+            end)
+          end)
+        end))
+        T.settle(orch, 10)
+        assert.same({ "inner", "outer", "work" }, { closes[1].name, closes[2].name, closes[3].name })
+        assert.equal("read failed", closes[1].err)
+        assert.equal("could not flush", closes[3].err)
+        assert.equal("failed", h:state())
+        assert.equal("could not flush", select(2, h:result()).cause)
+        assert.no_leaks(orch)
+      end)
+
+      it("and a closing method may end other jobs or start new ones", function()
+        local orch = quiet()
+        local f = stagehand.future()
+        local other = orch:run("other", function(job) return job:await(f) end)
+        local started
+        local h = orch:run("x", work(function(job)
+          return closing(setmetatable({}, { __close = function()
+            other:cancel("its user failed")
+            started = orch:run("retry", function(j) j:sleep(0) return "again" end)
+          end }), function()
+            job:sleep(0)
+            error("bad", 0)
+          end)
+        end))
+        T.settle(orch, 10)
+        assert.equal("failed", h:state())
+        assert.equal("cancelled", other:state())
+        assert.same({ "done", "again" }, { started:result() })
+        assert.no_leaks(orch)
+      end)
+    end)
   end
 end)
 

@@ -32,4 +32,18 @@ local function on_collect(fn)
   return setmetatable({}, { __gc = fn })
 end
 
-return { each = next, on_collect = on_collect }
+-- close_coroutine(co, err, died): Lua 5.4 does not unwind a coroutine that
+-- dies with an error or is never resumed, so its to-be-closed variables
+-- close only in coroutine.close. This closes co (dead or suspended) and
+-- returns err, or what a closing method raised in its place (an error
+-- other than the one co `died` with), as a pcall would have it. Before
+-- 5.4 there is nothing to close.
+local co_close = coroutine.close
+local function close_coroutine(co, err, died)
+  if not co_close then return err end
+  local ok, raised = co_close(co)
+  if ok or rawequal(raised, died) then return err end
+  return raised
+end
+
+return { each = next, on_collect = on_collect, close_coroutine = close_coroutine }

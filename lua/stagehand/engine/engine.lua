@@ -15,7 +15,8 @@
 local B = require "stagehand.core.backend"
 local errors = require "stagehand.engine.errors"
 local settle = require "stagehand.engine.settle"
-local each = require("stagehand.core.compat").each
+local compat = require "stagehand.core.compat"
+local each = compat.each
 local signal = require "stagehand.engine.signal"
 local logm = require "stagehand.engine.log"
 local F = require "stagehand.engine.fields"
@@ -286,11 +287,16 @@ E.report_unhandled = records.report_unhandled -- (the failures nobody heard, log
 local DONE = setmetatable({}, { __name = "stagehand.DONE" })
 local function body(work, job) return pack(work(job)), DONE end
 
--- What a yield that could not leave the coroutine raised: "attempt to yield
--- across a C-call boundary" (5.4, 5.1: "... metamethod/C-call boundary";
--- LuaJIT: "attempt to yield across C-call boundary").
-local function unyieldable(e)
-  return type(e) == "string" and e:find("attempt to yield", 1, true) ~= nil
+local unyieldable = errors.unyieldable
+
+-- Fails a job whose coroutine is left dead by an error, or is never to be
+-- resumed, once that coroutine is closed: Lua 5.4 closes the work's
+-- to-be-closed variables then, and not otherwise (compat.lua). A closing
+-- method may raise in err's place, or end the job itself.
+local closed = compat.close_coroutine
+local function fail_closed(job, co, err, died, tb)
+  err = closed(co, err, died)
+  if not job[STATE] then E.fail(job, err, tb) end
 end
 
 local function after_resume(job, co, prev, prev_at, ok, a, done)
@@ -302,8 +308,7 @@ local function after_resume(job, co, prev, prev_at, ok, a, done)
     -- game's own. The job leaves what it waited on and fails, saying so.
     local err = E.unyielded(job, not ok and a or nil)
     job[CO] = false
-    E.fail(job, err, traceback(co, err))
-    return
+    return fail_closed(job, co, err, not ok and a or nil, traceback(co, err))
   end
   if done == DONE and ok then
     local packed = a
@@ -315,19 +320,15 @@ local function after_resume(job, co, prev, prev_at, ok, a, done)
   if not ok then
     if job[W] and not job[STATE] then unpark(job) end -- (a wait that raised after it parked)
     job[CO] = false
-    if job[STATE] then return end
-    E.fail(job, a, traceback(co, errors.describe_raised(a)))
-    return
+    if job[STATE] then closed(co, a, a) return end -- (its cleanup after an abort)
+    return fail_closed(job, co, a, a, traceback(co, errors.describe_raised(a)))
   end
-  do
-    -- work (or something it called) yielded past stagehand; resuming it
-    -- later would hand it values it does not expect.
-    job[CO] = false
-    if not job[STATE] then
-      E.fail(job, "work yielded with coroutine.yield; inside a job, wait with job:await, "
-        .. "job:call, job:sleep or job:slice", traceback(co))
-    end
-  end
+  -- work (or something it called) yielded past stagehand; resuming it
+  -- later would hand it values it does not expect.
+  job[CO] = false
+  if job[STATE] then closed(co) return end
+  fail_closed(job, co, "work yielded with coroutine.yield; inside a job, wait with job:await, "
+    .. "job:call, job:sleep or job:slice", nil, traceback(co))
 end
 
 --- Resumes a job's coroutine; `work` is given on its first resume only. A
@@ -456,11 +457,7 @@ function E.unyielded(job, raised)
   unpark(job)
   local what = WAIT_NAMES[w] or (type(w) == "table" and w.kind == "pool" and "job:slot")
     or (type(w) == "table" and w.kind == "budget" and "job:permit") or "job:await"
-  local msg = what .. " in " .. job[LABEL] .. " could not suspend the job: a wait must be made in the"
-    .. " job's own coroutine, not inside a C function's callback (string.gsub, table.sort, ...), a"
-    .. " coroutine of the game's own, or (Lua 5.1) a plain pcall (use job:pcall)"
-  if raised ~= nil then msg = msg .. " [" .. errors.one_line(raised) .. "]" end
-  return msg
+  return errors.unyielded(what, job[LABEL], raised)
 end
 
 ---------------------------------------------------------------------------

@@ -215,6 +215,23 @@ end
 ---@param e any
 ---@param kind? string
 ---@return boolean
+-- What a yield that could not leave the coroutine raised: "attempt to yield
+-- across a C-call boundary" (5.4, 5.1: "... metamethod/C-call boundary";
+-- LuaJIT: "attempt to yield across C-call boundary").
+function M.unyieldable(e)
+  return type(e) == "string" and e:find("attempt to yield", 1, true) ~= nil
+end
+
+-- Why a job's wait (`what`) could not suspend it, with what the failed
+-- yield raised, if anything.
+function M.unyielded(what, label, raised)
+  local msg = what .. " in " .. label .. " could not suspend the job: a wait must be made in the"
+    .. " job's own coroutine, not inside a C function's callback (string.gsub, table.sort, ...), a"
+    .. " coroutine of the game's own, or (Lua 5.1) a plain pcall (use job:pcall)"
+  if raised ~= nil then msg = msg .. " [" .. one_line(raised) .. "]" end
+  return msg
+end
+
 function M.is_error(e, kind)
   if getmetatable(e) ~= Error then return false end
   return kind == nil or e.kind == kind

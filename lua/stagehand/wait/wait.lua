@@ -57,7 +57,7 @@ local function raise_ended(job)
   late[job] = n
   if n > LATE_LIMIT then
     job[CO] = false
-    co_yield(PARK) -- never resumed: the coroutine is dropped
+    co_yield() -- never resumed: the coroutine is dropped (and closed: engine.lua)
   end
   local err = job[STATE] ~= "done" and job[OUT] or nil
   if err == nil then
@@ -75,7 +75,7 @@ local function raise_late(job, what)
   late[job] = n
   if n > LATE_LIMIT and E.current == job then
     job[CO] = false
-    co_yield(PARK) -- never resumed: the coroutine is dropped
+    co_yield() -- never resumed: the coroutine is dropped (and closed: engine.lua)
   end
   local st, ended = job[STATE], job[OUT]
   local at = errors.where(3)
