@@ -700,3 +700,78 @@ describe("runs made inside one another's first run", function()
     assert.no_leaks(orch)
   end)
 end)
+
+describe("a second copy of stagehand in the same Lua state", function()
+  -- A game that reloads its code by clearing package.loaded requires
+  -- stagehand again, and holds objects of both copies. Each copy's job
+  -- took the other's Future for one of its own, so the Future's settle
+  -- woke nothing: the job hung until its stall, and dump() raised.
+  local function second_copy()
+    local function ours()
+      local found = {}
+      for name, m in pairs(package.loaded) do
+        if name == "stagehand" or name:find("^stagehand%.") then found[name] = m end
+      end
+      for name in pairs(found) do package.loaded[name] = nil end
+      return found
+    end
+    local first = ours()
+    local ok, copy = pcall(require, "stagehand")
+    ours()
+    for name, m in pairs(first) do package.loaded[name] = m end
+    assert(ok, copy)
+    assert.are_not.equal(stagehand, copy)
+    return copy
+  end
+  -- An orchestrator of the second copy on the first one's fake clock.
+  local function new2(s2, clock)
+    return s2.new { driver = "manual", clock = clock, log = function() end }
+  end
+  local function settle_both(orch, orch2)
+    for _ = 1, 3 do
+      T.settle(orch, 10)
+      orch2:step()
+    end
+  end
+
+  it("lets each copy's jobs await the other's futures, handles and groups", function()
+    local s2 = second_copy()
+    local orch, clock = T.new { log = function() end }
+    local orch2 = new2(s2, clock)
+    local f, f2 = stagehand.future(), s2.future()
+    local theirs = orch:run("theirs", function(job) return job:await(f) end)
+    local h2 = orch2:run("waits on the first copy", function(job)
+      local a = job:await(f)
+      local b = job:await(theirs)
+      local both = job:await(s2.all { theirs, f2 })
+      return a .. b .. both[1] .. both[2]
+    end)
+    local h = orch:run("waits on the second copy", function(job) return job:await(h2) end)
+    assert.matches("waiting on", orch2:dump())
+    f:resolve("a")
+    settle_both(orch, orch2)
+    assert.equal("running", h2:state())
+    f2:resolve("c")
+    settle_both(orch, orch2)
+    assert.same({ "done", "aaac" }, { h2:result() })
+    assert.same({ "done", "aaac" }, { h:result() })
+    assert.no_leaks(orch)
+    assert.equal(0, orch2:step())
+  end)
+
+  it("hears the other copy's failures and cancellations", function()
+    local s2 = second_copy()
+    local orch, clock = T.new { log = function() end }
+    local orch2 = new2(s2, clock)
+    local f2 = s2.future()
+    local h = orch:run("x", function(job) return job:await(f2) end)
+    local g = orch:run("y", function(job) return job:await(orch2:run("z", function(j) j:sleep(1e6) end)) end)
+    f2:reject("gone")
+    orch2:close("quit")
+    settle_both(orch, orch2)
+    assert.same({ "failed", "gone" }, { h:state(), select(2, h:result()).cause })
+    -- (as for a job of another orchestrator of the same copy)
+    assert.same({ "failed", "cancelled" }, { g:state(), select(2, g:result()).cause.kind })
+    assert.no_leaks(orch)
+  end)
+end)

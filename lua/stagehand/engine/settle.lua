@@ -205,12 +205,19 @@ function Base:on_end(fn)
   return function() M.unlisten(self, entry) end
 end
 
+-- What marks this copy's settle-ables (Class.__settle). A game that
+-- clears package.loaded and requires stagehand again has two copies, each
+-- waking only its own jobs: an awaitable of the other copy is awaited
+-- through its on_end like any foreign awaitable (job.lua: as_settle).
+local MARK = setmetatable({}, { __name = "stagehand.settle-able" })
+M.MARK = MARK
+
 function M.extend(Class)
   for k, v in each, Base do
     if Class[k] == nil then Class[k] = v end
   end
   Class.__index = Class.__index or Class
-  Class.__settle = true
+  Class.__settle = MARK
   return Class
 end
 

@@ -63,7 +63,7 @@ end
 -- What report() shows a barrier waiting on.
 local Waiting = {}
 Waiting.__index = Waiting
-Waiting.__settle = true
+Waiting.__settle = settle.MARK
 function Waiting:_follows() return nil end
 function Waiting:_describe()
   local b = self.b

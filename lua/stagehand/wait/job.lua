@@ -88,9 +88,10 @@ end
 
 --- Wraps anything awaitable (a settle-able of ours, or any table with
 --- on_end) as a settle-able.
+local SETTLE = settle.MARK
 local function as_settle(x)
   if type(x) == "table" then
-    if x.__settle then return x end
+    if x.__settle == SETTLE then return x end -- (not another copy's: settle.lua)
     if is_callable(x.on_end) then return box_of(x) end
   end
   return nil
