@@ -3,6 +3,7 @@
 #include "sh_heap.h"
 #include "stagehand.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 
@@ -70,12 +71,27 @@ void sh_clock_free(sh_clock *c) {
  * under -Wconversion.) */
 static int valid_time(double t) { return t == t && t != HUGE_VAL && t != -HUGE_VAL; }
 
+/* A time as the double it is stored as. On 32-bit x86 with x87 maths
+ * (FLT_EVAL_METHOD 2: GCC's -m32 without -mfpmath=sse, MinGW's i686) a sum
+ * is kept in an 80-bit register, so a deadline computed and compared at
+ * once could differ from the same deadline filed in the heap: near 2^53 ms
+ * a check then found a key later than its true deadline. Rounding where
+ * each time is computed makes every comparison see what is stored. */
+#if defined(FLT_EVAL_METHOD) && FLT_EVAL_METHOD != 0 && FLT_EVAL_METHOD != -1
+static double stored(double x) {
+  volatile double v = x;
+  return v;
+}
+#else
+#define stored(x) (x)
+#endif
+
 /* Visible time never runs back, even when the caller's clock does: a time
  * earlier than one already recorded reads as that one. Every time an entry
  * or group records then only grows, so a deadline is never brought forward
  * past its filed key (the heap's lazy invariant, sh_clock_check). */
 static double vnow(const sh_clock *c, double now) {
-  double t = c->visible ? c->vis_acc + (now - c->vis_since) : c->vis_acc;
+  double t = c->visible ? stored(c->vis_acc + stored(now - c->vis_since)) : c->vis_acc;
   return t > c->vis_high ? t : c->vis_high;
 }
 
@@ -97,6 +113,9 @@ static double last_of(const sh_clock *c, const entry *e) {
   }
   return e->last;
 }
+
+/* When e stalls: the later of its progress and its group's, plus its stall time. */
+static double due_of(const sh_clock *c, const entry *e) { return stored(last_of(c, e) + e->stall); }
 
 static entry *get(const sh_clock *c, int32_t id) {
   if (id < 0 || (size_t)id >= c->cap) return NULL;
@@ -136,11 +155,11 @@ static int start(sh_clock *c, int32_t id, double stall_ms, double now, uint64_t 
      * deadline. (Re-filing every restarted id at once sifted it down the
      * heap: a kept orchestrator's next wave of 100,000 jobs took 75 ns a
      * start where a new one's took 5.) */
-    double key = sh__heap_key(&c->heap, id), due = e->last + e->stall;
+    double key = sh__heap_key(&c->heap, id), due = stored(e->last + e->stall);
     if (key >= due) sh__heap_rekey_tie(&c->heap, id, due, e->order);
     rc = SH_OK;
   } else {
-    rc = sh__heap_insert_tie(&c->heap, id, e->last + e->stall, e->order);
+    rc = sh__heap_insert_tie(&c->heap, id, stored(e->last + e->stall), e->order);
   }
   CHECKED(c);
   return rc;
@@ -184,7 +203,7 @@ int sh_clock_resume(sh_clock *c, int32_t id, double now) {
   if (!e) return SH_EINVAL;
   e->state = RUNNING;
   e->last = vrecord(c, now);
-  if (!sh__heap_contains(&c->heap, id)) rc = sh__heap_insert_tie(&c->heap, id, e->last + e->stall, e->order);
+  if (!sh__heap_contains(&c->heap, id)) rc = sh__heap_insert_tie(&c->heap, id, stored(e->last + e->stall), e->order);
   CHECKED(c);
   return rc;
 }
@@ -240,7 +259,7 @@ int32_t sh_clock_pop_stalled(sh_clock *c, double now) {
   while ((top = sh__heap_top(&c->heap)) != NULL && top->key <= t) {
     int32_t id = top->id;
     entry *e = &c->entries[id];
-    double due = last_of(c, e) + e->stall;
+    double due = due_of(c, e);
     if (e->state != RUNNING) { /* paused, or stopped: filed lazily */
       sh__heap_remove(&c->heap, id);
     } else if (due == top->key) {
@@ -318,7 +337,7 @@ int sh_clock_check(const sh_clock *c) {
     /* A filed deadline is never later than the true one: that is what makes
      * the lazy re-filing safe. */
     if (in_heap && e->state == RUNNING &&
-        c->heap.items[c->heap.pos[i] - 1].key > last_of(c, e) + e->stall)
+        c->heap.items[c->heap.pos[i] - 1].key > due_of(c, e))
       return SH_ESTATE;
   }
   return n == c->count ? SH_OK : SH_ESTATE;
