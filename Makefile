@@ -31,7 +31,7 @@ INC_lua5.1 := /usr/include/lua5.1
 
 SANITIZE := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
-.PHONY: bench-love love-dist love-kit test-systems test-arm64 rock windows test-windows test-windows-c portable all deps build docs test test-c test-oom tsan c-host test-lua demo bench bench-count env clean sanitize check-warnings chaos soak-threads fuzz valgrind
+.PHONY: bench-love love-dist love-kit test-systems test-arm64 rock windows windows-x86 test-windows test-windows-c portable all deps build docs test test-c test-oom tsan c-host test-lua demo bench bench-count env clean sanitize check-warnings chaos soak-threads fuzz valgrind
 
 all: build
 
@@ -293,7 +293,12 @@ portable: deps build/fallback/test_core build/fallback/test_threads
 # core's C tests over the Win32 platform layer (csrc/platform/win/).
 MINGW ?= x86_64-w64-mingw32-gcc
 WINE ?= $(shell command -v wine 2>/dev/null || echo /usr/lib/wine/wine64)
-WIN_PKGS := gcc-mingw-w64-x86-64 wine64 wine
+# (32-bit wine and MinGW too, for make windows-x86: installed with the
+# rest, so that every wine prefix is made with both halves of wine there.
+# The prefixes are stagehand's own, under build/: one made before
+# wine32:i386 came stopped loading 64-bit programs once it had.)
+WIN_PKGS := gcc-mingw-w64-x86-64 wine64 wine gcc-mingw-w64-i686 gcc-multilib wine32:i386
+export WINEPREFIX ?= $(CURDIR)/build/wine64
 build/windows/test_core.exe: $(WIN_CORE_SRC) $(CORE_HDR) $(TEST_SRC) csrc/test/fuzz_core.h
 	@mkdir -p $(@D)
 	$(MINGW) -std=c99 -O1 -g $(WARN) -DSH_DEBUG_CHECKS -DCORPUS_DIR='"csrc/test/corpus"' -o $@ $(WIN_CORE_SRC) $(TEST_SRC) -lws2_32
@@ -306,7 +311,13 @@ build/windows/test_threads.exe: $(WIN_CORE_SRC) $(CORE_HDR) $(THREADS_TEST)
 windows:
 	@EXTRA_PKGS="$(WIN_PKGS)" sh scripts/deps.sh
 	@MINGW="$(MINGW)" WARN="$(WARN)" WIN_SRC="$(WIN_CORE_SRC) $(MODULE_SRC)" sh scripts/windows.sh
-test-windows: windows test-windows-c
+# LuaJIT and stagehand for 32-bit Windows (LÖVE's win32 builds), in
+# build/windows-x86/; their specs run under 32-bit wine, in a wine prefix
+# of their own (build/wine32).
+windows-x86:
+	@EXTRA_PKGS="$(WIN_PKGS)" sh scripts/deps.sh
+	@WIN_ARCH=x86 MINGW=i686-w64-mingw32-gcc WARN="$(WARN)" WIN_SRC="$(WIN_CORE_SRC) $(MODULE_SRC)" sh scripts/windows.sh
+test-windows: windows windows-x86 test-windows-c
 	@sh scripts/test_windows.sh
 test-windows-c:
 	@EXTRA_PKGS="$(WIN_PKGS)" sh scripts/deps.sh
@@ -325,7 +336,7 @@ rock:
 # stagehand for LÖVE games as a folder to drop into a game's folder, and
 # its zip (scripts/love_kit.sh): build/love-kit/stagehand and
 # build/stagehand-VERSION-love.zip, with the cores for Linux and Windows.
-love-kit: build $(KIT_CORE) $(KIT_CORE_ARM64) windows
+love-kit: build $(KIT_CORE) $(KIT_CORE_ARM64) windows windows-x86
 	@EXTRA_PKGS=zip sh scripts/deps.sh
 	@KIT_WINDOWS=1 KIT_ARM64=1 sh scripts/love_kit.sh
 

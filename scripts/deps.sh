@@ -16,5 +16,13 @@ if [ "$(id -u)" != 0 ]; then
   sudo=sudo
 fi
 export DEBIAN_FRONTEND=noninteractive
+# (a package of another architecture, wine32:i386, needs that architecture
+# added before the update)
+for p in $missing; do
+  arch=${p#*:}
+  [ "$arch" = "$p" ] && continue
+  [ "$arch" = "$(dpkg --print-architecture)" ] && continue
+  dpkg --print-foreign-architectures | grep -qx "$arch" || $sudo dpkg --add-architecture "$arch"
+done
 $sudo apt-get update -qq
 $sudo apt-get install -y -qq --no-install-recommends $missing >/dev/null

@@ -10,8 +10,9 @@
 # The folder holds stagehand's Lua files (where LÖVE's require finds them:
 # stagehand/init.lua...) and the native core for each system built here
 # under stagehand/native/OS-ARCH/: Linux's (x86-64, and 64-bit ARM once
-# cross-built: KIT_ARM64=1 asks for it), and Windows' after make windows
-# (KIT_WINDOWS=1 asks for it); one asked for and missing is an error. stagehand
+# cross-built: KIT_ARM64=1 asks for it), and Windows' (x86-64 and 32-bit
+# x86) after make windows and make windows-x86 (KIT_WINDOWS=1 asks for
+# both); one asked for and missing is an error. stagehand
 # writes the core for the player's system from there to the save
 # directory on the first run, where LÖVE's C loader and the FFI backend
 # find it, whether the game runs as a folder (love DIR), as a .love or
@@ -29,8 +30,13 @@ if [ "${KIT_ARM64:-0}" = 1 ] && [ ! -f "$arm64" ]; then
   exit 1
 fi
 dll=build/windows/stagehand/_core.dll
+dll32=build/windows-x86/stagehand/_core.dll
 if [ "${KIT_WINDOWS:-0}" = 1 ] && [ ! -f "$dll" ]; then
   echo "make love-kit: $dll is missing: run make windows" >&2
+  exit 1
+fi
+if [ "${KIT_WINDOWS:-0}" = 1 ] && [ ! -f "$dll32" ]; then
+  echo "make love-kit: $dll32 is missing: run make windows-x86" >&2
   exit 1
 fi
 kit=build/love-kit
@@ -49,6 +55,12 @@ if [ -f "$dll" ]; then
   mkdir -p "$kit/stagehand/native/windows-x64"
   cp "$dll" "$kit/stagehand/native/windows-x64/_core.dll"
   systems="$systems windows-x64"
+fi
+if [ -f "$dll32" ]; then
+  mkdir -p "$kit/stagehand/native/windows-x86"
+  cp "$dll32" "$kit/stagehand/native/windows-x86/_core.dll"
+  "${MINGW32_STRIP:-i686-w64-mingw32-strip}" --strip-unneeded "$kit/stagehand/native/windows-x86/_core.dll"
+  systems="$systems windows-x86"
 fi
 # (what ships to players carries no debug information: a third the size;
 # the symbols the FFI backend and Lua's loaders look up stay)

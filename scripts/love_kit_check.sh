@@ -16,6 +16,8 @@
 #   does, on both backends, from a save directory beyond ASCII.
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top" || exit 1
+: "${WINEPREFIX:=$top/build/wine64}" # (stagehand's own prefixes: the Makefile says why)
+export WINEPREFIX
 fail() { echo "love-kit check: $1"; exit 1; }
 KIT_WINDOWS=1 KIT_ARM64=1 sh scripts/love_kit.sh || fail "make love-kit failed"
 version=$(sed -n 's/^M.VERSION = "\([^"]*\)".*/\1/p' lua/stagehand/init.lua)
@@ -23,6 +25,7 @@ zip=build/stagehand-$version-love.zip
 list=$(unzip -l "$zip") || fail "$zip is not a zip"
 for f in stagehand/init.lua stagehand/love.lua stagehand/threads/love_threads.lua \
     stagehand/native/linux-x64/_core.so stagehand/native/linux-arm64/_core.so stagehand/native/windows-x64/_core.dll \
+    stagehand/native/windows-x86/_core.dll \
     LICENSE README.txt docs/guide.md docs/reference.md types/stagehand.lua src/build.sh src/include/lua.h \
     src/include/COPYRIGHT.LuaJIT src/csrc/core/stagehand.h; do
   echo "$list" | grep -q " stagehand-$version-love/$f\$" || fail "$zip has no $f"
@@ -72,7 +75,7 @@ echo "$out" | grep -Eq "^loaded 12 of 14 textures \(2 stand-ins\)" || fail "the 
 rm -rf "$game/stagehand/native/linux-x64" "$save/love/stagehand-love-example" "$save/stagehand-love-example"
 printf 'print("require: " .. select(2, pcall(require, "stagehand")):gsub("\\n.*", ""))\nlove.event.quit()\n' >"$game/main.lua"
 out=$(cd /tmp && env -u LUA_PATH -u LUA_CPATH timeout 120 xvfb-run -a love "$game" 2>&1)
-echo "$out" | grep -Fq "require: stagehand: cannot find its native core (stagehand/_core.so) for linux-x64. The game carries cores for linux-arm64, windows-x64 under stagehand/native/, but none for linux-x64" ||
+echo "$out" | grep -Fq "require: stagehand: cannot find its native core (stagehand/_core.so) for linux-x64. The game carries cores for linux-arm64, windows-x64, windows-x86 under stagehand/native/, but none for linux-x64" ||
   fail "a kit without this system's core did not say so: $out"
 # (the Windows core as it ships: stripped, its exports whole)
 win=$(mktemp -d)
@@ -88,6 +91,21 @@ out=$(cd "$win" && env -u LUA_PATH -u LUA_CPATH WINEDEBUG=-all timeout 120 ${WIN
   local st, v = orch:wait(h, 5000)
   print(stagehand.backend, st, v)' 2>&1 | tr -d '\r')
 [ "$out" = "ffi	done	42" ] || fail "the kit's Windows core under wine said: $out"
+# (and the 32-bit one, for LÖVE's 32-bit Windows builds, under 32-bit
+# wine with a 32-bit LuaJIT: a pool of two worker threads, a port, a job)
+win32=$(mktemp -d)
+trap 'rm -rf "$unz" "$game" "$win" "$win32"' EXIT
+cp build/windows-x86/luajit.exe build/windows-x86/lua51.dll scripts/kit_smoke.lua "$win32/"
+mkdir -p "$win32/lua" "$win32/stagehand"
+cp -R lua/stagehand "$win32/lua/"
+cp build/love-kit/stagehand/native/windows-x86/_core.dll "$win32/stagehand/_core.dll"
+i686-w64-mingw32-objdump -p "$win32/stagehand/_core.dll" | grep -q "DLL Name: libgcc" &&
+  fail "the kit's 32-bit Windows core needs MinGW's libgcc DLL, which a game does not have"
+for be in ffi c; do
+  out=$(cd "$win32" && env -u LUA_PATH -u LUA_CPATH STAGEHAND_BACKEND=$be WINEPREFIX="$top/build/wine32" WINEARCH=win32 \
+    WINEDEBUG=-all timeout 120 ${WINE:-wine} luajit.exe kit_smoke.lua 2>&1 | tr -d '\r')
+  echo "$out" | grep -q "^$be x86 .* done 42$" || fail "the kit's 32-bit Windows core, $be backend, under wine said: $out"
+done
 # (a player whose user folder is beyond ASCII: LÖVE's save directory,
 # where the core is written, is a path LuaJIT's own calls cannot name on
 # Windows. LÖVE is played by a stand-in that says the core is there.)
@@ -114,4 +132,4 @@ for be in ffi c; do
     WINEDEBUG=-all timeout 120 ${WINE:-wine} luajit.exe wide.lua 2>&1 | tr -d '\r')
   [ "$out" = "$be	done	42" ] || fail "the kit's Windows core in a save directory beyond ASCII, $be backend, under wine said: $out"
 done
-echo "the kit ran as a game's folder from /tmp with no environment, and its stripped Windows core under wine, from a save directory beyond ASCII too"
+echo "the kit ran as a game's folder from /tmp with no environment, and its stripped Windows cores under wine (32-bit too), from a save directory beyond ASCII too"
