@@ -132,4 +132,14 @@ for be in ffi c; do
     WINEDEBUG=-all timeout 120 ${WINE:-wine} luajit.exe wide.lua 2>&1 | tr -d '\r')
   [ "$out" = "$be	done	42" ] || fail "the kit's Windows core in a save directory beyond ASCII, $be backend, under wine said: $out"
 done
+# (and the 32-bit core there: its wide calls are the system's __stdcall ones)
+mkdir -p "$win32/save/Łukasz/stagehand"
+cp build/love-kit/stagehand/native/windows-x86/_core.dll "$win32/save/Łukasz/stagehand/_core.dll"
+sed "s|$win/save|$win32/save|" "$win/wide.lua" >"$win32/wide.lua"
+for be in ffi c; do
+  out=$(cd "$win32" && env -u LUA_PATH -u LUA_CPATH LC_ALL=C.UTF-8 STAGEHAND_BACKEND=$be WINEPREFIX="$top/build/wine32" \
+    WINEARCH=win32 WINEDEBUG=-all timeout 120 ${WINE:-wine} luajit.exe wide.lua 2>&1 | tr -d '\r')
+  [ "$out" = "$be	done	42" ] ||
+    fail "the kit's 32-bit Windows core in a save directory beyond ASCII, $be backend, under wine said: $out"
+done
 echo "the kit ran as a game's folder from /tmp with no environment, and its stripped Windows cores under wine (32-bit too), from a save directory beyond ASCII too"
