@@ -52,3 +52,28 @@ describe("the reference", function()
     assert.same({}, missing)
   end)
 end)
+
+-- A reader copies the examples in the README and the guide: each ```lua
+-- block must at least be Lua. (Lua 5.4's to-be-closed variables parse
+-- only there, so a block that uses one is checked on 5.4 alone.)
+describe("the documentation's Lua examples", function()
+  for _, path in ipairs { "README.md", "docs/guide.md", "docs/testing.md", "docs/platforms.md", "docs/performance.md" } do
+    it("compile, in " .. path, function()
+      local text = read(path)
+      local blocks, bad, pos = 0, {}, 1
+      while true do
+        local s, e, body = text:find("```lua\n(.-)\n```", pos)
+        if not s then break end
+        local _, newlines = text:sub(1, s):gsub("\n", "")
+        if _VERSION == "Lua 5.4" or not body:find("<close>", 1, true) then
+          blocks = blocks + 1
+          local ok, err = (loadstring or load)(body, "=" .. path .. ":" .. (newlines + 2))
+          if not ok then bad[#bad + 1] = err end
+        end
+        pos = e + 1
+      end
+      assert.same({}, bad)
+      if path == "README.md" or path == "docs/guide.md" then assert.is_true(blocks > 5) end
+    end)
+  end
+end)
