@@ -105,8 +105,9 @@ mygame), as a .love, or fused.
 For a system not listed (a Mac, say), build the core there:
 "sh src/build.sh" needs only a C compiler (Xcode's command line tools on
 a Mac) and adds the core to this kit's folder, as
-stagehand/native/SYSTEM/_core.so; then put the folder in the game. The
-guide's "Shipping a game" says more.
+stagehand/native/SYSTEM/_core.so (on a Mac, one universal core, as both
+osx-arm64 and osx-x64); then put the folder in the game. The guide's
+"Shipping a game" says more.
 
 docs/guide.md is the guide (its section "Shipping a game" says how each
 kind of build finds stagehand), docs/reference.md every public function,

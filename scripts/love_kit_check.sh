@@ -59,6 +59,53 @@ for be in ffi c; do
     LUA_CPATH="./?.so" luajit "$top/scripts/kit_smoke.lua" 2>&1)
   [ "$out" = "$be x64 2870 done 42" ] || fail "the core src/build.sh built, $be backend, said: $out"
 done
+# (on a Mac, src/build.sh makes one universal core and writes it for both
+# kinds of Mac. No Mac here: uname and Apple's compiler driver are played
+# by stand-ins that say Darwin and arm64, take -arch and -bundle as
+# Apple's does, and build for this system; one that refuses two -arch
+# flags plays an older compiler)
+fake="$unz/fake-mac"
+mkdir -p "$fake"
+cat >"$fake/uname" <<'SH'
+#!/bin/sh
+case "$1" in -s) echo Darwin ;; -m) echo arm64 ;; *) exec /bin/uname "$@" ;; esac
+SH
+cat >"$fake/cc" <<'SH'
+#!/bin/sh
+archs=0
+for a in "$@"; do [ "$a" = -arch ] && archs=$((archs + 1)); done
+[ "$archs" -gt 1 ] && [ "${ONE_ARCH:-0}" = 1 ] && { echo "cc: one -arch only" >&2; exit 1; }
+for a in "$@"; do
+  shift
+  case "$a" in
+    -arch | -undefined) skip=1; continue ;;
+    -bundle) set -- "$@" -shared; continue ;;
+  esac
+  [ "${skip:-0}" = 1 ] && { skip=0; continue; }
+  set -- "$@" "$a"
+done
+echo "$archs" >>"$(dirname "$0")/archs"
+exec gcc "$@"
+SH
+chmod +x "$fake/uname" "$fake/cc"
+rm -rf "$kit_dir/stagehand/native/osx-"*
+built=$(PATH="$fake:$PATH" CC="$fake/cc" sh "$kit_dir/src/build.sh") || fail "src/build.sh on a (stand-in) Mac failed"
+[ "$(echo $built)" = "stagehand/native/osx-arm64/_core.so stagehand/native/osx-x64/_core.so" ] ||
+  fail "src/build.sh on a Mac wrote $built"
+[ "$(tail -1 "$fake/archs")" = 2 ] || fail "src/build.sh on a Mac did not ask for two architectures"
+cmp -s "$kit_dir/stagehand/native/osx-arm64/_core.so" "$kit_dir/stagehand/native/osx-x64/_core.so" ||
+  fail "src/build.sh on a Mac wrote two different cores"
+[ ! -e "$kit_dir/stagehand/native/.universal.so" ] || fail "src/build.sh left its universal core behind"
+cp "$kit_dir/stagehand/native/osx-x64/_core.so" "$unz/run/stagehand/_core.so"
+out=$(cd "$unz/run" && STAGEHAND_BACKEND=ffi LUA_PATH="$top/lua/?.lua;$top/lua/?/init.lua" LUA_CPATH="./?.so" \
+  luajit "$top/scripts/kit_smoke.lua" 2>&1)
+[ "$out" = "ffi x64 2870 done 42" ] || fail "the core src/build.sh built as a Mac's said: $out"
+rm -rf "$kit_dir/stagehand/native/osx-"*
+out=$(PATH="$fake:$PATH" CC="$fake/cc" ONE_ARCH=1 sh "$kit_dir/src/build.sh" 2>&1) ||
+  fail "src/build.sh with a compiler that makes no universal core failed: $out"
+echo "$out" | grep -q "made no universal core" || fail "src/build.sh did not say it built for one kind of Mac: $out"
+[ "$(echo "$out" | tail -1)" = "stagehand/native/osx-arm64/_core.so" ] && [ ! -e "$kit_dir/stagehand/native/osx-x64" ] ||
+  fail "src/build.sh with one architecture wrote: $out"
 game=$(mktemp -d)
 trap 'rm -rf "$unz" "$game"' EXIT
 cp -R examples/love/. "$game/"
