@@ -21,7 +21,11 @@ local uv = require "luv"
 
 local here = (arg and arg[0] or ""):match("^(.*)[/\\]") or "."
 local dir = here .. "/assets"
-local trace_path = arg and arg[1] or (here .. "/../build/scene_loader.trace.json")
+-- (build/ beside examples/, named as the reader would: "build/...", not
+-- "examples/../build/...")
+local build = here == "examples" and "build" or here == "." and "../build"
+  or (here:match("^(.*)[/\\]examples$") or (here .. "/..")) .. "/build"
+local trace_path = arg and arg[1] or (build .. "/scene_loader.trace.json")
 
 -- What each kind of asset needs: its stall time, and its priority.
 local KINDS = {
