@@ -84,7 +84,7 @@ if not section then
   local interp = arg[-1] or "luajit"
   local me = arg[0]
   local missed = 0
-  for i = 1, 13 do
+  for i = 1, 14 do
     local f = assert(io.popen(string.format("%q %q %d", interp, me, i)))
     for line in f:lines() do
       if line:find("MISSED", 1, true) then missed = missed + 1 end
@@ -876,4 +876,25 @@ end
 local big, small = time_pair(8000, per_call(8000), per_call(1000))
 -- (8x the calls in at most 10x the time: per call, at most 1.25x)
 report("newest: a frame of 8,000 calls, per call", big, "frames of 1,000 calls", small, 1.25)
+end
+
+if section == 14 then
+-- 14. orch:timeout: n timeouts, each guarding a request (abortable), made
+-- in no order of due time and coming due in one step. Per timeout at
+-- 50,000 against per timeout at 1,000: one may cost what a heap's depth
+-- adds (16 levels against 10), not more the more there are (a sorted list
+-- did: 50x).
+local function timeouts_due(n)
+  local o, fake = T.new { log = function() end }
+  for i = 1, n do o:timeout(1000 + (i * 7919) % 997) end
+  fake:advance(2000)
+  o:step()
+end
+local function per_timeout(n)
+  return function(reps)
+    for _ = 1, math.max(1, math.floor(reps / n)) do timeouts_due(n) end
+  end
+end
+local big, small = time_pair(50000, per_timeout(50000), per_timeout(1000))
+report("timeouts: 50,000 due in one step, per timeout", big, "1,000 due in one step", small, 2)
 end

@@ -287,6 +287,49 @@ describe(":timeout", function()
     assert.is_nil(orch:next_wake()) -- (both timeouts are still to come, but nothing listens to them)
   end)
 
+  it("aborts the earliest first, equal ones in the order they were made, however they were made", function()
+    local orch, clock = quiet()
+    local r = require("spec.seeded").rng(7)
+    local made, fired = {}, {}
+    for i = 1, 3000 do
+      local ms = r(40) * 25 -- (many equal, made in no order of due time)
+      local sig = orch:timeout(ms)
+      made[i] = { ms = ms, i = i }
+      sig:on_abort(function() fired[#fired + 1] = i end)
+    end
+    -- one made by an abort handler, already due, aborts in the same step
+    local late
+    orch:timeout(500):on_abort(function()
+      late = orch:timeout(0)
+    end)
+    for step = 1, 5 do
+      clock:advance(200)
+      orch:step()
+      for _, i in ipairs(fired) do assert.is_true(made[i].ms <= step * 200) end
+    end
+    assert.is_true(late.aborted)
+    table.sort(made, function(a, b) return a.ms < b.ms or (a.ms == b.ms and a.i < b.i) end)
+    assert.equal(#made, #fired)
+    for k = 1, #made do
+      if fired[k] ~= made[k].i then
+        error(("timeout %d aborted %dth, where %d (due at %d ms) should have"):format(fired[k], k, made[k].i, made[k].ms))
+      end
+    end
+  end)
+
+  it("keeps the host awake for the earliest timeout listened to, not an earlier one nobody hears", function()
+    local orch = quiet()
+    for _ = 1, 50 do orch:timeout(100) end -- (nobody listens)
+    local f = stagehand.future()
+    orch:run("guarded", function(job) return job:await(stagehand.abortable(f, orch:timeout(700))) end,
+      { stall_ms = 1e6 })
+    orch:timeout(300)
+    assert.equal(700, orch:next_wake())
+    f:resolve()
+    orch:step()
+    assert.is_nil(orch:next_wake())
+  end)
+
   it("rejects a negative or NaN time, naming it, and math.huge never aborts", function()
     local orch, clock = quiet()
     for _, bad in ipairs { -1, 0 / 0, "10" } do

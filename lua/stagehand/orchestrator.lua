@@ -119,7 +119,7 @@ function Orchestrator.new(opts)
     clock_high = 0, -- the latest time read, and what a clock that ran back lost (engine.now)
     clock_shift = 0,
     settle_seq = -1, -- the settle outside a step last read at o.now (engine.settle_time)
-    timeouts = {}, -- orch:timeout's signals still to abort, by due time (engine.add_timeout)
+    timeouts = {}, timeout_seq = 0, -- orch:timeout's signals still to abort: a heap by due time (timeouts.lua)
     watching = 0, -- watchers being told of a start or an end now (engine.notify)
     tracer = false, -- the Trace recording, while orch:trace() records (trace.lua)
     track_waits = E.track_waits and setmetatable({}, { __mode = "k" }), -- (engine.track_waits)
