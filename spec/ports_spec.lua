@@ -183,6 +183,60 @@ describe("stagehand.port", function()
       assert.no_leaks(orch)
     end)
 
+    it("keeps the order of waits when many leave early, out of order", function()
+      local orch = T.new { log = function() end }
+      local p = stagehand.port()
+      local r = require("spec.seeded").rng(3)
+      local hs, gone = {}, {}
+      for i = 1, 400 do hs[i] = orch:run("w" .. i, function() return p:receive() end) end
+      for _ = 1, 300 do -- (three quarters leave: the list is compacted on the way)
+        local i = r(400)
+        if not gone[i] then
+          gone[i] = true
+          hs[i]:cancel("not needed")
+        end
+      end
+      local left = {}
+      for i = 1, 400 do
+        if not gone[i] then left[#left + 1] = i end
+      end
+      for k = 1, #left do p:post(k) end
+      orch:step()
+      for k, i in ipairs(left) do assert.same({ "done", k }, { hs[i]:result() }) end
+      assert.no_leaks(orch)
+    end)
+
+    it("polls no port in a step when none has had news since the last", function()
+      local orch = T.new()
+      local ports, hs = {}, {}
+      for i = 1, 50 do
+        ports[i] = stagehand.port()
+        local p = ports[i]
+        hs[i] = orch:run("w" .. i, function() return p:receive() end)
+      end
+      local methods = getmetatable(ports[1]).__index
+      local try_receive, polls = methods.try_receive, 0
+      methods.try_receive = function(...)
+        polls = polls + 1
+        return try_receive(...)
+      end
+      local ok, err = pcall(function()
+        orch:step() -- (the waits made since the last step are looked at once)
+        polls = 0
+        for _ = 1, 10 do orch:step() end
+        assert.equal(0, polls)
+        ports[7]:post("news")
+        orch:step()
+        assert.same({ "done", "news" }, { hs[7]:result() })
+        assert.is_true(polls >= 1)
+      end)
+      methods.try_receive = try_receive
+      assert(ok, err)
+      for i = 1, 50 do ports[i]:close() end
+      orch:step()
+      assert.no_leaks(orch)
+    end)
+
     it("stalls a job that waits longer than its stall time, and leaves the port", function()
       local orch, clock = T.new { stall_ms = 500, log = function() end }
       local p = stagehand.port()

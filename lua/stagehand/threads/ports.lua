@@ -21,15 +21,24 @@ local ROUNDS_MT = getmetatable(native.rounds(1))
 local M = {}
 
 -- An orchestrator's source (its field port_waits: see outside.lua on why
--- not a table keyed by it): the waits its jobs make, oldest first.
+-- not a table keyed by it): the waits its jobs make, oldest first. A wait
+-- that leaves early is marked false where it was (the list is compacted
+-- once half of it is marked), and a step polls the waits only when one of
+-- their ports or rounds has signalled the orchestrator's notifier since
+-- the last poll, or a wait was made since: so a step costs the same with
+-- 20,000 jobs waiting on ports as with none, and 20,000 leaving or
+-- answered at once cost 20,000 times one. (Each was a walk of the list,
+-- and every step polled every port: 8 ms a step with 20,000 waiting.)
 
 local Waits = {}
 Waits.__index = Waits
 
+local gen = native.notifier_gen
+
 local function waits_of(o)
   local w = rawget(o, "port_waits")
   if not w then
-    w = setmetatable({ o = o, list = {} }, Waits)
+    w = setmetatable({ o = o, list = {}, live = 0, dead = 0, seen = -1, dirty = false }, Waits)
     o.port_waits = w
     outside.add(o, w)
   end
@@ -40,13 +49,26 @@ local function unwatch(box)
   box.obj:_unwatch(outside.notifier(box.owner.o))
 end
 
-local function drop(box)
-  local list = box.owner.list
+-- Drops the marked waits, keeping the order of the rest.
+local function compact(w)
+  local list, n = w.list, 0
   for i = 1, #list do
-    if list[i] == box then
-      table.remove(list, i)
-      break
+    local box = list[i]
+    if box then
+      n = n + 1
+      list[n], box.at = box, n
     end
+  end
+  for i = #list, n + 1, -1 do list[i] = nil end
+  w.dead = 0
+end
+
+local function drop(box)
+  local w = box.owner
+  if w.list[box.at] == box then
+    w.list[box.at] = false
+    w.live, w.dead = w.live - 1, w.dead + 1
+    if w.dead * 2 > #w.list then compact(w) end
   end
   unwatch(box)
 end
@@ -60,37 +82,57 @@ local function abandon(box)
   box._st = "cancelled" -- (never told to anyone: its job has gone)
 end
 
+-- Takes each wait's answer, if it has come, oldest first: the answered
+-- leave the list, and are told once the walk is over (what they wake may
+-- make new waits, which join the list's end).
 function Waits:collect()
-  local list = self.list
-  local i = 1
-  while i <= #list do
+  local n = gen(outside.notifier(self.o))
+  if n == self.seen and not self.dirty then return end
+  self.seen, self.dirty = n, false -- (before polling: what comes meanwhile signals again)
+  local list, answered, values = self.list, nil, nil
+  local kept = 0
+  for i = 1, #list do
     local box = list[i]
-    local done, v = false, nil
-    if box.round then
-      local st = box.obj:_poll(box.round, box.out)
-      if st ~= "wait" then
-        box.obj:_leave(box.round)
-        done, v = true, st == "done"
+    if box then
+      local done, v = false, nil
+      if box.round then
+        local st = box.obj:_poll(box.round, box.out)
+        if st ~= "wait" then
+          box.obj:_leave(box.round)
+          done, v = true, st == "done"
+        end
+      else
+        local ok, got = box.obj:try_receive()
+        if ok then
+          done, v = true, got
+        elseif got == "closed" then
+          done = true
+        end
       end
-    else
-      local ok, got = box.obj:try_receive()
-      if ok then
-        done, v = true, got
-      elseif got == "closed" then
-        done = true
+      if done then
+        unwatch(box)
+        answered, values = answered or {}, values or {}
+        answered[#answered + 1], values[#answered + 1] = box, v
+      else
+        kept = kept + 1
+        list[kept], box.at = box, kept
       end
     end
-    if done then
-      table.remove(list, i)
-      unwatch(box)
-      settle.settle(box, "done", settle.pack(v))
-    else
-      i = i + 1
-    end
+  end
+  for i = #list, kept + 1, -1 do list[i] = nil end
+  -- (counted again: a finalizer the walk's allocations ran may have
+  -- cancelled a job that waits here, marking its wait)
+  local live = 0
+  for i = 1, kept do
+    if list[i] then live = live + 1 end
+  end
+  self.live, self.dead = live, kept - live
+  if answered then
+    for i = 1, #answered do settle.settle(answered[i], "done", settle.pack(values[i])) end
   end
 end
 
-function Waits:outside_pending() return self.list[1] ~= nil end
+function Waits:outside_pending() return self.live > 0 end
 function Waits:waiting() return nil end
 
 local function park(job, obj, what, round, out)
@@ -99,8 +141,11 @@ local function park(job, obj, what, round, out)
   box.obj, box.round, box.out, box.owner = obj, round, out, waits_of(o)
   box._abandon = abandon
   obj:_watch(outside.notifier(o))
-  local list = box.owner.list
-  list[#list + 1] = box
+  local w = box.owner
+  local list = w.list
+  box.at = #list + 1
+  list[box.at] = box
+  w.live, w.dirty = w.live + 1, true -- (an answer that came before the watch: the next step looks)
   if not o.stepping then o.driver.reschedule(o) end
   return wait.await(job, box)
 end
