@@ -394,6 +394,34 @@ describe("stagehand.pool", function()
       assert.equal(0, p:pending())
     end)
 
+    it("reads no priority function while paused, and ranks by what they say once resumed", function()
+      local p = pool { size = 1 }
+      local out = stagehand.port()
+      local hold = holder()
+      local first = p:run("hold", hold) -- (the worker is busy: the rest wait)
+      started(hold)
+      local reads, near = 0, "a"
+      local hs = {}
+      for _, name in ipairs { "a", "b", "c" } do
+        hs[name] = p:run("mark", { out = out, name = name }, { priority = function()
+          reads = reads + 1
+          return name == near and "visible" or "background"
+        end })
+      end
+      orch:step()
+      assert.is_true(reads > 0)
+      p:pause()
+      hold.go:post(true)
+      assert.equal("done", (orch:wait(first, WAIT)))
+      reads = 0
+      for _ = 1, 5 do orch:step() end
+      assert.equal(0, reads)
+      near = "c" -- (the player moved while the pool was paused)
+      p:resume()
+      for _, name in ipairs { "c", "a", "b" } do assert.equal("done", (orch:wait(hs[name], WAIT))) end
+      assert.same({ "c", "a", "b" }, { out:receive_within(0), out:receive_within(0), out:receive_within(0) })
+    end)
+
     it("keeps a paused request's stall clock stopped: queued time is not stalling", function()
       local p = pool { size = 1 }
       p:pause()

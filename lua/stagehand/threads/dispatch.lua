@@ -42,6 +42,10 @@ function M.offer_round(pool, q)
   if pool.destroyed then return end
   local o, p = pool.orch, q.p
   if pool_waiting(p) == 0 then return end
+  -- (Paused, no worker takes anything: reading 20,000 closures a step would
+  -- be for nothing. The first round after resume reads them, and re-offers
+  -- if a rank moved meanwhile.)
+  if pool.is_paused then return end
   slots.read_ranks(o, q) -- (each priority function once a step: runs game code)
   if pool.destroyed or q ~= pool.q then return end
   local ud = pool.ud
