@@ -76,7 +76,7 @@ end
 -- A job that stops waiting before its answer (cancelled, stalled) leaves
 -- the list; one waiting on a round has arrived, and leaves it too.
 local function abandon(box)
-  if box._st then return end
+  if box._st or box.answered then return end -- (answered: it has left, and its round too)
   drop(box)
   if box.round then box.obj:_leave(box.round) end
   box._st = "cancelled" -- (never told to anyone: its job has gone)
@@ -111,6 +111,7 @@ function Waits:collect()
       end
       if done then
         unwatch(box)
+        box.answered = true
         answered, values = answered or {}, values or {}
         answered[#answered + 1], values[#answered + 1] = box, v
       else
