@@ -107,6 +107,17 @@ function M.cut(pool, q, g, job)
   pool.offer_k, pool.worst = keep, nil
 end
 
+-- A pause withdraws the offer: it was ranked before the pause, and a
+-- worker would take from it the moment the pool resumed, before the next
+-- round ranked the queue again (a texture for where the player was).
+function M.withdraw(pool)
+  local q = pool.q
+  if q then q.stale = true end
+  if pool.offer_k == 0 then return end
+  pool.ud:_offer(pool.offer_list, 0)
+  pool.offer_k, pool.offer_want, pool.worst = 0, 0, nil
+end
+
 -- A new request joins the queue: stale only if it may belong in the offer.
 function M.queue(pool, job)
   local q = pool.q

@@ -385,6 +385,7 @@ function Pool:pause()
   check_pool(self, "pause")
   self.ud:_pause(true)
   self.is_paused = true
+  dispatch.withdraw(self) -- (on resume, workers wait for the next step's round)
 end
 
 --- Starts queued requests again.
