@@ -294,11 +294,12 @@ portable: deps build/fallback/test_core build/fallback/test_threads
 MINGW ?= x86_64-w64-mingw32-gcc
 WINE ?= $(shell command -v wine 2>/dev/null || echo /usr/lib/wine/wine64)
 # (32-bit wine and MinGW too, for make windows-x86: installed with the
-# rest, so that every wine prefix is made with both halves of wine there.
-# The prefixes are stagehand's own, under build/: one made before
-# wine32:i386 came stopped loading 64-bit programs once it had.)
+# rest, so that the wine prefix is made with both halves of wine there,
+# and runs 32- and 64-bit programs alike. The prefix is stagehand's own,
+# build/wine: a ~/.wine made before wine32:i386 came stopped loading
+# 64-bit programs once it had.)
 WIN_PKGS := gcc-mingw-w64-x86-64 wine64 wine gcc-mingw-w64-i686 gcc-multilib wine32:i386
-export WINEPREFIX ?= $(CURDIR)/build/wine64
+export WINEPREFIX ?= $(CURDIR)/build/wine
 build/windows/test_core.exe: $(WIN_CORE_SRC) $(CORE_HDR) $(TEST_SRC) csrc/test/fuzz_core.h
 	@mkdir -p $(@D)
 	$(MINGW) -std=c99 -O1 -g $(WARN) -DSH_DEBUG_CHECKS -DCORPUS_DIR='"csrc/test/corpus"' -o $@ $(WIN_CORE_SRC) $(TEST_SRC) -lws2_32
@@ -312,8 +313,7 @@ windows:
 	@EXTRA_PKGS="$(WIN_PKGS)" sh scripts/deps.sh
 	@MINGW="$(MINGW)" WARN="$(WARN)" WIN_SRC="$(WIN_CORE_SRC) $(MODULE_SRC)" sh scripts/windows.sh
 # LuaJIT and stagehand for 32-bit Windows (LÖVE's win32 builds), in
-# build/windows-x86/; their specs run under 32-bit wine, in a wine prefix
-# of their own (build/wine32).
+# build/windows-x86/; their specs run under wine's 32-bit half.
 windows-x86:
 	@EXTRA_PKGS="$(WIN_PKGS)" sh scripts/deps.sh
 	@WIN_ARCH=x86 MINGW=i686-w64-mingw32-gcc WARN="$(WARN)" WIN_SRC="$(WIN_CORE_SRC) $(MODULE_SRC)" sh scripts/windows.sh

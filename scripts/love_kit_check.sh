@@ -16,7 +16,7 @@
 #   does, on both backends, from a save directory beyond ASCII.
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top" || exit 1
-: "${WINEPREFIX:=$top/build/wine64}" # (stagehand's own prefixes: the Makefile says why)
+: "${WINEPREFIX:=$top/build/wine}" # (stagehand's own prefix: the Makefile says why)
 export WINEPREFIX
 fail() { echo "love-kit check: $1"; exit 1; }
 KIT_WINDOWS=1 KIT_ARM64=1 sh scripts/love_kit.sh || fail "make love-kit failed"
@@ -149,7 +149,7 @@ cp build/love-kit/stagehand/native/windows-x86/_core.dll "$win32/stagehand/_core
 i686-w64-mingw32-objdump -p "$win32/stagehand/_core.dll" | grep -q "DLL Name: libgcc" &&
   fail "the kit's 32-bit Windows core needs MinGW's libgcc DLL, which a game does not have"
 for be in ffi c; do
-  out=$(cd "$win32" && env -u LUA_PATH -u LUA_CPATH STAGEHAND_BACKEND=$be WINEPREFIX="$top/build/wine32" WINEARCH=win32 \
+  out=$(cd "$win32" && env -u LUA_PATH -u LUA_CPATH STAGEHAND_BACKEND=$be \
     WINEDEBUG=-all timeout 120 ${WINE:-wine} luajit.exe kit_smoke.lua 2>&1 | tr -d '\r')
   echo "$out" | grep -q "^$be x86 .* done 42$" || fail "the kit's 32-bit Windows core, $be backend, under wine said: $out"
 done
@@ -184,8 +184,8 @@ mkdir -p "$win32/save/Łukasz/stagehand"
 cp build/love-kit/stagehand/native/windows-x86/_core.dll "$win32/save/Łukasz/stagehand/_core.dll"
 sed "s|$win/save|$win32/save|" "$win/wide.lua" >"$win32/wide.lua"
 for be in ffi c; do
-  out=$(cd "$win32" && env -u LUA_PATH -u LUA_CPATH LC_ALL=C.UTF-8 STAGEHAND_BACKEND=$be WINEPREFIX="$top/build/wine32" \
-    WINEARCH=win32 WINEDEBUG=-all timeout 120 ${WINE:-wine} luajit.exe wide.lua 2>&1 | tr -d '\r')
+  out=$(cd "$win32" && env -u LUA_PATH -u LUA_CPATH LC_ALL=C.UTF-8 STAGEHAND_BACKEND=$be \
+    WINEDEBUG=-all timeout 120 ${WINE:-wine} luajit.exe wide.lua 2>&1 | tr -d '\r')
   [ "$out" = "$be	done	42" ] ||
     fail "the kit's 32-bit Windows core in a save directory beyond ASCII, $be backend, under wine said: $out"
 done

@@ -21,7 +21,7 @@ for f in spec/*_spec.lua; do
   esac
 done
 export WINEDEBUG=-all
-: "${WINEPREFIX:=$top/build/wine64}" # (stagehand's own prefixes: the Makefile says why)
+: "${WINEPREFIX:=$top/build/wine}" # (stagehand's own prefix: the Makefile says why)
 export WINEPREFIX
 wine=${WINE:-wine}
 passed=0
@@ -48,13 +48,12 @@ run "Windows: LuaJIT, C module" env STAGEHAND_BACKEND=c "$wine" luajit.exe spec_
 run "Windows: Lua 5.4" "$wine" lua5.4/lua54.exe spec_runner.lua '--lua-dir=Z:\usr\share\lua\5.4' $files
 
 # 32-bit Windows (make windows-x86): LuaJIT through both backends, under
-# 32-bit wine in a prefix of its own. (Its C core once broke a stall
+# wine's 32-bit half. (Its C core once broke a stall
 # clock's invariant there: x87 maths kept a sum wider than it is stored.)
 if [ -f "$top/build/windows-x86/luajit.exe" ]; then
   cd "$top/build/windows-x86" || exit 1
   rm -rf spec csrc
   cp -r "$top/build/windows/spec" "$top/build/windows/csrc" "$top/build/windows/spec_runner.lua" .
-  export WINEPREFIX="$top/build/wine32" WINEARCH=win32
   # shellcheck disable=SC2086
   run "Windows (32-bit): LuaJIT, FFI backend" env STAGEHAND_BACKEND=ffi "$wine" luajit.exe spec_runner.lua \
     '--lua-dir=Z:\usr\share\lua\5.1' $files

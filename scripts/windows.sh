@@ -10,7 +10,7 @@
 #
 # WIN_ARCH=x86 (make windows-x86) builds LuaJIT and its DLL for 32-bit
 # Windows instead, into build/windows-x86/, for LÖVE's 32-bit Windows
-# builds: `WINEPREFIX=build/wine32 wine luajit.exe FILE.lua` there.
+# builds: `wine luajit.exe FILE.lua` there.
 set -e
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
