@@ -113,7 +113,8 @@ function Waits:collect()
         unwatch(box)
         box.answered = true
         answered, values = answered or {}, values or {}
-        answered[#answered + 1], values[#answered + 1] = box, v
+        local k = #answered + 1
+        answered[k], values[k] = box, v
       else
         kept = kept + 1
         list[kept], box.at = box, kept
