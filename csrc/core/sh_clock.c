@@ -77,7 +77,7 @@ static int valid_time(double t) { return t == t && t != HUGE_VAL && t != -HUGE_V
  * once could differ from the same deadline filed in the heap: near 2^53 ms
  * a check then found a key later than its true deadline. Rounding where
  * each time is computed makes every comparison see what is stored. */
-#if defined(FLT_EVAL_METHOD) && FLT_EVAL_METHOD != 0 && FLT_EVAL_METHOD != -1
+#if defined(FLT_EVAL_METHOD) && FLT_EVAL_METHOD != 0 && FLT_EVAL_METHOD != 1 /* (-1: unknown, so rounded too) */
 static double stored(double x) {
   volatile double v = x;
   return v;
