@@ -298,7 +298,11 @@ WINE ?= $(shell command -v wine 2>/dev/null || echo /usr/lib/wine/wine64)
 # and runs 32- and 64-bit programs alike. The prefix is stagehand's own,
 # build/wine: a ~/.wine made before wine32:i386 came stopped loading
 # 64-bit programs once it had.)
-WIN_PKGS := gcc-mingw-w64-x86-64 wine64 wine gcc-mingw-w64-i686 gcc-multilib wine32:i386
+# (LuaJIT's 32-bit build runs 32-bit tools it builds first: the i686 Linux
+# cross compiler makes them, and i386 libc runs them. Not gcc-multilib,
+# which Debian will not install beside the ARM cross compiler.)
+WIN_PKGS := gcc-mingw-w64-x86-64 wine64 wine gcc-mingw-w64-i686 gcc-i686-linux-gnu libc6-dev-i386-cross libc6:i386 \
+  wine32:i386
 export WINEPREFIX ?= $(CURDIR)/build/wine
 build/windows/test_core.exe: $(WIN_CORE_SRC) $(CORE_HDR) $(TEST_SRC) csrc/test/fuzz_core.h
 	@mkdir -p $(@D)
