@@ -48,8 +48,8 @@ run "Windows: LuaJIT, C module" env STAGEHAND_BACKEND=c "$wine" luajit.exe spec_
 run "Windows: Lua 5.4" "$wine" lua5.4/lua54.exe spec_runner.lua '--lua-dir=Z:\usr\share\lua\5.4' $files
 
 # 32-bit Windows (make windows-x86): LuaJIT through both backends, under
-# wine's 32-bit half. (Its C core once broke a stall
-# clock's invariant there: x87 maths kept a sum wider than it is stored.)
+# wine's 32-bit half. (Its C core once broke a stall clock's invariant
+# there: x87 maths kept a sum wider than it is stored.)
 if [ -f "$top/build/windows-x86/luajit.exe" ]; then
   cd "$top/build/windows-x86" || exit 1
   rm -rf spec csrc

@@ -211,10 +211,6 @@ function M.cancelled(label, reason)
   return M.new("cancelled", label, msg, { reason = reason })
 end
 
---- True when `e` is a stagehand.Error (of `kind`, when given).
----@param e any
----@param kind? string
----@return boolean
 -- What a yield that could not leave the coroutine raised: "attempt to yield
 -- across a C-call boundary" (5.4, 5.1: "... metamethod/C-call boundary";
 -- LuaJIT: "attempt to yield across C-call boundary").
@@ -232,6 +228,10 @@ function M.unyielded(what, label, raised)
   return msg
 end
 
+--- True when `e` is a stagehand.Error (of `kind`, when given).
+---@param e any
+---@param kind? string
+---@return boolean
 function M.is_error(e, kind)
   if getmetatable(e) ~= Error then return false end
   return kind == nil or e.kind == kind

@@ -86,9 +86,10 @@ local function box_of(x)
   return box
 end
 
+local SETTLE = settle.MARK
+
 --- Wraps anything awaitable (a settle-able of ours, or any table with
 --- on_end) as a settle-able.
-local SETTLE = settle.MARK
 local function as_settle(x)
   if type(x) == "table" then
     if x.__settle == SETTLE then return x end -- (not another copy's: settle.lua)
