@@ -1,9 +1,10 @@
 #!/bin/sh
 # make test's check of make love-kit, as a developer who builds nothing
 # uses it:
-# - the zip holds the folder, the three cores, the LICENSE, the README.txt,
+# - the zip holds the folder, the four cores, the LICENSE, the README.txt,
 #   the guide, the reference, the LuaLS types and the core's sources, and
-#   its src/build.sh builds a core that runs (a pool, a job, a port);
+#   its src/build.sh builds a core that runs (a pool, a job, a port), and
+#   on a (stand-in) Mac one universal core for both kinds of Mac;
 # - the kit's Linux cores (x86-64 and 64-bit ARM) ask for no glibc newer
 #   than 2.17;
 # - its folder dropped into a copy of examples/love (which carries none),
@@ -11,9 +12,10 @@
 #   LUA_PATH or LUA_CPATH, headless under Xvfb, with a fresh save
 #   directory, loads every texture on the FFI backend; without the core
 #   for this system it says which cores it has;
-# - its Windows core, stripped as it ships, loads under wine in the LuaJIT
-#   that make windows built, on the FFI backend, and runs a job; and so it
-#   does, on both backends, from a save directory beyond ASCII.
+# - its Windows cores, stripped as they ship, load under wine in the
+#   LuaJITs that make windows and make windows-x86 built, and run a job
+#   (the 32-bit one a pool and a port too), on both backends, also from a
+#   save directory beyond ASCII.
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top" || exit 1
 : "${WINEPREFIX:=$top/build/wine}" # (stagehand's own prefix: the Makefile says why)
