@@ -50,6 +50,14 @@ local function time_pair(n, fn, base)
   return median(xs), median(ys), fastest
 end
 
+-- fn(reps) for time_pair that runs scene(n) reps / n times (at least
+-- once): the time per op of a scene of n ops.
+local function scenes_of(scene, n)
+  return function(reps)
+    for _ = 1, math.max(1, math.floor(reps / n)) do scene(n) end
+  end
+end
+
 local fill_pool = cases.fill_pool
 
 -- fn with the collector paused while it runs (time_pair collects between
@@ -868,33 +876,22 @@ local function newest_frame(n)
   o:step()
   assert(last:state() == "done")
 end
-local function per_call(n)
-  return function(reps)
-    for _ = 1, math.max(1, math.floor(reps / n)) do newest_frame(n) end
-  end
-end
-local big, small = time_pair(8000, per_call(8000), per_call(1000))
+local big, small = time_pair(8000, scenes_of(newest_frame, 8000), scenes_of(newest_frame, 1000))
 -- (8x the calls in at most 10x the time: per call, at most 1.25x)
 report("newest: a frame of 8,000 calls, per call", big, "frames of 1,000 calls", small, 1.25)
 end
 
 if section == 14 then
--- 14. orch:timeout: n timeouts, each guarding a request (abortable), made
--- in no order of due time and coming due in one step. Per timeout at
--- 50,000 against per timeout at 1,000: one may cost what a heap's depth
--- adds (16 levels against 10), not more the more there are (a sorted list
--- did: 50x).
+-- 14. orch:timeout: n timeouts made in no order of due time, coming due
+-- in one step. Per timeout at 50,000 against per timeout at 1,000: one
+-- may cost what a heap's depth adds (16 levels against 10), not more the
+-- more there are (a sorted list did: 50x).
 local function timeouts_due(n)
   local o, fake = T.new { log = function() end }
   for i = 1, n do o:timeout(1000 + (i * 7919) % 997) end
   fake:advance(2000)
   o:step()
 end
-local function per_timeout(n)
-  return function(reps)
-    for _ = 1, math.max(1, math.floor(reps / n)) do timeouts_due(n) end
-  end
-end
-local big, small = time_pair(50000, per_timeout(50000), per_timeout(1000))
+local big, small = time_pair(50000, scenes_of(timeouts_due, 50000), scenes_of(timeouts_due, 1000))
 report("timeouts: 50,000 due in one step, per timeout", big, "1,000 due in one step", small, 2)
 end
