@@ -41,33 +41,24 @@ if [ "${KIT_WINDOWS:-0}" = 1 ] && [ ! -f "$dll32" ]; then
 fi
 kit=build/love-kit
 rm -rf "$kit"
-mkdir -p "$kit/stagehand/native/linux-x64"
+mkdir -p "$kit/stagehand"
 cp -R lua/stagehand/. "$kit/stagehand/" # (every folder of it: core, engine, rank, wait...)
-cp "$core" "$kit/stagehand/native/linux-x64/_core.so"
-systems="linux-x64"
-if [ -f "$arm64" ]; then
-  mkdir -p "$kit/stagehand/native/linux-arm64"
-  cp "$arm64" "$kit/stagehand/native/linux-arm64/_core.so"
-  "${ARM64_STRIP:-aarch64-linux-gnu-strip}" --strip-unneeded "$kit/stagehand/native/linux-arm64/_core.so"
-  systems="$systems linux-arm64"
-fi
-if [ -f "$dll" ]; then
-  mkdir -p "$kit/stagehand/native/windows-x64"
-  cp "$dll" "$kit/stagehand/native/windows-x64/_core.dll"
-  systems="$systems windows-x64"
-fi
-if [ -f "$dll32" ]; then
-  mkdir -p "$kit/stagehand/native/windows-x86"
-  cp "$dll32" "$kit/stagehand/native/windows-x86/_core.dll"
-  "${MINGW32_STRIP:-i686-w64-mingw32-strip}" --strip-unneeded "$kit/stagehand/native/windows-x86/_core.dll"
-  systems="$systems windows-x86"
-fi
-# (what ships to players carries no debug information: a third the size;
-# the symbols the FFI backend and Lua's loaders look up stay)
-strip --strip-unneeded "$kit/stagehand/native/linux-x64/_core.so"
-if [ -f "$kit/stagehand/native/windows-x64/_core.dll" ]; then
-  "${MINGW_STRIP:-x86_64-w64-mingw32-strip}" --strip-unneeded "$kit/stagehand/native/windows-x64/_core.dll"
-fi
+# add SYSTEM FILE STRIP: the core FILE (when built) as SYSTEM's, stripped:
+# what ships to players carries no debug information (a third the size;
+# the symbols the FFI backend and Lua's loaders look up stay).
+systems=""
+add() {
+  [ -f "$2" ] || return 0
+  to="$kit/stagehand/native/$1/_core.${2##*.}"
+  mkdir -p "$(dirname "$to")"
+  cp "$2" "$to"
+  "$3" --strip-unneeded "$to"
+  systems="${systems:+$systems }$1"
+}
+add linux-x64 "$core" strip
+add linux-arm64 "$arm64" "${ARM64_STRIP:-aarch64-linux-gnu-strip}"
+add windows-x64 "$dll" "${MINGW_STRIP:-x86_64-w64-mingw32-strip}"
+add windows-x86 "$dll32" "${MINGW32_STRIP:-i686-w64-mingw32-strip}"
 # (the zip: the folder, the licence, and what to do with them)
 zipdir=$(mktemp -d)
 trap 'rm -rf "$zipdir"' EXIT
