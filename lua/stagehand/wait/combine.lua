@@ -23,7 +23,7 @@ local Group = settle.extend({})
 ---@return string
 function Group:state() return self._st or "pending" end
 function Group:_describe() return self.what end
-Group.__tostring = function(g) return "stagehand.Group(" .. g.what .. ", " .. (g._st or "pending") .. ")" end
+Group.__tostring = function(g) return "stagehand.Group(" .. g.what .. ", " .. g:state() .. ")" end
 -- While each part still running follows a job, so does the group: a job
 -- awaiting it then stalls only if one of those jobs does. The jobs are
 -- listed depth first, in part order. (With a stack of its own, not by

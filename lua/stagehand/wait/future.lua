@@ -37,7 +37,7 @@ end
 
 function Future:_describe() return "future '" .. self.label .. "'" end
 -- (as a Handle shows itself, in messages and when printed)
-Future.__tostring = function(f) return "stagehand.Future(" .. f.label .. ", " .. (f._st or "pending") .. ")" end
+Future.__tostring = function(f) return "stagehand.Future(" .. f.label .. ", " .. f:state() .. ")" end
 
 local M = { Future = Future }
 
