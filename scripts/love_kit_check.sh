@@ -126,41 +126,19 @@ printf 'print("require: " .. select(2, pcall(require, "stagehand")):gsub("\\n.*"
 out=$(cd /tmp && env -u LUA_PATH -u LUA_CPATH timeout 120 xvfb-run -a love "$game" 2>&1)
 echo "$out" | grep -Fq "require: stagehand: cannot find its native core (stagehand/_core.so) for linux-x64. The game carries cores for linux-arm64, windows-x64, windows-x86 under stagehand/native/, but none for linux-x64" ||
   fail "a kit without this system's core did not say so: $out"
-# (the Windows core as it ships: stripped, its exports whole)
-win=$(mktemp -d)
-trap 'rm -rf "$unz" "$game" "$win"' EXIT
-cp build/windows/luajit.exe build/windows/lua51.dll "$win/"
-mkdir -p "$win/lua" "$win/stagehand"
-cp -R lua/stagehand "$win/lua/"
-cp build/love-kit/stagehand/native/windows-x64/_core.dll "$win/stagehand/_core.dll"
-out=$(cd "$win" && env -u LUA_PATH -u LUA_CPATH WINEDEBUG=-all timeout 120 ${WINE:-wine} luajit.exe -e '
-  local stagehand = require "stagehand"
-  local orch = stagehand.new { driver = "manual" }
-  local h = orch:run("a job", function(job) job:sleep(1) return 42 end)
-  local st, v = orch:wait(h, 5000)
-  print(stagehand.backend, st, v)' 2>&1 | tr -d '\r')
-[ "$out" = "ffi	done	42" ] || fail "the kit's Windows core under wine said: $out"
-# (and the 32-bit one, for LÖVE's 32-bit Windows builds, under 32-bit
-# wine with a 32-bit LuaJIT: a pool of two worker threads, a port, a job)
-win32=$(mktemp -d)
-trap 'rm -rf "$unz" "$game" "$win" "$win32"' EXIT
-cp build/windows-x86/luajit.exe build/windows-x86/lua51.dll scripts/kit_smoke.lua "$win32/"
-mkdir -p "$win32/lua" "$win32/stagehand"
-cp -R lua/stagehand "$win32/lua/"
-cp build/love-kit/stagehand/native/windows-x86/_core.dll "$win32/stagehand/_core.dll"
-i686-w64-mingw32-objdump -p "$win32/stagehand/_core.dll" | grep -q "DLL Name: libgcc" &&
-  fail "the kit's 32-bit Windows core needs MinGW's libgcc DLL, which a game does not have"
-for be in ffi c; do
-  out=$(cd "$win32" && env -u LUA_PATH -u LUA_CPATH STAGEHAND_BACKEND=$be \
-    WINEDEBUG=-all timeout 120 ${WINE:-wine} luajit.exe kit_smoke.lua 2>&1 | tr -d '\r')
-  echo "$out" | grep -q "^$be x86 .* done 42$" || fail "the kit's 32-bit Windows core, $be backend, under wine said: $out"
-done
-# (a player whose user folder is beyond ASCII: LÖVE's save directory,
-# where the core is written, is a path LuaJIT's own calls cannot name on
-# Windows. LÖVE is played by a stand-in that says the core is there.)
-mkdir -p "$win/save/Łukasz/stagehand"
-cp build/love-kit/stagehand/native/windows-x64/_core.dll "$win/save/Łukasz/stagehand/_core.dll"
-cat >"$win/wide.lua" <<'LUA'
+# (the Windows cores as they ship: stripped, their exports whole. Each
+# runs in a folder of its own with the LuaJIT of its width, and again from
+# a save directory beyond ASCII: LÖVE's save directory, where the core is
+# written, is a path LuaJIT's own calls cannot name on Windows. There LÖVE
+# is played by a stand-in that says the core is there.)
+win_tree() { # $1: the LuaJIT's build folder, $2: the kit's system; prints the folder
+  d=$(mktemp -d)
+  cp "$1/luajit.exe" "$1/lua51.dll" scripts/kit_smoke.lua "$d/"
+  mkdir -p "$d/lua" "$d/stagehand" "$d/save/Łukasz/stagehand"
+  cp -R lua/stagehand "$d/lua/"
+  cp "build/love-kit/stagehand/native/$2/_core.dll" "$d/stagehand/_core.dll"
+  cp "build/love-kit/stagehand/native/$2/_core.dll" "$d/save/Łukasz/stagehand/_core.dll"
+  cat >"$d/wide.lua" <<'LUA'
 local save = "Z:SAVE_DIR" -- (UTF-8, as LÖVE gives paths; written in here, since wine
 -- hands the environment to the ANSI getenv in the system's code page)
 love = { filesystem = {
@@ -175,20 +153,40 @@ local orch = stagehand.new { driver = "manual" }
 local st, v = orch:wait(orch:run("a job", function(job) job:sleep(1) return 42 end), 5000)
 print(stagehand.backend, st, v)
 LUA
-sed -i "s|SAVE_DIR|$win/save/Łukasz|" "$win/wide.lua"
+  sed -i "s|SAVE_DIR|$d/save/Łukasz|" "$d/wide.lua"
+  echo "$d"
+}
+in_wine() { # $1: the folder, then the environment and arguments for luajit.exe
+  d=$1
+  shift
+  (cd "$d" && env -u LUA_PATH -u LUA_CPATH WINEDEBUG=-all "$@" 2>&1 | tr -d '\r')
+}
+win=$(win_tree build/windows windows-x64)
+win32=$(win_tree build/windows-x86 windows-x86)
+trap 'rm -rf "$unz" "$game" "$win" "$win32"' EXIT
+out=$(in_wine "$win" timeout 120 ${WINE:-wine} luajit.exe -e '
+  local stagehand = require "stagehand"
+  local orch = stagehand.new { driver = "manual" }
+  local h = orch:run("a job", function(job) job:sleep(1) return 42 end)
+  local st, v = orch:wait(h, 5000)
+  print(stagehand.backend, st, v)')
+[ "$out" = "ffi	done	42" ] || fail "the kit's Windows core under wine said: $out"
+# (and the 32-bit one, for LÖVE's 32-bit Windows builds, under wine's
+# 32-bit half with a 32-bit LuaJIT: a pool of two worker threads, a port,
+# a job)
+i686-w64-mingw32-objdump -p "$win32/stagehand/_core.dll" | grep -q "DLL Name: libgcc" &&
+  fail "the kit's 32-bit Windows core needs MinGW's libgcc DLL, which a game does not have"
 for be in ffi c; do
-  out=$(cd "$win" && env -u LUA_PATH -u LUA_CPATH LC_ALL=C.UTF-8 STAGEHAND_BACKEND=$be \
-    WINEDEBUG=-all timeout 120 ${WINE:-wine} luajit.exe wide.lua 2>&1 | tr -d '\r')
-  [ "$out" = "$be	done	42" ] || fail "the kit's Windows core in a save directory beyond ASCII, $be backend, under wine said: $out"
+  out=$(in_wine "$win32" STAGEHAND_BACKEND=$be timeout 120 ${WINE:-wine} luajit.exe kit_smoke.lua)
+  echo "$out" | grep -q "^$be x86 .* done 42$" || fail "the kit's 32-bit Windows core, $be backend, under wine said: $out"
 done
-# (and the 32-bit core there: its wide calls are the system's __stdcall ones)
-mkdir -p "$win32/save/Łukasz/stagehand"
-cp build/love-kit/stagehand/native/windows-x86/_core.dll "$win32/save/Łukasz/stagehand/_core.dll"
-sed "s|$win/save|$win32/save|" "$win/wide.lua" >"$win32/wide.lua"
-for be in ffi c; do
-  out=$(cd "$win32" && env -u LUA_PATH -u LUA_CPATH LC_ALL=C.UTF-8 STAGEHAND_BACKEND=$be \
-    WINEDEBUG=-all timeout 120 ${WINE:-wine} luajit.exe wide.lua 2>&1 | tr -d '\r')
-  [ "$out" = "$be	done	42" ] ||
-    fail "the kit's 32-bit Windows core in a save directory beyond ASCII, $be backend, under wine said: $out"
+# (from the save directory beyond ASCII; the 32-bit core's wide calls are
+# the system's __stdcall ones)
+for tree in "$win:Windows" "$win32:32-bit Windows"; do
+  for be in ffi c; do
+    out=$(in_wine "${tree%%:*}" LC_ALL=C.UTF-8 STAGEHAND_BACKEND=$be timeout 120 ${WINE:-wine} luajit.exe wide.lua)
+    [ "$out" = "$be	done	42" ] ||
+      fail "the kit's ${tree#*:} core in a save directory beyond ASCII, $be backend, under wine said: $out"
+  done
 done
 echo "the kit ran as a game's folder from /tmp with no environment, and its stripped Windows cores under wine (32-bit too), from a save directory beyond ASCII too"
