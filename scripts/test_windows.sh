@@ -21,6 +21,9 @@ for f in spec/*_spec.lua; do
   esac
 done
 export WINEDEBUG=-all
+# (wine hands the environment on: the Linux paths `eval "$(make -s env)"`
+# sets would point the Windows runtimes at Linux's cores)
+unset LUA_PATH LUA_CPATH LUA_PATH_5_4 LUA_CPATH_5_4
 : "${WINEPREFIX:=$top/build/wine}" # (stagehand's own prefix: the Makefile says why)
 export WINEPREFIX
 wine=${WINE:-wine}
