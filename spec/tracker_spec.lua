@@ -328,6 +328,26 @@ describe("stagehand.tracker", function()
       assert.equal(1, #orch.trackers) -- (the empty boxes left the list)
     end)
 
+    it("keeps no trace of dropped trackers while no job has a phase (a tracker a level)", function()
+      for _ = 1, 100 do stagehand.tracker(orch) end
+      collectgarbage()
+      collectgarbage()
+      local before = collectgarbage("count")
+      for _ = 1, 20000 do
+        stagehand.tracker(orch)
+        orch:run("no phase", function() end)
+      end
+      collectgarbage()
+      collectgarbage()
+      local kept = collectgarbage("count") - before
+      assert.is_true(kept < 400, "kB kept: " .. kept) -- (a box each: about 2 MB)
+      assert.is_true(#orch.trackers < 5000, #orch.trackers .. " boxes")
+      local h = orch:run("counted", function() end, { phase = "decode" })
+      orch:step()
+      assert.equal("done", h:state())
+      assert.same({ 1, 1 }, { load:progress("decode") }) -- (the one kept still counts)
+    end)
+
     it("keeps a dropped tracker while a job awaits its idle Handle", function()
       local f = stagehand.future()
       local h

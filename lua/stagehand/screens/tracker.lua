@@ -23,6 +23,7 @@ local M = {}
 -- that holds it weakly: a tracker the game drops is collected, and stops
 -- counting every later job. (Closed ones leave the list: see close.)
 local BOX = { __mode = "v" }
+local PRUNE_MIN = 16
 
 local check_row -- (format_timeline's, below)
 
@@ -34,6 +35,7 @@ local function prune(o, without)
     local tr = list[i][1]
     if tr and tr ~= without then kept[#kept + 1] = list[i] end
   end
+  kept.prune_at = 2 * #kept + PRUNE_MIN
   o.trackers = kept
 end
 
@@ -441,6 +443,12 @@ function M.new(orch)
   if not list then
     list = {}
     orch.trackers = list
+  elseif #list >= (list.prune_at or PRUNE_MIN) then
+    -- (a game that makes a tracker per level and never has a job with a
+    -- phase would otherwise keep every emptied box: pruned here each time
+    -- the list doubles, a constant cost per tracker made)
+    prune(orch)
+    list = orch.trackers
   end
   list[#list + 1] = setmetatable({ tr }, BOX)
   return tr
