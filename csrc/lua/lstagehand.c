@@ -358,7 +358,20 @@ static int l_is_list(lua_State *L) {
   return 1;
 }
 
+/* next(t, k): Lua's next, as a plain C function. On a LuaJIT that compiles
+ * next() into IR_NEXT with LuaJIT bug #829 (lua/stagehand/core/compat.lua),
+ * stagehand's loops call this instead: a trace stitches around it, and no
+ * IR_NEXT is compiled. */
+static int l_next(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  lua_settop(L, 2);
+  if (lua_next(L, 1)) return 2;
+  lua_pushnil(L);
+  return 1;
+}
+
 static const luaL_Reg funcs[] = {
+    {"next", l_next},
     {"fields_within", l_fields_within},
     {"is_list", l_is_list},
     {"clock_new", l_clock_new},

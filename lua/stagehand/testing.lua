@@ -220,7 +220,7 @@ function T.leaks(orch)
   if n ~= 0 then out[#out + 1] = n .. " stall clock(s) running" end
   n = tonumber(B.timers_count(orch.tm))
   if n ~= 0 then out[#out + 1] = n .. " sleep timer(s) set" end
-  if next(orch.by_slot) ~= nil then out[#out + 1] = "job slots still in use" end
+  if each(orch.by_slot) ~= nil then out[#out + 1] = "job slots still in use" end
   n = tonumber(B.ids_count(orch.ids))
   if n ~= 0 then out[#out + 1] = n .. " core id(s) still taken" end
   T.core_faults(orch, out)
@@ -232,7 +232,7 @@ function T.leaks(orch)
     set_users = "sets of priority sources still counted as in use",
   }
   for _, t in ipairs(sorted_keys(left)) do
-    if next(orch[t]) ~= nil then out[#out + 1] = left[t] .. " left behind" end
+    if each(orch[t]) ~= nil then out[#out + 1] = left[t] .. " left behind" end
   end
   -- The counts that let a job's end skip those tables must agree with them.
   local counted = { nset_of = "set_of", nowners = "owned", nidle = "idle" }

@@ -46,4 +46,57 @@ local function close_coroutine(co, err, died)
   return raised
 end
 
-return { each = next, on_collect = on_collect, close_coroutine = close_coroutine }
+-- LuaJIT bug #829 (fixed upstream on 2022-04-05, two weeks after the
+-- snapshot Debian 12 ships): on x64 with GC64, a compiled call of next()
+-- (IR_NEXT, which LuaJIT 2.1 compiles since 2020; the 2017 release does
+-- not) may come out of the register allocator as a 32-bit exchange of a
+-- pointer, and the trace then reads memory it does not own: the process
+-- dies with SIGSEGV, now and then, wherever a loop or a check over a
+-- table's keys is hot. It was met running the spec suite on the pure-Lua
+-- core (about one run in five of spec/keys_model_spec.lua; never with
+-- the JIT off). Where this LuaJIT compiles next and its version predates
+-- the fix's (2.1.0-beta3: later builds say 2.1.<time>), `each` is the C
+-- module's next, around which traces stitch, or, without it, a wrapper
+-- the JIT never records: no IR_NEXT is compiled from stagehand's code.
+local function next_compiles()
+  local jit = rawget(_G, "jit")
+  if type(jit) ~= "table" or jit.version ~= "LuaJIT 2.1.0-beta3" or jit.arch ~= "x64"
+      or not jit.attach or not jit.status() then
+    return false
+  end
+  local ok, ffi = pcall(require, "ffi")
+  if not ok or not ffi.abi("gc64") then return false end
+  local function probe(t)
+    local n = 0
+    for _ = 1, 200 do
+      local k = next(t)
+      while k ~= nil do
+        n = n + 1
+        k = next(t, k)
+      end
+    end
+    return n
+  end
+  local mine, compiled = {}, false
+  local function on_trace(what, tr, func)
+    if what == "start" and func == probe then mine[tr] = true end
+    if what == "stop" and mine[tr] then compiled = true end
+  end
+  jit.attach(on_trace, "trace")
+  probe({ a = 1, b = 2, c = 3, d = 4 })
+  jit.attach(on_trace)
+  return compiled
+end
+
+local each, next_unsafe = next, next_compiles()
+if next_unsafe then
+  local found, core = pcall(require, "stagehand._core")
+  if found and type(core) == "table" and type(core.next) == "function" then
+    each = core.next
+  else
+    each = function(t, k) return next(t, k) end
+    rawget(_G, "jit").off(each)
+  end
+end
+
+return { each = each, on_collect = on_collect, close_coroutine = close_coroutine, next_unsafe = next_unsafe }

@@ -75,7 +75,7 @@ function M.ranks(o, ranks, dp, bad_option)
   -- the line that called stagehand.new.
   local function bad(field, expected, got) bad_option(field, expected, got, 2) end
   if ranks == nil then ranks = { "visible", "scene", "background" } end
-  if type(ranks) ~= "table" or next(ranks) == nil then
+  if type(ranks) ~= "table" or each(ranks) == nil then
     bad("ranks", "a non-empty list of rank names, or a table of names to numbers", ranks)
   end
   local rank_of, names = {}, {}
@@ -250,20 +250,30 @@ end
 -- a few fields, and each call of `next` stitches the trace where the C
 -- module's walk costs a call through the Lua API (`make bench-count`: 800
 -- instructions more a job). A seventh field is unknown.
+-- (`each`: next, or what stands for it where LuaJIT #829 makes a compiled
+-- next unsafe: compat.lua.)
 local function fields_within_unrolled(opts, fields)
-  local k = next(opts)
+  local k = each(opts)
   if k == nil then return true elseif not fields[k] then return false end
-  k = next(opts, k)
+  k = each(opts, k)
   if k == nil then return true elseif not fields[k] then return false end
-  k = next(opts, k)
+  k = each(opts, k)
   if k == nil then return true elseif not fields[k] then return false end
-  k = next(opts, k)
+  k = each(opts, k)
   if k == nil then return true elseif not fields[k] then return false end
-  k = next(opts, k)
+  k = each(opts, k)
   if k == nil then return true elseif not fields[k] then return false end
-  k = next(opts, k)
+  k = each(opts, k)
   if k == nil then return true elseif not fields[k] then return false end
-  return next(opts, k) == nil
+  return each(opts, k) == nil
+end
+
+-- Where a compiled next is unsafe (LuaJIT #829: compat.lua), one call of
+-- the C module's walk costs less than the unrolled check's calls of its
+-- next, each of which a trace stitches around.
+local fields_check = fields_within_unrolled
+if require("stagehand.core.compat").next_unsafe and M.fields_within ~= lua_fields_within then
+  fields_check = M.fields_within
 end
 
 --- Validates run's (or when's, with allow_key false) opts against the
@@ -274,7 +284,7 @@ function M.run_options(o, opts, fn, is_signal, allow_key, depth)
   if opts == nil then return nil end
   local lv = 3 + (depth or 0)
   if type(opts) ~= "table" then M.fail(fn, "opts", "a table", opts, lv) end
-  if not fields_within_unrolled(opts, allow_key and RUN_FIELDS or WHEN_FIELDS) then
+  if not fields_check(opts, allow_key and RUN_FIELDS or WHEN_FIELDS) then
     -- (a Handle or Future passed where the options go, its own fields
     -- named as unknown options, read as nonsense)
     if getmetatable(opts) ~= nil then M.fail(fn, "opts", "a plain table of options", opts, lv) end
