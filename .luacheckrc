@@ -15,5 +15,6 @@ files["lua/"] = { not_globals = { "pairs" } }
 -- The LÖVE example runs inside LÖVE, whose `love` global it fills in.
 files["examples/love"] = { globals = { "love" } }
 files["spec/love"] = { std = "max", globals = { "love" }, max_line_length = 120 }
+files["spec/love_pure"] = { std = "max", globals = { "love" }, max_line_length = 120 }
 files["scripts/textures"] = { globals = { "love" } }
 files["bench/love"] = { globals = { "love" } }

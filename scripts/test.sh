@@ -134,6 +134,17 @@ for rt in "$@"; do
       env STAGEHAND_ENDS="$ends/luajit-c" STAGEHAND_BACKEND=c luajit /usr/bin/busted -o utfTerminal spec
   fi
 done
+# The pure-Lua core, what runs where no native core loads: every spec but
+# the worker threads' (which need the native core) on each runtime, its
+# seeded scenes' ends compared with the native runs' below.
+lua_core_specs=$(ls spec/*_spec.lua | grep -v -e hosted_spec -e love_channels_spec -e ports_spec -e threads_spec \
+  -e request_priority_spec)
+for rt in "$@"; do
+  eval "$(sh scripts/env.sh "$rt")"
+  # shellcheck disable=SC2086
+  count "busted on $rt on the pure-Lua core (STAGEHAND_BACKEND=lua), every spec but the worker threads'" \
+    env STAGEHAND_ENDS="$ends/$rt-lua" STAGEHAND_BACKEND=lua "$rt" /usr/bin/busted -o utfTerminal $lua_core_specs
+done
 check "the seeded scenes (chaos, callback, models) end alike on every runtime and backend" sh scripts/same_ends.sh "$ends"
 count "Lua 5.4 under a failing allocator (every allocation of each operation in turn)" \
   sh -c 'eval "$(sh scripts/env.sh lua5.4)" && ./build/oom_host spec/oom/failing_alloc.lua'
@@ -154,6 +165,8 @@ check "pools destroyed under the luv driver, then exit without closing: exit 0, 
   sh scripts/exit_check.sh "$@"
 check "make demo: the example scene loader" demo_ends_every_job
 count "spec/love: worker pools on love.thread, under Xvfb" sh scripts/love_specs.sh
+count "spec/love_pure: a LÖVE game with no native core runs a loading scene on the pure-Lua core, under Xvfb" \
+  sh scripts/love_specs.sh spec/love_pure
 check "examples/love: LÖVE 11 under Xvfb, a loading screen and the scene, both screenshots not blank" \
   sh scripts/love_check.sh
 check "make love-dist: examples/love as a .love and a fused build, run from /tmp with no environment" \

@@ -78,40 +78,44 @@ describe("stagehand.love", function()
     assert.equal("stalled", h:state())
   end)
 
-  it("shuts the orchestrator and destroys its pools when the game quits, after the game's love.quit", function()
-    local orch = for_love.new()
-    local pool = stagehand.pool(orch, { source = "return { echo = function(x) return x end }", size = 1 })
-    local asked = 0
-    love.quit = function()
-      asked = asked + 1
-      return asked == 1 -- (the first time, the game keeps running)
-    end
-    local h = orch:run("forever", function(job) job:await(stagehand.future()) end)
-    assert.is_true(love.quit())
-    assert.equal("running", h:state())
-    assert.is_false(love.quit())
-    assert.equal(2, asked)
-    assert.equal("cancelled", h:state())
-    assert.has_error(function() pool:run("echo", 1) end)
-    -- (the pool's threads exited: its destroy settled inside quit)
-    assert.equal("done", pool.destroyed:state())
-    love.quit = nil
-  end)
+  if stagehand.backend ~= "lua" then -- (worker threads: not on the pure-Lua core)
+    it("shuts the orchestrator and destroys its pools when the game quits, after the game's love.quit", function()
+      local orch = for_love.new()
+      local pool = stagehand.pool(orch, { source = "return { echo = function(x) return x end }", size = 1 })
+      local asked = 0
+      love.quit = function()
+        asked = asked + 1
+        return asked == 1 -- (the first time, the game keeps running)
+      end
+      local h = orch:run("forever", function(job) job:await(stagehand.future()) end)
+      assert.is_true(love.quit())
+      assert.equal("running", h:state())
+      assert.is_false(love.quit())
+      assert.equal(2, asked)
+      assert.equal("cancelled", h:state())
+      assert.has_error(function() pool:run("echo", 1) end)
+      -- (the pool's threads exited: its destroy settled inside quit)
+      assert.equal("done", pool.destroyed:state())
+      love.quit = nil
+    end)
+  end
 
-  it("ends a load the player quits in the middle of as cancelled, requests included, and logs no failure", function()
-    local lines = {}
-    local orch = for_love.new { log = function(line) lines[#lines + 1] = line end }
-    local pool = stagehand.pool(orch, { source = "return { hold = function(p) return p:receive() end }", size = 1 })
-    local inbox = stagehand.port()
-    local decoding = orch:run("decoding", function(job) return job:await(pool:run("hold", inbox)) end)
-    local queued = orch:run("queued", function(job) return job:await(pool:run("hold", inbox)) end)
-    love.update(0)
-    assert.is_false(love.quit())
-    assert.equal("cancelled", decoding:state())
-    assert.equal("cancelled", queued:state())
-    assert.equal("done", pool.destroyed:state())
-    for _, line in ipairs(lines) do assert.not_matches("failed", line) end
-  end)
+  if stagehand.backend ~= "lua" then -- (worker threads: not on the pure-Lua core)
+    it("ends a load the player quits in the middle of as cancelled, requests included, and logs no failure", function()
+      local lines = {}
+      local orch = for_love.new { log = function(line) lines[#lines + 1] = line end }
+      local pool = stagehand.pool(orch, { source = "return { hold = function(p) return p:receive() end }", size = 1 })
+      local inbox = stagehand.port()
+      local decoding = orch:run("decoding", function(job) return job:await(pool:run("hold", inbox)) end)
+      local queued = orch:run("queued", function(job) return job:await(pool:run("hold", inbox)) end)
+      love.update(0)
+      assert.is_false(love.quit())
+      assert.equal("cancelled", decoding:state())
+      assert.equal("cancelled", queued:state())
+      assert.equal("done", pool.destroyed:state())
+      for _, line in ipairs(lines) do assert.not_matches("failed", line) end
+    end)
+  end
 
   it("hooks one orchestrator at a time: a second call closes the first", function()
     local first = for_love.new()

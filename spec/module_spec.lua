@@ -12,9 +12,11 @@ describe("stagehand", function()
     assert.is_true(n >= 1 and n % 1 == 0)
   end)
 
-  it("names the native backend it uses", function()
-    assert.is_true(stagehand.backend == "ffi" or stagehand.backend == "c")
-    if os.getenv("STAGEHAND_BACKEND") == "c" or not rawget(_G, "jit") then
+  it("names the core it uses", function()
+    assert.is_true(stagehand.backend == "ffi" or stagehand.backend == "c" or stagehand.backend == "lua")
+    if os.getenv("STAGEHAND_BACKEND") == "lua" then
+      assert.equal("lua", stagehand.backend)
+    elseif os.getenv("STAGEHAND_BACKEND") == "c" or not rawget(_G, "jit") then
       assert.equal("c", stagehand.backend)
     else
       assert.equal("ffi", stagehand.backend)
@@ -157,7 +159,7 @@ describe("a C module built for another runtime", function()
   it("fails to load with a message naming the runtime it was built for and the fix", function()
     local here, other, other_name
     if rawget(_G, "jit") then
-      here, other, other_name = "STAGEHAND_BACKEND=c luajit", "lua5.4", "Lua 5.4"
+      here, other, other_name = "luajit", "lua5.4", "Lua 5.4"
     elseif _VERSION == "Lua 5.4" then
       here, other, other_name = "lua5.4", "luajit", "LuaJIT"
     else
@@ -165,7 +167,7 @@ describe("a C module built for another runtime", function()
     end
     local so = "build/" .. other .. "/stagehand/_core.so"
     if not io.open(so) then error(so .. " is missing: make build makes every runtime's") end
-    local cmd = "LUA_PATH='lua/?.lua;lua/?/init.lua' LUA_CPATH='build/" .. other .. "/?.so' " .. here
+    local cmd = "STAGEHAND_BACKEND=c LUA_PATH='lua/?.lua;lua/?/init.lua' LUA_CPATH='build/" .. other .. "/?.so' " .. here
       .. " -e 'require \"stagehand\"' 2>&1"
     local out = io.popen(cmd):read("*a")
     assert.matches(so .. " was built for " .. other_name, out, 1, true)
@@ -178,10 +180,14 @@ describe("no native core anywhere", function()
   -- Regression: LuaJIT said it fell back to the C module, then the C
   -- module's require listed Lua's search paths: two messages, and neither
   -- said what to do.
-  it("fails to load with one message naming this system, the fix, and where it looked", function()
-    local here = rawget(_G, "jit") and "luajit" or (_VERSION == "Lua 5.4" and "lua5.4" or "lua5.1")
-    local out = io.popen("LUA_PATH='lua/?.lua;lua/?/init.lua' LUA_CPATH='/nowhere/?.so;/nor/here/?.so' " .. here
-      .. " -e 'require \"stagehand\"' 2>&1"):read("*a")
+  local here = rawget(_G, "jit") and "luajit" or (_VERSION == "Lua 5.4" and "lua5.4" or "lua5.1")
+  local function run(backend)
+    return io.popen("STAGEHAND_BACKEND=" .. backend .. " LUA_PATH='lua/?.lua;lua/?/init.lua'"
+      .. " LUA_CPATH='/nowhere/?.so;/nor/here/?.so' " .. here .. " -e '"
+      .. "local s = require \"stagehand\"; print(\"backend \" .. s.backend)"
+      .. "; package.loaded[\"stagehand.core.backend\"] = nil; require \"stagehand.core.backend\"' 2>&1"):read("*a")
+  end
+  local function says_why(out)
     assert.matches("stagehand: cannot find its native core (stagehand/_core.so) for linux-x64. Build it (make build",
       out, 1, true)
     assert.matches('eval "$(make -s env LUA=' .. here .. ')"', out, 1, true)
@@ -189,6 +195,21 @@ describe("no native core anywhere", function()
       out, 1, true)
     assert.is_nil(out:find("C module, not the FFI backend", 1, true))
     assert.is_nil(out:find("module 'stagehand._core' not found", 1, true))
+  end
+
+  it("runs on the pure-Lua core, saying once why: this system, the fix, and where it looked", function()
+    local out = run("")
+    says_why(out)
+    local _, n = out:gsub("runs on its pure%-Lua core", "")
+    assert.equal(1, n, out) -- (a second load says nothing more)
+    assert.matches("\nbackend lua\n", out, 1, true)
+  end)
+
+  it("fails to load with that message when the native core is asked for by name", function()
+    local out = run("c")
+    says_why(out)
+    assert.is_nil(out:find("pure-Lua", 1, true))
+    assert.is_nil(out:find("backend lua", 1, true))
   end)
 end)
 
@@ -202,8 +223,8 @@ describe("a native core built for another system or processor", function()
     local f = assert(io.open(dir .. "/stagehand/_core.so", "wb"))
     f:write("MZ\144\0\3\0\0\0" .. string.rep("\0", 120))
     f:close()
-    local out = io.popen("LUA_PATH='lua/?.lua;lua/?/init.lua' LUA_CPATH='" .. dir .. "/?.so' " .. here
-      .. " -e 'require \"stagehand\"' 2>&1"):read("*a")
+    local out = io.popen("STAGEHAND_BACKEND=c LUA_PATH='lua/?.lua;lua/?/init.lua' LUA_CPATH='" .. dir .. "/?.so' "
+      .. here .. " -e 'require \"stagehand\"' 2>&1"):read("*a")
     os.execute("rm -rf " .. dir)
     assert.matches(dir .. "/stagehand/_core.so is a library for another system or processor", out, 1, true)
     assert.matches("this is linux%-x64%. Build the core here %(make build", out)

@@ -95,7 +95,8 @@ function stagehand.tracker(orch) end
 ---@return string
 function stagehand.format_timeline(rows) end
 
---- The name of the native backend in use: "ffi" or "c".
+--- The core in use: "ffi" (LuaJIT's FFI over the native core), "c" (the
+--- C module over it) or "lua" (the pure-Lua core: no worker threads).
 ---@type string
 stagehand.backend = nil
 

@@ -61,38 +61,54 @@ M.is_error = errors.is_error
 
 -- Threads: loaded on first use (a game that runs no worker makes no
 -- notifier and loads none of it).
-local function workers() return require "stagehand.threads.workers" end
-local function ports() return require "stagehand.threads.ports" end
+-- On the pure-Lua core (no native core loaded) they raise, saying why.
+local function no_threads(what)
+  if B.name == "lua" then
+    errors.raise("stagehand." .. what .. ": worker threads need stagehand's native core, and this program runs"
+      .. " on the pure-Lua core: " .. B.why, 2)
+  end
+end
+local function workers(what)
+  no_threads(what)
+  return require "stagehand.threads.workers"
+end
+local function ports(what)
+  no_threads(what)
+  return require "stagehand.threads.ports"
+end
 
 --- The default number of worker threads: one fewer than the cores, at
 --- least 1, at most 4.
 ---@return integer
-function M.threads() return workers().threads() end
+function M.threads() return workers("threads").threads() end
 
 --- A pool of worker threads running a module's functions (docs/guide.md,
 --- Threads): `pool:run(fn_name, payload, opts)` returns a Handle.
 ---@param orch stagehand.Orchestrator
 ---@param opts stagehand.PoolOpts
 ---@return stagehand.WorkerPool
-function M.pool(orch, opts) return workers().pool(orch, opts) end
+function M.pool(orch, opts) return workers("pool").pool(orch, opts) end
 
 --- A long-lived worker running `module.function(...)` on a thread of its own.
 ---@param orch stagehand.Orchestrator
 ---@param name string
 ---@return stagehand.Worker
-function M.spawn(orch, name, ...) return require("stagehand.threads.spawn").spawn(orch, name, ...) end
+function M.spawn(orch, name, ...)
+  no_threads("spawn")
+  return require("stagehand.threads.spawn").spawn(orch, name, ...)
+end
 
 --- A port: a channel between threads, in either direction. `name`
 --- (optional) names it in the log, where a worker waiting on it is named.
 ---@param name string?
 ---@return stagehand.Port
-function M.port(name) return ports().port(name) end
+function M.port(name) return ports("port").port(name) end
 
 --- Round barriers for `participants` threads, each share `share_len` numbers.
 ---@param participants integer
 ---@param share_len integer?
 ---@return userdata
-function M.rounds(participants, share_len) return ports().rounds(participants, share_len) end
+function M.rounds(participants, share_len) return ports("rounds").rounds(participants, share_len) end
 
 --- A load tracker over `orch`: progress in phases for a loading screen
 --- (docs/guide.md, Loading screens).
@@ -105,7 +121,8 @@ function M.tracker(orch) return require("stagehand.screens.tracker").new(orch) e
 ---@return string
 function M.format_timeline(rows) return require("stagehand.screens.tracker").format_timeline(rows) end
 
---- The name of the native backend in use: "ffi" or "c".
+--- The core in use: "ffi" (LuaJIT's FFI over the native core), "c" (the
+--- C module over it) or "lua" (the pure-Lua core: no worker threads).
 ---@type string
 M.backend = B.name
 

@@ -1,6 +1,7 @@
 -- Folder core/ (layer 0): the seam to the native core. backend.lua picks
 -- the FFI backend on LuaJIT (ffi_core.lua) or the classic C module
--- elsewhere; native.lua finds the core's file (a LÖVE archive's too);
+-- elsewhere, and the pure-Lua core (lua_core.lua, with lua_clock.lua and
+-- lua_pool.lua) where neither loads; native.lua finds the core's file (a LÖVE archive's too);
 -- threads_native.lua is the C module's threads' table; compat.lua is what
 -- differs between runtimes. It requires nothing of stagehand's above it;
 -- every layer calls it (B.check, the core's statuses, B.now_ms).
@@ -11,9 +12,9 @@
 -- functions, named after the C API without its sh_ prefix, and the same
 -- statuses, by the header's names (SH_OK, SH_EINVAL, SH_ENOMEM, SH_ESTATE);
 -- B.check is the one place a status that is not SH_OK turns into an error.
-local want = os.getenv("STAGEHAND_BACKEND")
-if want ~= nil and want ~= "" and want ~= "ffi" and want ~= "c" then
-  error("stagehand: STAGEHAND_BACKEND must be 'ffi' or 'c', got '" .. want .. "'", 0)
+local want = os.getenv and os.getenv("STAGEHAND_BACKEND")
+if want ~= nil and want ~= "" and want ~= "ffi" and want ~= "c" and want ~= "lua" then
+  error("stagehand: STAGEHAND_BACKEND must be 'ffi', 'c' or 'lua', got '" .. want .. "'", 0)
 end
 
 -- What a status means, for the message of an internal error.
@@ -66,8 +67,34 @@ local function newer_libc(err)
     .. " makes, which loads on glibc 2.17 and later.\n" .. e
 end
 
+-- The pure-Lua core (lua_core.lua): asked for with STAGEHAND_BACKEND=lua,
+-- or taken when no native core loads and none was asked for by name. It
+-- says so once a process, with the reason the native core did not load;
+-- the threads' calls raise with that reason (init.lua).
+local function lua_core(why)
+  local M = { why = why }
+  local core = require "stagehand.core.lua_core"
+  for k, v in require("stagehand.core.compat").each, core do M[k] = v end
+  return with_statuses(M)
+end
+if want == "lua" then return lua_core("STAGEHAND_BACKEND=lua asked for the pure-Lua core") end
+local function pure_lua(why)
+  local reg = debug and debug.getregistry and debug.getregistry()
+  local said = "stagehand: said it runs on the pure-Lua core"
+  if type(reg) ~= "table" or not reg[said] then
+    if type(reg) == "table" then reg[said] = true end
+    local stderr = io and io.stderr
+    if stderr then
+      pcall(stderr.write, stderr, "[stagehand] runs on its pure-Lua core: jobs, keys, priorities, slots, budgets"
+        .. " and stall clocks work; worker threads need the native core, which did not load: " .. tostring(why)
+        .. "\n")
+    end
+  end
+  return lua_core(tostring(why))
+end
+
 -- (Said once the C module has loaded: when neither backend finds a core,
--- the one error raised says why, with no word of falling back.)
+-- the one reason given says why, with no word of falling back.)
 local ffi_why
 if want ~= "c" and rawget(_G, "jit") then
   local ok, ffi_core = pcall(require, "stagehand.core.ffi_core")
@@ -122,8 +149,11 @@ local function wrong_system(err)
     .. " for " .. here .. " (a .love carries it as stagehand/native/" .. here .. "/_core." .. native.EXT .. ")."
 end
 
-local ok, C = pcall(require, "stagehand._core")
-if not ok then
+-- The C module, or false and why not. (A sandbox without package.loadlib
+-- or package.cpath gets its reason too, not an error.)
+local function load_c()
+  local ok, C = pcall(require, "stagehand._core")
+  if ok then return true, C end
   -- (Inside LÖVE, native.path writes a core the game's archive carries to
   -- the save directory; it, or one found only beside the game, is opened
   -- directly. Found nowhere, and require's own searchers found nothing
@@ -142,8 +172,15 @@ if not ok then
   elseif tostring(C):find("module 'stagehand._core' not found", 1, true) then
     C = native.missing(looked)
   end
+  return ok, C
 end
-if not ok then error(wrong_build(C) or wrong_system(C) or newer_libc(C) or C, 0) end
+local looked_ok, ok, C = pcall(load_c)
+if not looked_ok then ok, C = false, ok end
+if not ok then
+  local why = wrong_build(C) or wrong_system(C) or newer_libc(C) or C
+  if want == "c" then error(why, 0) end
+  return pure_lua(why)
+end
 if ffi_why then fell_back(ffi_why) end
 local M = { name = "c" }
 local each = require("stagehand.core.compat").each

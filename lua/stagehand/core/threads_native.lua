@@ -5,4 +5,11 @@
 -- API can read.
 local B = require "stagehand.core.backend"
 if B.threads then return B.threads end
+if B.name == "lua" then -- (the calls raise: stagehand.pool and its kin say why first)
+  return setmetatable({}, { __index = function(_, name)
+    return function()
+      error("stagehand: " .. name .. " needs the native core (this program runs on the pure-Lua core)", 2)
+    end
+  end })
+end
 return require("stagehand._core").threads
