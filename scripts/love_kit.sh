@@ -93,9 +93,11 @@ writes the one for the player's system to the game's save directory,
 where LÖVE finds it; this works when the game runs as a folder (love
 mygame), as a .love, or fused.
 
-For a system not listed (a Mac, say), build the core there:
-"sh src/build.sh" needs only a C compiler (Xcode's command line tools on
-a Mac) and adds the core to this kit's folder, as
+On a system not listed (a Mac, a phone, a browser) the game still runs,
+on stagehand's pure-Lua core: everything but worker threads, which say
+why they cannot start. For the native core there, build it on that
+system: "sh src/build.sh" needs only a C compiler (Xcode's command line
+tools on a Mac) and adds the core to this kit's folder, as
 stagehand/native/SYSTEM/_core.so (on a Mac, one universal core, as both
 osx-arm64 and osx-x64); then put the folder in the game. The guide's
 "Shipping a game" says more.

@@ -96,9 +96,26 @@ end
 -- (Said once the C module has loaded: when neither backend finds a core,
 -- the one reason given says why, with no word of falling back.)
 local ffi_why
+-- The C module's helpers for the Lua side (fields_within, is_list, next)
+-- beside the FFI backend, where it loads: the same file as the core.
+local function c_helpers()
+  local ok, core = pcall(require, "stagehand._core")
+  if not (ok and type(core) == "table") then
+    local path = require("stagehand.core.native").path()
+    local open = path and package.loadlib(path, "luaopen_stagehand__core")
+    ok, core = pcall(open or error, "stagehand._core")
+  end
+  return ok and type(core) == "table" and core or nil
+end
+local compat = require "stagehand.core.compat"
 if want ~= "c" and rawget(_G, "jit") then
   local ok, ffi_core = pcall(require, "stagehand.core.ffi_core")
-  if ok then return with_statuses(ffi_core) end
+  if ok then
+    local M = { helpers = c_helpers() }
+    for k, v in compat.each, ffi_core do M[k] = v end
+    if M.helpers then compat.use_c_next(M.helpers.next) end
+    return with_statuses(M)
+  end
   if want == "ffi" then error(newer_libc(ffi_core) or ffi_core, 0) end
   ffi_why = ffi_core
 end
@@ -182,7 +199,7 @@ if not ok then
   return pure_lua(why)
 end
 if ffi_why then fell_back(ffi_why) end
-local M = { name = "c" }
-local each = require("stagehand.core.compat").each
-for k, v in each, C do M[k] = v end
+local M = { name = "c", helpers = C }
+for k, v in compat.each, C do M[k] = v end
+compat.use_c_next(C.next)
 return with_statuses(M)

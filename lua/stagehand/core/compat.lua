@@ -89,14 +89,18 @@ local function next_compiles()
 end
 
 local each, next_unsafe = next, next_compiles()
+local function use_c_next() end
 if next_unsafe then
+  -- (until the C module is known, a wrapper the JIT never records; a
+  -- module loaded later, as LÖVE's first run writes the core out, is
+  -- handed over by backend.lua)
+  local impl = function(t, k) return next(t, k) end
+  rawget(_G, "jit").off(impl)
+  each = function(t, k) return impl(t, k) end
+  use_c_next = function(fn) if type(fn) == "function" then impl = fn end end
   local found, core = pcall(require, "stagehand._core")
-  if found and type(core) == "table" and type(core.next) == "function" then
-    each = core.next
-  else
-    each = function(t, k) return next(t, k) end
-    rawget(_G, "jit").off(each)
-  end
+  if found and type(core) == "table" then use_c_next(core.next) end
 end
 
-return { each = each, on_collect = on_collect, close_coroutine = close_coroutine, next_unsafe = next_unsafe }
+return { each = each, on_collect = on_collect, close_coroutine = close_coroutine, next_unsafe = next_unsafe,
+  use_c_next = use_c_next }

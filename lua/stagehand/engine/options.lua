@@ -233,9 +233,9 @@ local function lua_fields_within(opts, fields)
   return true
 end
 do
-  local found, core = pcall(require, "stagehand._core")
-  M.fields_within = found and type(core) == "table" and core.fields_within or lua_fields_within
-  is_list_c = found and type(core) == "table" and core.is_list or nil
+  local core = require("stagehand.core.backend").helpers
+  M.fields_within = core and core.fields_within or lua_fields_within
+  is_list_c = core and core.is_list or nil
 end
 
 -- Raises for the unknown field of a run's opts that sorts first.
