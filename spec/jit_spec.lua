@@ -12,6 +12,15 @@ local T = require "stagehand.testing"
 local vmdef = require "jit.vmdef"
 local util = require "jit.util"
 
+-- Runs fn with on_trace told of every trace event, from empty trace caches.
+local function watching(on_trace, fn)
+  jit.flush()
+  jit.attach(on_trace, "trace")
+  local ok, err = pcall(fn)
+  jit.attach(on_trace)
+  assert(ok, err)
+end
+
 -- Trace aborts on a bytecode the JIT cannot compile, inside lua/stagehand/.
 local function nyi_aborts(fn)
   local found = {}
@@ -25,11 +34,7 @@ local function nyi_aborts(fn)
       found[#found + 1] = msg:format(oex) .. " at " .. where
     end
   end
-  jit.flush()
-  jit.attach(on_trace, "trace")
-  local ok, err = pcall(fn)
-  jit.attach(on_trace)
-  assert(ok, err)
+  watching(on_trace, fn)
   return found
 end
 
@@ -134,11 +139,7 @@ describe("the JIT", function()
         end
       end
     end
-    jit.flush()
-    jit.attach(on_trace, "trace")
-    local ok, err = pcall(fn)
-    jit.attach(on_trace)
-    assert(ok, err)
+    watching(on_trace, fn)
     return found
   end
 
