@@ -93,9 +93,6 @@ local function pure_lua(why)
   return lua_core(tostring(why))
 end
 
--- (Said once the C module has loaded: when neither backend finds a core,
--- the one reason given says why, with no word of falling back.)
-local ffi_why
 -- The C module's helpers for the Lua side (fields_within, is_list, next)
 -- beside the FFI backend, where it loads: the same file as the core.
 local function c_helpers()
@@ -108,6 +105,9 @@ local function c_helpers()
   return ok and type(core) == "table" and core or nil
 end
 local compat = require "stagehand.core.compat"
+-- (Said once the C module has loaded: when neither backend finds a core,
+-- the one reason given says why, with no word of falling back.)
+local ffi_why
 if want ~= "c" and rawget(_G, "jit") then
   local ok, ffi_core = pcall(require, "stagehand.core.ffi_core")
   if ok then
