@@ -146,15 +146,22 @@ describe("the JIT", function()
   local compat = require "stagehand.core.compat"
   if compat.next_unsafe then
     it("compiles no next() from stagehand's code where that is unsafe (LuaJIT #829)", function()
-      -- (the watch sees a compiled next where there is one: a loop of the spec's own, in a file of stagehand's name)
-      local probe = assert(load([[
-        local t, n = { a = 1, b = 2, c = 3 }, 0
-        for _ = 1, 300 do
-          local k = next(t)
-          while k ~= nil do n, k = n + 1, next(t, k) end
-        end
-        return n]], "=lua/stagehand/probe.lua"))
-      assert.is_true(#next_traces(probe) >= 1)
+      -- (the watch sees a compiled next where there is one: a loop of the spec's own, in a file of stagehand's
+      -- name. Which loop the JIT picks first hangs on the process's history of hot counters: a fresh copy
+      -- is tried again, as it was once under wine, before the watch is called blind.)
+      local seen = 0
+      for _ = 1, 4 do
+        local probe = assert(load([[
+          local t, n = { a = 1, b = 2, c = 3 }, 0
+          for _ = 1, 2000 do
+            local k = next(t)
+            while k ~= nil do n, k = n + 1, next(t, k) end
+          end
+          return n]], "=lua/stagehand/probe.lua"))
+        seen = #next_traces(probe)
+        if seen > 0 then break end
+      end
+      assert.is_true(seen >= 1, "the watch saw no compiled next in a loop made to compile one")
       assert.are_not.equal(next, compat.each)
       local found = next_traces(function()
         local o = T.new { pools = { disk = 2 } }
