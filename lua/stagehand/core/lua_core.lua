@@ -159,7 +159,9 @@ end
 
 local now, sleep, cores = find_system()
 function M.now_ms() return now() end
-function M.sleep_ms(ms) if ms > 0 then sleep(ms) end end
+function M.sleep_ms(ms) -- (as the C's: nothing for NaN or less, at most a day)
+  if type(ms) == "number" and ms > 0 then sleep(ms < 86400e3 and ms or 86400e3) end
+end
 function M.cores()
   local ok, n = pcall(cores)
   n = ok and tonumber(n) or 1
