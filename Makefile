@@ -64,7 +64,10 @@ $(KIT_CORE): $(CORE_SRC) $(MODULE_SRC) $(CORE_HDR) csrc/platform/unix/sh_glibc_c
 # ... and the same for 64-bit ARM Linux (Raspberry Pi, ARM handhelds that
 # run LÖVE), cross-built; scripts/arm64_check.sh runs it under qemu.
 ARM64_CC := aarch64-linux-gnu-gcc
-ARM64_PKGS := gcc-aarch64-linux-gnu qemu-user-static debootstrap
+# (libc6-dev-arm64-cross is only a recommendation of the compiler, and
+# deps.sh installs without recommendations: named, or a fresh machine has
+# a cross compiler with no C library headers.)
+ARM64_PKGS := gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user-static debootstrap
 KIT_CORE_ARM64 := build/kit/linux-arm64/_core.so
 $(KIT_CORE_ARM64): $(CORE_SRC) $(MODULE_SRC) $(CORE_HDR) csrc/platform/unix/sh_glibc_compat.h
 	@EXTRA_PKGS="$(ARM64_PKGS)" sh scripts/deps.sh
