@@ -7,8 +7,10 @@ CC ?= cc
 WARN := -Wall -Wextra -Wshadow -Wconversion -Wstrict-prototypes -Wmissing-prototypes
 # What this system's C library has, for the core's POSIX layer
 # (csrc/platform/sh_platform.h; scripts/probe.sh tries each).
-PLAT := $(shell sh scripts/probe.sh $(CC) 2>/dev/null)
-CFLAGS_CORE := -std=c99 -O2 -g -fPIC $(WARN) $(PLAT)
+# (Probed once, when a recipe first needs it: after deps has installed the
+# compiler on a machine that had none.)
+PLAT = $(eval PLAT := $$(shell sh scripts/probe.sh $$(CC) 2>/dev/null))$(PLAT)
+CFLAGS_CORE = -std=c99 -O2 -g -fPIC $(WARN) $(PLAT)
 # How a Lua C module is linked: macOS resolves Lua's functions when the
 # module is loaded (-undefined dynamic_lookup), as LuaRocks links it there.
 MODULE_LINK := $(shell [ "$$(uname -s 2>/dev/null)" = Darwin ] && echo "-bundle -undefined dynamic_lookup" || echo -shared)
@@ -38,8 +40,8 @@ all: build
 deps:
 	@sh scripts/deps.sh
 
-# (Only deps, demo and test install what is missing: `make build` on a
-# machine that has it all asks apt nothing.)
+# (Every target a user types depends on deps; `make build` alone does not,
+# so that rebuilding asks dpkg nothing.)
 build: $(foreach rt,$(RUNTIMES),build/$(rt)/stagehand/_core.so)
 
 # The core's symbols stay exported: the FFI backend ffi.load()s this same file.
@@ -131,7 +133,7 @@ build/oom_host: csrc/test/oom_host.c
 	@mkdir -p $(@D)
 	$(CC) -std=c99 -O1 -g $(WARN) -I$(INC_lua5.4) -o $@ csrc/test/oom_host.c -llua5.4
 
-test-oom: build build/oom_host
+test-oom: deps build build/oom_host
 	@eval "$$(sh scripts/env.sh lua5.4)" && ./build/oom_host spec/oom/failing_alloc.lua \
 	  && ./build/oom_host spec/oom/failing_alloc_pools.lua
 
@@ -140,7 +142,7 @@ test: deps build $(KIT_CORE) $(KIT_CORE_ARM64) build/test_core build/test_thread
 
 # examples/c_host: a C program embedding LuaJIT or Lua 5.4 that runs a
 # stagehand frame loop, as an engine would (make test builds and runs both).
-c-host: $(C_HOSTS)
+c-host: deps $(C_HOSTS)
 build/c_host/host_luajit: examples/c_host/host.c
 	@mkdir -p $(@D)
 	$(CC) -std=c99 -O2 $(WARN) -I$(INC_luajit) -o $@ $< -lluajit-5.1 -lm -ldl
@@ -169,21 +171,21 @@ demo: deps build
 
 # docs/reference.md and types/stagehand.lua (a LuaLS meta file), from the
 # annotations in lua/stagehand/; spec/docs_spec.lua fails when they are stale.
-docs:
+docs: deps
 	@lua5.4 scripts/docgen.lua
 
-bench: build
+bench: deps build
 	@eval "$$(sh scripts/env.sh luajit)" && luajit bench/bench.lua
 
 # The LÖVE loading scene against love-loader and lily (LOVE_PEERS=DIR holds
 # their sources; without it, stagehand alone). About a minute.
-bench-love: build
+bench-love: deps build
 	@sh scripts/bench_love.sh
 
 # The same costs counted rather than timed (cachegrind): instructions and
 # reads from memory per job, next to a bare coroutine's, the same on a busy
 # host as on a quiet one. About two minutes.
-bench-count: build
+bench-count: deps build
 	@EXTRA_PKGS=valgrind sh scripts/deps.sh
 	@eval "$$(sh scripts/env.sh luajit)" && luajit bench/count.lua
 
@@ -203,7 +205,7 @@ CHAOS_SEEDS ?= 500
 # ThreadSanitizer.
 SOAK_SEEDS ?= 20
 SOAK_FIRST ?= 1
-soak-threads: build build/tsan/lua5.4/stagehand/_core.so
+soak-threads: deps build build/tsan/lua5.4/stagehand/_core.so
 	@for rt in $(RUNTIMES); do for driver in manual luv; do \
 	  echo "== threads soak on $$rt, $$driver driver ($(SOAK_SEEDS) seeds)"; \
 	  eval "$$(sh scripts/env.sh $$rt)"; \
@@ -215,7 +217,7 @@ soak-threads: build build/tsan/lua5.4/stagehand/_core.so
 	  LUA_CPATH="$$top/build/tsan/lua5.4/?.so;;" LD_PRELOAD="$$($(CC) -print-file-name=libtsan.so)" \
 	  TSAN_OPTIONS=halt_on_error=1:report_signal_unsafe=0 lua5.4 spec/soak/threads.lua $$s || exit 1; done
 
-chaos: build
+chaos: deps build
 	@rm -rf build/chaos-ends && mkdir -p build/chaos-ends
 	@for rt in $(RUNTIMES); do \
 	  echo "== chaos on $$rt ($(CHAOS_SEEDS) seeds)"; \
@@ -263,7 +265,7 @@ sanitize: deps build build/sanitize/test_core build/sanitize/lua5.4/stagehand/_c
 # definitely lost, fails the run.
 VALGRIND := valgrind --quiet --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite \
 	--show-leak-kinds=definite
-valgrind: build build/test_core build/test_threads
+valgrind: deps build build/test_core build/test_threads
 	@EXTRA_PKGS=valgrind sh scripts/deps.sh
 	$(VALGRIND) ./build/test_core
 	$(VALGRIND) ./build/test_threads
@@ -343,14 +345,14 @@ rock:
 # stagehand for LÖVE games as a folder to drop into a game's folder, and
 # its zip (scripts/love_kit.sh): build/love-kit/stagehand and
 # build/stagehand-VERSION-love.zip, with the cores for Linux and Windows.
-love-kit: build $(KIT_CORE) $(KIT_CORE_ARM64) windows windows-x86
+love-kit: deps build $(KIT_CORE) $(KIT_CORE_ARM64) windows windows-x86
 	@EXTRA_PKGS=zip sh scripts/deps.sh
 	@KIT_WINDOWS=1 KIT_ARM64=1 sh scripts/love_kit.sh
 
 # The kit's 64-bit ARM core under qemu (scripts/arm64_check.sh): make test
 # runs a job, a pool and a port there; this runs every spec that runs off
 # Linux's tools, on both backends (about 15 minutes).
-test-arm64: $(KIT_CORE_ARM64)
+test-arm64: deps $(KIT_CORE_ARM64)
 	@sh scripts/arm64_check.sh --specs
 
 # The kit on other Debian systems (scripts/systems_check.sh): Debian 11
@@ -358,13 +360,13 @@ test-arm64: $(KIT_CORE_ARM64)
 # build/oldroot once. Needs root, and those suites on the package mirror:
 # make test runs Debian 13's (the current stable) and checks the glibc
 # versions the kit's cores ask for.
-test-systems: build $(KIT_CORE)
+test-systems: deps build $(KIT_CORE)
 	@sh scripts/systems_check.sh
 
 # A LÖVE game folder that uses stagehand, packaged for players
 # (scripts/love_dist.sh): build/love/NAME.love and a fused Linux build.
 GAME ?= examples/love
-love-dist: build $(KIT_CORE) $(KIT_CORE_ARM64)
+love-dist: deps build $(KIT_CORE) $(KIT_CORE_ARM64)
 	@sh scripts/love_dist.sh $(GAME)
 
 check-warnings:
