@@ -48,8 +48,13 @@ if [ ! -f "$out/luajit.exe" ] || [ ! -f "$out/lua51.dll" ]; then
     cp -r "$lj" "$ljb"
     make -s -C "$ljb" clean >/dev/null # (the 64-bit build's objects)
   fi
+  # (a kernel that runs no 32-bit programs runs those tools under qemu)
+  set --
+  if [ "$host_cc" != gcc ] && ! sh scripts/x86_runs.sh; then
+    set -- MINILUA_X="qemu-i386-static host/minilua" BUILDVM_X="qemu-i386-static host/buildvm"
+  fi
   make -s -C "$ljb" -j2 HOST_CC="$host_cc" CROSS="${cc%gcc}" TARGET_SYS=Windows BUILDMODE=dynamic \
-    TARGET_SHLDFLAGS="$static" TARGET_LDFLAGS="$static" amalg >/dev/null
+    TARGET_SHLDFLAGS="$static" TARGET_LDFLAGS="$static" "$@" amalg >/dev/null
   cp "$ljb/src/luajit.exe" "$ljb/src/lua51.dll" "$out/"
 fi
 mkdir -p "$out/lua/jit" # (jit.* modules, vmdef.lua among them: made by the build)
