@@ -121,8 +121,10 @@ c_host_runs_on() ( # $1: runtime (luajit or lua5.4)
 count "C core tests" ./build/test_core
 count "C threads tests (messages, notifiers, ports, round barriers, work queues)" ./build/test_threads
 count "the core's C tests on Windows: cross-built with MinGW-w64, run under wine" make -s test-windows-c
-count "the specs on Windows under wine: LuaJIT (both backends) and Lua 5.4, and 32-bit LuaJIT (both backends), cross-built from Debian's sources" \
+count "the specs on Windows under wine: LuaJIT (both backends) and Lua 5.4, and 32-bit LuaJIT (both backends) where this kernel runs 32-bit programs, cross-built from Debian's sources" \
   sh -c 'make -s windows windows-x86 >/dev/null && sh scripts/test_windows.sh' 
+count "the specs on 32-bit x86 Linux (x87 maths): the core's C tests, then Lua 5.4 from Debian's sources, natively or under qemu" \
+  make -s test-x86
 count "the core's portable paths forced (pipe + fcntl, wall-clock waits, C11 atomics), then every .c as C++" \
   make -s portable
 for rt in "$@"; do
@@ -171,7 +173,7 @@ check "examples/love: LÖVE 11 under Xvfb, a loading screen and the scene, both 
   sh scripts/love_check.sh
 check "make love-dist: examples/love as a .love and a fused build, run from /tmp with no environment" \
   sh scripts/love_dist_check.sh
-check "make love-kit: its folder dropped into a game run from /tmp with no environment; its Windows cores (64- and 32-bit) under wine" \
+check "make love-kit: its folder dropped into a game run from /tmp with no environment; its Windows cores under wine (the 32-bit one where this kernel runs 32-bit programs)" \
   sh scripts/love_kit_check.sh
 check "the kit's 64-bit ARM Linux core under qemu: a job, a pool of 2 threads and a port, on both backends" \
   sh scripts/arm64_check.sh
