@@ -8,10 +8,21 @@ failed=0
 out=$(mktemp)
 ends=$(mktemp -d)
 trap 'rm -rf "$out" "$ends"' EXIT
+began=$(date +%s)
+section_began=
+
+# Each section's heading; the previous one's time is printed first, so a
+# slow section shows where `make test`'s minutes go.
+heading() { # $1: label
+  now=$(date +%s)
+  [ -z "$section_began" ] || echo "   ($((now - section_began)) s)"
+  section_began=$now
+  echo "== $1"
+}
 
 count() { # $1: label, then the command; busted's and the C tests' summaries are parsed
   label=$1; shift
-  echo "== $label"
+  heading "$label"
   "$@" >"$out" 2>&1
   rc=$?
   cat "$out"
@@ -34,7 +45,7 @@ count() { # $1: label, then the command; busted's and the C tests' summaries are
 # One-line checks that are not busted specs: a command that must succeed.
 check() { # $1: label, then the command
   label=$1; shift
-  echo "== $label"
+  heading "$label"
   if "$@"; then passed=$((passed + 1)); else echo "!! $label failed"; failed=$((failed + 1)); fi
 }
 
@@ -214,6 +225,8 @@ check "the release rockspec is what make rock makes of the checkout's" \
   env ROCK_URL=git+https://stagehand.invalid/stagehand.git sh scripts/release_rock.sh --check
 check "luarocks make of the rockspec, and luarocks install of the release's source rock, into temporary trees" \
   sh scripts/rock.sh "$@"
+echo "   ($(( $(date +%s) - section_began )) s)"
+echo "all sections: $(( $(date +%s) - began )) s"
 echo
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
