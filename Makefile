@@ -33,7 +33,7 @@ INC_lua5.1 := /usr/include/lua5.1
 
 SANITIZE := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
-.PHONY: test-x86 test-x86-c bench-love love-dist love-kit test-systems test-arm64 rock windows windows-x86 test-windows test-windows-c portable all deps build docs test test-c test-oom tsan c-host test-lua demo bench bench-count env clean sanitize check-warnings chaos soak-threads fuzz valgrind
+.PHONY: test-deps test-x86 test-x86-c bench-love love-dist love-kit test-systems test-arm64 rock windows windows-x86 test-windows test-windows-c portable all deps build docs test test-c test-oom tsan c-host test-lua demo bench bench-count env clean sanitize check-warnings chaos soak-threads fuzz valgrind
 
 all: build
 
@@ -133,6 +133,7 @@ tsan: deps build build/tsan/test_threads build/tsan/lua5.4/stagehand/_core.so
 # (-D_FILE_OFFSET_BITS=64: the corpus folder is read through 64-bit
 # offsets, which a 32-bit readdir under qemu otherwise refuses.)
 X86_CC := i686-linux-gnu-gcc
+X86_PKGS := gcc-i686-linux-gnu libc6-dev-i386-cross libc6:i386 qemu-user-static
 build/x86/test_core: $(CORE_SRC) $(CORE_HDR) $(TEST_SRC) csrc/test/fuzz_core.h csrc/test/test_core.h
 	@mkdir -p $(@D)
 	$(X86_CC) -std=c99 -O1 -g $(WARN) $$(sh scripts/probe.sh $(X86_CC)) $(TEST_DEFS) -D_FILE_OFFSET_BITS=64 -o $@ $(CORE_SRC) $(TEST_SRC) \
@@ -144,7 +145,7 @@ build/x86/test_threads: $(CORE_SRC) $(CORE_HDR) $(THREADS_TEST) csrc/test/test_t
 test-x86: test-x86-c
 	@X86_CC=$(X86_CC) WARN="$(WARN)" X86_SRC="$(CORE_SRC) $(MODULE_SRC)" sh scripts/x86_lua.sh
 test-x86-c:
-	@EXTRA_PKGS="gcc-i686-linux-gnu libc6-dev-i386-cross libc6:i386 qemu-user-static" sh scripts/deps.sh
+	@EXTRA_PKGS="$(X86_PKGS)" sh scripts/deps.sh
 	@$(MAKE) -s build/x86/test_core build/x86/test_threads
 	@run=$$(sh scripts/x86_runs.sh || echo qemu-i386-static); \
 	  echo "(32-bit x86, $${run:-natively})"; $$run ./build/x86/test_core && $$run ./build/x86/test_threads
@@ -161,8 +162,13 @@ test-oom: deps build build/oom_host
 	@eval "$$(sh scripts/env.sh lua5.4)" && ./build/oom_host spec/oom/failing_alloc.lua \
 	  && ./build/oom_host spec/oom/failing_alloc_pools.lua
 
-test: deps build $(KIT_CORE) $(KIT_CORE_ARM64) build/test_core build/test_threads build/oom_host $(C_HOSTS)
+# (what every section of make test needs is installed first, in one
+# apt-get: scripts/test.sh runs its sections in two lanes at once, and two
+# apt-get runs at once fight over dpkg's lock)
+test: test-deps build $(KIT_CORE) $(KIT_CORE_ARM64) build/test_core build/test_threads build/oom_host $(C_HOSTS)
 	@sh scripts/test.sh $(RUNTIMES)
+test-deps:
+	@EXTRA_PKGS="$(WIN_PKGS) $(X86_PKGS) $(ARM64_PKGS) zip" sh scripts/deps.sh
 
 # examples/c_host: a C program embedding LuaJIT or Lua 5.4 that runs a
 # stagehand frame loop, as an engine would (make test builds and runs both).

@@ -1,13 +1,24 @@
 #!/bin/sh
 # Runs the C tests and the busted suite on each runtime named, then prints one
 # line summing them all: "N passed, N failed". Exits non-zero on any failure.
+#
+# The sections run in two lanes side by side, one a core: the native lane
+# (C tests, busted on each runtime and backend, the examples, the
+# sanitizers, the rock) and the cross lane (Windows under wine, 32-bit x86
+# and ARM under qemu, LÖVE under Xvfb, the kit, Debian 13). No section of
+# one lane touches what a section of the other builds or runs in (build/
+# folders, the wine prefix, X displays, LÖVE's save folder). The cross
+# lane's output is kept and printed after the native lane's.
+# STAGEHAND_TEST_LANES=1 runs them one after the other.
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top" || exit 1
 passed=0
 failed=0
-out=$(mktemp)
-ends=$(mktemp -d)
-trap 'rm -rf "$out" "$ends"' EXIT
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+out=$work/out
+ends=$work/ends
+mkdir "$ends"
 began=$(date +%s)
 section_began=
 
@@ -129,40 +140,6 @@ c_host_runs_on() ( # $1: runtime (luajit or lua5.4)
 # The seeded scenes (chaos, callback and the models') write how each of
 # their Handles ended to $ends/<run>; scripts/same_ends.sh compares the runs.
 
-count "C core tests" ./build/test_core
-count "C threads tests (messages, notifiers, ports, round barriers, work queues)" ./build/test_threads
-count "the core's C tests on Windows: cross-built with MinGW-w64, run under wine" make -s test-windows-c
-count "the specs on Windows under wine: LuaJIT (both backends) and Lua 5.4, and 32-bit LuaJIT (both backends) where this kernel runs 32-bit programs, cross-built from Debian's sources" \
-  sh -c 'make -s windows windows-x86 >/dev/null && sh scripts/test_windows.sh' 
-count "the specs on 32-bit x86 Linux (x87 maths): the core's C tests, then Lua 5.4 from Debian's sources, natively or under qemu" \
-  make -s test-x86
-count "the core's portable paths forced (pipe + fcntl, wall-clock waits, C11 atomics), then every .c as C++" \
-  make -s portable
-for rt in "$@"; do
-  eval "$(sh scripts/env.sh "$rt")"
-  count "busted on $rt ($(sh -c "$rt -v 2>&1" | head -1))" \
-    env STAGEHAND_ENDS="$ends/$rt" "$rt" /usr/bin/busted -o utfTerminal spec
-  if [ "$rt" = luajit ]; then
-    count "busted on luajit through the C module (STAGEHAND_BACKEND=c)" \
-      env STAGEHAND_ENDS="$ends/luajit-c" STAGEHAND_BACKEND=c luajit /usr/bin/busted -o utfTerminal spec
-  fi
-done
-# The pure-Lua core, what runs where no native core loads: every spec but
-# the worker threads' (which need the native core) on each runtime, its
-# seeded scenes' ends compared with the native runs' below.
-lua_core_specs=$(ls spec/*_spec.lua | grep -v -e hosted_spec -e love_channels_spec -e ports_spec -e threads_spec \
-  -e request_priority_spec)
-for rt in "$@"; do
-  eval "$(sh scripts/env.sh "$rt")"
-  # shellcheck disable=SC2086
-  count "busted on $rt on the pure-Lua core (STAGEHAND_BACKEND=lua), every spec but the worker threads'" \
-    env STAGEHAND_ENDS="$ends/$rt-lua" STAGEHAND_BACKEND=lua "$rt" /usr/bin/busted -o utfTerminal $lua_core_specs
-done
-check "the seeded scenes (chaos, callback, models) end alike on every runtime and backend" sh scripts/same_ends.sh "$ends"
-count "Lua 5.4 under a failing allocator (every allocation of each operation in turn)" \
-  sh -c 'eval "$(sh scripts/env.sh lua5.4)" && ./build/oom_host spec/oom/failing_alloc.lua'
-count "worker pools under a failing allocator (the main side's allocations, each in turn)" \
-  sh -c 'eval "$(sh scripts/env.sh lua5.4)" && ./build/oom_host spec/oom/failing_alloc_pools.lua' 
 sanitized() {
   make -s sanitize >"$out" 2>&1 || { cat "$out"; return 1; }
   grep -aE "passed|successes" "$out" | sed 's/^/  /'
@@ -173,25 +150,6 @@ threads_under_tsan() {
   grep -aE "passed|successes" "$out" | sed 's/^/  /'
 }
 
-check "luacheck (.luacheckrc): no warnings in lua/, spec/, bench/, examples/ and scripts/textures/" luacheck -q lua spec bench examples scripts/textures
-check "pools destroyed under the luv driver, then exit without closing: exit 0, 20 runs per runtime and backend" \
-  sh scripts/exit_check.sh "$@"
-check "make demo: the example scene loader" demo_ends_every_job
-count "spec/love: worker pools on love.thread, under Xvfb" sh scripts/love_specs.sh
-count "spec/love_pure: a LÖVE game with no native core runs a loading scene on the pure-Lua core, under Xvfb" \
-  sh scripts/love_specs.sh spec/love_pure
-check "examples/love: LÖVE 11 under Xvfb, a loading screen and the scene, both screenshots not blank" \
-  sh scripts/love_check.sh
-check "make love-dist: examples/love as a .love and a fused build, run from /tmp with no environment" \
-  sh scripts/love_dist_check.sh
-check "make love-kit: its folder dropped into a game run from /tmp with no environment; its Windows cores under wine (the 32-bit one where this kernel runs 32-bit programs)" \
-  sh scripts/love_kit_check.sh
-check "the kit's 64-bit ARM Linux core under qemu: a job, a pool of 2 threads and a port, on both backends" \
-  sh scripts/arm64_check.sh
-check "the kit on Debian 13, debootstrapped: its core on both backends, examples/love and the LÖVE specs in LÖVE 11.5" \
-  env SYSTEMS=trixie sh scripts/systems_check.sh
-check "a core exporting only luaopen: LuaJIT names the missing function and says once that it runs the C module" \
-  sh scripts/ffi_fallback_check.sh
 # The engines that link Lua and stagehand's core into themselves: no
 # LUA_CPATH, so the core can only come from the program (package.preload).
 c_host_static_runs_on() ( # $1: runtime, $2: the backend it must run
@@ -207,25 +165,126 @@ c_host_without_exports_is_told() (
     { cat "$out"; return 1; }
   echo "a host linking Lua statically without exporting it is told the symbol and the fix"
 )
-check "examples/c_host on LuaJIT" c_host_runs_on luajit
-check "examples/c_host linking LuaJIT and the core statically: the FFI backend finds the core in the program" \
-  c_host_static_runs_on luajit ffi
-check "examples/c_host linking Lua 5.4 and the core statically: the C module from package.preload" \
-  c_host_static_runs_on lua5.4 c
-check "a host that links Lua statically without -Wl,-E is told what is missing and how to fix it" \
-  c_host_without_exports_is_told
-check "examples/c_host on Lua 5.4" c_host_runs_on lua5.4
-for rt in "$@"; do
-  check "the example streaming world on $rt" world_streams_on "$rt"
-  check "the example mod preload on $rt" mod_preloads_on "$rt"
-done
-check "make sanitize: C tests, then specs on Lua 5.4 and LuaJIT (both backends) under ASan and UBSan" sanitized
-check "make tsan: the threads' C tests, then the thread specs on Lua 5.4, under ThreadSanitizer" threads_under_tsan
-check "the release rockspec is what make rock makes of the checkout's" \
-  env ROCK_URL=git+https://stagehand.invalid/stagehand.git sh scripts/release_rock.sh --check
-check "luarocks make of the rockspec, and luarocks install of the release's source rock, into temporary trees" \
-  sh scripts/rock.sh "$@"
-echo "   ($(( $(date +%s) - section_began )) s)"
+
+# The native lane: what runs on this system's own runtimes.
+native_lane() {
+  count "C core tests" ./build/test_core
+  count "C threads tests (messages, notifiers, ports, round barriers, work queues)" ./build/test_threads
+  count "the core's portable paths forced (pipe + fcntl, wall-clock waits, C11 atomics), then every .c as C++" \
+    make -s portable
+  for rt in "$@"; do
+    eval "$(sh scripts/env.sh "$rt")"
+    count "busted on $rt ($(sh -c "$rt -v 2>&1" | head -1))" \
+      env STAGEHAND_ENDS="$ends/$rt" "$rt" /usr/bin/busted -o utfTerminal spec
+    if [ "$rt" = luajit ]; then
+      count "busted on luajit through the C module (STAGEHAND_BACKEND=c)" \
+        env STAGEHAND_ENDS="$ends/luajit-c" STAGEHAND_BACKEND=c luajit /usr/bin/busted -o utfTerminal spec
+    fi
+  done
+  # The pure-Lua core, what runs where no native core loads: every spec but
+  # the worker threads' (which need the native core) on each runtime, its
+  # seeded scenes' ends compared with the native runs' below.
+  lua_core_specs=$(ls spec/*_spec.lua | grep -v -e hosted_spec -e love_channels_spec -e ports_spec -e threads_spec \
+    -e request_priority_spec)
+  for rt in "$@"; do
+    eval "$(sh scripts/env.sh "$rt")"
+    # shellcheck disable=SC2086
+    count "busted on $rt on the pure-Lua core (STAGEHAND_BACKEND=lua), every spec but the worker threads'" \
+      env STAGEHAND_ENDS="$ends/$rt-lua" STAGEHAND_BACKEND=lua "$rt" /usr/bin/busted -o utfTerminal $lua_core_specs
+  done
+  check "the seeded scenes (chaos, callback, models) end alike on every runtime and backend" sh scripts/same_ends.sh "$ends"
+  count "Lua 5.4 under a failing allocator (every allocation of each operation in turn)" \
+    sh -c 'eval "$(sh scripts/env.sh lua5.4)" && ./build/oom_host spec/oom/failing_alloc.lua'
+  count "worker pools under a failing allocator (the main side's allocations, each in turn)" \
+    sh -c 'eval "$(sh scripts/env.sh lua5.4)" && ./build/oom_host spec/oom/failing_alloc_pools.lua'
+  check "luacheck (.luacheckrc): no warnings in lua/, spec/, bench/, examples/ and scripts/textures/" luacheck -q lua spec bench examples scripts/textures
+  check "pools destroyed under the luv driver, then exit without closing: exit 0, 20 runs per runtime and backend" \
+    sh scripts/exit_check.sh "$@"
+  check "make demo: the example scene loader" demo_ends_every_job
+  check "a core exporting only luaopen: LuaJIT names the missing function and says once that it runs the C module" \
+    sh scripts/ffi_fallback_check.sh
+  check "examples/c_host on LuaJIT" c_host_runs_on luajit
+  check "examples/c_host linking LuaJIT and the core statically: the FFI backend finds the core in the program" \
+    c_host_static_runs_on luajit ffi
+  check "examples/c_host linking Lua 5.4 and the core statically: the C module from package.preload" \
+    c_host_static_runs_on lua5.4 c
+  check "a host that links Lua statically without -Wl,-E is told what is missing and how to fix it" \
+    c_host_without_exports_is_told
+  check "examples/c_host on Lua 5.4" c_host_runs_on lua5.4
+  for rt in "$@"; do
+    check "the example streaming world on $rt" world_streams_on "$rt"
+    check "the example mod preload on $rt" mod_preloads_on "$rt"
+  done
+  check "make sanitize: C tests, then specs on Lua 5.4 and LuaJIT (both backends) under ASan and UBSan" sanitized
+  check "make tsan: the threads' C tests, then the thread specs on Lua 5.4, under ThreadSanitizer" threads_under_tsan
+  check "the release rockspec is what make rock makes of the checkout's" \
+    env ROCK_URL=git+https://stagehand.invalid/stagehand.git sh scripts/release_rock.sh --check
+  check "luarocks make of the rockspec, and luarocks install of the release's source rock, into temporary trees" \
+    sh scripts/rock.sh "$@"
+}
+
+# The cross lane: other systems (Windows under wine, 32-bit x86 and ARM
+# under qemu, Debian 13 in a chroot) and LÖVE under Xvfb. The Windows
+# builds come before the kit, which ships their cores.
+cross_lane() {
+  count "the core's C tests on Windows: cross-built with MinGW-w64, run under wine" make -s test-windows-c
+  count "the specs on Windows under wine: LuaJIT (both backends) and Lua 5.4, and 32-bit LuaJIT (both backends) where this kernel runs 32-bit programs, cross-built from Debian's sources" \
+    sh -c 'make -s windows windows-x86 >/dev/null && sh scripts/test_windows.sh'
+  count "spec/love: worker pools on love.thread, under Xvfb" sh scripts/love_specs.sh
+  count "spec/love_pure: a LÖVE game with no native core runs a loading scene on the pure-Lua core, under Xvfb" \
+    sh scripts/love_specs.sh spec/love_pure
+  check "examples/love: LÖVE 11 under Xvfb, a loading screen and the scene, both screenshots not blank" \
+    sh scripts/love_check.sh
+  check "make love-dist: examples/love as a .love and a fused build, run from /tmp with no environment" \
+    sh scripts/love_dist_check.sh
+  check "make love-kit: its folder dropped into a game run from /tmp with no environment; its Windows cores under wine (the 32-bit one where this kernel runs 32-bit programs)" \
+    sh scripts/love_kit_check.sh
+  check "the kit's 64-bit ARM Linux core under qemu: a job, a pool of 2 threads and a port, on both backends" \
+    sh scripts/arm64_check.sh
+  check "the kit on Debian 13, debootstrapped: its core on both backends, examples/love and the LÖVE specs in LÖVE 11.5" \
+    env SYSTEMS=trixie sh scripts/systems_check.sh
+  count "the specs on 32-bit x86 Linux (x87 maths): the core's C tests, then Lua 5.4 from Debian's sources, natively or under qemu" \
+    make -s test-x86
+}
+
+# What the lanes fetch with apt comes first, one thing at a time (two
+# apt-get runs at once fight over dpkg's lock): Debian's sources of LuaJIT
+# and Lua 5.4, for the Windows and 32-bit x86 builds. (make test has
+# installed the packages of both lanes before this script.)
+sh scripts/win_sources.sh build/windows/src >/dev/null ||
+  { echo "!! could not fetch Debian's sources of LuaJIT and Lua 5.4"; exit 1; }
+
+lanes=${STAGEHAND_TEST_LANES:-2}
+cores=$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1)
+if [ "$lanes" -ge 2 ] && [ "$cores" -ge 2 ]; then
+  echo "(two lanes side by side: the cross lane's sections, Windows, 32-bit x86 and ARM, LÖVE and the kit, print after these)"
+  (
+    passed=0 failed=0 section_began= out=$work/out.cross
+    cross_lane
+    echo "   ($(( $(date +%s) - section_began )) s)"
+    echo "$passed $failed $(date +%s)" >"$work/cross.counts"
+  ) >"$work/cross.log" 2>&1 &
+  cross=$!
+  native_lane "$@"
+  echo "   ($(( $(date +%s) - section_began )) s)"
+  native_took=$(( $(date +%s) - began ))
+  wait "$cross"
+  if read -r p f cross_ended <"$work/cross.counts"; then
+    echo "== the cross lane, run beside the native lane ($native_took s), took $((cross_ended - began)) s:"
+    cat "$work/cross.log"
+    passed=$((passed + p))
+    failed=$((failed + f))
+  else
+    echo "== the cross lane, run beside the native lane ($native_took s):"
+    cat "$work/cross.log"
+    echo "!! the cross lane ended without its counts"
+    failed=$((failed + 1))
+  fi
+else
+  native_lane "$@"
+  cross_lane
+  echo "   ($(( $(date +%s) - section_began )) s)"
+fi
 echo "all sections: $(( $(date +%s) - began )) s"
 echo
 echo "$passed passed, $failed failed"
