@@ -19,6 +19,8 @@ local function new_pool(orch, opts)
   return stagehand.pool(orch, opts)
 end
 
+local function pack(...) return { n = select("#", ...), ... } end
+
 -- A worker held inside `hold` until the spec lets it go.
 local function holder()
   return { started = stagehand.port(), go = stagehand.port() }
@@ -100,6 +102,19 @@ describe("stagehand.pool", function()
       local st, v = orch:wait(p:run("echo", nil), WAIT)
       assert.equal("done", st)
       assert.is_nil(v)
+      assert.same({ n = 4, "done", 1, nil, nil }, pack(orch:wait(p:run("several", { n = 3, 1 }), WAIT)))
+    end)
+
+    -- Regression: a function that returned nothing ended its request done
+    -- with no values recorded at all, and reading them raised inside
+    -- stagehand (h:result(), an await).
+    it("ends done with no values a request whose function returns none", function()
+      local p = pool { size = 1 }
+      local h = p:run("nothing")
+      assert.same({ n = 1, "done" }, pack(orch:wait(h, WAIT)))
+      assert.same({ n = 1, "done" }, pack(h:result()))
+      local awaited = orch:run("awaits it", function(job) return select("#", job:await(p:run("nothing"))) end)
+      assert.same({ "done", 0 }, { orch:wait(awaited, WAIT) })
     end)
 
     if math.type then

@@ -448,8 +448,10 @@ static int l_pool_drain(lua_State *L) {
         }
         lua_pushinteger(L, nv);
         lua_setfield(L, -2, "n");
-        lua_replace(L, base + 1);
-        lua_settop(L, base + 1);
+        if (nv > 0) { /* (none: the table is at base + 1 already) */
+          lua_replace(L, base + 1);
+          lua_settop(L, base + 1);
+        }
         slots = wants = 1;
       }
     }

@@ -90,6 +90,14 @@ it("fails only the request whose worker raised, and the pool goes on", function(
   same("done", (orch:wait(p:run("echo", 1), WAIT)), "the next request")
 end)
 
+it("ends done with no values a request whose function returns none", function()
+  local p = pool { size = 1 }
+  local h = p:run("nothing")
+  same(1, select("#", orch:wait(h, WAIT)), "the values orch:wait returns")
+  same("done", (h:result()), "the request")
+  same(1, select("#", h:result()), "the values h:result() returns")
+end)
+
 it("stalls a request that makes no progress, and its worker sees stopping()", function()
   local p = pool { size = 1 }
   local port = stagehand.port()
