@@ -618,7 +618,9 @@ describe("stagehand.pool", function()
       local q1, q2 = p:run("add", { a = 1, b = 1 }), p:run("add", { a = 2, b = 2 })
       orch:step()
       local d = p:destroy()
-      for _, h in ipairs { ha, hb, q1, q2 } do assert.equal("cancelled", h:state()) end
+      for i, h in ipairs { ha, hb, q1, q2 } do
+        assert.equal("cancelled", h:state(), ({ "ha", "hb", "q1", "q2" })[i] .. ": " .. tostring(h:result()))
+      end
       assert.same({ "done" }, { orch:wait(d, WAIT) })
       assert.equal(0, p:pending())
       -- (its close timeout, armed while workers ran, keeps no host awake
@@ -656,6 +658,36 @@ describe("stagehand.pool", function()
       local d = p:destroy()
       assert.same({ "done", 42 }, { h:result() })
       assert.equal("cancelled", held:state())
+      assert.same({ "done" }, { orch:wait(d, WAIT) })
+    end)
+
+    -- Regression: destroy told the workers to stop before it collected the
+    -- replies that had arrived, so a worker that returned at once when told
+    -- (a port's receive gives nil) could end its request done, with nil,
+    -- if its reply came in between. make test, its lanes loading both
+    -- cores, once saw it. Here the reply always comes in between: telling
+    -- the workers to stop waits until a reply is in.
+    it("cancels a request whose worker replies only because the destroy stopped it", function()
+      local p = new_pool(orch, { size = 1 })
+      local a = holder()
+      local h = p:run("hold", a)
+      started(a)
+      orch:step()
+      local methods = getmetatable(p.ud).__index
+      local close = methods._close
+      methods._close = function(ud)
+        close(ud)
+        methods._close = close
+        local waited = 0
+        while orch:next_wake() ~= 0 and waited < WAIT do -- (the manual driver's wake is 0 once a reply waits)
+          a.started:receive_within(1)
+          waited = waited + 1
+        end
+      end
+      local ok, d = pcall(p.destroy, p)
+      methods._close = close
+      assert(ok, d)
+      assert.equal("cancelled", h:state(), tostring(h:result()))
       assert.same({ "done" }, { orch:wait(d, WAIT) })
     end)
 

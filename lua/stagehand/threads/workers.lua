@@ -529,10 +529,12 @@ function Pool:destroy()
   local h, job = self.orch:_awaiting("destroying " .. self:_describe(), setmetatable({ pool = self }, Exiting))
   self.destroyed, self.destroy_job, self.destroy_reason = h, job, reason
   if self.q then slots.drop_worker_queue(self.orch, self.q) end
-  self.ud:_close()
   -- (A reply that arrived before the destroy ends its request done: its
-  -- work is over, whenever the step that would collect it comes.)
+  -- work is over, whenever the step that would collect it comes. Collected
+  -- before the workers are told to stop: a worker whose wait the stop cuts
+  -- short may reply at once, and that reply is no finished work.)
   self:_collect_events()
+  self.ud:_close()
   if not self.destroy_done then finish_destroy(self) end
   return h
 end
