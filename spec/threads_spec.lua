@@ -608,6 +608,16 @@ describe("stagehand.pool", function()
   end)
 
   describe(":destroy", function()
+    -- Until a reply waits to be collected (the manual driver's next wake is
+    -- then 0), a millisecond at a time on a port nothing posts to.
+    local function until_a_reply_waits(idle_port)
+      local waited = 0
+      while orch:next_wake() ~= 0 and waited < WAIT do
+        idle_port:receive_within(1)
+        waited = waited + 1
+      end
+    end
+
     it("cancels queued and running requests, stops every worker and settles once all exited", function()
       local p = new_pool(orch, { size = 3 })
       local a, b = holder(), holder()
@@ -647,13 +657,7 @@ describe("stagehand.pool", function()
       orch:step()
       local h = p:run("add", { a = 20, b = 22 })
       orch:step() -- (offered to the free worker)
-      -- (until the reply waits to be collected: the manual driver's next
-      -- wake is then 0)
-      local waited = 0
-      while orch:next_wake() ~= 0 and waited < WAIT do
-        a.started:receive_within(1)
-        waited = waited + 1
-      end
+      until_a_reply_waits(a.started)
       assert.equal("running", h:state())
       local d = p:destroy()
       assert.same({ "done", 42 }, { h:result() })
@@ -678,11 +682,7 @@ describe("stagehand.pool", function()
       methods._close = function(ud)
         close(ud)
         methods._close = close
-        local waited = 0
-        while orch:next_wake() ~= 0 and waited < WAIT do -- (the manual driver's wake is 0 once a reply waits)
-          a.started:receive_within(1)
-          waited = waited + 1
-        end
+        until_a_reply_waits(a.started)
       end
       local ok, d = pcall(p.destroy, p)
       methods._close = close
