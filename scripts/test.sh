@@ -137,9 +137,6 @@ c_host_runs_on() ( # $1: runtime (luajit or lua5.4)
   echo "a C host embedding $1 stepped stagehand once a frame and slept by next_wake: 5 of 5 loaded"
 )
 
-# The seeded scenes (chaos, callback and the models') write how each of
-# their Handles ended to $ends/<run>; scripts/same_ends.sh compares the runs.
-
 sanitized() {
   make -s sanitize >"$out" 2>&1 || { cat "$out"; return 1; }
   grep -aE "passed|successes" "$out" | sed 's/^/  /'
@@ -172,6 +169,8 @@ native_lane() {
   count "C threads tests (messages, notifiers, ports, round barriers, work queues)" ./build/test_threads
   count "the core's portable paths forced (pipe + fcntl, wall-clock waits, C11 atomics), then every .c as C++" \
     make -s portable
+  # (The seeded scenes, chaos, callback and the models', write how each of
+  # their Handles ended to $ends/<run>; scripts/same_ends.sh compares the runs.)
   for rt in "$@"; do
     eval "$(sh scripts/env.sh "$rt")"
     count "busted on $rt ($(sh -c "$rt -v 2>&1" | head -1))" \
