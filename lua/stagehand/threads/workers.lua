@@ -497,6 +497,7 @@ function Exiting:_describe() return "the workers of " .. self.pool:_describe() .
 -- rest to the next step (collect) or destroy call: a queued request's
 -- stall clock is paused, and left uncancelled it would wait for good.
 local function finish_destroy(self)
+  self.ud:_close() -- (every worker told to stop; again, should a collect have raised before: no harm)
   local jobs = {}
   for _, req in each, self.reqs do jobs[#jobs + 1] = req end
   table.sort(jobs, F.by_id)
@@ -531,10 +532,10 @@ function Pool:destroy()
   if self.q then slots.drop_worker_queue(self.orch, self.q) end
   -- (A reply that arrived before the destroy ends its request done: its
   -- work is over, whenever the step that would collect it comes. Collected
-  -- before the workers are told to stop: a worker whose wait the stop cuts
-  -- short may reply at once, and that reply is no finished work.)
+  -- before finish_destroy tells the workers to stop: a worker whose wait
+  -- the stop cuts short may reply at once, and that reply is no finished
+  -- work.)
   self:_collect_events()
-  self.ud:_close()
   if not self.destroy_done then finish_destroy(self) end
   return h
 end
