@@ -168,7 +168,7 @@ test-oom: deps build build/oom_host
 test: test-deps build $(KIT_CORE) $(KIT_CORE_ARM64) build/test_core build/test_threads build/oom_host $(C_HOSTS)
 	@sh scripts/test.sh $(RUNTIMES)
 test-deps:
-	@EXTRA_PKGS="$(WIN_PKGS) $(X86_PKGS) $(ARM64_PKGS) zip" sh scripts/deps.sh
+	@EXTRA_PKGS="$(WIN_PKGS) $(ARM64_PKGS) zip" sh scripts/deps.sh
 
 # examples/c_host: a C program embedding LuaJIT or Lua 5.4 that runs a
 # stagehand frame loop, as an engine would (make test builds and runs both).
@@ -339,12 +339,12 @@ export WINE WINE32
 # build/wine: a ~/.wine made before wine32:i386 came stopped loading
 # 64-bit programs once it had.)
 # (LuaJIT's 32-bit build runs 32-bit tools it builds first: the i686 Linux
-# cross compiler makes them, and i386 libc runs them. Not gcc-multilib,
-# which Debian will not install beside the ARM cross compiler.)
+# cross compiler makes them, and i386 libc runs them: X86_PKGS, make
+# test-x86's. Not gcc-multilib, which Debian will not install beside the
+# ARM cross compiler.)
 # (qemu-user-static: LuaJIT's 32-bit build tools run under it where the
 # kernel runs no 32-bit programs; scripts/x86_runs.sh asks.)
-WIN_PKGS := gcc-mingw-w64-x86-64 wine64 wine gcc-mingw-w64-i686 gcc-i686-linux-gnu libc6-dev-i386-cross libc6:i386 \
-  wine32:i386 qemu-user-static
+WIN_PKGS := gcc-mingw-w64-x86-64 wine64 wine gcc-mingw-w64-i686 wine32:i386 $(X86_PKGS)
 export WINEPREFIX ?= $(CURDIR)/build/wine
 build/windows/test_core.exe: $(WIN_CORE_SRC) $(CORE_HDR) $(TEST_SRC) csrc/test/fuzz_core.h
 	@mkdir -p $(@D)

@@ -24,10 +24,13 @@ section_began=
 
 # Each section's heading; the previous one's time is printed first, so a
 # slow section shows where `make test`'s minutes go.
+end_section() {
+  [ -z "$section_began" ] || echo "   ($(( $(date +%s) - section_began )) s)"
+  section_began=
+}
 heading() { # $1: label
-  now=$(date +%s)
-  [ -z "$section_began" ] || echo "   ($((now - section_began)) s)"
-  section_began=$now
+  end_section
+  section_began=$(date +%s)
   echo "== $1"
 }
 
@@ -260,29 +263,29 @@ if [ "$lanes" -ge 2 ] && [ "$cores" -ge 2 ]; then
   (
     passed=0 failed=0 section_began= out=$work/out.cross
     cross_lane
-    echo "   ($(( $(date +%s) - section_began )) s)"
+    end_section
     echo "$passed $failed $(date +%s)" >"$work/cross.counts"
   ) >"$work/cross.log" 2>&1 &
   cross=$!
   native_lane "$@"
-  echo "   ($(( $(date +%s) - section_began )) s)"
+  end_section
   native_took=$(( $(date +%s) - began ))
   wait "$cross"
-  if read -r p f cross_ended <"$work/cross.counts"; then
-    echo "== the cross lane, run beside the native lane ($native_took s), took $((cross_ended - began)) s:"
-    cat "$work/cross.log"
+  took=
+  read -r p f cross_ended <"$work/cross.counts" && took=", took $((cross_ended - began)) s"
+  echo "== the cross lane, run beside the native lane ($native_took s)$took:"
+  cat "$work/cross.log"
+  if [ -n "$took" ]; then
     passed=$((passed + p))
     failed=$((failed + f))
   else
-    echo "== the cross lane, run beside the native lane ($native_took s):"
-    cat "$work/cross.log"
     echo "!! the cross lane ended without its counts"
     failed=$((failed + 1))
   fi
 else
   native_lane "$@"
   cross_lane
-  echo "   ($(( $(date +%s) - section_began )) s)"
+  end_section
 fi
 echo "all sections: $(( $(date +%s) - began )) s"
 echo
