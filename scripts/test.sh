@@ -260,6 +260,9 @@ lanes=${STAGEHAND_TEST_LANES:-2}
 cores=$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1)
 if [ "$lanes" -ge 2 ] && [ "$cores" -ge 2 ]; then
   echo "(two lanes side by side: the cross lane's sections, Windows, 32-bit x86 and ARM, LÖVE and the kit, print after these)"
+  # (the cross lane counts in its own subshell and hands its counts back
+  # through cross.counts)
+  # shellcheck disable=SC2030,SC2031
   (
     passed=0 failed=0 section_began= out=$work/out.cross
     cross_lane
@@ -275,6 +278,7 @@ if [ "$lanes" -ge 2 ] && [ "$cores" -ge 2 ]; then
   read -r p f cross_ended <"$work/cross.counts" && took=", took $((cross_ended - began)) s"
   echo "== the cross lane, run beside the native lane ($native_took s)$took:"
   cat "$work/cross.log"
+  # shellcheck disable=SC2031
   if [ -n "$took" ]; then
     passed=$((passed + p))
     failed=$((failed + f))
