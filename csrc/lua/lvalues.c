@@ -145,8 +145,31 @@ static int is_box_of(lua_State *L, int idx, const char *mt) {
 
 static void encode(enc *e, int idx, const seg *s, int depth);
 
-/* Whether the userdata at idx is a LÖVE object: its metatable holds LÖVE's
- * typeOf. */
+/* Whether the userdata at idx (an absolute index) is one of the objects
+ * LÖVE keeps in this state's registry (_loveobjects: its Lua face of each
+ * object pushed here). Walks them: only a state that has not loaded an
+ * object's module asks, and such a state (a worker's) holds few. */
+static int in_love_registry(lua_State *L, int idx) {
+  int found = 0;
+  if (!lua_checkstack(L, 3)) return 0;
+  lua_getfield(L, LUA_REGISTRYINDEX, "_loveobjects");
+  if (lua_type(L, -1) == LUA_TTABLE) {
+    lua_pushnil(L);
+    while (!found && lua_next(L, -2)) {
+      found = lua_rawequal(L, -1, idx);
+      lua_pop(L, 1);
+    }
+    if (found) lua_pop(L, 1); /* (the key the walk stopped at) */
+  }
+  lua_pop(L, 1);
+  return found;
+}
+
+/* Whether the userdata at idx (absolute) is a LÖVE object: its metatable
+ * holds LÖVE's typeOf, or, in a state that has not loaded the object's
+ * module (a LÖVE thread handed an ImageData without require "love.image"),
+ * where LÖVE's methods would be there is only its __gc, and LÖVE knows
+ * the object. */
 static int is_love_object(lua_State *L, int idx) {
   int is;
   if (!lua_getmetatable(L, idx)) return 0;
@@ -154,7 +177,7 @@ static int is_love_object(lua_State *L, int idx) {
   lua_rawget(L, -2);
   is = lua_type(L, -1) == LUA_TFUNCTION;
   lua_pop(L, 2);
-  return is;
+  return is || in_love_registry(L, idx);
 }
 
 static void encode_object(enc *e, int idx) {

@@ -61,6 +61,22 @@ it("hands an ImageData to a worker and back as the same object, never copied", f
   check(r == 1 and g == 0, "the worker's change is not in the game's ImageData (a copy crossed)")
 end)
 
+it("hands LÖVE objects back from a worker that loaded none of their modules", function()
+  -- (in its thread an ImageData has LÖVE's __gc and no methods: it is
+  -- still LÖVE's, and crosses as itself)
+  local p = pool { size = 1, module = "love_plain" }
+  local img, sound = love.image.newImageData(2, 2), love.sound.newSoundData(8)
+  local state, back_img, back_sound, t = orch:wait(p:run("pass", { image = img, sound = sound, n = 3 }), WAIT)
+  same("done", state, "the request (" .. tostring(back_img) .. ")")
+  check(rawequal(back_img, img), "the ImageData came back as another object")
+  check(rawequal(back_sound, sound), "the SoundData came back as another object")
+  check(rawequal(t.image, img) and t.n == 3, "the table holding them came back changed")
+  local w = stagehand.spawn(orch, "love_plain.pass", { image = img })
+  local wstate, wimg = orch:wait(w.done, WAIT)
+  same("done", wstate, "the service (" .. tostring(wimg) .. ")")
+  check(rawequal(wimg, img), "the service's ImageData came back as another object")
+end)
+
 it("carries FileData and ByteData too", function()
   local p = pool { size = 1 }
   local state, size, text = orch:wait(p:run("bytes", love.filesystem.newFileData("stagehand", "a.txt")), WAIT)
