@@ -33,7 +33,7 @@ INC_lua5.1 := /usr/include/lua5.1
 
 SANITIZE := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
-.PHONY: test-deps test-x86 test-x86-c bench-love love-dist love-kit test-systems test-arm64 rock windows windows-x86 test-windows test-windows-c portable all deps build docs test test-c test-oom tsan c-host test-lua demo bench bench-count env clean sanitize check-warnings chaos soak-threads fuzz valgrind
+.PHONY: test-deps test-x86 test-x86-c bench-love love-dist love-kit test-systems test-arm64 rock windows windows-x86 test-windows test-windows-c portable all deps build docs test test-c test-oom tsan c-host test-lua demo bench bench-count env clean sanitize check-warnings chaos soak-threads soak-love soak-windows fuzz valgrind
 
 all: build
 
@@ -246,6 +246,13 @@ soak-threads: deps build build/tsan/lua5.4/stagehand/_core.so
 	@top=$$(pwd); for s in 1 2 3; do LUA_PATH="$$top/lua/?.lua;$$top/lua/?/init.lua;;" \
 	  LUA_CPATH="$$top/build/tsan/lua5.4/?.so;;" LD_PRELOAD="$$($(CC) -print-file-name=libtsan.so)" \
 	  TSAN_OPTIONS=halt_on_error=1:report_signal_unsafe=0 lua5.4 spec/soak/threads.lua $$s || exit 1; done
+
+# The same soak where games ship (scripts/soak_platforms.sh): inside LÖVE,
+# with LÖVE threads and LÖVE objects, and on Windows' runtimes under wine.
+soak-love: deps build
+	@SOAK_FIRST=$(SOAK_FIRST) SOAK_SEEDS=$(SOAK_SEEDS) sh scripts/soak_platforms.sh love
+soak-windows: windows
+	@SOAK_FIRST=$(SOAK_FIRST) SOAK_SEEDS=$(SOAK_SEEDS) sh scripts/soak_platforms.sh windows
 
 chaos: deps build
 	@rm -rf build/chaos-ends && mkdir -p build/chaos-ends

@@ -10,8 +10,13 @@
 -- and aborted. Then it closes every port, stops every service, aborts
 -- every barrier and steps until everything ends. It fails on any
 -- operation that raises, on a Handle still running at the end, or on an
--- echo that came back changed. Thread timing makes no two runs of a seed
--- alike: this is a soak, not a spec (the specs pin each behaviour down).
+-- echo that failed or came back changed. Thread timing makes no two runs
+-- of a seed alike: this is a soak, not a spec (the specs pin each
+-- behaviour down).
+-- Inside LÖVE (spec/soak/love, `make soak-love`) the workers are LÖVE
+-- threads, and payloads and services' arguments also carry LÖVE objects
+-- (ByteData, ImageData, alone or in tables, one object twice), which must
+-- come back from an echo as the very objects sent.
 --
 --   [SOAK_DRIVER=luv] lua spec/soak/threads.lua SEED [OPERATIONS]
 local stagehand = require "stagehand"
@@ -72,7 +77,29 @@ local function live_pool()
   return new_pool()
 end
 
+-- LÖVE's objects, when it runs inside LÖVE: they cross as themselves.
+local love = rawget(_G, "love")
+local LOVE = type(love) == "table" and love.data ~= nil and love.image ~= nil
+local carries = setmetatable({}, { __mode = "k" }) -- the tables love_objects made
+local function love_objects()
+  local k = R(3)
+  if k == 1 then return love.data.newByteData(("b"):rep(R(1, 4000))) end
+  if k == 2 then return love.image.newImageData(R(1, 64), R(1, 64)) end
+  local shared = love.data.newByteData("shared")
+  local t = { a = shared, list = { love.image.newImageData(2, 2), shared }, n = R(10) }
+  carries[t] = true
+  return t
+end
+
+-- Whether `back` is `sent` with its LÖVE objects the very ones sent.
+local function same_objects(sent, back)
+  if type(sent) ~= "table" then return rawequal(sent, back) end
+  return type(back) == "table" and rawequal(back.a, sent.a) and type(back.list) == "table"
+    and rawequal(back.list[1], sent.list[1]) and rawequal(back.list[2], sent.a) and back.n == sent.n
+end
+
 local function payload()
+  if LOVE and R() < 0.2 then return love_objects() end
   local k = R(6)
   if k == 1 then return R(1000) end
   if k == 2 then return ("x"):rep(R(0, 9000)) end
@@ -102,6 +129,8 @@ local function request()
   -- (a keyed request may join a run of the key made with another payload)
   if fn == "echo" and type(v) == "string" and not (opts and opts.key) then
     echoes[#echoes + 1] = { handles[#handles], v }
+  elseif fn == "echo" and (type(v) == "userdata" or carries[v]) and not (opts and opts.key) then
+    echoes[#echoes + 1] = { handles[#handles], v, same_objects }
   end
 end
 
@@ -139,7 +168,7 @@ local ops = {
   pump,
   function() -- a service over two ports, fed a value
     local inbox, outbox = stagehand.port(), stagehand.port()
-    local w = stagehand.spawn(orch, "fixture_worker.service", inbox, outbox)
+    local w = stagehand.spawn(orch, "fixture_worker.service", inbox, outbox, LOVE and love_objects() or nil)
     services[#services + 1] = w
     ports[#ports + 1] = inbox
     handles[#handles + 1] = w.done
@@ -194,7 +223,9 @@ for i, h in ipairs(handles) do
 end
 for _, e in ipairs(echoes) do
   local st, v = e[1]:result()
-  if st == "done" and v ~= e[2] then fail("an echo came back changed") end
+  if st == "done" and not (e[3] or rawequal)(e[2], v) then fail("an echo came back changed") end
+  -- (an echo ends done, or cancelled by a cancel or a destroy: never failed)
+  if st == "failed" then fail("an echo failed: " .. tostring(v and v.message or v)) end
 end
 for _, p in ipairs(pools) do orch:wait(p:destroy(), 5000) end
 orch:close()

@@ -1,0 +1,24 @@
+-- `make soak-love`: spec/soak/threads.lua inside LÖVE, where the pools'
+-- workers and the services are LÖVE threads and LÖVE objects cross too.
+--
+--   xvfb-run -a love spec/soak/love SEED [OPERATIONS]
+--
+-- Prints the soak's line and "soak-love: ok" and quits with 0, or prints
+-- "soak-love: " and why, and quits with 1.
+function love.load(args)
+  local soak = love.filesystem.getSource():gsub("[/\\]love[/\\]?$", "") .. "/threads.lua"
+  arg = { [0] = soak, args[1] or tostring(os.time()), args[2] }
+  local stagehand = require "stagehand"
+  local make, on_love = stagehand.pool, 0
+  stagehand.pool = function(...) -- (counts the pools on LÖVE threads: all of them, or the soak proves nothing)
+    local p = make(...)
+    if p.love then on_love = on_love + 1 end
+    return p
+  end
+  local ok, err = pcall(dofile, soak)
+  stagehand.pool = make
+  if ok and on_love == 0 then ok, err = false, "no pool ran on LÖVE threads" end
+  print(ok and "soak-love: ok" or ("soak-love: " .. tostring(err)))
+  io.stdout:flush()
+  love.event.quit(ok and 0 or 1)
+end
