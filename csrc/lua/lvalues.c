@@ -260,6 +260,30 @@ static void encode_table(enc *e, int idx, const seg *s, int depth) {
   put_tag(e, 'E');
 }
 
+/* A LÖVE object where none crosses: a port, or a pool on stagehand's own
+ * threads (their states have no LÖVE). Named by its type where its module
+ * is loaded here (the object's own `type` method). */
+static void refuse_love_object(enc *e, int idx, const seg *s) {
+  lua_State *L = e->L;
+  const char *name = "object";
+  push_path(L, e->root, s);
+  lua_getmetatable(L, idx);
+  lua_pushstring(L, "type");
+  lua_rawget(L, -2);
+  lua_remove(L, -2);
+  if (lua_type(L, -1) == LUA_TFUNCTION) {
+    lua_pushvalue(L, idx);
+    if (lua_pcall(L, 1, 1, 0) == 0 && lua_type(L, -1) == LUA_TSTRING) name = lua_tostring(L, -1);
+  }
+  lua_pushfstring(L,
+                  "%s is a LÖVE %s; LÖVE objects cross only to and from workers on LÖVE threads (requests, "
+                  "results and a service's arguments), not through ports nor to stagehand's own threads",
+                  lua_tostring(L, -2), name);
+  lua_remove(L, -2);
+  lua_remove(L, -2);
+  fail_enc(e);
+}
+
 static void encode(enc *e, int idx, const seg *s, int depth) {
   lua_State *L = e->L;
   if (e->failed) return;
@@ -298,8 +322,10 @@ static void encode(enc *e, int idx, const seg *s, int depth) {
     case LUA_TUSERDATA:
       if (is_box_of(L, idx, PORT_MT)) encode_ref(e, idx, s, SH_REF_PORT, 'P');
       else if (is_box_of(L, idx, ROUNDS_MT)) encode_ref(e, idx, s, SH_REF_ROUNDS, 'B');
-      else if (e->objs && is_love_object(L, idx)) encode_object(e, idx);
-      else refuse(e, idx, s, "");
+      else if (is_love_object(L, idx)) {
+        if (e->objs) encode_object(e, idx);
+        else refuse_love_object(e, idx, s);
+      } else refuse(e, idx, s, "");
       break;
     default: refuse(e, idx, s, ""); break;
   }

@@ -184,6 +184,20 @@ it("refuses what love.thread cannot carry, naming where it is, with nothing queu
   same(0, p:pending(), "requests queued")
 end)
 
+it("refuses a LÖVE object where none crosses, saying where one does", function()
+  local img, port = love.image.newImageData(2, 2), stagehand.port()
+  local ok, err = pcall(port.post, port, { image = img })
+  check(not ok, "an ImageData went into a port")
+  check(err:find("bad argument 'v' to port:post: v.image is a LÖVE ImageData; LÖVE objects cross only to and from"
+    .. " workers on LÖVE threads", 1, true), "the message was: %s", err)
+  local p = pool { size = 1, threads = "native", module = "love_worker" }
+  ok, err = pcall(p.run, p, "echo", love.data.newByteData("abc"))
+  check(not ok, "a ByteData went to a native thread")
+  check(err:find("bad argument 'payload' to pool:run: payload is a LÖVE ByteData;", 1, true), "the message was: %s", err)
+  same(0, p:pending(), "requests queued")
+  same(true, port:post(1), "the port, after")
+end)
+
 it("fails every request of a module the archive does not hold, naming it", function()
   local p = pool { module = "no_such_worker", size = 1 }
   local state, err = orch:wait(p:run("decode", "fixture.png"), WAIT)
