@@ -229,12 +229,38 @@ static void sh__trim_heap(void) {
 #endif
 }
 
+/* A raised plain-data table at 2 and the traceback at 3 as a hosted
+ * worker's failure: the LÖVE objects the table holds go as a result's
+ * do. Leaves the stack as it was; the message, or NULL. */
+static sh_msg *hosted_failure(lua_State *L, worker_ctx *w) {
+  sh_msg *m;
+  lua_newtable(L); /* 4: the objects */
+  m = shl_try_encode_objects(L, 2, 3, "error", 1, NULL, 4);
+  if (!m) {
+    lua_settop(L, 3); /* (the reason it cannot cross: it goes by what it says) */
+    return NULL;
+  }
+  if (rawlen(L, 4) > 0) {
+    lua_rawgeti(L, LUA_REGISTRYINDEX, w->put_ref);
+    lua_pushnumber(L, (lua_Number)w->request);
+    lua_pushvalue(L, 4);
+    if (lua_pcall(L, 2, 0, 0) != 0) { /* (out of memory: the table goes by what it says) */
+      sh_msg_free(m);
+      m = NULL;
+    }
+  }
+  lua_settop(L, 3);
+  return m;
+}
+
 /* A failure's message, run under lua_pcall: what was raised (a plain-data
- * table copied as it is, anything else as the string it says of itself)
- * and the traceback (the function's, or the message again when the
- * failure came before or after it ran). */
+ * table copied as it is, LÖVE objects in it included on a hosted worker,
+ * anything else as the string it says of itself) and the traceback (the
+ * function's, or the message again when the failure came before or after
+ * it ran). */
 static int failure_msg(lua_State *L) {
   sh_msg **out = (sh_msg **)lua_touserdata(L, 1);
+  worker_ctx *w;
   lua_settop(L, 2); /* (what was raised at 2) */
   lua_getfield(L, LUA_REGISTRYINDEX, TRACEBACK_KEY);
   if (lua_type(L, 3) != LUA_TSTRING) {
@@ -242,8 +268,11 @@ static int failure_msg(lua_State *L) {
     push_said(L, 2);
   }
   if (lua_type(L, 2) == LUA_TTABLE) {
+    w = shl_this_worker(L);
     if (lua_getmetatable(L, 2)) lua_pop(L, 1);
-    else if ((*out = shl_try_encode_values(L, 2, 3, "error", 1, NULL)) != NULL) return 0;
+    else if (w && w->hosted) {
+      if ((*out = hosted_failure(L, w)) != NULL) return 0;
+    } else if ((*out = shl_try_encode_values(L, 2, 3, "error", 1, NULL)) != NULL) return 0;
     else lua_pop(L, 1); /* (the reason it cannot cross: it goes by what it says) */
   }
   if (lua_type(L, 2) != LUA_TSTRING) {

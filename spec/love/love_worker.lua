@@ -22,6 +22,9 @@ function M.bytes(data) return data:getSize(), data:getString() end
 
 function M.boom() error("the decoder raised") end
 
+-- Raises a table holding the ImageData it was given and one it made.
+function M.raise_objects(img) error({ code = 7, given = img, made = love.image.newImageData(1, 1) }) end
+
 -- Runs until stopped (an abort, a destroy), then says so on the port.
 function M.until_stopped(port)
   port:post("running")

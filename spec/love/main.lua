@@ -171,6 +171,20 @@ it("meets in a round barrier between LÖVE workers", function()
   same(30, sum2, "participant 2's sum")
 end)
 
+it("carries the LÖVE objects of a table a worker raises into the failure's cause", function()
+  local p = pool { size = 1 }
+  local img = love.image.newImageData(2, 2)
+  local state, err = orch:wait(p:run("raise_objects", img), WAIT)
+  same("failed", state, "the request")
+  check(type(err.cause) == "table", "the cause is %s (%s)", tostring(err.cause), tostring(err.message))
+  same(7, err.cause.code, "the plain value in the cause")
+  check(rawequal(err.cause.given, img), "the ImageData came back as another object")
+  local made = err.cause.made
+  check(type(made) == "userdata" and made:typeOf("ImageData"), "the worker's ImageData is %s", tostring(made))
+  same("done", (orch:wait(p:run("echo", 1), WAIT)), "the next request")
+  same(0, p.love.outbox:getCount(), "objects left in the outbox")
+end)
+
 it("refuses what love.thread cannot carry, naming where it is, with nothing queued", function()
   local p = pool { size = 1 }
   local ok, err = pcall(p.run, p, "echo", { mesh = { on_done = print } })
