@@ -207,7 +207,8 @@ it("refuses a LÖVE object where none crosses, saying where one does", function(
   local p = pool { size = 1, threads = "native", module = "love_worker" }
   ok, err = pcall(p.run, p, "echo", love.data.newByteData("abc"))
   check(not ok, "a ByteData went to a native thread")
-  check(err:find("bad argument 'payload' to pool:run: payload is a LÖVE ByteData;", 1, true), "the message was: %s", err)
+  check(err:find("bad argument 'payload' to pool:run: payload is a LÖVE ByteData;", 1, true),
+    "the message was: %s", err)
   same(0, p:pending(), "requests queued")
   same(true, port:post(1), "the port, after")
 end)
