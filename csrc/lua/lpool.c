@@ -429,7 +429,7 @@ static int l_pool_drain(lua_State *L) {
       kind = SH_EV_FAILED;
       slots = 1, wants = 2;
     } else if (kind == SH_EV_DONE || kind == SH_EV_FAILED) {
-      int base = lua_gettop(L), i, nv = shl_decode_objects(L, m, 1, fetch, (double)p->ev_id[at]);
+      int base = lua_gettop(L), i, nv = shl_decode_objects(L, m, 1, fetch, (double)p->ev_id[at], NULL);
       if (kind == SH_EV_FAILED) {
         slots = nv < 2 ? nv : 2, wants = 2;
         lua_settop(L, base + slots);

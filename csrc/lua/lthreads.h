@@ -60,7 +60,7 @@ sh_msg *shl_try_encode_objects(lua_State *L, int first, int last, const char *ro
                                int objs);
 sh_msg *shl_try_encode_values(lua_State *L, int first, int last, const char *root, int counted, sh_msg *into);
 sh_msg *shl_encode_values(lua_State *L, int first, int last, const char *root, int counted, sh_msg *into);
-int shl_decode_objects(lua_State *L, const sh_msg *m, int counted, int fetch, double id);
+int shl_decode_objects(lua_State *L, const sh_msg *m, int counted, int fetch, double id, int *fetched);
 int shl_decode_values(lua_State *L, const sh_msg *m, int counted);
 
 /* The worker a thread runs, as its state knows it. */
@@ -79,6 +79,12 @@ typedef struct worker_ctx {
    * thread: see serve); its messages carry LÖVE objects, through fetch and
    * put, two functions of that state kept in its registry. */
   int hosted, fetch_ref, put_ref;
+  /* (hosted) The request now running moved LÖVE objects, in or out: once
+   * it ends, the state is collected, so that the objects' Lua faces here
+   * let go of them (a decoder's images would otherwise stay alive until
+   * this state's own collector came round, which its small heap seldom
+   * makes it do). */
+  int moved_objects;
 } worker_ctx;
 
 /* lchannels.c */

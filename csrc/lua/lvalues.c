@@ -395,6 +395,7 @@ typedef struct dec {
   int tables; /* stack index of {number = table} */
   int fetch; /* stack index of fetch(id), which returns the message's LÖVE objects; 0: none can come */
   int objs; /* stack index of what fetch returned (nil until an 'O' needs it) */
+  int fetched; /* whether fetch was called */
   double id; /* the request the message is of, for fetch */
 } dec;
 
@@ -474,6 +475,7 @@ static void decode(dec *d, int depth) {
       if (lua_isnil(L, d->objs)) {
         lua_pushvalue(L, d->fetch);
         lua_pushnumber(L, (lua_Number)d->id);
+        d->fetched = 1;
         lua_call(L, 1, 1);
         if (lua_type(L, -1) != LUA_TTABLE) luaL_error(L, "stagehand: the LÖVE objects of a message were lost");
         lua_replace(L, d->objs);
@@ -487,12 +489,13 @@ static void decode(dec *d, int depth) {
 
 /* Pushes the values of a message (all of them: `counted` messages hold
  * their number) and returns how many. Frees nothing. `fetch` (a stack
- * index, or 0) gives the LÖVE objects of request `id`'s message. */
-int shl_decode_objects(lua_State *L, const sh_msg *m, int counted, int fetch, double id) {
+ * index, or 0) gives the LÖVE objects of request `id`'s message;
+ * `*fetched` (when not NULL) is set once it is called. */
+int shl_decode_objects(lua_State *L, const sh_msg *m, int counted, int fetch, double id, int *fetched) {
   dec d;
   size_t len;
   uint32_t n = 1, i, ntables;
-  d.L = L, d.m = m, d.tables = 0, d.fetch = fetch, d.objs = 0, d.id = id;
+  d.L = L, d.m = m, d.tables = 0, d.fetch = fetch, d.objs = 0, d.id = id, d.fetched = 0;
   if (fetch) {
     lua_pushnil(L);
     d.objs = lua_gettop(L);
@@ -512,8 +515,11 @@ int shl_decode_objects(lua_State *L, const sh_msg *m, int counted, int fetch, do
   }
   if (d.tables) lua_remove(L, d.tables);
   if (d.objs) lua_remove(L, d.objs);
+  if (fetched && d.fetched) *fetched = 1;
   return (int)n;
 }
 
-int shl_decode_values(lua_State *L, const sh_msg *m, int counted) { return shl_decode_objects(L, m, counted, 0, 0); }
+int shl_decode_values(lua_State *L, const sh_msg *m, int counted) {
+  return shl_decode_objects(L, m, counted, 0, 0, NULL);
+}
 

@@ -147,8 +147,8 @@ static int protected_run(lua_State *L) {
   base = lua_gettop(L);
   /* (the payload stays r's until the reply is written into it: whatever
    * raises before then leaves it to run_request to free) */
-  n = shl_decode_objects(L, payload, 1, r->w->hosted ? 2 : 0, (double)r->w->request); /* the name at base + 1, the
-                                                                                    arguments after */
+  /* (the name at base + 1, the arguments after) */
+  n = shl_decode_objects(L, payload, 1, r->w->hosted ? 2 : 0, (double)r->w->request, &r->w->moved_objects);
   fname = lua_tostring(L, base + 1);
   if (r->w->mod_ref != LUA_NOREF) lua_rawgeti(L, LUA_REGISTRYINDEX, r->w->mod_ref);
   else lua_getfield(L, LUA_REGISTRYINDEX, "stagehand.worker module");
@@ -187,6 +187,7 @@ static int protected_run(lua_State *L) {
     m = shl_try_encode_objects(L, base + 1, last, "result", 1, payload, objs);
     if (!m) lua_error(L);
     if (rawlen(L, objs) > 0) { /* (sent before the reply: the owner fetches them as it reads it) */
+      r->w->moved_objects = 1;
       lua_rawgeti(L, LUA_REGISTRYINDEX, r->w->put_ref);
       lua_pushnumber(L, (lua_Number)r->w->request);
       lua_pushvalue(L, objs);
@@ -241,6 +242,7 @@ static sh_msg *hosted_failure(lua_State *L, worker_ctx *w) {
     return NULL;
   }
   if (rawlen(L, 4) > 0) {
+    w->moved_objects = 1;
     lua_rawgeti(L, LUA_REGISTRYINDEX, w->put_ref);
     lua_pushnumber(L, (lua_Number)w->request);
     lua_pushvalue(L, 4);
@@ -332,6 +334,10 @@ static void run_request(lua_State *L, worker_ctx *w, int64_t id, sh_msg *payload
   }
   w->request = -1;
   lua_settop(L, 0);
+  if (w->moved_objects) { /* (after the reply: the game does not wait for it) */
+    w->moved_objects = 0;
+    lua_gc(L, LUA_GCCOLLECT, 0);
+  }
 }
 
 /* Keeps what every request uses in the registry (worker_ctx's refs): run

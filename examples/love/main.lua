@@ -77,6 +77,7 @@ function love.load(arglist)
       job:await(orch:run("Uploading " .. name, function(up)
         up:permit("upload")
         images[i] = { name = name, image = love.graphics.newImage(data), stand_in = not ok }
+        if ok then data:release() end -- (its pixels are on the GPU now: freed at once, not at the next collect)
         uploaded[#uploaded + 1] = name
       end, { phase = "upload" }))
       ready:arrive(name)

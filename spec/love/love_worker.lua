@@ -20,6 +20,14 @@ end
 
 function M.bytes(data) return data:getSize(), data:getString() end
 
+-- How many LÖVE objects this worker's state still has a Lua face of (each
+-- one keeps its object, an image's pixels say, alive).
+function M.objects_held()
+  local n = 0
+  for _ in pairs(debug.getregistry()._loveobjects or {}) do n = n + 1 end
+  return n
+end
+
 function M.boom() error("the decoder raised") end
 
 -- Raises a table holding the ImageData it was given and one it made.
