@@ -29,4 +29,6 @@ for r in $(seq "$runs"); do
     timeout 300 xvfb-run -a love bench/love "$l" "$arg" 2>&1 | quiet | grep "^result" | tee -a "$out"
   done
 done
+# (what LÖVE objects add to a request: information, no target)
+timeout 300 xvfb-run -a love bench/love objects 2000 2>&1 | quiet | grep "^objects" >>"$out"
 luajit scripts/bench_love_report.lua "$out"
