@@ -37,15 +37,27 @@ describe("a LÖVE pool's outbox", function()
   local function lt_for(reqs)
     return love_threads.new { ud = { _objects = function() end }, reqs = reqs }
   end
+  -- (a reply's objects go to the outbox channel its id picks, as a worker
+  -- sends them; ids that far apart share one)
+  local N = love_threads.CHANNELS
+  local function send(lt, id, objects) lt.outbox[id % N + 1]:push({ id, objects }) end
+  local function left(lt)
+    local n = 0
+    for _, ch in ipairs(lt.outbox) do n = n + ch:getCount() end
+    return n
+  end
 
   it("gives each reply its own objects, whatever order they were sent in", function()
-    local reqs = { [1] = {}, [2] = {} }
+    local a, b = 1, 1 + N
+    local reqs = { [a] = {}, [b] = {}, [2] = {} }
     local lt = lt_for(reqs)
-    lt.outbox:push({ 2, { "image of 2" } })
-    lt.outbox:push({ 1, { "image of 1" } })
-    assert.same({ "image of 1" }, lt.fetch(1))
+    send(lt, b, { "image of b" })
+    send(lt, 2, { "image of 2" })
+    send(lt, a, { "image of a" })
+    assert.same({ "image of a" }, lt.fetch(a))
     assert.same({ "image of 2" }, lt.fetch(2))
-    assert.equal(0, lt.outbox:getCount())
+    assert.same({ "image of b" }, lt.fetch(b))
+    assert.equal(0, left(lt))
   end)
 
   -- Regression: two workers sent their objects in one order and their
@@ -54,14 +66,15 @@ describe("a LÖVE pool's outbox", function()
   -- raised "the LÖVE objects of a message were lost" out of orch:step (at
   -- a game's quit: out of love.quit, into LÖVE's error screen).
   it("reads a cancelled request's reply as having no objects once another reply dropped them", function()
-    local reqs = { [1] = {}, [2] = {} }
+    local a, b = 1, 1 + N -- (one channel's)
+    local reqs = { [a] = {}, [b] = {} }
     local lt = lt_for(reqs)
-    lt.outbox:push({ 1, { "image of 1" } }) -- (worker one sent its objects first...)
-    lt.outbox:push({ 2, { "image of 2" } })
-    reqs[1] = nil -- (request 1 cancelled)
-    assert.same({ "image of 2" }, lt.fetch(2)) -- (...worker two's reply came first, and dropped 1's)
-    assert.equal(0, lt.outbox:getCount())
-    assert.same({}, lt.fetch(1)) -- (its reply is dropped anyway)
+    send(lt, a, { "image of a" }) -- (worker one sent its objects first...)
+    send(lt, b, { "image of b" })
+    reqs[a] = nil -- (request a cancelled)
+    assert.same({ "image of b" }, lt.fetch(b)) -- (...worker two's reply came first, and dropped a's)
+    assert.equal(0, left(lt))
+    assert.same({}, lt.fetch(a)) -- (its reply is dropped anyway)
     -- A live request whose objects are not there is still a loss the
     -- decoder names (nil), not hidden.
     reqs[4] = {}

@@ -9,9 +9,15 @@ function M.png(path)
   return love.image.newImageData(path)
 end
 
--- (the `objects` bench: a request carrying a number, and one carrying a ByteData)
+-- (the `objects` bench: a request carrying a number, one carrying a
+-- ByteData, and one whose result is a ByteData)
 function M.plain(x) return x end
 
 function M.size(data) return data:getSize() end
+
+function M.bytes(n)
+  require "love.data"
+  return love.data.newByteData(n)
+end
 
 return M

@@ -13,8 +13,9 @@
 --   love bench/love love-loader PEERS    kikito/love-loader from PEERS/love-loader
 --   love bench/love lily PEERS           MikuAuahDark/lily from PEERS/lily
 --   love bench/love objects N            N requests carrying a ByteData each,
---                                        beside N carrying a number (prints
---                                        "objects n= plain_us= objects_us=")
+--                                        N whose results are one, beside N
+--                                        carrying a number (prints "objects
+--                                        n= plain_us= objects_us= back_us=")
 --
 -- The scene for stagehand holds 62 PNGs, one PNG cut short and one name
 -- with no file; love-loader and lily raise on those, so theirs is the 62
@@ -158,8 +159,9 @@ function starters.lily(peers)
 end
 
 -- What LÖVE objects add to a request: N requests queued at once on two
--- LÖVE workers, each carrying a ByteData, beside N carrying a number, in
--- microseconds a request, the median of three rounds each.
+-- LÖVE workers, each carrying a ByteData, or each answered with one,
+-- beside N carrying a number, in microseconds a request, the median of
+-- three rounds each.
 local function objects(n)
   n = tonumber(n) or 2000
   local stagehand = require "stagehand"
@@ -180,7 +182,8 @@ local function objects(n)
   end
   local plain = median("plain", function(i) return i end)
   local carried = median("size", function() return love.data.newByteData(64) end)
-  print(string.format("objects n=%d plain_us=%.1f objects_us=%.1f", n, plain, carried))
+  local back = median("bytes", function() return 64 end)
+  print(string.format("objects n=%d plain_us=%.1f objects_us=%.1f back_us=%.1f", n, plain, carried, back))
   orch:wait(pool:destroy(), 10000)
   love.event.quit()
 end

@@ -10,13 +10,12 @@
 -- and the objects go beside it through the pool's love.thread channels
 -- (`inbox` to the workers, `outbox` back), as {request id, objects}. A
 -- reader takes the entry of its own request (performAtomic: the others
--- stay), so workers may take requests in any order. The inbox is
--- INBOXES channels, a request's in inbox[id % INBOXES + 1]: a reader
--- looks through the entries of one, and a game that queues thousands of
--- requests carrying objects does not make each take look through them
--- all (with one channel, 2,000 queued ByteData payloads took 15.6 s, a
--- worker's take holding the channel, and the game's next push, for
--- milliseconds; 0.1 s with 64).
+-- stay), so workers may take requests in any order. Each way is CHANNELS
+-- channels, a request's entry in the one at id % CHANNELS + 1: a reader
+-- looks through the entries of one. With one channel each way, a take
+-- looked through every entry, holding the channel (and the other side's
+-- next push) meanwhile: 2,000 queued requests carrying a ByteData took
+-- 1 ms each, and a step that read 8,000 replies carrying one took 107 ms.
 local native = require "stagehand.core.native"
 local options = require "stagehand.engine.options"
 local each = require("stagehand.core.compat").each
@@ -29,7 +28,8 @@ local logm = require "stagehand.engine.log"
 
 local M = {}
 
-local INBOXES = 64 -- (see the top)
+M.CHANNELS = 64 -- (see the top)
+local CHANNELS = M.CHANNELS
 
 -- What runs in each LÖVE thread: its arguments are the worker's token and
 -- number, the C module's path, the creating state's package.path and
@@ -38,7 +38,7 @@ local INBOXES = 64 -- (see the top)
 -- fails goes to the pool's `failures` channel instead.
 local BOOT = [[
 local token, idx, core, path, cpath, inbox, outbox, failures = ...
-local inboxes = #inbox
+local channels = #inbox
 local function take(channel, id)
   local found
   channel:performAtomic(function(ch)
@@ -59,8 +59,8 @@ local ok, err = pcall(function()
   if not open then error("cannot load " .. core .. ": " .. tostring(why), 0) end
   local C = open("stagehand._core")
   package.loaded["stagehand._core"] = C
-  C.threads.serve(token, function(id) return take(inbox[id % inboxes + 1], id) end,
-    function(id, objects) outbox:push({ id, objects }) end)
+  C.threads.serve(token, function(id) return take(inbox[id % channels + 1], id) end,
+    function(id, objects) outbox[id % channels + 1]:push({ id, objects }) end)
 end)
 if not ok then failures:push({ idx, tostring(err) }) end
 ]]
@@ -91,17 +91,18 @@ function M.kind(threads, fn)
 end
 
 -- Takes request id's entry from a channel: its objects, or nil. Entries
--- of requests that ended (`gone(id)`) are dropped on the way.
+-- of requests that ended (`gone(id)`) met on the way are dropped; the
+-- others go to the back.
 local function take(channel, id, gone)
   local found
   channel:performAtomic(function(ch)
     for _ = 1, ch:getCount() do
       local entry = ch:pop()
-      if entry[1] == id and not found then
+      if entry[1] == id then
         found = entry[2]
-      elseif not (gone and gone(entry[1])) then
-        ch:push(entry)
+        return
       end
+      if not (gone and gone(entry[1])) then ch:push(entry) end
     end
   end)
   return found
@@ -113,8 +114,8 @@ function M.new(pool)
   if not core then error("stagehand.pool: cannot find stagehand's C module for LÖVE threads: " .. tostring(err), 3) end
   local lt = {
     core = core,
-    inbox = {}, -- INBOXES channels: a request's objects wait in inbox[id % INBOXES + 1]
-    outbox = love_table().thread.newChannel(),
+    inbox = {}, -- CHANNELS channels: a request's objects wait in inbox[id % CHANNELS + 1]
+    outbox = {}, -- CHANNELS channels: a reply's objects wait in outbox[id % CHANNELS + 1]
     failures = love_table().thread.newChannel(), -- {worker number, message} from BOOT
     threads = {}, -- worker number -> its LÖVE thread, while it may run
     carried = {}, -- request id -> true while its objects wait in the inbox
@@ -122,7 +123,9 @@ function M.new(pool)
     nap = threads_native.port(), -- (finish's pause between looks)
     collected = false, -- (finish's hook: see start)
   }
-  for i = 1, INBOXES do lt.inbox[i] = love_table().thread.newChannel() end
+  for i = 1, CHANNELS do
+    lt.inbox[i], lt.outbox[i] = love_table().thread.newChannel(), love_table().thread.newChannel()
+  end
   pool.ud:_objects() -- (from the first request, a spawned worker's arguments included)
   local reqs = pool.reqs
   local function gone(id) return reqs[id] == nil end
@@ -132,7 +135,7 @@ function M.new(pool)
   -- ended before its reply is read: that reply is dropped too, and reads
   -- as none.)
   lt.fetch = function(id)
-    local found = take(lt.outbox, id, gone)
+    local found = take(lt.outbox[id % CHANNELS + 1], id, gone)
     if found == nil and gone(id) then return {} end
     return found
   end
@@ -174,7 +177,7 @@ end
 
 --- Sends the objects a request's payload carries.
 function M.carry(lt, id, objects)
-  lt.inbox[id % INBOXES + 1]:push({ id, objects })
+  lt.inbox[id % CHANNELS + 1]:push({ id, objects })
   lt.carried[id] = true
 end
 
@@ -182,7 +185,7 @@ end
 function M.forget(lt, id)
   if lt.carried[id] then
     lt.carried[id] = nil
-    take(lt.inbox[id % INBOXES + 1], id)
+    take(lt.inbox[id % CHANNELS + 1], id)
   end
 end
 

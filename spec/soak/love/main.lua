@@ -23,8 +23,8 @@ function love.load(args)
   -- channels: each one held there is an image's memory kept for good)
   for i = 1, ok and #on_love or 0 do
     local lt = on_love[i].love
-    local left = lt.outbox:getCount() + (next(lt.carried) and 1 or 0)
-    for _, channel in ipairs(lt.inbox) do left = left + channel:getCount() end
+    local left = next(lt.carried) and 1 or 0
+    for j = 1, #lt.inbox do left = left + lt.inbox[j]:getCount() + lt.outbox[j]:getCount() end
     if left > 0 then ok, err = false, ("pool %d kept LÖVE objects in its channels after its destroy"):format(i) end
   end
   print(ok and "soak-love: ok" or ("soak-love: " .. tostring(err)))
