@@ -233,6 +233,7 @@ cross_lane() {
   count "the specs on Windows under wine: LuaJIT (both backends) and Lua 5.4, and 32-bit LuaJIT (both backends) where this kernel runs 32-bit programs, cross-built from Debian's sources" \
     sh -c 'make -s windows windows-x86 >/dev/null && sh scripts/test_windows.sh'
   count "spec/love: worker pools on love.thread, under Xvfb" sh scripts/love_specs.sh
+  count "spec/love again, against a core built with ASan and UBSan (make sanitize-love)" make -s sanitize-love
   count "spec/love_pure: a LÖVE game with no native core runs a loading scene on the pure-Lua core, under Xvfb" \
     sh scripts/love_specs.sh spec/love_pure
   check "examples/love: LÖVE 11 under Xvfb, a loading screen and the scene, both screenshots not blank" \
