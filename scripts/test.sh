@@ -265,7 +265,7 @@ if [ "$lanes" -ge 2 ] && [ "$cores" -ge 2 ]; then
   # through cross.counts)
   # shellcheck disable=SC2030,SC2031
   (
-    passed=0 failed=0 section_began= out=$work/out.cross
+    passed=0 failed=0 section_began='' out=$work/out.cross
     cross_lane
     end_section
     echo "$passed $failed $(date +%s)" >"$work/cross.counts"
