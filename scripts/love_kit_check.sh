@@ -18,10 +18,8 @@
 #   save directory beyond ASCII.
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top" || exit 1
-: "${WINEPREFIX:=$top/build/wine}" # (stagehand's own prefix: the Makefile says why)
-# (64-bit programs go straight to wine64, as the Makefile's WINE says why)
-[ -x /usr/lib/wine/wine64 ] && : "${WINE:=/usr/lib/wine/wine64}"
-export WINEPREFIX
+# shellcheck source=scripts/wine_env.sh
+. "$top/scripts/wine_env.sh"
 fail() { echo "love-kit check: $1"; exit 1; }
 KIT_WINDOWS=1 KIT_ARM64=1 sh scripts/love_kit.sh || fail "make love-kit failed"
 version=$(sed -n 's/^M.VERSION = "\([^"]*\)".*/\1/p' lua/stagehand/init.lua)
@@ -173,7 +171,7 @@ in_wine() { # $1: the folder, then the environment and arguments for luajit.exe
 win=$(win_tree build/windows windows-x64)
 win32=$(win_tree build/windows-x86 windows-x86)
 trap 'rm -rf "$unz" "$game" "$win" "$win32"' EXIT
-out=$(in_wine "$win" timeout 120 ${WINE:-wine} luajit.exe -e '
+out=$(in_wine "$win" timeout 120 $wine luajit.exe -e '
   local stagehand = require "stagehand"
   local orch = stagehand.new { driver = "manual" }
   local h = orch:run("a job", function(job) job:sleep(1) return 42 end)
@@ -192,7 +190,7 @@ wide() { # $1: the folder, $2: how wine is run, $3: what it is, for the failure
       fail "the kit's $3 core in a save directory beyond ASCII, $be backend, under wine said: $out"
   done
 }
-wide "$win" "${WINE:-wine}" Windows
+wide "$win" "$wine" Windows
 # (A kernel that runs no 32-bit programs runs no 32-bit wine: then the
 # 32-bit core is checked for what it links, above, and not run.)
 if sh scripts/x86_runs.sh; then

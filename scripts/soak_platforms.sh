@@ -38,10 +38,8 @@ case "$1" in
     cp "$top"/spec/fixtures/*.lua spec/fixtures/
     export WINEDEBUG=-all
     unset LUA_PATH LUA_CPATH LUA_PATH_5_4 LUA_CPATH_5_4 # (test_windows.sh says why)
-    : "${WINEPREFIX:=$top/build/wine}"
-    export WINEPREFIX
-    [ -x /usr/lib/wine/wine64 ] && : "${WINE:=/usr/lib/wine/wine64}"
-    wine=${WINE:-wine}
+    # shellcheck source=scripts/wine_env.sh
+    . "$top/scripts/wine_env.sh"
     echo "== threads soak on Windows under wine, seeds $first-$last"
     for s in $(seq "$first" "$last"); do
       one "LuaJIT (FFI) seed $s" env STAGEHAND_BACKEND=ffi timeout 300 "$wine" luajit.exe spec/soak/threads.lua "$s"

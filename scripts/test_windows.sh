@@ -24,11 +24,8 @@ export WINEDEBUG=-all
 # (wine hands the environment on: the Linux paths `eval "$(make -s env)"`
 # sets would point the Windows runtimes at Linux's cores)
 unset LUA_PATH LUA_CPATH LUA_PATH_5_4 LUA_CPATH_5_4
-: "${WINEPREFIX:=$top/build/wine}" # (stagehand's own prefix: the Makefile says why)
-export WINEPREFIX
-# (64-bit programs go straight to wine64, as the Makefile's WINE says why)
-[ -x /usr/lib/wine/wine64 ] && : "${WINE:=/usr/lib/wine/wine64}"
-wine=${WINE:-wine}
+# shellcheck source=scripts/wine_env.sh
+. "$top/scripts/wine_env.sh"
 wine32=${WINE32:-wine} # (32-bit programs: wine's 32-bit half)
 passed=0
 failed=0
