@@ -49,6 +49,61 @@ describe("hygiene", function()
     assert.matches("hygiene_spec.lua:%d+: from the caller", select(2, c:result()).cause)
   end)
 
+  it("names a bad argument whose __tostring raises or returns a table, as a key or a value", function()
+    local odd = {
+      setmetatable({}, { __tostring = function() error("the game's __tostring raised") end }),
+      setmetatable({}, { __tostring = function() return {} end }),
+    }
+    for _, v in ipairs(odd) do
+      local orch, clock = quiet()
+      local load = stagehand.tracker(orch)
+      local calls = {
+        { "bad argument 'ms' to sleep", function()
+          local raised
+          orch:run("sleeper", function(job) raised = select(2, pcall(job.sleep, job, v)) end)
+          error(raised)
+        end },
+        { "bad argument 'ms' to settle", function() T.settle(orch, v) end },
+        { "bad argument 'step_ms' to settle", function() T.settle(orch, 10, v) end },
+        { "bad argument 'orch' to settle", function() T.settle(v, 10) end },
+        { "bad argument 'ms' to advance", function() clock:advance(v) end },
+        { "bad self to clock:advance", function() clock.advance(v, 1) end },
+        { "bad argument 'start_ms' to clock", function() T.clock(v) end },
+        { "bad option '[a table]' to stagehand.new", function() T.new { [v] = 1 } end },
+        { "bad argument 'opts[a table]' to run", function() orch:run("x", function() end, { [v] = 1 }) end },
+        { "bad argument 'spec[a table]' to budget", function() orch:budget("b", { [v] = 1 }) end },
+        { "bad argument 'opts[a table]' to load:task", function() load:task("p", { [v] = 1 }) end },
+        { "bad argument 'rows[1][a table]' to stagehand.format_timeline",
+          function() stagehand.format_timeline { { [v] = 1 } } end },
+        { "bad argument 'opts[a table]' to stagehand.pool",
+          function() stagehand.pool(orch, { module = "m", [v] = 1 }) end },
+      }
+      for _, c in ipairs(calls) do
+        local ok, err = pcall(c[2])
+        assert.is_false(ok, c[1])
+        assert.matches(c[1], tostring(err), 1, true)
+        -- (the message stagehand meant, not one its own tostring raised)
+        assert.not_matches("the game's __tostring raised", tostring(err), 1, true)
+        assert.not_matches("must return a string", tostring(err), 1, true)
+        assert.not_matches("concatenate", tostring(err), 1, true)
+      end
+      -- and the orchestrator goes on
+      local h = orch:run("after", function(job) job:sleep(1) return "on" end)
+      assert.equal(0, T.settle(orch, 100))
+      assert.same({ "done", "on" }, { h:result() })
+    end
+  end)
+
+  it("names a field of an odd kind by its place: opts[3], opts[\"two words\"]", function()
+    local orch = quiet()
+    local ok, err = pcall(orch.run, orch, "x", function() end, { "positional" })
+    assert.is_false(ok)
+    assert.matches("bad argument 'opts[1]' to run", tostring(err), 1, true)
+    ok, err = pcall(orch.budget, orch, "b", { ["two words"] = 1 })
+    assert.is_false(ok)
+    assert.matches([[bad argument 'spec["two words"]' to budget]], tostring(err), 1, true)
+  end)
+
   it("ends a job whose coroutine someone else resumes or closes", function()
     local orch = quiet()
     local co

@@ -429,7 +429,7 @@ function Orchestrator:budget(name, spec)
   if type(name) ~= "string" or name == "" then options.fail("budget", "name", "a non-empty string", name) end
   if type(spec) ~= "table" then options.fail("budget", "spec", "{ops = n} or {ms = m}", spec) end
   local k = options.first_key(spec, function(kind) return kind ~= "ops" and kind ~= "ms" end)
-  if k ~= nil then options.fail("budget", "spec." .. tostring(k), "ops or ms (unknown budget kind)", k) end
+  if k ~= nil then options.fail("budget", options.field("spec", k), "ops or ms (unknown budget kind)", k) end
   local ops, ms = spec.ops, spec.ms
   if (ops == nil) == (ms == nil) then options.fail("budget", "spec", "exactly one of ops or ms", spec) end
   if ops == math.huge then

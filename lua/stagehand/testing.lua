@@ -14,6 +14,7 @@ local STATE, CO, HELD, WAITQ = F.STATE, F.CO, F.HELD, F.WAITQ
 -- (T.leaks and T.core_faults list what they find in the same order on every
 -- run and runtime: by pool, budget and key name, not in pairs' order)
 local sorted_keys = require("stagehand.engine.options").sorted_keys
+local describe_value = require("stagehand.engine.options").describe
 
 local T = {}
 
@@ -38,7 +39,7 @@ local Orchestrator = require "stagehand.orchestrator"
 -- for the assertions, which luassert calls from inside itself.)
 local function check_orch(fn, orch, level)
   if getmetatable(orch) ~= Orchestrator then
-    error("bad argument 'orch' to " .. fn .. ": expected an orchestrator, got " .. tostring(orch),
+    error("bad argument 'orch' to " .. fn .. ": expected an orchestrator, got " .. describe_value(orch),
       level and level + 1 or 0)
   end
 end
@@ -57,11 +58,11 @@ local finite = E.finite -- (not NaN, not an infinity)
 ---@return number now
 function Clock:advance(ms)
   if getmetatable(self) ~= Clock then
-    error("bad self to clock:advance: expected a fake clock, got " .. tostring(self)
+    error("bad self to clock:advance: expected a fake clock, got " .. describe_value(self)
       .. " (call it with a colon: clock:advance(...))", 2)
   end
   if not finite(ms) or ms < 0 then
-    error("bad argument 'ms' to advance: expected a finite number >= 0, got " .. tostring(ms), 2)
+    error("bad argument 'ms' to advance: expected a finite number >= 0, got " .. describe_value(ms), 2)
   end
   self.now = self.now + ms
   return self.now
@@ -72,7 +73,7 @@ end
 ---@return stagehand.FakeClock
 function T.clock(start_ms)
   if start_ms ~= nil and not finite(start_ms) then
-    error("bad argument 'start_ms' to clock: expected a finite number, got " .. tostring(start_ms), 2)
+    error("bad argument 'start_ms' to clock: expected a finite number, got " .. describe_value(start_ms), 2)
   end
   return setmetatable({ now = start_ms or 0 }, Clock)
 end
@@ -83,7 +84,7 @@ end
 ---@return stagehand.Orchestrator orch, stagehand.FakeClock clock
 function T.new(opts)
   if opts ~= nil and type(opts) ~= "table" then
-    error("bad argument 'opts' to new: expected a table of stagehand.new's options, got " .. tostring(opts), 2)
+    error("bad argument 'opts' to new: expected a table of stagehand.new's options, got " .. describe_value(opts), 2)
   end
   local o = {}
   for k, v in each, opts or {} do o[k] = v end
@@ -110,11 +111,11 @@ function T.settle(orch, ms, step_ms)
   if not clock then error("bad argument 'orch' to settle: expected an orchestrator on a fake clock (T.new)", 2) end
   -- (finite: a settle that could never end would hang the spec)
   if not finite(ms) or ms < 0 then
-    error("bad argument 'ms' to settle: expected a finite number >= 0, got " .. tostring(ms), 2)
+    error("bad argument 'ms' to settle: expected a finite number >= 0, got " .. describe_value(ms), 2)
   end
   step_ms = step_ms or 100
   if not finite(step_ms) or step_ms <= 0 then
-    error("bad argument 'step_ms' to settle: expected a finite number > 0, got " .. tostring(step_ms), 2)
+    error("bad argument 'step_ms' to settle: expected a finite number > 0, got " .. describe_value(step_ms), 2)
   end
   local left = orch:step()
   local passed = 0

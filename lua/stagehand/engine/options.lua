@@ -19,6 +19,16 @@ local function describe(v)
 end
 M.describe = describe
 
+--- The path of a field of a caller's table, for an error: `opts.stall`,
+--- `opts["two words"]`, `opts[3]`, `opts[a table]` (with no root: `stall`,
+--- `[3]`). Never tostring on a key: its __tostring may raise or return a
+--- table.
+function M.field(root, k)
+  if type(k) == "string" and k:match("^[%a_][%w_]*$") then return root and root .. "." .. k or k end
+  local inner = (type(k) == "number" and show(k)) or (type(k) == "string" and quote(k, 40)) or "a " .. type(k)
+  return (root or "") .. "[" .. inner .. "]"
+end
+
 -- (errors.raise, not error: the position named is the game's line even
 -- when stagehand's own frames, or a tail call, lie between.)
 local raise = require("stagehand.engine.errors").raise
@@ -179,7 +189,7 @@ function M.new_options(opts, has_luv)
     error("bad argument 'options' to stagehand.new: expected a table, got " .. type(opts), 3)
   end
   local unknown = first_unknown(opts, FIELDS)
-  if unknown ~= nil then bad(tostring(unknown), "a known option (unknown field)", unknown) end
+  if unknown ~= nil then bad(M.field(nil, unknown), "a known option (unknown field)", unknown) end
   local o = {}
   local driver = opts.driver
   if driver == nil then driver = has_luv() and "luv" or "manual" end
@@ -243,7 +253,7 @@ local function unknown_run_field(opts, fn, allow_key, lv)
   local k = M.first_key(opts, function(f)
     return not RUN_FIELDS[f] or ((f == "key" or f == "reuse" or f == "phase") and not allow_key)
   end)
-  M.fail(fn, "opts." .. tostring(k), "a known option (unknown field)", k, lv + 1)
+  M.fail(fn, M.field("opts", k), "a known option (unknown field)", k, lv + 1)
 end
 
 -- The same check unrolled for run's six known fields: a run's table has

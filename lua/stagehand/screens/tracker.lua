@@ -197,7 +197,7 @@ function Tracker:task(phase, opts)
   if opts ~= nil then
     if type(opts) ~= "table" then options.fail("load:task", "opts", "a table {label =, total =}", opts) end
     local k = options.first_key(opts, function(f) return not TASK_FIELDS[f] end)
-    if k ~= nil then options.fail("load:task", "opts." .. tostring(k), "one of label, total", opts[k]) end
+    if k ~= nil then options.fail("load:task", options.field("opts", k), "one of label, total", opts[k]) end
     if opts.label ~= nil then
       if type(opts.label) ~= "string" or opts.label == "" then
         options.fail("load:task", "opts.label", "a non-empty string", opts.label)
@@ -521,7 +521,7 @@ check_row = function(r, i)
   if type(r) ~= "table" then options.fail("stagehand.format_timeline", where, "a row of load:timeline()", r, 3) end
   local odd = options.first_key(r, function(f) return not ROW_FIELDS[f] end)
   if odd ~= nil then
-    options.fail("stagehand.format_timeline", where .. "." .. tostring(odd),
+    options.fail("stagehand.format_timeline", options.field(where, odd),
       "one of phase, start_ms, end_ms, busy_ms, spans, tasks, failed", r[odd], 3)
   end
   for j = 1, #ROW_ORDER do

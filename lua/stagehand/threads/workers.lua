@@ -147,7 +147,7 @@ function M.new_pool(orch, opts, start_workers)
   if type(opts) ~= "table" then fail("stagehand.pool", "opts", "a table with module or source", opts) end
   for k in each, opts do
     if not POOL_FIELDS[k] then
-      fail("stagehand.pool", "opts." .. tostring(k), "one of module, source, size, respawn_on_abort,"
+      fail("stagehand.pool", options.field("opts", k), "one of module, source, size, respawn_on_abort,"
         .. " close_timeout_ms, stall_ms, threads", opts[k])
     end
   end
@@ -319,7 +319,7 @@ function Pool:run(fn_name, payload, opts)
     if type(opts) ~= "table" then fail("pool:run", "opts", "a table", opts) end
     if not options.fields_within(opts, RUN_FIELDS) then
       local k = options.first_key(opts, function(f) return not RUN_FIELDS[f] end)
-      fail("pool:run", "opts." .. tostring(k), "one of priority, signal, label, key, stall_ms, phase", opts[k])
+      fail("pool:run", options.field("opts", k), "one of priority, signal, label, key, stall_ms, phase", opts[k])
     end
     local prio = opts.priority
     if prio == nil then

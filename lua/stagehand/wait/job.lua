@@ -160,7 +160,7 @@ Job.permit = slots.permit
 function Job:sleep(ms)
   check_self(self, "sleep")
   if type(ms) ~= "number" or ms < 0 or ms ~= ms then
-    raise("bad argument 'ms' to sleep: expected a number >= 0, got " .. tostring(ms), 2)
+    raise("bad argument 'ms' to sleep: expected a number >= 0, got " .. options.describe(ms), 2)
   end
   return wait.sleep(self, ms)
 end
