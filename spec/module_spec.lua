@@ -125,7 +125,7 @@ describe(".new", function()
     says("(no other fields), got \"x\"", orch.barrier, orch, "b", { "a", z = 1, x = 2, y = 3 })
     says("(no other fields), got 2.5", orch.barrier, orch, "b", { "a", z = 1, [2.5] = 4 }) -- (numbers first)
     -- a key of another type: booleans sort before numbers and strings
-    says("'opts.true' to run", orch.run, orch, "x", work, { [true] = 1, [5] = 2, zz = 3 })
+    says("'opts[true]' to run", orch.run, orch, "x", work, { [true] = 1, [5] = 2, zz = 3 })
     assert.equal(0, orch.nrunning) -- (nothing was started)
   end)
 

@@ -20,12 +20,13 @@ end
 M.describe = describe
 
 --- The path of a field of a caller's table, for an error: `opts.stall`,
---- `opts["two words"]`, `opts[3]`, `opts[a table]` (with no root: `stall`,
---- `[3]`). Never tostring on a key: its __tostring may raise or return a
+--- `opts["two words"]`, `opts[3]`, `opts[true]`, `opts[a table]` (with no
+--- root: `stall`, `[3]`). Never tostring on a key: its __tostring may raise or return a
 --- table.
 function M.field(root, k)
   if type(k) == "string" and k:match("^[%a_][%w_]*$") then return root and root .. "." .. k or k end
-  local inner = (type(k) == "number" and show(k)) or (type(k) == "string" and quote(k, 40)) or "a " .. type(k)
+  local inner = ((type(k) == "number" or type(k) == "boolean") and show(k)) or (type(k) == "string" and quote(k, 40))
+    or "a " .. type(k)
   return (root or "") .. "[" .. inner .. "]"
 end
 
