@@ -532,6 +532,20 @@ describe("stagehand.rounds", function()
     assert.same({ "done", false }, { st, wok })
     assert.matches("fixture_worker.lua:" .. wline .. ": bad argument 'index' to b:sum: expected an integer from 1 to 1, "
       .. "got 7", werr, 1, true)
+    -- A worker's port calls name their arguments as the game's side does.
+    local said, first
+    st, said, first = orch:wait(pool:run("bad_port_calls", stagehand.port()), WAIT)
+    assert.equal("done", st)
+    local expected = {
+      "bad argument 'ms' to port:receive_within: expected a number >= 0, got \"soon\"",
+      "bad argument 'ms' to port:receive_within: expected a number >= 0, got nan",
+      "bad argument 'fn' to port:drain: expected a function, got 5",
+      "bad argument 'fn' to port:drain_for: expected a function, got nil",
+      "bad argument 'ms' to port:drain_for: expected a number >= 0, got -1",
+    }
+    for i, want in ipairs(expected) do
+      assert.matches("fixture_worker.lua:" .. (first + i - 1) .. ": " .. want, said[i], 1, true)
+    end
     orch:wait(pool:destroy(), WAIT)
     assert.equal(0, T.settle(orch, 1000))
   end)

@@ -7,10 +7,13 @@
 -- destroy mid-flight with and without respawn_on_abort, ports crossing both
 -- ways, posted to and closed at random, jobs and workers receiving on them,
 -- services (stagehand.spawn) fed and stopped, round barriers arrived at
--- and aborted. Then it closes every port, stops every service, aborts
--- every barrier and steps until everything ends. It fails on any
--- operation that raises, on a Handle still running at the end, or on an
--- echo that failed or came back changed. Thread timing makes no two runs
+-- and aborted, and mistakes: bad arguments to ports, round barriers,
+-- pools and spawn on the game's side, and inside workers to the worker
+-- API, a port and a round barrier. Then it closes every port, stops every
+-- service, aborts every barrier and steps until everything ends. It fails
+-- on any operation but a mistake that raises, on a mistake that raises an
+-- error not meant for the game, on a Handle still running at the end, or
+-- on an echo that failed or came back changed. Thread timing makes no two runs
 -- of a seed alike: this is a soak, not a spec (the specs pin each
 -- behaviour down).
 -- Inside LÖVE (spec/soak/love, `make soak-love`) the workers are LÖVE
@@ -45,6 +48,54 @@ end
 function M.prog(n) for i = 1, n do W.progress(i, n) end return n end
 function M.big(n) return ("y"):rep(n) end
 function M.arrive(b) return b:arrive(1, 2) end
+-- Worker-side mistakes: bad arguments to the worker API, a port and a
+-- round barrier. Returns every error that was not meant for the game.
+function M.mistakes(t)
+  local x = t.seed
+  local function r(n) x = (16807 * x) % 2147483647; return x % n + 1 end
+  local deep = {}
+  local d = deep
+  for _ = 1, 300 do d.next = {}; d = d.next end
+  local cyc = {}
+  cyc.self = cyc
+  local hostile = setmetatable({}, { __index = function() error("hostile __index") end,
+    __tostring = function() error("hostile __tostring") end, __len = function() error("hostile __len") end })
+  local V = { false, true, 0, -1, 1.5, 1e308, 1 / 0, -1 / 0, 0 / 0, 2 ^ 63, -0.0, 1, 2, "", "a\0b",
+    ("s"):rep(70000), {}, { 1, 2 }, { 0 / 0, 1 / 0 }, { "a" }, cyc, deep, hostile, os.clock, function() end,
+    coroutine.create(function() end) }
+  local function v() return V[r(#V + 1)] end -- (nil too)
+  local function short(ms) return (type(ms) ~= "number" or ms ~= ms or ms < 0 or ms <= 5) and ms or 1 end
+  local port, b, said = t.port, t.rounds, {}
+  for _ = 1, t.n do
+    local m = r(11)
+    local ok, err = pcall(function()
+      if m == 1 then W.progress(v(), v())
+      elseif m == 2 then W.sleep(short(v()))
+      elseif m == 3 then port:post(v())
+      elseif m == 4 then port:receive_within(short(v()))
+      elseif m == 5 then port:drain(v())
+      elseif m == 6 then port:drain_for(r(2) == 1 and v() or function() end, short(v()))
+      elseif m == 7 then port:try_receive(); port:count(); port:closed()
+      elseif m == 8 then
+        local f = ({ "sum", "min", "max" })[r(3)]
+        -- (a count of 1, or a bad one: a wait nobody else joins would hold the worker)
+        local count = r(2) == 1 and 1 or v()
+        b[f](b, v(), count, v(), v(), r(2) == 1 and {} or v())
+      elseif m == 9 then b:arrive(v(), r(2) == 1 and 1 or v())
+      elseif m == 10 then local q = W.port(); q:post(v()); q:close(); q:post(1)
+      else local _ = tostring(port) .. tostring(b) end
+    end)
+    if not ok then
+      local e = tostring(err)
+      if e:find("attempt to", 1, true) or e:find("stack overflow", 1, true) or e:find("stagehand[/\\][%w_/\\]+%.lua:%d+")
+        or e:find("bad argument #", 1, true) then
+        said[#said + 1] = e
+      end
+    end
+    if W.stopping() then break end
+  end
+  return said
+end
 return M
 ]]
 
@@ -134,8 +185,63 @@ local function request()
   end
 end
 
+-- Main-side mistakes: bad arguments to ports, round barriers, pools,
+-- spawn. Each may raise, but only an error meant for the game.
+local function internal(err)
+  local e = tostring(err)
+  return e:find("attempt to", 1, true) or e:find("stagehand[/\\][%w_/\\]+%.lua:%d+") or e:find("core refused", 1, true)
+end
+local mistaken = {}
+local function bad()
+  local cyc = {}
+  cyc.self = cyc
+  local V = { false, true, 0, -1, 1.5, 1 / 0, 0 / 0, 2 ^ 63, "", "a\0b", {}, { 1, 2 }, cyc, os.clock,
+    setmetatable({}, { __index = function() error("hostile __index") end,
+      __tostring = function() error("hostile __tostring") end }),
+    coroutine.create(function() end), { priority = 0 / 0 }, { key = {} }, { stall_ms = -1 }, { module = 5 } }
+  return V[R(#V + 1)]
+end
+local function small(ms) return (type(ms) ~= "number" or ms ~= ms or ms < 0 or ms <= 5) and ms or 1 end
+local MISTAKES = {
+  function() (ports[R(math.max(1, #ports))] or stagehand.port()):post(bad()) end,
+  function() stagehand.port():receive_within(small(bad())) end,
+  function() stagehand.port():drain(bad()) end,
+  function() stagehand.port():drain_for(bad(), small(bad())) end,
+  function() stagehand.port(bad()) end,
+  function() stagehand.rounds(bad(), bad()) end,
+  function() handles[#handles + 1] = live_pool():run(bad(), bad(), bad()) end,
+  function() live_pool():reprioritise(bad()) end,
+  function() stagehand.spawn(orch, bad(), bad()) end,
+  function() stagehand.pool(orch, bad()) end,
+  function()
+    local b = stagehand.rounds(2, 2)
+    barriers[#barriers + 1] = b
+    handles[#handles + 1] = orch:run("a round's mistakes", function()
+      local f = ({ "sum", "min", "max", "arrive" })[R(4)]
+      return b[f](b, bad(), R() < 0.5 and 1 or bad(), bad(), bad(), bad())
+    end)
+  end,
+}
+local function worker_mistakes() -- and the worker's own (a third of them)
+  local port = stagehand.port()
+  ports[#ports + 1] = port
+  local b = stagehand.rounds(2, 2)
+  barriers[#barriers + 1] = b
+  local h = live_pool():run("mistakes", { seed = R(1, 2147483646), n = R(10, 60), port = port, rounds = b })
+  handles[#handles + 1] = h
+  mistaken[#mistaken + 1] = h
+end
+for _ = 1, #MISTAKES / 2 do MISTAKES[#MISTAKES + 1] = worker_mistakes end
+local mistakes, refused = 0, 0
+local function mistake()
+  mistakes = mistakes + 1
+  local ok, err = pcall(MISTAKES[R(#MISTAKES)])
+  if not ok then refused = refused + 1 end
+  if not ok and internal(err) then fail("a mistake raised stagehand's own error: " .. tostring(err)) end
+end
+
 local ops = {
-  request, request, request, request, request,
+  request, request, request, request, request, mistake,
   function()
     local h = handles[R(math.max(1, #handles))]
     if h then h:cancel("the soak cancels it") end
@@ -227,7 +333,15 @@ for _, e in ipairs(echoes) do
   -- (an echo ends done, or cancelled by a cancel or a destroy: never failed)
   if st == "failed" then fail("an echo failed: " .. tostring(v and v.message or v)) end
 end
+local heard = 0 -- (worker-side mistake requests that ran to their end)
+for _, h in ipairs(mistaken) do
+  local st, said = h:result()
+  if st == "done" then heard = heard + 1 end
+  if st == "failed" then fail("a worker's mistakes failed its request: " .. tostring(said and said.message or said)) end
+  if st == "done" and said[1] then fail("a worker's mistake raised stagehand's own error: " .. said[1]) end
+end
 for _, p in ipairs(pools) do orch:wait(p:destroy(), 5000) end
 orch:close()
-print(("seed %d: %d Handles ended, %d pools, %d services, %d round barriers"):format(seed, #handles, #pools,
-  #services, #barriers))
+print(("seed %d: %d Handles ended, %d pools, %d services, %d round barriers, %d mistakes (%d refused),"
+  .. " %d of %d workers' mistake runs done"):format(seed, #handles, #pools, #services, #barriers, mistakes, refused,
+  heard, #mistaken))
