@@ -468,7 +468,8 @@ function stagehand_WorkerPool:reprioritise(fn) end
 --- Cancels queued and running requests, tells every worker to stop, and
 --- returns a Handle that ends done once every worker thread has exited (or
 --- after close_timeout_ms, the workers still running named in the log and
---- left to close their own state when their function returns).
+--- left to close their own state when their function returns). Until then
+--- the pool is its orchestrator's: dropping it does not stop its threads.
 ---@return stagehand.Handle
 function stagehand_WorkerPool:destroy() end
 
