@@ -33,7 +33,7 @@ INC_lua5.1 := /usr/include/lua5.1
 
 SANITIZE := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
-.PHONY: test-deps test-x86 test-x86-c bench-love love-dist love-kit test-systems test-arm64 rock windows windows-x86 test-windows test-windows-c portable all deps build docs test test-c test-oom tsan c-host test-lua demo bench bench-count env clean sanitize check-warnings sanitize-love chaos soak-threads soak-love soak-windows fuzz valgrind
+.PHONY: test-deps test-x86 test-x86-c bench-love love-dist love-kit test-systems test-arm64 rock windows windows-x86 test-windows test-windows-c portable all deps build docs test test-c test-oom tsan c-host test-lua demo bench bench-count env clean sanitize check-warnings sanitize-love tsan-love chaos soak-threads soak-love soak-windows fuzz valgrind
 
 all: build
 
@@ -235,6 +235,8 @@ CHAOS_SEEDS ?= 500
 # ThreadSanitizer.
 SOAK_SEEDS ?= 20
 SOAK_FIRST ?= 1
+TSAN_SEEDS ?= 3
+TSAN_FIRST ?= 1
 soak-threads: deps build build/tsan/lua5.4/stagehand/_core.so
 	@for rt in $(RUNTIMES); do for driver in manual luv; do \
 	  echo "== threads soak on $$rt, $$driver driver ($(SOAK_SEEDS) seeds)"; \
@@ -291,6 +293,14 @@ build/sanitize-love/stagehand/_core.so: $(CORE_SRC) $(MODULE_SRC) $(CORE_HDR)
 	$(CC) -std=c99 -O1 -g -fPIC $(WARN) $(PLAT) $(SANITIZE) -DSH_DEBUG_CHECKS -I$(INC_luajit) -shared -o $@ $(CORE_SRC) $(MODULE_SRC) -lm -ldl -lpthread
 sanitize-love: deps build build/sanitize-love/stagehand/_core.so
 	@SANITIZED=build/sanitize-love sh scripts/love_specs.sh
+
+# The LÖVE specs and the thread soak inside LÖVE against a core built with
+# ThreadSanitizer (scripts/tsan_love.sh says which reports fail it).
+build/tsan-love/stagehand/_core.so: $(CORE_SRC) $(MODULE_SRC) $(CORE_HDR)
+	@mkdir -p $(@D)
+	$(CC) -std=c99 -O1 -g -fPIC $(WARN) $(PLAT) $(TSAN) -I$(INC_luajit) -shared -o $@ $(CORE_SRC) $(MODULE_SRC) -lm -ldl -lpthread
+tsan-love: deps build build/tsan-love/stagehand/_core.so
+	@TSAN_FIRST=$(TSAN_FIRST) TSAN_SEEDS=$(TSAN_SEEDS) sh scripts/tsan_love.sh
 
 SANITIZED_RUN = LUA_PATH="$$top/lua/?.lua;$$top/lua/?/init.lua;;" LUA_CPATH="$$top/build/sanitize/$(1)/?.so;;" \
 	LD_PRELOAD="$$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file-name=libubsan.so)" \
