@@ -304,15 +304,18 @@ static int l_port_receive(lua_State *L) { return receive_for(L, HUGE_VAL); }
 static int l_port_receive_within(lua_State *L) { return receive_for(L, check_ms(L, 2, "receive_within")); }
 
 /* drain(fn[, ms]): fn(v) for each value queued when it began, without
- * waiting, for at most ms (at least one when any is queued). Returns the
- * count. (Values posted meanwhile, by fn itself or by a busy worker, wait
- * for the next drain: one that took them too might never return.) */
-static int drain_for(lua_State *L, double ms, const char *method) {
+ * waiting, for at most ms (at least one when any is queued; ms_arg 0: no
+ * limit). Returns the count. (Values posted meanwhile, by fn itself or by
+ * a busy worker, wait for the next drain: one that took them too might
+ * never return.) */
+static int drain_for(lua_State *L, int ms_arg, const char *method) {
   box *b = port_box(L);
-  double until = sh_now_ms() + ms;
+  double ms, until;
   lua_Integer n = 0, queued;
-  if (lua_type(L, 2) != LUA_TFUNCTION)
+  if (lua_type(L, 2) != LUA_TFUNCTION) /* (fn before ms, as the game's side checks) */
     fail_at(L, 1, "bad argument 'fn' to port:%s: expected a function, got %s", method, got_of(L, 2));
+  ms = ms_arg ? check_ms(L, ms_arg, method) : HUGE_VAL;
+  until = sh_now_ms() + ms;
   queued = (lua_Integer)sh_port_count((sh_port *)b->p) + (b->held ? 1 : 0);
   for (;;) {
     if (n >= queued || (n > 0 && sh_now_ms() >= until)) break;
@@ -327,12 +330,8 @@ static int drain_for(lua_State *L, double ms, const char *method) {
   lua_pushinteger(L, n);
   return 1;
 }
-static int l_port_drain(lua_State *L) { return drain_for(L, HUGE_VAL, "drain"); }
-static int l_port_drain_for(lua_State *L) {
-  if (lua_type(L, 2) != LUA_TFUNCTION) /* (fn first, as the game's side checks) */
-    fail_at(L, 1, "bad argument 'fn' to port:drain_for: expected a function, got %s", got_of(L, 2));
-  return drain_for(L, check_ms(L, 3, "drain_for"), "drain_for");
-}
+static int l_port_drain(lua_State *L) { return drain_for(L, 0, "drain"); }
+static int l_port_drain_for(lua_State *L) { return drain_for(L, 3, "drain_for"); }
 
 static int l_port_close(lua_State *L) {
   sh_port_close(PORT(L));
