@@ -528,11 +528,13 @@ describe("stagehand.rounds", function()
     assert.matches("ports_spec.lua:" .. (line + 6) .. ": bad argument 'count' to b:arrive: expected an integer from 1 "
       .. "to 2, got \"2\"", tostring(select(2, h:result()).cause), 1, true)
     local pool = stagehand.pool(orch, { module = "fixture_worker", size = 1 })
-    local st, wok, werr, wline = orch:wait(pool:run("bad_round", stagehand.rounds(1, 1)), WAIT)
+    local st, wok, werr, wline, dotted = orch:wait(pool:run("bad_round", stagehand.rounds(1, 1)), WAIT)
     assert.same({ "done", false }, { st, wok })
     assert.matches("fixture_worker.lua:" .. wline .. ": bad argument 'index' to b:sum: expected an integer from 1 to 1, "
       .. "got 7", werr, 1, true)
-    -- A worker's port calls name their arguments as the game's side does.
+    assert.matches("fixture_worker.lua:" .. (wline + 1) .. ": bad self to b:arrive: expected a round barrier "
+      .. "(stagehand.rounds()), got 1 (call it with a colon: b:arrive(...))", dotted, 1, true)
+    -- A worker's port calls name their arguments, and a bad self, as the game's side does.
     local said, first
     st, said, first = orch:wait(pool:run("bad_port_calls", stagehand.port()), WAIT)
     assert.equal("done", st)
@@ -542,6 +544,10 @@ describe("stagehand.rounds", function()
       "bad argument 'fn' to port:drain: expected a function, got 5",
       "bad argument 'fn' to port:drain_for: expected a function, got nil",
       "bad argument 'ms' to port:drain_for: expected a number >= 0, got -1",
+      "bad self to port:receive_within: expected a port (stagehand.port()), got 5 (call it with a colon: "
+        .. "port:receive_within(...))",
+      "bad self to port:count: expected a port (stagehand.port()), got nil (call it with a colon: port:count(...))",
+      "bad self to port:post: expected a port (stagehand.port()), got \"v\" (call it with a colon: port:post(...))",
     }
     for i, want in ipairs(expected) do
       assert.matches("fixture_worker.lua:" .. (first + i - 1) .. ": " .. want, said[i], 1, true)

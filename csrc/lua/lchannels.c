@@ -199,6 +199,27 @@ static int l_port_gc(lua_State *L) {
 }
 #define PORT(L) ((sh_port *)shl_check_box(L, 1, PORT_MT))
 
+static int fail_at(lua_State *L, int level, const char *fmt, ...);
+
+/* The box of a method's self, as a worker calls the method (the game's
+ * side checks in ports.lua first, with the same words): a dot where the
+ * colon belongs shifts every argument, so self is checked first. */
+static box *self_box(lua_State *L, const char *mt, const char *method, const char *expected) {
+  box *b = (box *)lua_touserdata(L, 1);
+  int ok = 0;
+  if (b && lua_getmetatable(L, 1)) {
+    luaL_getmetatable(L, mt);
+    ok = lua_rawequal(L, -1, -2);
+    lua_pop(L, 2);
+  }
+  if (!ok)
+    fail_at(L, 1, "bad self to %s: expected %s, got %s (call it with a colon: %s(...))", method, expected,
+            lua_isnoneornil(L, 1) ? "nil" : got_of(L, 1), method);
+  if (!b->p) luaL_argerror(L, 1, "already closed");
+  return b;
+}
+#define PORT_SELF(L, method) self_box(L, PORT_MT, "port:" method, "a port (stagehand.port())")
+
 static box *port_box(lua_State *L) {
   shl_check_box(L, 1, PORT_MT);
   return (box *)lua_touserdata(L, 1);
@@ -237,7 +258,7 @@ static int fail_at(lua_State *L, int level, const char *fmt, ...) {
 
 /* port:post(v), raising at the line `level` up (see fail_at). */
 static int port_post_at(lua_State *L, int level) {
-  sh_port *p = PORT(L);
+  sh_port *p = (sh_port *)PORT_SELF(L, "post")->p;
   sh_msg *m;
   int rc;
   luaL_checkany(L, 2);
@@ -260,7 +281,7 @@ static int l_port_post_wrapped(lua_State *L) { return port_post_at(L, 2); }
 
 /* port:try_receive(): true and the value, or false and "empty" / "closed". */
 static int l_port_try(lua_State *L) {
-  box *b = port_box(L);
+  box *b = PORT_SELF(L, "try_receive");
   int rc;
   lua_settop(L, 1);
   lua_pushboolean(L, 1);
@@ -275,7 +296,7 @@ static int l_port_try(lua_State *L) {
 /* Waits for a value at most ms (math.huge: no limit; a worker's wait also
  * ends when it is told to stop). The value, or nil. */
 static int receive_for(lua_State *L, double ms) {
-  box *b = port_box(L);
+  box *b = port_box(L); /* (self checked by the callers, before ms) */
   sh_port *p = (sh_port *)b->p;
   const int *stop = shl_stop_flag(L);
   double until = sh_now_ms() + ms; /* (another reader may take what woke us: the time left is what is left) */
@@ -300,8 +321,14 @@ static double check_ms(lua_State *L, int arg, const char *method) {
   return (double)lua_tonumber(L, arg);
 }
 
-static int l_port_receive(lua_State *L) { return receive_for(L, HUGE_VAL); }
-static int l_port_receive_within(lua_State *L) { return receive_for(L, check_ms(L, 2, "receive_within")); }
+static int l_port_receive(lua_State *L) {
+  PORT_SELF(L, "receive");
+  return receive_for(L, HUGE_VAL);
+}
+static int l_port_receive_within(lua_State *L) {
+  PORT_SELF(L, "receive_within");
+  return receive_for(L, check_ms(L, 2, "receive_within"));
+}
 
 /* drain(fn[, ms]): fn(v) for each value queued when it began, without
  * waiting, for at most ms (at least one when any is queued; ms_arg 0: no
@@ -309,7 +336,7 @@ static int l_port_receive_within(lua_State *L) { return receive_for(L, check_ms(
  * a busy worker, wait for the next drain: one that took them too might
  * never return.) */
 static int drain_for(lua_State *L, int ms_arg, const char *method) {
-  box *b = port_box(L);
+  box *b = self_box(L, PORT_MT, ms_arg ? "port:drain_for" : "port:drain", "a port (stagehand.port())");
   double ms, until;
   lua_Integer n = 0, queued;
   if (lua_type(L, 2) != LUA_TFUNCTION) /* (fn before ms, as the game's side checks) */
@@ -334,15 +361,15 @@ static int l_port_drain(lua_State *L) { return drain_for(L, 0, "drain"); }
 static int l_port_drain_for(lua_State *L) { return drain_for(L, 3, "drain_for"); }
 
 static int l_port_close(lua_State *L) {
-  sh_port_close(PORT(L));
+  sh_port_close((sh_port *)PORT_SELF(L, "close")->p);
   return 0;
 }
 static int l_port_closed(lua_State *L) {
-  lua_pushboolean(L, sh_port_closed(PORT(L)));
+  lua_pushboolean(L, sh_port_closed((sh_port *)PORT_SELF(L, "closed")->p));
   return 1;
 }
 static int l_port_count(lua_State *L) {
-  box *b = port_box(L);
+  box *b = PORT_SELF(L, "count");
   lua_pushinteger(L, sh_port_count((sh_port *)b->p) + (b->held ? 1 : 0));
   return 1;
 }
@@ -455,8 +482,11 @@ static int arrive_args(lua_State *L, int level, sh_rounds *r, int op, double *ro
 
 /* b:arrive / sum / min / max as a thread waits: blocking (a worker stops
  * waiting when told to stop). */
+#define ROUNDS_SELF(L, method) ((sh_rounds *)self_box(L, ROUNDS_MT, method, "a round barrier (stagehand.rounds())")->p)
+
 static int rounds_blocking(lua_State *L, int op) {
-  sh_rounds *r = ROUNDS(L);
+  static const char *const METHODS[] = {"b:arrive", "b:sum", "b:min", "b:max"};
+  sh_rounds *r = ROUNDS_SELF(L, METHODS[op]);
   double round_no, *share, *res = NULL;
   int32_t len = sh_rounds_share_len(r);
   int rc;
@@ -515,11 +545,11 @@ static int l_rounds_leave(lua_State *L) {
   return 0;
 }
 static int l_rounds_abort(lua_State *L) {
-  sh_rounds_abort(ROUNDS(L));
+  sh_rounds_abort(ROUNDS_SELF(L, "b:abort"));
   return 0;
 }
 static int l_rounds_aborted(lua_State *L) {
-  lua_pushboolean(L, sh_rounds_aborted(ROUNDS(L)));
+  lua_pushboolean(L, sh_rounds_aborted(ROUNDS_SELF(L, "b:aborted")));
   return 1;
 }
 static int l_rounds_info(lua_State *L) {

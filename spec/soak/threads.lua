@@ -67,7 +67,7 @@ function M.mistakes(t)
   local function short(ms) return (type(ms) ~= "number" or ms ~= ms or ms < 0 or ms <= 5) and ms or 1 end
   local port, b, said = t.port, t.rounds, {}
   for _ = 1, t.n do
-    local m = r(11)
+    local m = r(12)
     local ok, err = pcall(function()
       if m == 1 then W.progress(v(), v())
       elseif m == 2 then W.sleep(short(v()))
@@ -83,6 +83,10 @@ function M.mistakes(t)
         b[f](b, v(), count, v(), v(), r(2) == 1 and {} or v())
       elseif m == 9 then b:arrive(v(), r(2) == 1 and 1 or v())
       elseif m == 10 then local q = W.port(); q:post(v()); q:close(); q:post(1)
+      elseif m == 11 then -- (a dot where the colon belongs)
+        local f = ({ "post", "try_receive", "receive_within", "drain", "count", "close" })[r(6)]
+        local g = ({ "arrive", "sum", "abort", "aborted" })[r(4)]
+        if r(2) == 1 then port[f](v(), v()) else b[g](v(), v()) end
       else local _ = tostring(port) .. tostring(b) end
     end)
     if not ok then
