@@ -480,10 +480,10 @@ static int arrive_args(lua_State *L, int level, sh_rounds *r, int op, double *ro
   return rc;
 }
 
-/* b:arrive / sum / min / max as a thread waits: blocking (a worker stops
- * waiting when told to stop). */
 #define ROUNDS_SELF(L, method) ((sh_rounds *)self_box(L, ROUNDS_MT, method, "a round barrier (stagehand.rounds())")->p)
 
+/* b:arrive / sum / min / max as a thread waits: blocking (a worker stops
+ * waiting when told to stop). */
 static int rounds_blocking(lua_State *L, int op) {
   static const char *const METHODS[] = {"b:arrive", "b:sum", "b:min", "b:max"};
   sh_rounds *r = ROUNDS_SELF(L, METHODS[op]);
