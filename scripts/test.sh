@@ -238,6 +238,8 @@ cross_lane() {
     sh scripts/love_specs.sh spec/love_pure
   check "examples/love: LÖVE 11 under Xvfb, a loading screen and the scene, both screenshots not blank" \
     sh scripts/love_check.sh
+  check "docs/guide.md's LÖVE programs, copied as written into a game with examples/love's textures, under Xvfb" \
+    sh scripts/guide_love_check.sh
   check "make love-dist: examples/love as a .love and a fused build, run from /tmp with no environment" \
     sh scripts/love_dist_check.sh
   check "make love-kit: its folder dropped into a game run from /tmp with no environment; its Windows cores under wine (the 32-bit one where this kernel runs 32-bit programs)" \
