@@ -66,6 +66,44 @@ describe("a hosted worker", function()
     assert.equal("done", (orch:wait(host.done, WAIT)))
   end)
 
+  it("ends a failure's traceback at the request's own frame, as a native worker's does", function()
+    local pool = stagehand.pool(orch, { module = "fixture_worker", size = 1 })
+    local _, token = pool.ud:_add_worker(true)
+    local host = stagehand.spawn(orch, "fixture_worker.host", token)
+    -- Hold the native worker, so the next request runs on the hosted one.
+    local started, go = stagehand.port(), stagehand.port()
+    local held = pool:run("hold_where", { started = started, go = go })
+    orch:step()
+    if started:receive_within(WAIT) == "hosted" then
+      local go_native = stagehand.port()
+      local native = pool:run("hold_where", { started = started, go = go_native })
+      orch:step()
+      assert.equal("native", started:receive_within(WAIT))
+      go:post("go")
+      assert.equal("done", (orch:wait(held, WAIT)))
+      held, go = native, go_native
+    end
+    local state, err = orch:wait(pool:run("deep_boom", 3), WAIT)
+    assert.equal("failed", state)
+    assert.matches("deep in a hosted worker", err.message, 1, true)
+    local hosted_tb = err.traceback
+    go:post("go")
+    assert.equal("done", (orch:wait(held, WAIT)))
+    -- (the host's own frames, serve and the spawned worker that called it,
+    -- are none of the request's)
+    assert.is_nil(hosted_tb:find("'serve'", 1, true))
+    local _, frames = hosted_tb:gsub("fixture_worker%.lua:%d+: in ", "") -- (the raise and its three callers)
+    assert.equal(4, frames, hosted_tb)
+    -- The same request on a pool of native workers fails with the same
+    -- traceback, but for where it ran.
+    local natives = stagehand.pool(orch, { module = "fixture_worker", size = 1 })
+    local _, native_err = orch:wait(natives:run("deep_boom", 3), WAIT)
+    assert.equal(native_err.traceback, (hosted_tb:gsub("a hosted worker", "a native worker")))
+    assert.equal("done", (orch:wait(natives:destroy(), WAIT)))
+    assert.equal("done", (orch:wait(pool:destroy(), WAIT)))
+    assert.same({ "done", "served" }, { orch:wait(host.done, WAIT) })
+  end)
+
   it("exits with its pool when no thread ever served it", function()
     local pool = stagehand.pool(orch, { module = "fixture_worker", size = 1 })
     local idx, token = pool.ud:_add_worker(true)

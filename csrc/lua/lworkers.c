@@ -64,12 +64,32 @@ static const char *push_said(lua_State *L, int idx) {
   return lua_pushfstring(L, "(a %s was raised)", luaL_typename(L, idx));
 }
 
+static int protected_run(lua_State *L);
+
+/* How many frames lie below the request's own (protected_run's): none on
+ * stagehand's threads, where C calls it; on a LÖVE thread, the Lua code
+ * that started the worker and called serve, which a worker's traceback
+ * has no use for. */
+static int frames_below_run(lua_State *L) {
+  lua_Debug ar;
+  int level = 0, found = -1;
+  while (lua_getstack(L, level, &ar)) {
+    if (found < 0 && lua_getinfo(L, "f", &ar)) {
+      if (lua_tocfunction(L, -1) == protected_run) found = level;
+      lua_pop(L, 1);
+    }
+    level++;
+  }
+  return found < 0 ? 0 : level - found - 1;
+}
+
 /* The message handler of a worker's function: keeps what was raised, as
  * it was, in the registry (a plain-data table crosses to the main side as
  * the failure's cause), and returns the traceback, headed by what the
- * value says of itself. */
+ * value says of itself, down to the request's own frame. */
 static int traceback(lua_State *L) {
   const char *msg;
+  int below = frames_below_run(L);
   lua_settop(L, 1);
   lua_pushvalue(L, 1);
   lua_setfield(L, LUA_REGISTRYINDEX, ERROR_KEY);
@@ -78,9 +98,17 @@ static int traceback(lua_State *L) {
   if (lua_type(L, -1) == LUA_TTABLE) {
     lua_getfield(L, -1, "traceback");
     if (lua_type(L, -1) == LUA_TFUNCTION) {
+      size_t len, cut;
+      const char *tb;
       lua_pushstring(L, msg);
       lua_pushinteger(L, 2);
       lua_call(L, 2, 1);
+      tb = lua_tolstring(L, -1, &len);
+      if (tb == NULL || below == 0) return 1;
+      /* (the bottom frames are always written out in full, one a line) */
+      for (cut = len; cut > 0 && below > 0; cut--)
+        if (tb[cut - 1] == '\n') below--;
+      if (below == 0) lua_pushlstring(L, tb, cut);
       return 1;
     }
   }
