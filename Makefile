@@ -356,8 +356,10 @@ portable: deps build/fallback/test_core build/fallback/test_threads
 MINGW ?= x86_64-w64-mingw32-gcc
 # (64-bit programs go straight to wine64: Debian's `wine` starts wine's
 # 32-bit loader first, which a kernel without 32-bit support cannot run.
-# 32-bit programs go through WINE32.)
-WINE ?= $(eval WINE := $$(shell [ -x /usr/lib/wine/wine64 ] && echo /usr/lib/wine/wine64 || echo wine))$(WINE)
+# scripts/wine_env.sh chooses, when the programs run: chosen here, the
+# choice was made before `make test` had installed wine, and fell back on
+# `wine`. WINE=... chooses by hand; 32-bit programs go through WINE32.)
+WINE ?=
 WINE32 ?= wine
 export WINE WINE32
 # (32-bit wine and MinGW too, for make windows-x86: installed with the
@@ -395,8 +397,8 @@ test-windows: windows windows-x86 test-windows-c
 test-windows-c:
 	@EXTRA_PKGS="$(WIN_PKGS)" sh scripts/deps.sh
 	$(MAKE) -s build/windows/test_core.exe build/windows/test_threads.exe
-	WINEDEBUG=-all $(WINE) build/windows/test_core.exe
-	WINEDEBUG=-all $(WINE) build/windows/test_threads.exe
+	top=$(CURDIR); . scripts/wine_env.sh; WINEDEBUG=-all $$wine build/windows/test_core.exe
+	top=$(CURDIR); . scripts/wine_env.sh; WINEDEBUG=-all $$wine build/windows/test_threads.exe
 
 # The release rock (scripts/release_rock.sh): rockspec/stagehand-VERSION-1.rockspec
 # from the checkout's, and build/rock/stagehand-VERSION-1.src.rock. The
