@@ -179,6 +179,18 @@ describe("stagehand.pool", function()
       assert.same({ "done", 3 }, { orch:wait(p:run("add", { a = 1, b = 2 }), WAIT) })
     end)
 
+    -- Regression: the traceback of a stack overflow looked for the
+    -- request's frame level by level, each lua_getstack walking from the
+    -- top: on Lua 5.4 the request stalled instead of failing.
+    it("fails a request whose function overflows the stack, with a traceback, at once", function()
+      local p = pool { size = 1 }
+      local st, err = orch:wait(p:run("overflow", 1), WAIT)
+      assert.equal("failed", st)
+      assert.matches("stack overflow", err.message, 1, true)
+      assert.matches("fixture_worker.lua", err.traceback, 1, true)
+      assert.same({ "done", 3 }, { orch:wait(p:run("add", { a = 1, b = 2 }), WAIT) })
+    end)
+
     it("reads a raised table by its message, and hands the table over as the cause", function()
       local p = pool { size = 1 }
       local st, err = orch:wait(p:run("raise_table"), WAIT)

@@ -8,6 +8,8 @@
  */
 #include "lthreads.h"
 
+#include <limits.h>
+
 /* ------------------------------------------------------------------------
  * Worker threads. */
 
@@ -69,18 +71,31 @@ static int protected_run(lua_State *L);
 /* How many frames lie below the request's own (protected_run's): none on
  * stagehand's threads, where C calls it; on a LÖVE thread, the Lua code
  * that started the worker and called serve, which a worker's traceback
- * has no use for. */
+ * has no use for. The request's frame is the topmost protected_run among
+ * the bottom few (a request that itself serves a hosted worker has its own
+ * below it). The depth is found by halving: lua_getstack walks from the
+ * top, so a walk level by level would take a stack overflow's traceback
+ * minutes on Lua 5.4. */
 static int frames_below_run(lua_State *L) {
   lua_Debug ar;
-  int level = 0, found = -1;
-  while (lua_getstack(L, level, &ar)) {
-    if (found < 0 && lua_getinfo(L, "f", &ar)) {
-      if (lua_tocfunction(L, -1) == protected_run) found = level;
+  int lo = 0, hi = 1, level, below = 0;
+  while (lua_getstack(L, hi, &ar)) {
+    lo = hi;
+    if (hi > INT_MAX / 2) return 0;
+    hi *= 2;
+  }
+  while (hi - lo > 1) { /* (lo has a frame, hi none) */
+    int mid = lo + (hi - lo) / 2;
+    if (lua_getstack(L, mid, &ar)) lo = mid;
+    else hi = mid;
+  }
+  for (level = lo; level >= 0 && level > lo - 16; level--) {
+    if (lua_getstack(L, level, &ar) && lua_getinfo(L, "f", &ar)) {
+      if (lua_tocfunction(L, -1) == protected_run) below = lo - level;
       lua_pop(L, 1);
     }
-    level++;
   }
-  return found < 0 ? 0 : level - found - 1;
+  return below;
 }
 
 /* The message handler of a worker's function: keeps what was raised, as
