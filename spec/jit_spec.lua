@@ -13,11 +13,19 @@ local vmdef = require "jit.vmdef"
 local util = require "jit.util"
 
 -- Runs fn with on_trace told of every trace event, from empty trace caches.
+-- (spec/busted_helper.lua swaps the global next for one the JIT does not
+-- compile, to keep busted's own walks safe on LuaJIT #829: the watch puts
+-- LuaJIT's back, so that a next() called in stagehand's code shows)
+local raw_next = (package.loaded["spec.busted_helper"] or {}).raw_next or next
+
 local function watching(on_trace, fn)
   jit.flush()
+  local swapped = rawget(_G, "next")
+  rawset(_G, "next", raw_next)
   jit.attach(on_trace, "trace")
   local ok, err = pcall(fn)
   jit.attach(on_trace)
+  rawset(_G, "next", swapped)
   assert(ok, err)
 end
 
@@ -162,7 +170,7 @@ describe("the JIT", function()
         if seen > 0 then break end
       end
       assert.is_true(seen >= 1, "the watch saw no compiled next in a loop made to compile one")
-      assert.are_not.equal(next, compat.each)
+      assert.are_not.equal(raw_next, compat.each)
       local found = next_traces(function()
         local o = T.new { pools = { disk = 2 } }
         local opts = { key = "k", priority = "scene", stall_ms = 1000 }
