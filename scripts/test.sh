@@ -238,7 +238,7 @@ cross_lane() {
     sh scripts/love_specs.sh spec/love_pure
   check "examples/love: LÖVE 11 under Xvfb, a loading screen and the scene, both screenshots not blank" \
     sh scripts/love_check.sh
-  check "docs/guide.md's LÖVE programs, copied as written into a game with examples/love's textures, under Xvfb" \
+  check "docs/guide.md's LÖVE programs, copied as written into games of real PNGs (one corrupt), under Xvfb" \
     sh scripts/guide_love_check.sh
   check "make love-dist: examples/love as a .love and a fused build, run from /tmp with no environment" \
     sh scripts/love_dist_check.sh
