@@ -33,7 +33,7 @@ INC_lua5.1 := /usr/include/lua5.1
 
 SANITIZE := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
-.PHONY: test-deps test-x86 test-x86-c bench-love love-dist love-kit test-systems test-arm64 rock windows windows-x86 test-windows test-windows-c portable all deps build docs test test-c test-oom tsan c-host test-lua demo bench bench-count env clean sanitize check-warnings sanitize-love tsan-love chaos soak-threads soak-love soak-windows fuzz valgrind
+.PHONY: test-browser test-deps test-x86 test-x86-c bench-love love-dist love-kit test-systems test-arm64 rock windows windows-x86 test-windows test-windows-c portable all deps build docs test test-c test-oom tsan c-host test-lua demo bench bench-count env clean sanitize check-warnings sanitize-love tsan-love chaos soak-threads soak-love soak-windows fuzz valgrind
 
 all: build
 
@@ -428,6 +428,12 @@ test-arm64: deps $(KIT_CORE_ARM64)
 # versions the kit's cores ask for.
 test-systems: deps build $(KIT_CORE)
 	@sh scripts/systems_check.sh
+
+# LÖVE in a web browser (scripts/browser_check.sh): spec/love_pure packed
+# by love.js (from the npm registry, which is why make test does not run
+# this) and run in a headless Chromium, on the pure-Lua core.
+test-browser: deps
+	@sh scripts/browser_check.sh
 
 # A LÖVE game folder that uses stagehand, packaged for players
 # (scripts/love_dist.sh): build/love/NAME.love and a fused Linux build.

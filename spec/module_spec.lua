@@ -211,6 +211,31 @@ describe("no native core anywhere", function()
     assert.is_nil(out:find("pure-Lua", 1, true))
     assert.is_nil(out:find("backend lua", 1, true))
   end)
+
+  -- (pre is Lua run before the require; cpath the LUA_CPATH)
+  local function run_with(pre, cpath)
+    return io.popen("STAGEHAND_BACKEND= LUA_PATH='lua/?.lua;lua/?/init.lua' LUA_CPATH='" .. cpath .. "' " .. here .. " -e '" .. pre
+      .. "; local s = require \"stagehand\"; print(\"backend \" .. s.backend)' 2>&1"):read("*a")
+  end
+
+  it("lists no empty search when package.cpath is empty", function()
+    -- Regression: "Looked for it in:" was followed by nothing.
+    local out = run_with("package.cpath = \"\"", "")
+    assert.matches("stagehand: cannot find its native core (stagehand/_core.so) for linux-x64.", out, 1, true)
+    assert.is_nil(out:find("Looked for it in", 1, true), out)
+    assert.matches("\nbackend lua\n", out, 1, true)
+  end)
+
+  it("names the browser as the reason in LÖVE on the web (love.js), with nothing to build", function()
+    -- (love.system.getOS() is "Web" there, and no native library loads)
+    local out = run_with("love = { system = { getOS = function() return \"Web\" end } }", "/nowhere/?.so")
+    assert.matches("stagehand: cannot find its native core (stagehand/_core.so) for web. LÖVE in a web browser"
+      .. " (love.js) loads no native libraries: stagehand runs on its pure-Lua core there", out, 1, true)
+    assert.is_nil(out:find("Looked for it in", 1, true), out)
+    assert.is_nil(out:find("make build", 1, true), out)
+    assert.is_nil(out:find("love-kit", 1, true), out)
+    assert.matches("\nbackend lua\n", out, 1, true)
+  end)
 end)
 
 describe("a native core built for another system or processor", function()

@@ -69,7 +69,18 @@ end
 --- "this system" where nothing does.)
 local UNAME_OS = { Linux = "linux", Darwin = "osx", FreeBSD = "bsd", OpenBSD = "bsd", NetBSD = "bsd" }
 local UNAME_ARCH = { x86_64 = "x64", amd64 = "x64", aarch64 = "arm64", arm64 = "arm64", i686 = "x86", i386 = "x86" }
+
+--- Whether this is LÖVE in a web browser (love.js: LÖVE and Lua 5.1
+--- compiled to WebAssembly), where no native library can load.
+function M.web()
+  local love = rawget(_G, "love")
+  local sys = type(love) == "table" and love.system
+  local ok, name = pcall(function() return sys.getOS() end)
+  return ok and name == "Web"
+end
+
 function M.system()
+  if M.web() then return "web" end
   local jit = rawget(_G, "jit")
   if jit then return jit.os:lower() .. "-" .. jit.arch end
   if windows then return "windows" end
@@ -139,6 +150,11 @@ function M.missing(looked)
   local msg = "stagehand: cannot find its native core (stagehand/_core." .. M.EXT .. ") for " .. here .. "."
   local love = rawget(_G, "love")
   local lf = type(love) == "table" and love.filesystem
+  if M.web() then
+    -- (nothing to build, and nowhere it was looked for is worth a line)
+    return msg .. " LÖVE in a web browser (love.js) loads no native libraries: stagehand runs on its"
+      .. " pure-Lua core there, and a web build of the game may leave out the cores under stagehand/native/."
+  end
   if lf and lf.getDirectoryItems then
     local have = {}
     for _, d in ipairs(lf.getDirectoryItems("stagehand/native")) do
@@ -157,13 +173,17 @@ function M.missing(looked)
     msg = msg .. " Build it (make build in stagehand's tree, or luarocks make) and put it on package.cpath:"
       .. " in stagehand's tree, eval \"$(make -s env LUA=" .. rt .. ")\" sets the paths."
   end
-  -- (Lua 5.1 starts the list it returns with "\n\t", 5.4 does not)
-  return msg .. (looked and "\nLooked for it in:\n\t" .. looked:gsub("^%s+", "") or "")
+  -- (Lua 5.1 starts the list it returns with "\n\t", 5.4 does not; an
+  -- empty package.cpath gives none)
+  looked = looked and looked:gsub("^%s+", "")
+  if looked == "" then looked = nil end
+  return msg .. (looked and "\nLooked for it in:\n\t" .. looked:gsub("^nor where", "where") or "")
 end
 
 --- The core's path, or nil and where it was looked for.
 function M.path()
-  local path, err = searchpath("stagehand._core", package.cpath)
+  local path, err = nil, "" -- (Lua 5.4 lists an empty cpath as "no file ''")
+  if package.cpath ~= "" then path, err = searchpath("stagehand._core", package.cpath) end
   if path then return path end
   local found = in_love()
   if found then return found end
