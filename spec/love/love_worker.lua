@@ -43,6 +43,15 @@ end
 
 function M.echo(...) return ... end
 
+-- Says it runs, then waits on a LÖVE channel of its own, deaf to
+-- stopping() (as a long decode is), and returns an ImageData: a reply that
+-- comes after its pool stopped waiting for it.
+function M.late()
+  love.thread.getChannel("stagehand-spec-late"):push("running")
+  love.thread.getChannel("stagehand-spec-late-go"):demand(10)
+  return love.image.newImageData(4, 4)
+end
+
 function M.nothing() end
 
 -- Meets the other participant of `b` in round 1 and adds both shares.

@@ -291,6 +291,43 @@ it("destroys a pool: its LÖVE threads have finished when the destroy settles", 
   end
 end)
 
+-- Regression: a pool that gave up on a worker still running at its
+-- close_timeout_ms kept its channels, so the objects that worker's late
+-- reply carried stayed in them as long as the game kept the pool.
+it("lets go of its channels when its destroy gives up on a worker, late replies' objects with them", function()
+  local p = pool { size = 1, close_timeout_ms = 20 }
+  local running, go = love.thread.getChannel("stagehand-spec-late"), love.thread.getChannel("stagehand-spec-late-go")
+  running:clear()
+  go:clear()
+  local h = p:run("late", nil, { label = "a late decode" })
+  local says
+  local t_run = love.timer.getTime()
+  repeat -- (the step's grant round hands the request to the worker)
+    orch:step()
+    says = running:demand(0.001)
+  until says or love.timer.getTime() - t_run > WAIT / 1000
+  same("running", says, "the worker")
+  local held = {}
+  for i, ch in ipairs(p.love.outbox) do held[i] = ch end
+  local thread = select(2, next(p.love.threads))
+  local before = #logged
+  same("done", (orch:wait(p:destroy(), WAIT)), "the destroy")
+  same("cancelled", h:state(), "the request")
+  check(#logged > before and logged[#logged]:find("worker 1 of pool 'love_worker' still runs", 1, true),
+    "the log did not name the worker: %s",
+    tostring(logged[#logged]))
+  same(nil, next(p.love.outbox), "a reply channel the pool still holds")
+  same(nil, next(p.love.inbox), "a request channel the pool still holds")
+  go:push("go")
+  local t0 = love.timer.getTime()
+  while thread:isRunning() and love.timer.getTime() - t0 < WAIT / 1000 do love.timer.sleep(0.001) end
+  check(not thread:isRunning(), "the late worker's thread still runs")
+  local left = 0
+  for _, ch in ipairs(held) do left = left + ch:getCount() end
+  same(1, left, "late replies' objects in the channels only this case now holds")
+  for _, ch in ipairs(held) do ch:clear() end
+end)
+
 -- Regression: two workers may send their objects in one order and their
 -- replies in the other; a request cancelled between the two made reading
 -- its reply raise out of orch:step ("the LÖVE objects of a message were

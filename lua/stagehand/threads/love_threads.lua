@@ -189,6 +189,20 @@ function M.forget(lt, id)
   end
 end
 
+--- The pool gave up waiting for its workers (close_timeout_ms passed):
+--- nothing reads its channels again. What waits there goes now, and the
+--- pool lets go of them, so the objects a late reply carries are freed
+--- once its thread ends and closes its state (the last to hold them), not
+--- kept as long as the game keeps the pool.
+function M.detach(lt)
+  for i = 1, CHANNELS do
+    lt.inbox[i]:clear()
+    lt.outbox[i]:clear()
+  end
+  lt.inbox, lt.outbox = {}, {}
+  lt.carried = {}
+end
+
 --- The pool's workers have all exited: waits for their LÖVE threads to
 --- finish too (each closes its Lua state, and with it its hold on LÖVE's
 --- modules, just after its worker exits). A game that restarts

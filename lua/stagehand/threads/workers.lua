@@ -478,6 +478,7 @@ local function end_destroy(self)
   if lines then
     for i = 1, #lines do logm.guard(nil, "the log function", self.orch.log, "[stagehand] " .. lines[i]) end
     self.ud:_detach()
+    if self.love then love_threads.detach(self.love) end
   end
   outside.remove(self.orch, self)
   if self.close_watch then signal.unwatch(self.close_watch) end -- (its close timeout keeps no host awake now)
