@@ -29,6 +29,7 @@ server=
 browser=
 # (Chromium's helper processes may still write its profile for a moment
 # after it is told to end)
+# shellcheck disable=SC2317,SC2086 # (run by the trap; either may be empty)
 cleanup() {
   kill $server $browser 2>/dev/null
   wait 2>/dev/null
