@@ -429,9 +429,10 @@ test-arm64: deps $(KIT_CORE_ARM64)
 test-systems: deps build $(KIT_CORE)
 	@sh scripts/systems_check.sh
 
-# LÖVE in a web browser (scripts/browser_check.sh): spec/love_pure packed
-# by love.js (from the npm registry, which is why make test does not run
-# this) and run in a headless Chromium, on the pure-Lua core.
+# LÖVE in a web browser (scripts/browser_check.sh): spec/love_pure and
+# examples/love packed by love.js (from the npm registry, which is why
+# make test does not run this) and run in a headless Chromium, on the
+# pure-Lua core.
 test-browser: deps
 	@sh scripts/browser_check.sh
 

@@ -236,7 +236,7 @@ cross_lane() {
   count "spec/love again, against a core built with ASan and UBSan (make sanitize-love)" make -s sanitize-love
   count "spec/love_pure: a LÖVE game with no native core runs a loading scene on the pure-Lua core, under Xvfb" \
     sh scripts/love_specs.sh spec/love_pure
-  check "examples/love: LÖVE 11 under Xvfb, a loading screen and the scene, both screenshots not blank" \
+  check "examples/love: LÖVE 11 under Xvfb, a loading screen and the scene, both screenshots not blank, on worker threads and on the pure-Lua core" \
     sh scripts/love_check.sh
   check "docs/guide.md's LÖVE programs, copied as written into games of real PNGs (one corrupt), under Xvfb" \
     sh scripts/guide_love_check.sh

@@ -12,6 +12,9 @@
 -- * The first row is on screen: its textures are `visible` and go first,
 --   and the rest upload once that row is up (they decode meanwhile).
 -- * A corrupt PNG and the missing file get a stand-in and a logged reason.
+-- * Where no worker thread can run (a web build made with love.js, where
+--   stagehand runs on its pure-Lua core), the same decodes run on the
+--   main thread instead, one a frame.
 --
 --   eval "$(make -s env LUA=luajit)"; love examples/love
 --   (--screenshot FILE writes the scene to FILE and quits; --loading-screenshot
@@ -20,7 +23,7 @@ local stagehand = require "stagehand"
 local for_love = require "stagehand.love"
 
 local ROW = 6 -- (textures a row; the first row is on screen first)
-local orch, load, pool, ready
+local orch, load, ready
 local names, images, uploaded, stand_ins = {}, {}, {}, {}
 local shot_loading, shot_scene, quit_after
 local frames, went_back, last_fraction = 0, 0, 0
@@ -60,13 +63,29 @@ function love.load(arglist)
   load = stagehand.tracker(orch)
   load:expect("decode", #names)
   load:expect("upload", #names)
-  pool = stagehand.pool(orch, { module = "texture_worker" })
+  -- Decodes: on LÖVE worker threads, or, where there are none, as jobs
+  -- on the main thread under a budget of one a frame.
+  local decode
+  if stagehand.backend ~= "lua" then
+    local pool = stagehand.pool(orch, { module = "texture_worker" })
+    decode = function(path, opts) return pool:run("decode", path, opts) end
+  else
+    local texture_worker = require "texture_worker"
+    orch:budget("decode", { ops = 1 })
+    decode = function(path, opts)
+      return orch:run(opts.label, function(job)
+        job:permit("decode")
+        local data = texture_worker.decode(path) -- (not a tail call: an error names this line, not stagehand's)
+        return data
+      end, { phase = opts.phase })
+    end
+  end
   ready = orch:barrier("the scene is ready", names)
   local fallback = stand_in()
   local first_row, first_row_up = {}, nil
   for i, name in ipairs(names) do
     local h = orch:run("Loading " .. name, function(job)
-      local ok, data = job:pcall(job.await, job, pool:run("decode", "textures/" .. name,
+      local ok, data = job:pcall(job.await, job, decode("textures/" .. name,
         { label = "Decoding " .. name, phase = "decode" }))
       if i > ROW then job:await(first_row_up) end -- (the screen first: decoded already, uploads after it)
       if not ok then
@@ -155,8 +174,9 @@ function love.draw()
   if quit_after then
     quit_after = quit_after - 1
     if quit_after == 0 then
-      print(string.format("loaded %d of %d textures (%d stand-ins); decoded on %d LÖVE worker thread(s)",
-        #names - #stand_ins, #names, #stand_ins, stagehand.threads()))
+      print(string.format("loaded %d of %d textures (%d stand-ins); decoded %s", #names - #stand_ins, #names,
+        #stand_ins, stagehand.backend ~= "lua" and ("on " .. stagehand.threads() .. " LÖVE worker thread(s)")
+        or "on the main thread, one a frame (no worker threads on the pure-Lua core)"))
       print("uploaded first: " .. table.concat(uploaded, ", ", 1, ROW))
       print(string.format("the bar moved back %d times in %d frames", went_back, frames))
       love.event.quit()
