@@ -135,7 +135,9 @@ function M.new(pool)
   -- ended before its reply is read: that reply is dropped too, and reads
   -- as none.)
   lt.fetch = function(id)
-    local found = take(lt.outbox[id % CHANNELS + 1], id, gone)
+    local channel = lt.outbox[id % CHANNELS + 1]
+    if not channel then return {} end -- (detached: every request has ended)
+    local found = take(channel, id, gone)
     if found == nil and gone(id) then return {} end
     return found
   end
