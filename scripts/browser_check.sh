@@ -60,14 +60,14 @@ sandbox=""
 [ "$(id -u)" = 0 ] && sandbox="--no-sandbox" # (Chromium refuses root otherwise)
 echo "== LÖVE in a web browser: love.js $version, headless Chromium $(chromium --version 2>/dev/null | awk '{print $2}')"
 
-# Packs the game folder $2 with stagehand's Lua files and a conf.lua of
-# its own, and without the file $5 if given; serves it, and opens it with
-# LÖVE's arguments $4 (JSON list items, each after a comma) until the
-# console says $3 (an extended regular expression). Leaves the console's
-# lines in $work/$1.console.
-# (The games' own conf.lua turn LÖVE's audio off, which love.js 11.4.1
-# cannot start without: the page stops before the first frame with
-# "RuntimeError: null function". The one written here leaves it on.)
+# Packs the game folder $2 with stagehand's Lua files, and without the
+# file $5 if given; serves it, and opens it with LÖVE's arguments $4 (JSON
+# list items, each after a comma) until the console says $3 (an extended
+# regular expression). Leaves the console's lines in $work/$1.console.
+# (A game whose conf.lua turns LÖVE's audio off, as spec/love_pure's does
+# for Xvfb, gets one written here that leaves it on: love.js 11.4.1 cannot
+# start without it, and stops before the first frame with "RuntimeError:
+# null function". examples/love runs with its own.)
 page() { # $1: name, $2: game folder, $3: the line that ends it, $4: arguments, $5: a file left out
   name=$1
   game=$work/$name/game
@@ -75,12 +75,14 @@ page() { # $1: name, $2: game folder, $3: the line that ends it, $4: arguments, 
   cp -r "$2"/. "$game/"
   [ -z "$5" ] || rm "$game/$5"
   cp -r lua/stagehand "$game/stagehand"
-  cat >"$game/conf.lua" <<LUA
+  if grep -q "modules.audio = false" "$game/conf.lua"; then
+    cat >"$game/conf.lua" <<LUA
 function love.conf(t)
   t.identity = "stagehand-browser-$name"
   t.window.width, t.window.height = 640, 400
 end
 LUA
+  fi
   # (-c: love.js's compatibility build, which needs no SharedArrayBuffer,
   # as a site serves it without cross-origin isolation)
   node "$lovejs" -c -t "$name" "$game" "$work/$name/page" >"$work/$name/pack.log" 2>&1 || {

@@ -19,7 +19,7 @@ example() {
   rm -f "build/$2-loading.png" "build/$2-scene.png"
   out=$(STAGEHAND_BACKEND=$1 timeout 120 xvfb-run -a love examples/love --screenshot "build/$2-scene.png" \
     --loading-screenshot "build/$2-loading.png" 2>&1)
-  echo "$out" | grep -v "^$"
+  echo "$out" | grep -v -e "^ALSA lib" -e "^AL lib" -e "^Could not open device" -e "^$"
   echo "$out" | grep -Eq "^loaded 12 of 14 textures \(2 stand-ins\); decoded $3" ||
     fail "the game did not load every texture, decoded $3"
   echo "$out" | grep -Eq "^stand-in for tile-corrupt.png: Decoding tile-corrupt.png failed: .*tile-corrupt.png" ||

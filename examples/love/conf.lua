@@ -3,6 +3,6 @@ function love.conf(t)
   t.window.title = "stagehand: a loading screen"
   t.window.width = 640
   t.window.height = 400
-  t.modules.audio = false -- (no sound here; a headless run has no device either)
-  t.modules.sound = false
+  -- (audio stays on though nothing here plays: a web build made with
+  -- love.js 11.4.1 does not start without it)
 end
