@@ -177,7 +177,7 @@ function M.missing(looked)
   -- empty package.cpath gives none)
   looked = looked and looked:gsub("^%s+", "")
   if looked == "" then looked = nil end
-  return msg .. (looked and "\nLooked for it in:\n\t" .. looked:gsub("^nor where", "where") or "")
+  return msg .. (looked and "\nLooked for it in:\n\t" .. looked or "")
 end
 
 --- The core's path, or nil and where it was looked for.
@@ -187,8 +187,9 @@ function M.path()
   if path then return path end
   local found = in_love()
   if found then return found end
-  return nil, err .. (rawget(_G, "love") and "\n\tnor where LÖVE's C loader looks (the save directory, the game's"
-    .. " folder), nor beside the game" or "")
+  if not rawget(_G, "love") then return nil, err end
+  return nil, err .. (err == "" and "\n\twhere" or "\n\tnor where") .. " LÖVE's C loader looks (the save directory,"
+    .. " the game's folder), nor beside the game"
 end
 
 return M
