@@ -397,8 +397,8 @@ test-windows: windows windows-x86 test-windows-c
 test-windows-c:
 	@EXTRA_PKGS="$(WIN_PKGS)" sh scripts/deps.sh
 	$(MAKE) -s build/windows/test_core.exe build/windows/test_threads.exe
-	top=$(CURDIR); . scripts/wine_env.sh; WINEDEBUG=-all $$wine build/windows/test_core.exe
-	top=$(CURDIR); . scripts/wine_env.sh; WINEDEBUG=-all $$wine build/windows/test_threads.exe
+	top=$(CURDIR); . scripts/wine_env.sh; export WINEDEBUG=-all; \
+	  $$wine build/windows/test_core.exe && $$wine build/windows/test_threads.exe
 
 # The release rock (scripts/release_rock.sh): rockspec/stagehand-VERSION-1.rockspec
 # from the checkout's, and build/rock/stagehand-VERSION-1.src.rock. The
