@@ -234,9 +234,11 @@ cross_lane() {
     sh -c 'make -s windows windows-x86 >/dev/null && sh scripts/test_windows.sh'
   count "spec/love: worker pools on love.thread, under Xvfb" sh scripts/love_specs.sh
   count "spec/love again, against a core built with ASan and UBSan (make sanitize-love)" make -s sanitize-love
-  count "spec/love_pure: a LÖVE game with no native core runs a loading scene on the pure-Lua core, under Xvfb" \
+  count "spec/love on the pure-Lua core (STAGEHAND_BACKEND=lua): worker pools on love.thread with no native core" \
+    env STAGEHAND_BACKEND=lua sh scripts/love_specs.sh
+  count "spec/love_pure: a LÖVE game with no native core runs a loading scene and a pool on the pure-Lua core, under Xvfb" \
     sh scripts/love_specs.sh spec/love_pure
-  check "examples/love: LÖVE 11 under Xvfb, a loading screen and the scene, both screenshots not blank, on worker threads and on the pure-Lua core" \
+  check "examples/love: LÖVE 11 under Xvfb, a loading screen and the scene, both screenshots not blank, on worker threads (the native core's, the pure-Lua core's) and on the main thread without love.thread" \
     sh scripts/love_check.sh
   check "docs/guide.md's LÖVE programs, copied as written into games of real PNGs (one corrupt), under Xvfb" \
     sh scripts/guide_love_check.sh

@@ -61,15 +61,28 @@ M.is_error = errors.is_error
 
 -- Threads: loaded on first use (a game that runs no worker makes no
 -- notifier and loads none of it).
--- On the pure-Lua core (no native core loaded) they raise, saying why.
-local function no_threads(what)
-  if B.name == "lua" then
+-- On the pure-Lua core (no native core loaded) they raise, saying why;
+-- inside LÖVE, pools run on its threads there (core/love_work.lua), and
+-- only ports and round barriers raise.
+local function no_threads(what, pools)
+  if B.name == "lua" and not (pools and require("stagehand.core.love_work").available()) then
+    if require("stagehand.core.love_work").available() then
+      errors.raise("stagehand." .. what .. ": ports and round barriers need stagehand's native core; this game"
+        .. " runs on the pure-Lua core, where worker pools run on LÖVE's threads without them: " .. B.why, 2)
+    end
+    local love = rawget(_G, "love")
+    if pools and type(love) == "table" and not love.thread and not (love.system and love.system.getOS
+      and love.system.getOS() == "Web") then
+      errors.raise("stagehand." .. what .. ": worker threads need stagehand's native core or LÖVE's love.thread,"
+        .. " and this game runs on the pure-Lua core with love.thread turned off (t.modules.thread in conf.lua): "
+        .. B.why, 2)
+    end
     errors.raise("stagehand." .. what .. ": worker threads need stagehand's native core, and this program runs"
       .. " on the pure-Lua core: " .. B.why, 2)
   end
 end
 local function workers(what)
-  no_threads(what)
+  no_threads(what, true)
   return require "stagehand.threads.workers"
 end
 local function ports(what)
@@ -94,7 +107,7 @@ function M.pool(orch, opts) return workers("pool").pool(orch, opts) end
 ---@param name string
 ---@return stagehand.Worker
 function M.spawn(orch, name, ...)
-  no_threads("spawn")
+  no_threads("spawn", true)
   return require("stagehand.threads.spawn").spawn(orch, name, ...)
 end
 
@@ -122,7 +135,8 @@ function M.tracker(orch) return require("stagehand.screens.tracker").new(orch) e
 function M.format_timeline(rows) return require("stagehand.screens.tracker").format_timeline(rows) end
 
 --- The core in use: "ffi" (LuaJIT's FFI over the native core), "c" (the
---- C module over it) or "lua" (the pure-Lua core: no worker threads).
+--- C module over it) or "lua" (the pure-Lua core: worker pools only inside
+--- LÖVE, on its threads; no ports nor round barriers).
 ---@type string
 M.backend = B.name
 

@@ -41,7 +41,46 @@ function M.until_stopped(port)
   return "stopped"
 end
 
+-- The same, saying so on the LÖVE channel named (no port: on the pure-Lua
+-- core, ports need the native core).
+function M.until_stopped_on(name)
+  local ch = love.thread.getChannel(name)
+  ch:push("running")
+  while not worker.stopping() do worker.sleep(5) end
+  ch:push("stopped")
+  return "stopped"
+end
+
 function M.echo(...) return ... end
+
+-- Waits for "go" on the LÖVE channel named (a worker held busy).
+function M.hold(name)
+  love.thread.getChannel(name .. "-held"):push("held")
+  return love.thread.getChannel(name):demand(10)
+end
+
+-- Says `tag` on the LÖVE channel named, in the order requests run.
+function M.note(t)
+  love.thread.getChannel(t[1]):push(t[2])
+  return t[2]
+end
+
+-- Asks for a port, which a worker without the native core cannot make.
+function M.make_port() return worker.port() end
+
+-- A long-lived worker: answers each number on the LÖVE channel `inbox`
+-- on `outbox`, doubled, until stopped; returns how many it answered.
+function M.relay(inbox, outbox)
+  local a, b, n = love.thread.getChannel(inbox), love.thread.getChannel(outbox), 0
+  while not worker.stopping() do
+    local v = a:demand(0.005)
+    if v then
+      n = n + 1
+      b:push(v * 2)
+    end
+  end
+  return n
+end
 
 -- Says it runs, then waits on a LÖVE channel of its own, deaf to
 -- stopping() (as a long decode is), and returns an ImageData: a reply that

@@ -9,6 +9,14 @@ local stagehand = require "stagehand"
 local WAIT = 10000
 local cases, passed, failed = {}, 0, 0
 local function it(name, fn) cases[#cases + 1] = { name = name, fn = fn } end
+-- (STAGEHAND_BACKEND=lua: the same cases on the pure-Lua core, whose
+-- pools run on LÖVE's threads without a native core, as on a phone; the
+-- few that differ say how)
+local pure = stagehand.backend == "lua"
+local function native_only(name, fn) if not pure then it(name, fn) end end
+local function pure_only(name, fn) if pure then it(name, fn) end end
+-- What the LÖVE channel named `name` says next, within WAIT.
+local function said_on(name) return love.thread.getChannel(name):demand(WAIT / 1000) end
 
 local function check(cond, what, ...)
   if not cond then error(string.format(what, ...), 2) end
@@ -138,30 +146,30 @@ end)
 
 it("stalls a request that makes no progress, and its worker sees stopping()", function()
   local p = pool { size = 1 }
-  local port = stagehand.port()
-  local h = p:run("until_stopped", port, { stall_ms = 100 })
+  love.thread.getChannel("stagehand-spec-stall"):clear()
+  local h = p:run("until_stopped_on", "stagehand-spec-stall", { stall_ms = 100 })
   local state = orch:wait(h, WAIT)
   same("stalled", state, "the silent request")
-  same("running", port:receive_within(WAIT), "the worker's first word")
-  same("stopped", port:receive_within(WAIT), "the worker's last word")
+  same("running", said_on("stagehand-spec-stall"), "the worker's first word")
+  same("stopped", said_on("stagehand-spec-stall"), "the worker's last word")
 end)
 
 it("replaces an aborted worker at once with respawn_on_abort", function()
   local p = pool { size = 1, respawn_on_abort = true }
-  local port = stagehand.port()
-  local h = p:run("until_stopped", port)
+  love.thread.getChannel("stagehand-spec-abort"):clear()
+  local h = p:run("until_stopped_on", "stagehand-spec-abort")
   orch:step()
-  same("running", port:receive_within(WAIT), "the worker's first word")
+  same("running", said_on("stagehand-spec-abort"), "the worker's first word")
   h:cancel("the player left")
   same("cancelled", h:state(), "the aborted request")
-  same("stopped", port:receive_within(WAIT), "the aborted worker's last word")
+  same("stopped", said_on("stagehand-spec-abort"), "the aborted worker's last word")
   local state, v = orch:wait(p:run("echo", 7), WAIT)
   same("done", state, "a request after the abort")
   same(7, v, "its reply")
   check(p.love.threads[1] ~= nil or p.live >= 1, "no worker replaced the aborted one")
 end)
 
-it("passes values between LÖVE workers through ports (stagehand.spawn on LÖVE threads)", function()
+native_only("passes values between LÖVE workers through ports (stagehand.spawn on LÖVE threads)", function()
   local a_in, mid, b_out = stagehand.port(), stagehand.port(), stagehand.port()
   local a = stagehand.spawn(orch, "love_worker.doubler", a_in, mid)
   local b = stagehand.spawn(orch, "love_worker.doubler", mid, b_out)
@@ -179,7 +187,7 @@ it("passes values between LÖVE workers through ports (stagehand.spawn on LÖVE 
   same("done", (orch:wait(b.done, WAIT)), "the second service")
 end)
 
-it("meets in a round barrier between LÖVE workers", function()
+native_only("meets in a round barrier between LÖVE workers", function()
   local p = pool { size = 2 }
   local b = stagehand.rounds(2, 1)
   local h1 = p:run("meet", { rounds = b, index = 1 })
@@ -213,8 +221,10 @@ it("refuses what love.thread cannot carry, naming where it is, with nothing queu
   local p = pool { size = 1 }
   local ok, err = pcall(p.run, p, "echo", { mesh = { on_done = print } })
   check(not ok, "a function crossed")
-  check(err:find("bad argument 'payload' to pool:run: payload.mesh.on_done is a function; only plain data, ports,"
-    .. " round barriers and LÖVE objects cross threads", 1, true), "the message was: %s", err)
+  local only = pure and "only plain data and LÖVE objects cross threads (ports and round barriers need stagehand's"
+    .. " native core)" or "only plain data, ports, round barriers and LÖVE objects cross threads"
+  check(err:find("main.lua:%d+: bad argument 'payload' to pool:run: payload.mesh.on_done is a function; ")
+    and err:find(only, 1, true), "the message was: %s", err)
   ok, err = pcall(p.run, p, "echo", { co = coroutine.create(print) })
   check(not ok and err:find("payload.co is a thread", 1, true), "a coroutine: %s", tostring(err))
   ok, err = pcall(p.run, p, "echo", { io.stdout })
@@ -222,7 +232,7 @@ it("refuses what love.thread cannot carry, naming where it is, with nothing queu
   same(0, p:pending(), "requests queued")
 end)
 
-it("refuses a LÖVE object where none crosses, saying where one does", function()
+native_only("refuses a LÖVE object where none crosses, saying where one does", function()
   local img, port = love.image.newImageData(2, 2), stagehand.port()
   local ok, err = pcall(port.post, port, { image = img })
   check(not ok, "an ImageData went into a port")
@@ -244,14 +254,14 @@ it("fails every request of a module the archive does not hold, naming it", funct
   check(tostring(err.message):find("no_such_worker", 1, true), "the message was: %s", tostring(err.message))
 end)
 
-it("runs native threads inside LÖVE when asked, where love.image cannot load", function()
+native_only("runs native threads inside LÖVE when asked, where love.image cannot load", function()
   local p = pool { size = 1, threads = "native", module = "love_worker" }
   check(not p.love, "a native pool made LÖVE threads")
   local state = orch:wait(p:run("echo", 1), WAIT)
   same("failed", state, "a request to a module a native state cannot find")
 end)
 
-it("names a LÖVE thread that cannot start, fails queued requests once no worker is left, never ends the game",
+native_only("names a LÖVE thread that cannot start, fails queued requests once no worker is left, never ends the game",
   function()
   local native = require "stagehand.core.native"
   local path = native.path
@@ -294,7 +304,7 @@ end)
 -- Regression: a pool that gave up on a worker still running at its
 -- close_timeout_ms kept its channels, so the objects that worker's late
 -- reply carried stayed in them as long as the game kept the pool.
-it("lets go of its channels when its destroy gives up on a worker, late replies' objects with them", function()
+native_only("lets go of its channels when its destroy gives up on a worker, late replies' objects with them", function()
   local p = pool { size = 1, close_timeout_ms = 20 }
   local running, go = love.thread.getChannel("stagehand-spec-late"), love.thread.getChannel("stagehand-spec-late-go")
   running:clear()
@@ -326,6 +336,125 @@ it("lets go of its channels when its destroy gives up on a worker, late replies'
   for _, ch in ipairs(held) do left = left + ch:getCount() end
   same(1, left, "late replies' objects in the channels only this case now holds")
   for _, ch in ipairs(held) do ch:clear() end
+end)
+
+pure_only("runs pools on LÖVE threads with no native core, and says ports, round barriers and native threads need"
+  .. " one", function()
+  local p = pool { size = 1 }
+  check(p.ud.pure and p.love and p.love.threads[0], "the pool does not run on LÖVE threads in Lua")
+  local ok, err = pcall(stagehand.port)
+  check(not ok and tostring(err):find("main.lua:%d+: stagehand.port: ports and round barriers need stagehand's"
+    .. " native core; this game runs on the pure%-Lua core, where worker pools run on LÖVE's threads"),
+    "stagehand.port: %s", tostring(err))
+  ok, err = pcall(stagehand.rounds, 2, 1)
+  check(not ok and tostring(err):find("stagehand.rounds: ports and round barriers need", 1, true),
+    "stagehand.rounds: %s", tostring(err))
+  ok, err = pcall(stagehand.pool, orch, { module = "love_worker", threads = "native" })
+  check(not ok and tostring(err):find("bad argument 'opts.threads' to stagehand.pool: expected \"love\" on the"
+    .. " pure-Lua core", 1, true), "threads = native: %s", tostring(err))
+  local state, e = orch:wait(p:run("make_port"), WAIT)
+  same("failed", state, "a worker asking for a port")
+  check(tostring(e.message):find("stagehand.worker.port: ports need stagehand's native core", 1, true),
+    "the message was: %s", tostring(e.message))
+  same("done", (orch:wait(p:run("echo", 1), WAIT)), "the next request")
+  local payload = { name = "tile1.png", size = { 512, 512 } }
+  local h = p:run("echo", payload)
+  payload.name, payload.size[1] = "changed", 0 -- (after the request was made: not what the worker gets)
+  local st, got = orch:wait(h, WAIT)
+  same("done", st, "a request whose payload changed after")
+  check(got ~= payload and got.name == "tile1.png" and got.size[1] == 512, "the worker got the payload as changed")
+end)
+
+pure_only("runs a frame's requests by priority on a busy worker, the visible one first", function()
+  local p = pool { size = 1 }
+  local held, notes = love.thread.getChannel("stagehand-spec-prio"), love.thread.getChannel("stagehand-spec-notes")
+  held:clear()
+  notes:clear()
+  love.thread.getChannel("stagehand-spec-prio-held"):clear()
+  local hold = p:run("hold", "stagehand-spec-prio")
+  local t0 = love.timer.getTime()
+  repeat orch:step() until love.thread.getChannel("stagehand-spec-prio-held"):demand(0.001)
+    or love.timer.getTime() - t0 > WAIT / 1000
+  local hs = {}
+  for i = 1, 4 do hs[#hs + 1] = p:run("note", { "stagehand-spec-notes", "background " .. i }) end
+  hs[#hs + 1] = p:run("note", { "stagehand-spec-notes", "visible" }, { priority = 100 })
+  held:push("go")
+  same("done", (orch:wait(hold, WAIT)), "the held request")
+  for i = 1, #hs do same("done", (orch:wait(hs[i], WAIT)), "request " .. i) end
+  local order = {}
+  for i = 1, 5 do order[i] = notes:pop() end
+  same("visible", order[1], "the first to run after the hold (" .. table.concat(order, ", ") .. ")")
+  same("background 1", order[2], "the next")
+end)
+
+pure_only("runs a long-lived worker (stagehand.spawn) on a LÖVE thread until stopped", function()
+  local a, b = love.thread.getChannel("stagehand-spec-in"), love.thread.getChannel("stagehand-spec-out")
+  a:clear()
+  b:clear()
+  local w = stagehand.spawn(orch, "love_worker.relay", "stagehand-spec-in", "stagehand-spec-out")
+  check(w.pool.love and w.pool.love.threads[0], "the service does not run on a LÖVE thread")
+  orch:step()
+  a:push(5)
+  a:push(6)
+  same(10, b:demand(WAIT / 1000), "5, doubled")
+  same(12, b:demand(WAIT / 1000), "6, doubled")
+  w:stop()
+  local state, n = orch:wait(w.done, WAIT)
+  same("done", state, "the service")
+  same(2, n, "what it answered")
+  same("stopped", w:state(), "its state")
+end)
+
+pure_only("names a LÖVE thread that fails before it serves, fails queued requests once no worker is left, never"
+  .. " ends the game", function()
+  local lw = require "stagehand.core.love_work"
+  local boot = lw.BOOT
+  lw.BOOT = boot:gsub('require "love.timer"', 'error("no love.timer in this thread", 0)', 1)
+  local ok, p = pcall(stagehand.pool, orch, { module = "love_worker", size = 1 })
+  lw.BOOT = boot
+  check(ok, "the pool was not made: %s", tostring(p))
+  pools[#pools + 1] = p
+  local state, err = orch:wait(p:run("echo", 1), WAIT)
+  same("failed", state, "a request no worker can take")
+  check(tostring(err.message):find("a LÖVE worker thread failed: no love.timer in this thread", 1, true),
+    "the message was: %s", tostring(err.message))
+  local named = false
+  for _, line in ipairs(logged) do
+    if line:find("LÖVE worker thread failed", 1, true) then named = true end
+  end
+  check(named, "the log does not name the thread")
+end)
+
+pure_only("lets go of its channels when its destroy gives up on a worker, late replies' objects with them",
+  function()
+  local p = pool { size = 1, close_timeout_ms = 20 }
+  local running, go = love.thread.getChannel("stagehand-spec-late"), love.thread.getChannel("stagehand-spec-late-go")
+  running:clear()
+  go:clear()
+  local h = p:run("late", nil, { label = "a late decode" })
+  local says
+  local t_run = love.timer.getTime()
+  repeat
+    orch:step()
+    says = running:demand(0.001)
+  until says or love.timer.getTime() - t_run > WAIT / 1000
+  same("running", says, "the worker")
+  local events = p.ud.chans.events
+  local thread = p.love.threads[0]
+  local before = #logged
+  same("done", (orch:wait(p:destroy(), WAIT)), "the destroy")
+  same("cancelled", h:state(), "the request")
+  check(#logged > before and logged[#logged]:find("worker 1 of pool 'love_worker' still runs", 1, true),
+    "the log did not name the worker: %s", tostring(logged[#logged]))
+  check(p.ud.chans.events ~= events, "the pool still holds the channel its workers reply on")
+  go:push("go")
+  local t0 = love.timer.getTime()
+  while thread:isRunning() and love.timer.getTime() - t0 < WAIT / 1000 do love.timer.sleep(0.001) end
+  check(not thread:isRunning(), "the late worker's thread still runs (%s)", tostring(thread:getError()))
+  local reply = events:pop()
+  check(reply and reply[1] == 3 and reply[3][1]:typeOf("ImageData"),
+    "the late reply is not in the channel only this case now holds")
+  same(0, p.ud.chans.events:getCount(), "events in the pool's new channel")
 end)
 
 -- Regression: two workers may send their objects in one order and their

@@ -25,19 +25,26 @@ it("runs on the pure-Lua core", function()
   check(stagehand.backend == "lua", "the backend is %s", tostring(stagehand.backend))
 end)
 
-it("names why at the game's line when a worker pool is asked for", function()
-  local ok, err = pcall(stagehand.pool, orch, { module = "decode" })
-  check(not ok, "stagehand.pool made a pool")
-  check(tostring(err):find("main.lua:%d+: stagehand.pool: worker threads need stagehand's native core"),
-    "the error was: %s", tostring(err))
-  check(tostring(err):find("cannot find its native core", 1, true), "no reason in: %s", tostring(err))
-  -- (in a web browser, where scripts/browser_check.sh runs this game, the
-  -- reason is the browser's, with nothing to build)
-  local web = love.system.getOS() == "Web"
-  check(web == (tostring(err):find("LÖVE in a web browser (love.js) loads no native libraries", 1, true) ~= nil),
-    "on %s, the reason was: %s", love.system.getOS(), tostring(err))
-end)
-
+-- A worker pool: on LÖVE's threads, with no native core; in a web
+-- browser (love.js, where scripts/browser_check.sh runs this game), where
+-- no thread runs, it is refused at the game's line, naming the browser.
+local web = love.system.getOS() == "Web"
+local sum_pool, sum_h
+if web then
+  it("names why at the game's line when a worker pool is asked for in a browser", function()
+    local ok, err = pcall(stagehand.pool, orch, { module = "decode" })
+    check(not ok, "stagehand.pool made a pool")
+    check(tostring(err):find("main.lua:%d+: stagehand.pool: worker threads need stagehand's native core"),
+      "the error was: %s", tostring(err))
+    check(tostring(err):find("LÖVE in a web browser (love.js) loads no native libraries", 1, true),
+      "the reason was: %s", tostring(err))
+  end)
+else
+  sum_pool = stagehand.pool(orch, { module = "sum", size = 1,
+    source = "local w = require 'stagehand.worker'\n"
+      .. "return { add = function(t) w.progress(1, 2); return t[1] + t[2], love.thread ~= nil end }" })
+  sum_h = sum_pool:run("add", { 2, 3 })
+end
 -- A scene: 24 textures "read" (a sleep on love.timer's clock) two at a
 -- time and "uploaded" three a frame, the visible row asked for last and
 -- loaded first, each file once however many entities share it, a broken
@@ -79,6 +86,14 @@ local function finish()
     check(said:find("tex9 made no progress for 3 s", 1, true), "the stall was not logged: %s", said)
     check(frames > 10, "only %d frames", frames)
   end)
+  if sum_h then
+    it("runs a worker pool on LÖVE's threads with no native core", function()
+      local st, v, in_love = sum_h:result()
+      check(st == "done" and v == 5 and in_love == true, "the request ended %s, %s, %s", tostring(st), tostring(v),
+        tostring(in_love))
+      check(sum_pool.ud.pure and sum_pool.love.threads[0], "the pool is not the pure-Lua core's, on a LÖVE thread")
+    end)
+  end
   for _, c in ipairs(cases) do
     local ok, err = pcall(c.fn)
     if ok then

@@ -85,9 +85,11 @@ local function pure_lua(why)
     if type(reg) == "table" then reg[said] = true end
     local stderr = io and io.stderr
     if stderr then
+      local threads = require("stagehand.core.love_work").available()
+        and "worker pools run on LÖVE's threads; ports and round barriers need the native core"
+        or "worker threads need the native core"
       pcall(stderr.write, stderr, "[stagehand] runs on its pure-Lua core: jobs, keys, priorities, slots, budgets"
-        .. " and stall clocks work; worker threads need the native core, which did not load: " .. tostring(why)
-        .. "\n")
+        .. " and stall clocks work; " .. threads .. ", which did not load: " .. tostring(why) .. "\n")
     end
   end
   return lua_core(tostring(why))

@@ -5,6 +5,10 @@
 -- API can read.
 local B = require "stagehand.core.backend"
 if B.threads then return B.threads end
+if B.name == "lua" and require("stagehand.core.love_work").available() then
+  -- (inside LÖVE: pools on LÖVE's threads, in Lua; ports and rounds raise)
+  return require "stagehand.core.love_work"
+end
 if B.name == "lua" then -- (the calls raise: stagehand.pool and its kin say why first)
   return setmetatable({}, { __index = function(_, name)
     return function()

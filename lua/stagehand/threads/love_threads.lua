@@ -87,6 +87,10 @@ function M.kind(threads, fn)
   if threads == "love" and not M.present() then
     options.fail(fn, "opts.threads", '"native" outside LÖVE (love.thread is not loaded here)', threads, 4)
   end
+  if threads == "native" and B.name == "lua" then
+    options.fail(fn, "opts.threads", '"love" on the pure-Lua core (stagehand\'s own threads need its native core)',
+      threads, 4)
+  end
   return threads
 end
 
@@ -108,8 +112,16 @@ local function take(channel, id, gone)
   return found
 end
 
---- The LÖVE half of a pool: its channels and threads.
+--- The LÖVE half of a pool: its channels and threads. (On the pure-Lua
+--- core, core/love_work.lua's pool holds the channels, and its threads
+--- run that file's BOOT.)
 function M.new(pool)
+  if pool.ud.pure then
+    return {
+      pure = true, inbox = {}, outbox = {}, threads = {}, carried = {}, failures = pool.ud.chans.failures,
+      ud = pool.ud, close_ms = pool.close_ms, collected = false,
+    }
+  end
   local core, err = native.path()
   if not core then error("stagehand.pool: cannot find stagehand's C module for LÖVE threads: " .. tostring(err), 3) end
   local lt = {
@@ -155,7 +167,7 @@ local function finish(lt)
   for _, t in each, lt.threads do
     local ok, running = pcall(t.isRunning, t)
     while ok and running and B.now_ms() < deadline do
-      lt.nap:receive_within(1)
+      if lt.nap then lt.nap:receive_within(1) else love_table().timer.sleep(0.001) end
       ok, running = pcall(t.isRunning, t)
     end
   end
@@ -163,9 +175,16 @@ end
 
 --- Starts worker `idx` (its token from _add_worker(true)) on a LÖVE thread.
 function M.start(lt, idx, token)
-  local t = love_table().thread.newThread(BOOT)
-  lt.threads[idx] = t
-  t:start(token, idx, lt.core, package.path, package.cpath, lt.inbox, lt.outbox, lt.failures)
+  local t
+  if lt.pure then
+    t = love_table().thread.newThread(require("stagehand.core.love_work").BOOT)
+    lt.threads[idx] = t
+    t:start(lt.ud:_boot_args(idx))
+  else
+    t = love_table().thread.newThread(BOOT)
+    lt.threads[idx] = t
+    t:start(token, idx, lt.core, package.path, package.cpath, lt.inbox, lt.outbox, lt.failures)
+  end
   -- (A new hook after each thread: when a Lua state closes, the newest
   -- objects are finalized first, so the newest hook runs while the
   -- threads' own objects are still whole. One replaced is collected while
@@ -197,7 +216,7 @@ end
 --- once its thread ends and closes its state (the last to hold them), not
 --- kept as long as the game keeps the pool.
 function M.detach(lt)
-  for i = 1, CHANNELS do
+  for i = 1, #lt.inbox do
     lt.inbox[i]:clear()
     lt.outbox[i]:clear()
   end
