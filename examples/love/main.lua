@@ -12,9 +12,9 @@
 -- * The first row is on screen: its textures are `visible` and go first,
 --   and the rest upload once that row is up (they decode meanwhile).
 -- * A corrupt PNG and the missing file get a stand-in and a logged reason.
--- * Where no worker thread can run (a web build made with love.js, where
---   stagehand runs on its pure-Lua core), the same decodes run on the
---   main thread instead, one a frame.
+-- * Where no worker thread can run (a web build made with love.js, or a
+--   game whose conf.lua turns love.thread off), the same decodes run on
+--   the main thread instead, one a frame.
 --
 --   eval "$(make -s env LUA=luajit)"; love examples/love
 --   (--screenshot FILE writes the scene to FILE and quits; --loading-screenshot
@@ -23,7 +23,7 @@ local stagehand = require "stagehand"
 local for_love = require "stagehand.love"
 
 local ROW = 6 -- (textures a row; the first row is on screen first)
-local orch, load, ready
+local orch, load, ready, decoded_on
 local names, images, uploaded, stand_ins = {}, {}, {}, {}
 local shot_loading, shot_scene, quit_after
 local frames, went_back, last_fraction = 0, 0, 0
@@ -66,10 +66,13 @@ function love.load(arglist)
   -- Decodes: on LÖVE worker threads, or, where there are none, as jobs
   -- on the main thread under a budget of one a frame.
   local decode
-  if stagehand.backend ~= "lua" then
-    local pool = stagehand.pool(orch, { module = "texture_worker" })
+  local made, pool = pcall(stagehand.pool, orch, { module = "texture_worker" })
+  if made then
     decode = function(path, opts) return pool:run("decode", path, opts) end
+    decoded_on = "on " .. stagehand.threads() .. " LÖVE worker thread(s)"
   else
+    print("decoding on the main thread: " .. tostring(pool))
+    decoded_on = "on the main thread, one a frame (no worker threads here)"
     local texture_worker = require "texture_worker"
     orch:budget("decode", { ops = 1 })
     decode = function(path, opts)
@@ -175,8 +178,7 @@ function love.draw()
     quit_after = quit_after - 1
     if quit_after == 0 then
       print(string.format("loaded %d of %d textures (%d stand-ins); decoded %s", #names - #stand_ins, #names,
-        #stand_ins, stagehand.backend ~= "lua" and ("on " .. stagehand.threads() .. " LÖVE worker thread(s)")
-        or "on the main thread, one a frame (no worker threads on the pure-Lua core)"))
+        #stand_ins, decoded_on))
       print("uploaded first: " .. table.concat(uploaded, ", ", 1, ROW))
       print(string.format("the bar moved back %d times in %d frames", went_back, frames))
       love.event.quit()
