@@ -314,10 +314,10 @@ it("destroys a pool: its LÖVE threads have finished when the destroy settles", 
   end
 end)
 
--- Regression: a pool that gave up on a worker still running at its
--- close_timeout_ms kept its channels, so the objects that worker's late
--- reply carried stayed in them as long as the game kept the pool.
-native_only("lets go of its channels when its destroy gives up on a worker, late replies' objects with them", function()
+-- A pool of one worker, its close timeout 20 ms, running `late` (deaf to
+-- stopping(): it waits for "go" on a LÖVE channel): the pool, the
+-- request and that channel, once the worker has said it runs.
+local function late_pool()
   local p = pool { size = 1, close_timeout_ms = 20 }
   local running, go = love.thread.getChannel("stagehand-spec-late"), love.thread.getChannel("stagehand-spec-late-go")
   running:clear()
@@ -330,6 +330,14 @@ native_only("lets go of its channels when its destroy gives up on a worker, late
     says = running:demand(0.001)
   until says or love.timer.getTime() - t_run > WAIT / 1000
   same("running", says, "the worker")
+  return p, h, go
+end
+
+-- Regression: a pool that gave up on a worker still running at its
+-- close_timeout_ms kept its channels, so the objects that worker's late
+-- reply carried stayed in them as long as the game kept the pool.
+native_only("lets go of its channels when its destroy gives up on a worker, late replies' objects with them", function()
+  local p, h, go = late_pool()
   local held = {}
   for i, ch in ipairs(p.love.outbox) do held[i] = ch end
   local thread = select(2, next(p.love.threads))
@@ -420,18 +428,7 @@ end)
 
 pure_only("lets go of its channels when its destroy gives up on a worker, late replies' objects with them",
   function()
-  local p = pool { size = 1, close_timeout_ms = 20 }
-  local running, go = love.thread.getChannel("stagehand-spec-late"), love.thread.getChannel("stagehand-spec-late-go")
-  running:clear()
-  go:clear()
-  local h = p:run("late", nil, { label = "a late decode" })
-  local says
-  local t_run = love.timer.getTime()
-  repeat
-    orch:step()
-    says = running:demand(0.001)
-  until says or love.timer.getTime() - t_run > WAIT / 1000
-  same("running", says, "the worker")
+  local p, h, go = late_pool()
   local events = p.ud.chans.events
   local thread = p.love.threads[0]
   local before = #logged
