@@ -15,7 +15,8 @@
 -- failures, exits) and `news` (the orchestrator's notifier). Each worker
 -- has `ctl` (-1: stop; a request's id: that request is aborted) and `info`
 -- (what it runs and waits on, for the log). Ports and round barriers need
--- the native core: they raise here, saying so.
+-- the native core: stagehand.port, stagehand.rounds and a worker's
+-- worker.port raise, saying so.
 local each = require("stagehand.core.compat").each
 
 local M = {}
@@ -114,10 +115,7 @@ local why_not = load_text(CHECK, "=stagehand.core.love_work")()
 ---------------------------------------------------------------------------
 -- The notifier: a channel workers push to when they report.
 
-local Notifier = {}
-Notifier.__index = Notifier
-
-function M.notifier() return setmetatable({ ch = new_channel(), gen = 0 }, Notifier) end
+function M.notifier() return { ch = new_channel(), gen = 0 } end
 function M.notifier_gen(n)
   if n.ch:getCount() > 0 then
     n.ch:clear()
@@ -144,15 +142,6 @@ function M.default_threads()
   local cores = love.system and love.system.getProcessorCount and love.system.getProcessorCount() or 2
   return math.max(1, math.min(4, cores - 1))
 end
-
-local function native_only(what)
-  return function()
-    error("stagehand." .. what .. ": ports and round barriers need stagehand's native core (worker pools"
-      .. " run on LÖVE's threads without it)", 3)
-  end
-end
-M.port, M.rounds = native_only("port"), native_only("rounds")
-M.port_methods, M.rounds_methods = {}, {}
 
 ---------------------------------------------------------------------------
 -- The worker: what each LÖVE thread runs (its arguments: its number, the
@@ -267,7 +256,7 @@ local function take_one(c)
 end
 local function run(e)
   local id, fn, n = e[1], e[2], e[3]
-  local _, moved = why_not("payload", 4, n + 3, unpack(e, 1, n + 3))
+  local moved = e.objects -- (the payload holds LÖVE objects: _stage found them)
   current = id
   events:push({ 1, id })
   ring()
@@ -397,10 +386,11 @@ end
 
 function Work:_stage(_, root, fn_name, ...)
   local n = select("#", ...)
-  local why = why_not(root, 1, n, ...)
+  local why, objects = why_not(root, 1, n, ...)
   if why then return nil, why end
   self.staged_seq = self.staged_seq + 1
   local e = { 0, fn_name, n, ... }
+  e.objects = objects or nil
   for i = 4, n + 3 do e[i] = copy(e[i]) end
   self.staged = e
   return self.staged_seq
@@ -488,11 +478,6 @@ function Work:_offer(list, n)
 end
 
 function Work:_offered() return self.chans.offers:getCount() end
-
-function Work:_remove(id)
-  local slot = self.slot_of[id]
-  return slot ~= nil and self:_drop(slot, id)
-end
 
 -- Worker idx's control: -1 (stop; for good, never replaced) or the id of
 -- its request that was aborted.
