@@ -65,21 +65,22 @@ M.is_error = errors.is_error
 -- inside LÖVE, pools run on its threads there (core/love_work.lua), and
 -- only ports and round barriers raise.
 local function no_threads(what, pools)
-  if B.name == "lua" and not (pools and require("stagehand.core.love_work").available()) then
-    if require("stagehand.core.love_work").available() then
-      errors.raise("stagehand." .. what .. ": ports and round barriers need stagehand's native core; this game"
-        .. " runs on the pure-Lua core, where worker pools run on LÖVE's threads without them: " .. B.why, 2)
-    end
-    local love = rawget(_G, "love")
-    if pools and type(love) == "table" and not love.thread and not (love.system and love.system.getOS
-      and love.system.getOS() == "Web") then
-      errors.raise("stagehand." .. what .. ": worker threads need stagehand's native core or LÖVE's love.thread,"
-        .. " and this game runs on the pure-Lua core with love.thread turned off (t.modules.thread in conf.lua): "
-        .. B.why, 2)
-    end
-    errors.raise("stagehand." .. what .. ": worker threads need stagehand's native core, and this program runs"
-      .. " on the pure-Lua core: " .. B.why, 2)
+  if B.name ~= "lua" then return end
+  local love_pools = require("stagehand.core.love_work").available()
+  if pools and love_pools then return end
+  if love_pools then
+    errors.raise("stagehand." .. what .. ": ports and round barriers need stagehand's native core; this game"
+      .. " runs on the pure-Lua core, where worker pools run on LÖVE's threads without them: " .. B.why, 2)
   end
+  local love = rawget(_G, "love")
+  if pools and type(love) == "table" and not love.thread and not (love.system and love.system.getOS
+    and love.system.getOS() == "Web") then
+    errors.raise("stagehand." .. what .. ": worker threads need stagehand's native core or LÖVE's love.thread,"
+      .. " and this game runs on the pure-Lua core with love.thread turned off (t.modules.thread in conf.lua): "
+      .. B.why, 2)
+  end
+  errors.raise("stagehand." .. what .. ": worker threads need stagehand's native core, and this program runs"
+    .. " on the pure-Lua core: " .. B.why, 2)
 end
 local function workers(what)
   no_threads(what, true)
