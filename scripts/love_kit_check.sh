@@ -124,7 +124,7 @@ echo "$out" | grep -Eq "^loaded 12 of 14 textures \(2 stand-ins\)" || fail "the 
 # the systems the kit has and the fix, and still decodes on LÖVE's threads)
 rm -rf "$game/stagehand/native/linux-x64" "$save/love/stagehand-love-example" "$save/stagehand-love-example"
 out=$(cd /tmp && env -u LUA_PATH -u LUA_CPATH timeout 120 xvfb-run -a love "$game" --screenshot "$game/shot.png" 2>&1)
-echo "$out" | grep -Fq "runs on its pure-Lua core: jobs, keys, priorities, slots, budgets and stall clocks work; worker pools run on LÖVE's threads; ports and round barriers need the native core, which did not load: stagehand: cannot find its native core (stagehand/_core.so) for linux-x64. The game carries cores for linux-arm64, windows-x64, windows-x86 under stagehand/native/, but none for linux-x64" ||
+echo "$out" | grep -Fq "runs on its pure-Lua core: jobs, keys, priorities, slots, budgets and stall clocks work, and worker pools, ports and round barriers run on LÖVE's threads; the native core did not load: stagehand: cannot find its native core (stagehand/_core.so) for linux-x64. The game carries cores for linux-arm64, windows-x64, windows-x86 under stagehand/native/, but none for linux-x64" ||
   fail "a kit without this system's core did not say why it runs on the pure-Lua core: $out"
 echo "$out" | grep -q "on the lua backend" || fail "a kit without this system's core did not run on the pure-Lua core: $out"
 echo "$out" | grep -Eq "^loaded 12 of 14 textures \(2 stand-ins\); decoded on [0-9]+ LÖVE worker thread" ||

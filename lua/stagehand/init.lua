@@ -62,18 +62,11 @@ M.is_error = errors.is_error
 -- Threads: loaded on first use (a game that runs no worker makes no
 -- notifier and loads none of it).
 -- On the pure-Lua core (no native core loaded) they raise, saying why;
--- inside LÖVE, pools run on its threads there (core/love_work.lua), and
--- only ports and round barriers raise.
-local function no_threads(what, pools)
-  if B.name ~= "lua" then return end
-  local love_pools = require("stagehand.core.love_work").available()
-  if pools and love_pools then return end
-  if love_pools then
-    errors.raise("stagehand." .. what .. ": ports and round barriers need stagehand's native core; this game"
-      .. " runs on the pure-Lua core, where worker pools run on LÖVE's threads without them: " .. B.why, 2)
-  end
+-- inside LÖVE they run on its threads there (core/love_work.lua).
+local function no_threads(what)
+  if B.name ~= "lua" or require("stagehand.core.love_work").available() then return end
   local love = rawget(_G, "love")
-  if pools and type(love) == "table" and not love.thread and not (love.system and love.system.getOS
+  if type(love) == "table" and not love.thread and not (love.system and love.system.getOS
     and love.system.getOS() == "Web") then
     errors.raise("stagehand." .. what .. ": worker threads need stagehand's native core or LÖVE's love.thread,"
       .. " and this game runs on the pure-Lua core with love.thread turned off (t.modules.thread in conf.lua): "
@@ -83,7 +76,7 @@ local function no_threads(what, pools)
     .. " on the pure-Lua core: " .. B.why, 2)
 end
 local function workers(what)
-  no_threads(what, true)
+  no_threads(what)
   return require "stagehand.threads.workers"
 end
 local function ports(what)
@@ -108,7 +101,7 @@ function M.pool(orch, opts) return workers("pool").pool(orch, opts) end
 ---@param name string
 ---@return stagehand.Worker
 function M.spawn(orch, name, ...)
-  no_threads("spawn", true)
+  no_threads("spawn")
   return require("stagehand.threads.spawn").spawn(orch, name, ...)
 end
 

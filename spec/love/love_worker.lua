@@ -65,8 +65,24 @@ function M.note(t)
   return t[2]
 end
 
--- Asks for a port, which a worker without the native core cannot make.
-function M.make_port() return worker.port() end
+-- Makes a port here, posts to it, and returns it.
+function M.make_port(name)
+  local p = worker.port(name)
+  p:post("from the worker")
+  return p
+end
+
+-- Posts t.value to t.port.
+function M.post_to(t) return t.port:post(t.value) end
+
+-- What one receive on `port` answers, and whether it was told to stop.
+function M.receive_once(port)
+  local v = port:receive()
+  return v, worker.stopping() or nil
+end
+
+-- Arrives at round 1 of t.rounds, of t.count participants.
+function M.wait_round(t) return t.rounds:arrive(1, t.count) end
 
 -- A long-lived worker: answers each number on the LÖVE channel `inbox`
 -- on `outbox`, doubled, until stopped; returns how many it answered.
@@ -94,10 +110,11 @@ end
 function M.nothing() end
 
 -- Meets the other participant of `b` in round 1 and adds both shares.
+-- (with t.two, a second number too: the index itself)
 function M.meet(t)
   local out = {}
-  local ok = t.rounds:sum(1, 2, t.index, { t.index * 10 }, out)
-  return ok, out[1]
+  local ok = t.rounds:sum(1, 2, t.index, { t.index * 10, t.two and t.index or nil }, out)
+  return ok, out[1], out[2]
 end
 
 -- A long-lived worker: answers each value on `inbox` on `outbox`, doubled,

@@ -169,7 +169,7 @@ it("replaces an aborted worker at once with respawn_on_abort", function()
   check(p.love.threads[1] ~= nil or p.live >= 1, "no worker replaced the aborted one")
 end)
 
-native_only("passes values between LÖVE workers through ports (stagehand.spawn on LÖVE threads)", function()
+it("passes values between LÖVE workers through ports (stagehand.spawn on LÖVE threads)", function()
   local a_in, mid, b_out = stagehand.port(), stagehand.port(), stagehand.port()
   local a = stagehand.spawn(orch, "love_worker.doubler", a_in, mid)
   local b = stagehand.spawn(orch, "love_worker.doubler", mid, b_out)
@@ -187,7 +187,7 @@ native_only("passes values between LÖVE workers through ports (stagehand.spawn 
   same("done", (orch:wait(b.done, WAIT)), "the second service")
 end)
 
-native_only("meets in a round barrier between LÖVE workers", function()
+it("meets in a round barrier between LÖVE workers", function()
   local p = pool { size = 2 }
   local b = stagehand.rounds(2, 1)
   local h1 = p:run("meet", { rounds = b, index = 1 })
@@ -221,8 +221,7 @@ it("refuses what love.thread cannot carry, naming where it is, with nothing queu
   local p = pool { size = 1 }
   local ok, err = pcall(p.run, p, "echo", { mesh = { on_done = print } })
   check(not ok, "a function crossed")
-  local only = pure and "only plain data and LÖVE objects cross threads (ports and round barriers need stagehand's"
-    .. " native core)" or "only plain data, ports, round barriers and LÖVE objects cross threads"
+  local only = "only plain data, ports, round barriers and LÖVE objects cross threads"
   check(err:find("main.lua:%d+: bad argument 'payload' to pool:run: payload.mesh.on_done is a function; ")
     and err:find(only, 1, true), "the message was: %s", err)
   ok, err = pcall(p.run, p, "echo", { co = coroutine.create(print) })
@@ -232,19 +231,26 @@ it("refuses what love.thread cannot carry, naming where it is, with nothing queu
   same(0, p:pending(), "requests queued")
 end)
 
-native_only("refuses a LÖVE object where none crosses, saying where one does", function()
+it("refuses a LÖVE object in a port, saying where one crosses", function()
   local img, port = love.image.newImageData(2, 2), stagehand.port()
-  local ok, err = pcall(port.post, port, { image = img })
+  local ok, err = pcall(function()
+    local posted = port:post({ image = img }) -- (not a tail call: the message names this line)
+    return posted
+  end)
   check(not ok, "an ImageData went into a port")
-  check(err:find("bad argument 'v' to port:post: v.image is a LÖVE ImageData; LÖVE objects cross only to and from"
-    .. " workers on LÖVE threads", 1, true), "the message was: %s", err)
+  check(err:find("main.lua:%d+: bad argument 'v' to port:post: v.image is a LÖVE ImageData; LÖVE objects cross only"
+    .. " to and from workers on LÖVE threads"), "the message was: %s", err)
+  same(0, port:count(), "values in the port")
+  same(true, port:post(1), "the port, after")
+end)
+
+native_only("refuses a LÖVE object going to a native thread, saying where one crosses", function()
   local p = pool { size = 1, threads = "native", module = "love_worker" }
-  ok, err = pcall(p.run, p, "echo", love.data.newByteData("abc"))
+  local ok, err = pcall(p.run, p, "echo", love.data.newByteData("abc"))
   check(not ok, "a ByteData went to a native thread")
   check(err:find("bad argument 'payload' to pool:run: payload is a LÖVE ByteData;", 1, true),
     "the message was: %s", err)
   same(0, p:pending(), "requests queued")
-  same(true, port:post(1), "the port, after")
 end)
 
 it("fails every request of a module the archive does not hold, naming it", function()
@@ -359,31 +365,205 @@ native_only("lets go of its channels when its destroy gives up on a worker, late
   for _, ch in ipairs(held) do ch:clear() end
 end)
 
-pure_only("runs pools on LÖVE threads with no native core, and says ports, round barriers and native threads need"
-  .. " one", function()
+pure_only("runs pools on LÖVE threads with no native core, refusing native threads, and copies a payload at once",
+  function()
   local p = pool { size = 1 }
   check(p.ud.pure and p.love and p.love.threads[0], "the pool does not run on LÖVE threads in Lua")
-  local ok, err = pcall(stagehand.port)
-  check(not ok and tostring(err):find("main.lua:%d+: stagehand.port: ports and round barriers need stagehand's"
-    .. " native core; this game runs on the pure%-Lua core, where worker pools run on LÖVE's threads"),
-    "stagehand.port: %s", tostring(err))
-  ok, err = pcall(stagehand.rounds, 2, 1)
-  check(not ok and tostring(err):find("stagehand.rounds: ports and round barriers need", 1, true),
-    "stagehand.rounds: %s", tostring(err))
-  ok, err = pcall(stagehand.pool, orch, { module = "love_worker", threads = "native" })
+  local ok, err = pcall(stagehand.pool, orch, { module = "love_worker", threads = "native" })
   check(not ok and tostring(err):find("bad argument 'opts.threads' to stagehand.pool: expected \"love\" on the"
     .. " pure-Lua core", 1, true), "threads = native: %s", tostring(err))
-  local state, e = orch:wait(p:run("make_port"), WAIT)
-  same("failed", state, "a worker asking for a port")
-  check(tostring(e.message):find("stagehand.worker.port: ports need stagehand's native core", 1, true),
-    "the message was: %s", tostring(e.message))
-  same("done", (orch:wait(p:run("echo", 1), WAIT)), "the next request")
   local payload = { name = "tile1.png", size = { 512, 512 } }
   local h = p:run("echo", payload)
   payload.name, payload.size[1] = "changed", 0 -- (after the request was made: not what the worker gets)
   local st, got = orch:wait(h, WAIT)
   same("done", st, "a request whose payload changed after")
   check(got ~= payload and got.name == "tile1.png" and got.size[1] == 512, "the worker got the payload as changed")
+end)
+
+it("wakes a job receiving on a port when a LÖVE worker posts to it", function()
+  local port = stagehand.port("to the job")
+  local h = orch:run("receive", function() return port:receive() end)
+  orch:step()
+  same("running", h:state(), "the job before the post")
+  local p = pool { size = 1 }
+  same("done", (orch:wait(p:run("post_to", { port = port, value = { n = 42, tag = "x" } }), WAIT)), "the post")
+  local state, v = orch:wait(h, WAIT)
+  same("done", state, "the receiving job")
+  check(type(v) == "table" and v.n == 42 and v.tag == "x", "it received %s", tostring(v))
+end)
+
+it("meets a job and a LÖVE worker in one round, both with the same sum", function()
+  local b = stagehand.rounds(2, 2)
+  local p = pool { size = 1 }
+  local hw = p:run("meet", { rounds = b, index = 2, two = true })
+  local out = {}
+  local hj = orch:run("meet", function()
+    local ok = b:sum(1, 2, 1, { 10, 1 }, out)
+    return ok, out[1], out[2]
+  end)
+  local s1, ok1, sum1, second = orch:wait(hj, WAIT)
+  local s2, ok2, sum2, second2 = orch:wait(hw, WAIT)
+  same("done", s1, "the job")
+  same("done", s2, "the worker")
+  check(ok1 and ok2, "a wait returned false")
+  same(30, sum1, "the job's sum")
+  same(30, sum2, "the worker's sum")
+  same(3, second, "the second number's sum")
+  same(3, second2, "the second number's sum, on the worker")
+end)
+
+it("hands back a port a LÖVE worker made, and the very port it was given", function()
+  local p = pool { size = 1 }
+  local state, made = orch:wait(p:run("make_port", "made there"), WAIT)
+  same("done", state, "the request")
+  same("from the worker", made:receive_within(WAIT), "what the worker posted before returning it")
+  check(tostring(made):find("^stagehand.port"), "the port is %s", tostring(made))
+  local port = stagehand.port()
+  local st, back = orch:wait(p:run("echo", { port, nested = { port } }), WAIT)
+  same("done", st, "the echo")
+  check(back[1] == port and back.nested[1] == port, "the port came back as another")
+  check(not pure or rawequal(back[1], port), "the port came back as another table")
+  port:post("one")
+  same("one", back[1]:receive_within(WAIT), "a value through the port as it came back")
+  local ok, bad
+  ok, bad = pcall(function() return p:run("make_port", 5) end)
+  same(true, ok, "the request")
+  state, bad = orch:wait(bad, WAIT)
+  same("failed", state, "a port named with a number")
+  check(tostring(bad.message):find("bad argument 'name' to worker.port: expected a string or nil, got 5", 1, true)
+    or tostring(bad.message):find("bad argument 'name' to port: expected a string or nil, got 5", 1, true),
+    "the message was: %s", tostring(bad.message))
+end)
+
+it("wakes a LÖVE worker blocked on a port when it closes, on a round when it is aborted, and when stopped",
+  function()
+  local p = pool { size = 2 }
+  local port, b = stagehand.port("quiet"), stagehand.rounds(3)
+  local hp = p:run("receive_once", port)
+  local hr = p:run("wait_round", { rounds = b, count = 3 })
+  local t0 = love.timer.getTime()
+  repeat
+    orch:step()
+    local _, w0 = p.ud:_worker(0)
+    local _, w1 = p.ud:_worker(1)
+    local waiting = w0 and w1
+  until waiting or love.timer.getTime() - t0 > WAIT / 1000
+  port:close()
+  local state, v, again = orch:wait(hp, WAIT)
+  same("done", state, "the receive")
+  check(v == nil and again == nil, "a closed port answered %s, %s", tostring(v), tostring(again))
+  b:abort()
+  state, v = orch:wait(hr, WAIT)
+  same("done", state, "the round")
+  same(false, v, "an aborted round's answer")
+  check(b:aborted(), "the barrier does not say it was aborted")
+  local inbox = stagehand.port()
+  local w = stagehand.spawn(orch, "love_worker.receive_once", inbox)
+  t0 = love.timer.getTime()
+  repeat
+    orch:step()
+    local _, what = w.pool.ud:_worker(0)
+  until what or love.timer.getTime() - t0 > WAIT / 1000
+  w:stop()
+  state, v = orch:wait(w.done, WAIT)
+  same("done", state, "the stopped service")
+  check(v == nil, "a stopped worker's receive answered %s", tostring(v))
+  same("stopped", w:state(), "its state")
+end)
+
+it("keeps every rule of ports and round barriers on the game's side", function()
+  local port = stagehand.port()
+  local ok, err = pcall(port.post, port, nil)
+  check(not ok and tostring(err):find("port:post: nil cannot be posted (a closed port answers nil)", 1, true),
+    "posting nil: %s", tostring(err))
+  for i = 1, 3 do same(true, port:post({ i = i }), "post " .. i) end
+  same(3, port:count(), "the count")
+  local got, v = port:try_receive()
+  check(got and v.i == 1, "try_receive answered %s, %s", tostring(got), tostring(v))
+  local seen = {}
+  same(2, port:drain(function(x) seen[#seen + 1] = x.i end), "drained")
+  same("2 3", table.concat(seen, " "), "the order drained")
+  got, v = port:try_receive()
+  check(got == false and v == "empty", "an empty port answered %s, %s", tostring(got), tostring(v))
+  same(nil, port:receive_within(0), "receive_within(0) on an empty port")
+  for i = 1, 3 do port:post(i) end
+  check(port:drain_for(function() end, 0) >= 1, "drain_for(fn, 0) took none")
+  port:drain(function() end)
+  ok, err = pcall(port.receive_within, port, -1)
+  check(not ok and tostring(err):find("bad argument 'ms' to port:receive_within: expected a number >= 0", 1, true),
+    "ms -1: %s", tostring(err))
+  ok, err = pcall(port.drain, port, 5)
+  check(not ok and tostring(err):find("bad argument 'fn' to port:drain: expected a function", 1, true),
+    "fn 5: %s", tostring(err))
+  ok, err = pcall(port.receive, port)
+  check(not ok and tostring(err):find("cannot wait on the main thread outside a job", 1, true),
+    "receive outside a job: %s", tostring(err))
+  check(port == port and tostring(port):find("^stagehand.port"), "tostring(port) is %s", tostring(port))
+  -- A job that stops waiting leaves what comes after it in the port.
+  local h = orch:run("receiver", function() return port:receive() end)
+  orch:step()
+  h:cancel("gone")
+  orch:step()
+  port:post("kept")
+  orch:step()
+  same(1, port:count(), "values left for the next receiver")
+  port:close()
+  same(false, port:post(1), "a post to a closed port")
+  same(true, port:closed(), "closed()")
+  same(0, port:count(), "a closed port's count")
+  got, v = port:try_receive()
+  check(got == false and v == "closed", "a closed port answered %s, %s", tostring(got), tostring(v))
+  same(nil, port:receive_within(1), "receive_within on a closed port")
+  same("done", (orch:wait(orch:run("late receiver", function() return port:receive() end), WAIT)),
+    "a job receiving on a closed port")
+
+  local b = stagehand.rounds(3, 1)
+  local outs, hs = {}, {}
+  for i = 1, 3 do
+    outs[i] = {}
+    hs[i] = orch:run("participant " .. i, function() return b:min(7, 3, i, { 10 - i }, outs[i]) end)
+  end
+  for i = 1, 3 do
+    local st, done = orch:wait(hs[i], WAIT)
+    check(st == "done" and done == true, "participant %d: %s, %s", i, tostring(st), tostring(done))
+    same(7, outs[i][1], "participant " .. i .. "'s minimum")
+  end
+  local st, e = orch:wait(orch:run("bad", function() return b:sum(8, 3, 9, { 1 }, {}) end), WAIT)
+  check(st == "failed" and tostring(e.message):find("bad argument 'index' to b:sum: expected an integer from 1 to 3,"
+    .. " got 9", 1, true), "a bad index: %s %s", tostring(st), tostring(e and e.message))
+  local first = orch:run("first", function() return b:arrive(9, 2) end)
+  orch:step()
+  st, e = orch:wait(orch:run("other", function() return b:arrive(9, 3) end), WAIT)
+  check(st == "failed" and tostring(e.message):find("b:arrive: round 9 was begun with another count or operation,"
+    .. " or is complete", 1, true), "another count: %s %s", tostring(st), tostring(e and e.message))
+  ok, err = pcall(b.arrive, b, 1, 1)
+  check(not ok and tostring(err):find("cannot wait on the main thread outside a job", 1, true),
+    "arrive outside a job: %s", tostring(err))
+  b:abort()
+  st, v = orch:wait(first, WAIT)
+  check(st == "done" and v == false, "a wait in an aborted round answered %s, %s", tostring(st), tostring(v))
+  same(false, (select(2, orch:wait(orch:run("after", function() return b:arrive(10, 1) end), WAIT))),
+    "a wait after the abort")
+end)
+
+it("names the port a LÖVE worker waits on in the log when its orchestrator closes", function()
+  local lines = {}
+  local o = stagehand.new {
+    driver = "manual", clock = function() return love.timer.getTime() * 1000 end,
+    log = function(line) lines[#lines + 1] = line end,
+  }
+  local port = stagehand.port("mixer inbox")
+  local w = stagehand.spawn(o, "love_worker.receive_once", port)
+  local t0 = love.timer.getTime()
+  repeat
+    o:step()
+    local _, what = w.pool.ud:_worker(0)
+  until what or love.timer.getTime() - t0 > WAIT / 1000
+  o:close()
+  local all = table.concat(lines, "\n")
+  check(all:find("long-lived worker love_worker.receive_once waits on port 'mixer inbox' for ", 1, true),
+    "the log said: %s", all)
+  port:close()
 end)
 
 pure_only("runs a frame's requests by priority on a busy worker, the visible one first", function()

@@ -86,10 +86,10 @@ local function pure_lua(why)
     local stderr = io and io.stderr
     if stderr then
       local threads = require("stagehand.core.love_work").available()
-        and "worker pools run on LÖVE's threads; ports and round barriers need the native core"
-        or "worker threads need the native core"
+        and ", and worker pools, ports and round barriers run on LÖVE's threads; the native core did not load: "
+        or "; worker threads need the native core, which did not load: "
       pcall(stderr.write, stderr, "[stagehand] runs on its pure-Lua core: jobs, keys, priorities, slots, budgets"
-        .. " and stall clocks work; " .. threads .. ", which did not load: " .. tostring(why) .. "\n")
+        .. " and stall clocks work" .. threads .. tostring(why) .. "\n")
     end
   end
   return lua_core(tostring(why))

@@ -14,10 +14,11 @@
 -- idle workers wait on it), `events` (started, progress, replies,
 -- failures, exits) and `news` (the orchestrator's notifier). Each worker
 -- has `ctl` (-1: stop; a request's id: that request is aborted) and `info`
--- (what it runs and waits on, for the log). Ports and round barriers need
--- the native core: stagehand.port, stagehand.rounds and a worker's
--- worker.port raise, saying so.
+-- (what it runs and waits on, for the log). Ports and round barriers are
+-- love_ports.lua's, on channels too; each state, the game's and every
+-- worker's, builds its own from the same bytes.
 local each = require("stagehand.core.compat").each
+local love_ports = require "stagehand.core.love_ports"
 
 local M = {}
 
@@ -37,6 +38,8 @@ local function new_channel() return love_thread().newChannel() end
 -- worker's side: BOOT loads the same text.
 local CHECK = [[
 local MAX_DEPTH = 100
+local MARK = "\0stagehand" -- (a port or a round barrier: love_ports.lua)
+local each = next -- (no loop spelled pairs or next: see compat.lua on Debian's LuaJIT)
 local function is_ident(s) return s:match("^[%a_][%w_]*$") ~= nil end
 local function path_of(root, keys)
   local out = { root }
@@ -62,23 +65,36 @@ local function is_love_object(v)
   if ok and is then return true end
   local reg = debug.getregistry()._loveobjects
   if type(reg) ~= "table" then return false end
-  for _, o in pairs(reg) do
+  for _, o in each, reg do
     if rawequal(o, v) then return true end
   end
   return false
 end
-local objects_seen = false
+local objects_seen, cross_seen, objects_ok = false, false, true
+local function type_of(v)
+  local ok, name = pcall(function() return v:type() end)
+  return ok and type(name) == "string" and name or "object"
+end
 local walk
 walk = function(v, root, keys, on_path, depth)
   local t = type(v)
   if t == "nil" or t == "boolean" or t == "number" or t == "string" then return nil end
   if t == "userdata" and is_love_object(v) then
+    if not objects_ok then
+      return path_of(root, keys) .. " is a LÖVE " .. type_of(v) .. "; LÖVE objects cross only to and from"
+        .. " workers on LÖVE threads (requests, results and a service's arguments), not through ports nor to"
+        .. " stagehand's own threads"
+    end
     objects_seen = true
     return nil
   end
   if t ~= "table" then
-    return path_of(root, keys) .. " is a " .. t .. "; only plain data and LÖVE objects cross threads"
-      .. " (ports and round barriers need stagehand's native core)"
+    return path_of(root, keys) .. " is a " .. t .. "; only plain data, ports"
+      .. (objects_ok and ", round barriers and LÖVE objects" or " and round barriers") .. " cross threads"
+  end
+  if rawget(v, MARK) ~= nil then
+    cross_seen = true
+    return nil
   end
   if depth > MAX_DEPTH then
     return path_of(root, keys) .. " is nested deeper than " .. MAX_DEPTH .. " tables; it cannot cross threads"
@@ -87,7 +103,7 @@ walk = function(v, root, keys, on_path, depth)
     return path_of(root, keys) .. " is a table that holds itself; LÖVE's channels copy no cycles"
   end
   on_path[v] = true
-  for k, x in pairs(v) do
+  for k, x in each, v do
     local n = #keys + 1
     keys[n] = k
     local why = (type(k) == "table" or type(k) == "userdata") and walk(k, root, keys, on_path, depth + 1)
@@ -99,18 +115,29 @@ walk = function(v, root, keys, on_path, depth)
   return nil
 end
 -- Why values first..n of ... cannot cross (root[i] names each), or nil;
--- then whether they hold LÖVE objects.
-return function(root, first, n, ...)
-  objects_seen = false
+-- then whether they hold LÖVE objects (refused unless objects_ok), and
+-- whether they hold ports or round barriers.
+return function(root, objects_ok_, first, n, ...)
+  objects_seen, cross_seen, objects_ok = false, false, objects_ok_
   for i = first, n do
     local why = walk((select(i, ...)), root, {}, {}, 1)
-    if why then return why, objects_seen end
+    if why then return why, objects_seen, cross_seen end
   end
-  return nil, objects_seen
+  return nil, objects_seen, cross_seen
 end
 ]]
 local load_text = rawget(_G, "loadstring") or load
 local why_not = load_text(CHECK, "=stagehand.core.love_work")()
+
+-- The game's state's ports and round barriers (a worker's builds its own).
+local P = love_ports.build {
+  new_channel = new_channel,
+  now = function() return rawget(_G, "love").timer.getTime() * 1000 end,
+  stopped = function() return false end,
+  waiting = function() end,
+  check = why_not,
+}
+M.port, M.rounds, M.port_methods, M.rounds_methods = P.port, P.rounds, P.port_methods, P.rounds_methods
 
 ---------------------------------------------------------------------------
 -- The notifier: a channel workers push to when they report.
@@ -146,14 +173,15 @@ end
 ---------------------------------------------------------------------------
 -- The worker: what each LÖVE thread runs (its arguments: its number, the
 -- pool's channels, its own two, the module, its source or nil, the game's
--- package.path, and the text of CHECK).
+-- package.path, the text of CHECK, and love_ports.build's bytes).
 
 M.BOOT = [[
-local idx, chans, ctl, info, module, source, path, check_text = ...
+local idx, chans, ctl, info, module, source, path, check_text, ports_bytes = ...
 local offers, taken, bell, events, news, failures =
   chans.offers, chans.taken, chans.bell, chans.events, chans.news, chans.failures
 local ok_all, err_all = pcall(function()
 require "love.timer"
+require "love.thread"
 local load_text = rawget(_G, "loadstring") or load
 local why_not = load_text(check_text, "=stagehand.core.love_work")()
 local unpack = rawget(table, "unpack") or rawget(_G, "unpack")
@@ -167,14 +195,10 @@ end
 local function waiting(what)
   info:performAtomic(function(c) c:clear(); c:push({ current, what, what and now() or nil }) end)
 end
-local function got_of(v)
-  if type(v) == "number" then return v ~= v and "nan" or tostring(v) end
-  if type(v) == "string" then
-    if #v > 60 then return '"' .. v:sub(1, 57) .. '"... (' .. #v .. ' bytes)' end
-    return '"' .. v .. '"'
-  end
-  return type(v)
-end
+local P = load_text(ports_bytes, "=stagehand.core.love_ports")({
+  new_channel = love.thread.newChannel, now = now, stopped = stopped, waiting = waiting, check = why_not,
+})
+local got_of = P.got_of
 local api = {}
 function api.stopping() return stopped() end
 function api.progress(done, total)
@@ -208,9 +232,11 @@ function api.sleep(ms)
   waiting(nil)
   return not stopped()
 end
-function api.port()
-  error("stagehand.worker.port: ports need stagehand's native core (this worker runs on a LÖVE thread"
-    .. " without it)", 2)
+function api.port(name)
+  if name ~= nil and type(name) ~= "string" then
+    error("bad argument 'name' to worker.port: expected a string or nil, got " .. got_of(name), 2)
+  end
+  return P.port(name)
 end
 package.preload["stagehand.worker"] = function() return api end
 package.path = path
@@ -258,6 +284,9 @@ local function run(e)
   local id, fn, n = e[1], e[2], e[3]
   local moved = e.objects -- (the payload holds LÖVE objects: _stage found them)
   current = id
+  if e.cross then -- (the payload holds ports or round barriers: this state's own for each)
+    for i = 4, n + 3 do e[i] = P.relink(e[i]) end
+  end
   events:push({ 1, id })
   ring()
   waiting(nil)
@@ -278,22 +307,29 @@ local function run(e)
     after(xpcall(function() return f(unpack(e, 4, n + 3)) end, handler))
   end
   if res[1] then
-    local why, objs = why_not("result", 2, res.n, unpack(res, 1, res.n))
+    local why, objs, cross = why_not("result", true, 2, res.n, unpack(res, 1, res.n))
     moved = moved or objs
     if why then
       events:push({ 4, id, why, why })
     else
       local out = { n = res.n - 1 }
       for i = 2, res.n do out[i - 1] = res[i] end
-      if not pcall(events.push, events, { 3, id, out }) then
+      if not pcall(events.push, events, { 3, id, out, cross or nil }) then
         events:push({ 4, id, "result cannot cross threads", "result cannot cross threads" })
       end
     end
   else
     local msg, tb = res[2], res[3] or res[2]
     local cause = raised
-    if type(cause) == "table" and getmetatable(cause) == nil and not why_not("error", 1, 1, cause) then
-      if not pcall(events.push, events, { 4, id, cause, tb }) then events:push({ 4, id, said(cause), tb }) end
+    local plain, cross = type(cause) == "table" and getmetatable(cause) == nil, false
+    if plain then
+      local why, _, holds = why_not("error", true, 1, 1, cause)
+      plain, cross = not why, holds
+    end
+    if plain then
+      if not pcall(events.push, events, { 4, id, cause, tb, cross or nil }) then
+        events:push({ 4, id, said(cause), tb })
+      end
     else
       events:push({ 4, id, type(msg) == "string" and msg or said(msg), type(tb) == "string" and tb or said(msg) })
     end
@@ -371,14 +407,15 @@ end
 
 --- What love_threads.start passes to worker idx's thread.
 function Work:_boot_args(idx)
-  return idx, self.chans, self.ctl[idx], self.info[idx], self.module, self.source, self.path or package.path, CHECK
+  return idx, self.chans, self.ctl[idx], self.info[idx], self.module, self.source, self.path or package.path, CHECK,
+    love_ports.bytes
 end
 
 -- A copy of v as a channel would make it (checked already: no cycles),
 -- LÖVE objects kept as themselves: a request is copied when it is made,
 -- so what the game changes afterwards is not what the worker gets.
 local function copy(v)
-  if type(v) ~= "table" then return v end
+  if type(v) ~= "table" or rawget(v, P.MARK) ~= nil then return v end -- (a port: itself)
   local t = {}
   for k, x in each, v do t[copy(k)] = copy(x) end
   return t
@@ -386,11 +423,11 @@ end
 
 function Work:_stage(_, root, fn_name, ...)
   local n = select("#", ...)
-  local why, objects = why_not(root, 1, n, ...)
+  local why, objects, cross = why_not(root, true, 1, n, ...)
   if why then return nil, why end
   self.staged_seq = self.staged_seq + 1
   local e = { 0, fn_name, n, ... }
-  e.objects = objects or nil
+  e.objects, e.cross = objects or nil, cross or nil
   for i = 4, n + 3 do e[i] = copy(e[i]) end
   self.staged = e
   return self.staged_seq
@@ -540,9 +577,9 @@ function Work:_drain(buf, _)
         self.nrunning = self.nrunning - 1
       end
       if kind == 4 then
-        buf[k + 2], buf[k + 3] = ev[3], ev[4]
+        buf[k + 2], buf[k + 3] = ev[5] and P.relink(ev[3]) or ev[3], ev[4]
       else
-        local out = ev[3]
+        local out = ev[4] and P.relink(ev[3]) or ev[3]
         if out.n == 1 then
           kind = 6
           buf[k + 2] = out[1]

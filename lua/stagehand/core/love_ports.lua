@@ -1,0 +1,541 @@
+-- Ports and round barriers for the pure-Lua core, on LÖVE's channels:
+-- where no native core loads (LÖVE on a Mac the game carries no core
+-- for, on a phone), love_work.lua runs pools on LÖVE's threads, and this
+-- file gives them what csrc/core/sh_port.c and sh_rounds.c give native
+-- ones, method for method (the C module's names, its messages), so
+-- threads/ports.lua above it is the same code on both cores.
+--
+-- A port is a table of three channels: its values, a flag set once it is
+-- closed, and the notifiers watching it (the game's orchestrators, whose
+-- jobs wait on it). A round barrier holds its rounds in one channel, as
+-- one table every arrival takes and puts back inside the channel's lock
+-- (Channel:performAtomic), beside a flag set once it is aborted and its
+-- watchers. Both cross threads as themselves: love.thread copies the
+-- table, the channels in it stay the same objects, and the receiving
+-- state gives the copy its own methods (`relink`), the same table each
+-- time while it keeps one.
+--
+-- Each state has its own copy of these functions: the game's (through
+-- love_work.lua) and each worker's, which loads `build` from its bytes
+-- (string.dump: the same runtime on both sides). So `build` holds no
+-- upvalue; what differs between the states comes in `env`.
+local M = {}
+
+---@param env table new_channel, now (ms), stopped(), waiting(what), check (love_work's CHECK)
+local function build(env)
+  local new_channel, now, stopped, waiting, check = env.new_channel, env.now, env.stopped, env.waiting, env.check
+  local MARK = "\0stagehand" -- (a crossing object's kind: "port", "rounds"; "wrap": a value holding one)
+  local SLICE = 0.01 -- (s: how often a blocked wait looks whether its worker was told to stop)
+  local each = next -- (not spelled next in a loop: see compat.lua on Debian's LuaJIT)
+  local floor = math.floor
+  local P = {}
+
+  local function fail(level, msg) error(msg, level + 1) end
+
+  -- What a bad argument was, as the C module's messages show one: a
+  -- string quoted on one line, cut after 57 bytes.
+  local ESC = { ["\n"] = "\\n", ["\r"] = "\\r", ["\t"] = "\\t", ['"'] = '\\"', ["\\"] = "\\\\" }
+  local function quote(s)
+    return '"' .. s:gsub('[%c\\"]', function(c) return ESC[c] or string.format("\\%03d", c:byte()) end) .. '"'
+  end
+  local function got_of(v)
+    if type(v) == "number" then return v ~= v and "nan" or tostring(v) end
+    if type(v) == "string" then
+      if #v > 60 then return quote(v:sub(1, 57)) .. "... (" .. #v .. " bytes)" end
+      return quote(v)
+    end
+    return type(v)
+  end
+  P.got_of = got_of
+
+  local function num(x) return string.format("%.14g", x) end -- (C's %f in a Lua message)
+
+  ---------------------------------------------------------------------------
+  -- Watchers: the notifiers ({ch = a channel}) of the orchestrators whose
+  -- jobs wait on an object, each with how many of its waits do.
+
+  local function ring(w)
+    local list = w:peek()
+    if not list then return end
+    for i = 1, #list do
+      local ch = list[i][1]
+      if ch:getCount() == 0 then ch:push(true) end
+    end
+  end
+
+  local function rewatch(c, ch, d)
+    local list = c:pop() or {}
+    local found = false
+    for i = 1, #list do
+      if rawequal(list[i][1], ch) then
+        list[i][2] = list[i][2] + d
+        if list[i][2] <= 0 then table.remove(list, i) end
+        found = true
+        break
+      end
+    end
+    if not found and d > 0 then list[#list + 1] = { ch, d } end
+    if #list > 0 then c:push(list) end
+  end
+
+  local function watch(self, n) self.w:performAtomic(rewatch, n.ch, 1) end
+  local function unwatch(self, n) self.w:performAtomic(rewatch, n.ch, -1) end
+
+  ---------------------------------------------------------------------------
+  -- Crossing: this state's object for a copy that came through a channel.
+
+  local PORT = { __name = "stagehand.port" }
+  local ROUNDS = { __name = "stagehand.rounds" }
+  local known = setmetatable({}, { __mode = "kv" }) -- (its first channel -> the object)
+
+  local function adopt(t)
+    local kind = rawget(t, MARK)
+    local key = kind == "port" and t.v or t.s
+    local have = known[key]
+    if have then return have end
+    setmetatable(t, kind == "port" and PORT or ROUNDS)
+    known[key] = t
+    return t
+  end
+
+  local relink
+  relink = function(v)
+    if type(v) ~= "table" then return v end
+    local kind = rawget(v, MARK)
+    if kind == "port" or kind == "rounds" then return adopt(v) end
+    if kind == "wrap" then return relink(v.v) end
+    local keys
+    for k, x in each, v do
+      if type(x) == "table" then v[k] = relink(x) end
+      if type(k) == "table" then
+        keys = keys or {}
+        keys[#keys + 1] = k
+      end
+    end
+    if keys then -- (a key that is a port: moved once the walk is over)
+      for i = 1, #keys do
+        local k = keys[i]
+        local x = v[k]
+        v[k] = nil
+        v[relink(k)] = x
+      end
+    end
+    return v
+  end
+  P.relink = relink
+
+  local function is_of(self, mt) return type(self) == "table" and getmetatable(self) == mt end
+
+  local function bad_self(self, mt, method, expected)
+    if is_of(self, mt) then return nil end
+    return "bad self to " .. method .. ": expected " .. expected .. ", got " .. (self == nil and "nil" or got_of(self))
+      .. " (call it with a colon: " .. method .. "(...))"
+  end
+
+  ---------------------------------------------------------------------------
+  -- Ports.
+
+  local port_methods = {}
+  PORT.__index = port_methods
+  PORT.__tostring = function(self) return "stagehand.port (" .. (tostring(self.v):match(": (.*)$") or "?") .. ")" end
+  PORT.__eq = function(a, b) return is_of(a, PORT) and is_of(b, PORT) and rawequal(a.v, b.v) end
+  P.port_methods = port_methods
+
+  --- A new port; `name` names it in the log.
+  function P.port(name)
+    if name ~= nil and type(name) ~= "string" then
+      fail(2, "bad argument 'name' to port: expected a string or nil, got " .. got_of(name))
+    end
+    local p = setmetatable({ [MARK] = "port", v = new_channel(), c = new_channel(), w = new_channel(), name = name },
+      PORT)
+    known[p.v] = p
+    return p
+  end
+
+  local function check_port(self, method, level)
+    local bad = bad_self(self, PORT, "port:" .. method, "a port (stagehand.port())")
+    if bad then fail(level + 1, bad) end
+  end
+
+  local function push_open(c, closed, v)
+    if closed:getCount() > 0 then return false end
+    c:push(v)
+    return true
+  end
+
+  -- post, raising at `level` above post_at.
+  local function post_at(self, level, n, v)
+    check_port(self, "post", level)
+    if n < 1 then fail(level, "bad argument #1 to 'post' (value expected)") end
+    if v == nil then fail(level, "port:post: nil cannot be posted (a closed port answers nil)") end
+    local why, _, cross = check("v", false, 1, 1, v)
+    if why then fail(level, "bad argument 'v' to port:post: " .. why) end
+    local posted = self.v:performAtomic(push_open, self.c, cross and { [MARK] = "wrap", v = v } or v)
+    if posted then ring(self.w) end
+    return posted
+  end
+  function port_methods.post(self, ...)
+    local posted = post_at(self, 3, select("#", ...), (...))
+    return posted
+  end
+  function port_methods._post(self, ...) -- (the game's side: through ports.lua's post, one call deeper)
+    local posted = post_at(self, 4, select("#", ...), (...))
+    return posted
+  end
+
+  local function unwrap(x)
+    if type(x) == "table" and rawget(x, MARK) == "wrap" then return relink(x.v) end
+    return x
+  end
+
+  -- The next value: true and it, or false and "empty" or "closed". (A
+  -- closed port holds its closed flag's channel, which wakes whoever
+  -- waits: each that takes it puts it back.)
+  local function take(self, x)
+    if x == nil then x = self.v:pop() end
+    if x == nil then return false, self.c:getCount() > 0 and "closed" or "empty" end
+    if rawequal(x, self.c) then
+      self.v:push(x)
+      return false, "closed"
+    end
+    return true, unwrap(x)
+  end
+
+  function port_methods.try_receive(self)
+    check_port(self, "try_receive", 2)
+    local ok, v = take(self)
+    return ok, v
+  end
+
+  local function waiting_on(self)
+    if self.name then return "port '" .. self.name .. "'" end
+    return "a port (" .. (tostring(self.v):match(": (.*)$") or "?") .. ")"
+  end
+
+  -- Waits at most ms for a value (a worker's wait also ends when it is
+  -- told to stop): the value, or nothing.
+  local function receive_for(self, ms)
+    if stopped() then return end
+    local untl, named = now() + ms, false
+    local x
+    while true do
+      local ok, v = take(self, x)
+      if ok then
+        if named then waiting(nil) end
+        return v
+      end
+      local left = untl - now()
+      if v == "closed" or left <= 0 or stopped() then break end -- (ms was checked: no NaN)
+      if not named then
+        waiting(waiting_on(self))
+        named = true
+      end
+      x = self.v:demand(left / 1000 < SLICE and left / 1000 or SLICE)
+    end
+    if named then waiting(nil) end
+  end
+
+  local function check_ms(ms, method, level)
+    if type(ms) ~= "number" or ms ~= ms or ms < 0 then
+      fail(level + 1, "bad argument 'ms' to port:" .. method .. ": expected a number >= 0, got " .. got_of(ms))
+    end
+  end
+
+  function port_methods.receive(self)
+    check_port(self, "receive", 2)
+    local v = receive_for(self, math.huge)
+    return v
+  end
+
+  function port_methods.receive_within(self, ms)
+    check_port(self, "receive_within", 2)
+    check_ms(ms, "receive_within", 2)
+    local v = receive_for(self, ms)
+    return v
+  end
+
+  local function count(self)
+    if self.c:getCount() > 0 then return 0 end
+    return self.v:getCount()
+  end
+
+  -- fn(v) for each value queued when it began, for at most ms (at least
+  -- one when any is queued). (Values posted meanwhile wait for the next.)
+  local function drain(self, fn, ms, method)
+    if type(fn) ~= "function" then
+      fail(3, "bad argument 'fn' to port:" .. method .. ": expected a function, got " .. got_of(fn))
+    end
+    if method == "drain_for" then check_ms(ms, method, 3) else ms = math.huge end
+    local untl, n, queued = now() + ms, 0, count(self)
+    while n < queued and not (n > 0 and now() >= untl) do
+      local ok, v = take(self)
+      if not ok then break end
+      fn(v)
+      n = n + 1
+    end
+    return n
+  end
+
+  function port_methods.drain(self, fn)
+    check_port(self, "drain", 2)
+    local n = drain(self, fn, nil, "drain")
+    return n
+  end
+
+  function port_methods.drain_for(self, fn, ms)
+    check_port(self, "drain_for", 2)
+    local n = drain(self, fn, ms, "drain_for")
+    return n
+  end
+
+  local function shut(c, closed)
+    c:clear()
+    if closed:getCount() == 0 then closed:push(true) end
+    c:push(closed) -- (what wakes every wait)
+  end
+
+  function port_methods.close(self)
+    check_port(self, "close", 2)
+    self.v:performAtomic(shut, self.c)
+    ring(self.w)
+  end
+
+  function port_methods.closed(self)
+    check_port(self, "closed", 2)
+    return self.c:getCount() > 0
+  end
+
+  function port_methods.count(self)
+    check_port(self, "count", 2)
+    return count(self)
+  end
+
+  port_methods._watch, port_methods._unwatch = watch, unwatch
+
+  ---------------------------------------------------------------------------
+  -- Round barriers. Each round in the barrier's table: count, op, arrived,
+  -- left, complete, shares (by index, until complete), result, and bell (a
+  -- channel of its own: the last arrival puts one token in it for each
+  -- participant, which wakes those blocked).
+
+  local rounds_methods = {}
+  ROUNDS.__index = rounds_methods
+  ROUNDS.__tostring = function(self)
+    return "stagehand.rounds (" .. (tostring(self.s):match(": (.*)$") or "?") .. ")"
+  end
+  ROUNDS.__eq = function(a, b) return is_of(a, ROUNDS) and is_of(b, ROUNDS) and rawequal(a.s, b.s) end
+  P.rounds_methods = rounds_methods
+
+  --- Round barriers for `participants` threads, each share `share_len` numbers.
+  function P.rounds(participants, share_len)
+    local b = setmetatable({ [MARK] = "rounds", s = new_channel(), a = new_channel(), w = new_channel(),
+      n = participants, len = share_len or 0 }, ROUNDS)
+    b.s:push({})
+    known[b.s] = b
+    return b
+  end
+
+  local function combine(r, n, len)
+    local res, first = {}, true
+    for i = 1, n do
+      local s = r.shares[i]
+      if s then
+        for k = 1, len do
+          local x = s[k]
+          if first then res[k] = x
+          elseif r.op == "sum" then res[k] = res[k] + x
+          elseif r.op == "min" then res[k] = x < res[k] and x or res[k]
+          else res[k] = x > res[k] and x or res[k] end
+        end
+        first = false
+      end
+    end
+    r.result, r.shares = res, nil
+  end
+
+  local function arrive_in(c, aborted, rn, count_, op, index, share, n, len)
+    if aborted:getCount() > 0 then return "closed", false end
+    local st = c:pop() or {}
+    local r, rc = st[rn], "ok"
+    if not r then
+      r = { count = count_, op = op, arrived = 0, left = 0, complete = false, shares = {}, bell = new_channel() }
+      st[rn] = r
+    elseif r.count ~= count_ or r.op ~= op or r.complete then
+      rc = "inval" -- (another count or operation, or a round already complete)
+    elseif op ~= "arrive" and r.shares[index] then
+      rc = "state" -- (this index arrived already)
+    end
+    if rc == "ok" then
+      if op ~= "arrive" then r.shares[index] = share end
+      r.arrived = r.arrived + 1
+      if r.arrived == r.count then
+        if op ~= "arrive" then combine(r, n, len) end
+        r.complete = true
+        for _ = 1, r.count do r.bell:push(true) end
+      end
+    end
+    c:push(st)
+    return rc, r.complete
+  end
+
+  -- The arrival b:op(round, count[, index, share, out]) makes: "ok", or
+  -- "closed" when aborted; or nil and why an argument is bad.
+  local function arrive(self, op, rn, count_, index, share, out)
+    local n, len = self.n, self.len
+    if type(rn) ~= "number" or rn ~= rn then
+      return nil, "bad argument 'round' to b:" .. op .. ": expected a number, got " .. got_of(rn)
+    end
+    if type(count_) ~= "number" or not (count_ >= 1 and count_ <= n and floor(count_) == count_) then
+      return nil, "bad argument 'count' to b:" .. op .. ": expected an integer from 1 to " .. n .. ", got "
+        .. got_of(count_)
+    end
+    local copy
+    if op ~= "arrive" then
+      local ix = type(index) == "number" and index or 0
+      if not (ix >= 1 and ix <= n and floor(ix) == ix) then
+        return nil, "bad argument 'index' to b:" .. op .. ": expected an integer from 1 to " .. n .. ", got "
+          .. got_of(index)
+      end
+      if type(out) ~= "table" then
+        return nil, "bad argument 'out' to b:" .. op .. ": expected a table, got " .. type(out)
+      end
+      if type(share) ~= "table" then
+        return nil, "bad argument 'share' to b:" .. op .. ": expected a table of " .. len .. " numbers, got "
+          .. type(share)
+      end
+      copy = {}
+      for i = 1, len do
+        local x = rawget(share, i)
+        if type(x) ~= "number" then
+          return nil, "bad argument 'share' to b:" .. op .. ": share[" .. i .. "] is " .. type(x) .. ", not a number"
+        end
+        copy[i] = x
+      end
+    end
+    local rc, complete = self.s:performAtomic(arrive_in, self.a, rn, count_, op, index, copy, n, len)
+    if rc == "inval" then
+      return nil, "b:" .. op .. ": round " .. num(rn) .. " was begun with another count or operation, or is complete"
+    end
+    if rc == "state" then
+      return nil, "b:" .. op .. ": index " .. num(index) .. " arrived at round " .. num(rn) .. " already"
+    end
+    if complete then ring(self.w) end
+    return rc
+  end
+
+  -- "done" (out written), "wait" or "aborted"; and the round.
+  local function answer(self, rn, out)
+    if self.a:getCount() > 0 then return "aborted" end
+    local st = self.s:peek()
+    local r = st and st[rn]
+    if not r then return "aborted" end
+    if not r.complete then return "wait", r end
+    if type(out) == "table" and r.result then
+      for i = 1, self.len do out[i] = r.result[i] end
+    end
+    return "done", r
+  end
+
+  local function leave_in(c, aborted, rn)
+    local st = c:pop() or {}
+    local r = st[rn]
+    if r then
+      r.left = r.left + 1
+      if r.left >= r.count and (r.complete or aborted:getCount() > 0) then st[rn] = nil end
+    end
+    c:push(st)
+  end
+  local function leave(self, rn) self.s:performAtomic(leave_in, self.a, rn) end
+
+  -- b:op as a worker waits: blocking, until the round is complete, the
+  -- barrier aborted, or the worker told to stop.
+  local function blocking(self, op, rn, count_, index, share, out)
+    local bad = bad_self(self, ROUNDS, "b:" .. op, "a round barrier (stagehand.rounds())")
+    if bad then fail(3, bad) end
+    if stopped() then return false end
+    local rc, why = arrive(self, op, rn, count_, index, share, out)
+    if why then fail(3, why) end
+    if rc == "closed" then return false end
+    waiting("a round barrier")
+    local st, r
+    while true do
+      st, r = answer(self, rn, out)
+      if st ~= "wait" or stopped() then break end
+      r.bell:demand(SLICE)
+    end
+    waiting(nil)
+    leave(self, rn)
+    return st == "done"
+  end
+
+  function rounds_methods.arrive(self, rn, count_)
+    local ok = blocking(self, "arrive", rn, count_)
+    return ok
+  end
+  function rounds_methods.sum(self, rn, count_, index, share, out)
+    local ok = blocking(self, "sum", rn, count_, index, share, out)
+    return ok
+  end
+  function rounds_methods.min(self, rn, count_, index, share, out)
+    local ok = blocking(self, "min", rn, count_, index, share, out)
+    return ok
+  end
+  function rounds_methods.max(self, rn, count_, index, share, out)
+    local ok = blocking(self, "max", rn, count_, index, share, out)
+    return ok
+  end
+
+  local function abort_in(c, aborted, n)
+    if aborted:getCount() == 0 then aborted:push(true) end
+    local st = c:pop() or {}
+    for _, r in each, st do
+      for _ = 1, n do r.bell:push(true) end
+    end
+    c:push({})
+  end
+
+  function rounds_methods.abort(self)
+    local bad = bad_self(self, ROUNDS, "b:abort", "a round barrier (stagehand.rounds())")
+    if bad then fail(2, bad) end
+    self.s:performAtomic(abort_in, self.a, self.n)
+    ring(self.w)
+  end
+
+  function rounds_methods.aborted(self)
+    local bad = bad_self(self, ROUNDS, "b:aborted", "a round barrier (stagehand.rounds())")
+    if bad then fail(2, bad) end
+    return self.a:getCount() > 0
+  end
+
+  -- The game's side's halves (threads/ports.lua): _begin arrives without
+  -- waiting (true; false when aborted), raising without a position (the
+  -- caller gives it the game's line); _poll answers "done" (out written),
+  -- "wait" or "aborted"; _leave.
+  function rounds_methods._begin(self, rn, count_, index, share, out, op)
+    local rc, why = arrive(self, op, rn, count_, index, share, out)
+    if why then error(why, 0) end
+    return rc == "ok"
+  end
+  function rounds_methods._poll(self, rn, out)
+    local st = answer(self, rn, out)
+    return st
+  end
+  rounds_methods._leave = leave
+  function rounds_methods._info(self) return self.n, self.len end
+  rounds_methods._watch, rounds_methods._unwatch = watch, unwatch
+
+  P.MARK = MARK
+  return P
+end
+
+M.build = build
+-- (what a worker's state loads: `build` with no upvalue, so its bytes
+-- stand alone; Lua 5.2 and later give every function _ENV, which load
+-- sets again)
+do
+  local up = debug.getupvalue(build, 1)
+  assert(up == nil or up == "_ENV", "love_ports.build holds an upvalue")
+end
+M.bytes = string.dump(build)
+
+return M
