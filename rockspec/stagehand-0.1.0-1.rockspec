@@ -73,6 +73,7 @@ build = {
     ["stagehand.threads.ports"] = "lua/stagehand/threads/ports.lua",
     ["stagehand.core.threads_native"] = "lua/stagehand/core/threads_native.lua",
     ["stagehand.core.love_work"] = "lua/stagehand/core/love_work.lua",
+    ["stagehand.core.love_ports"] = "lua/stagehand/core/love_ports.lua",
     ["stagehand.core.native"] = "lua/stagehand/core/native.lua",
     ["stagehand.core.lua_core"] = "lua/stagehand/core/lua_core.lua",
     ["stagehand.core.lua_clock"] = "lua/stagehand/core/lua_clock.lua",

@@ -2,7 +2,9 @@
 # make soak-love / make soak-windows: spec/soak/threads.lua where games
 # ship, seed by seed (SOAK_SEEDS from SOAK_FIRST).
 #   love     inside LÖVE under Xvfb (spec/soak/love): the workers and
-#            services are LÖVE threads, and LÖVE objects cross too
+#            services are LÖVE threads, and LÖVE objects cross too; each
+#            seed on the native core, then on the pure-Lua core, whose
+#            pools, ports and round barriers are LÖVE channels
 #   windows  the Windows runtimes under wine (make windows builds them):
 #            LuaJIT through both backends, and Lua 5.4
 # Stops at the first seed that fails, printing its output.
@@ -29,6 +31,7 @@ case "$1" in
     echo "== threads soak inside LÖVE, seeds $first-$last"
     for s in $(seq "$first" "$last"); do
       one "LÖVE seed $s" timeout 300 xvfb-run -a love spec/soak/love "$s"
+      one "LÖVE seed $s, pure-Lua core" env STAGEHAND_BACKEND=lua timeout 300 xvfb-run -a love spec/soak/love "$s"
     done
     ;;
   windows)

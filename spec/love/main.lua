@@ -546,6 +546,15 @@ it("keeps every rule of ports and round barriers on the game's side", function()
     "a wait after the abort")
 end)
 
+it("runs a service stopped before its thread took it, told to stop, to its end", function()
+  local w = stagehand.spawn(orch, "love_worker.receive_once", stagehand.port())
+  w:stop()
+  local state, v, stopping = orch:wait(w.done, WAIT)
+  same("done", state, "the service")
+  check(v == nil and stopping == true, "it answered %s, %s", tostring(v), tostring(stopping))
+  same("stopped", w:state(), "its state")
+end)
+
 it("names the port a LÖVE worker waits on in the log when its orchestrator closes", function()
   local lines = {}
   local o = stagehand.new {

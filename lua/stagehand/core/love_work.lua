@@ -13,7 +13,9 @@
 -- exactly what no worker has taken), `bell` (rung when an offer is made:
 -- idle workers wait on it), `events` (started, progress, replies,
 -- failures, exits) and `news` (the orchestrator's notifier). Each worker
--- has `ctl` (-1: stop; a request's id: that request is aborted) and `info`
+-- has `ctl` (-1: stop and exit; -2: stop every request, this one and
+-- those it takes next, as a stopped service is; a request's id: that
+-- request is aborted) and `info`
 -- (what it runs and waits on, for the log). Ports and round barriers are
 -- love_ports.lua's, on channels too; each state, the game's and every
 -- worker's, builds its own from the same bytes.
@@ -190,7 +192,7 @@ local function ring() if news:getCount() == 0 then news:push(true) end end
 local current = -1
 local function stopped()
   local s = ctl:peek()
-  return s == -1 or (s ~= nil and s == current)
+  return s == -1 or s == -2 or (s ~= nil and s == current)
 end
 local function waiting(what)
   info:performAtomic(function(c) c:clear(); c:push({ current, what, what and now() or nil }) end)
@@ -516,11 +518,13 @@ end
 
 function Work:_offered() return self.chans.offers:getCount() end
 
--- Worker idx's control: -1 (stop; for good, never replaced) or the id of
--- its request that was aborted.
+-- Worker idx's control: -1 (stop and exit: for good, never replaced), -2
+-- (halted: every request it runs is told to stop; replaced only by -1)
+-- or the id of its request that was aborted.
 local function set_ctl(self, idx, v)
-  if self.halted[idx] then return end
-  if v == -1 then self.halted[idx] = true end
+  local was = self.halted[idx]
+  if was == -1 or (was == -2 and v ~= -1) then return end
+  if v < 0 then self.halted[idx] = v end
   self.ctl[idx]:performAtomic(function(c)
     c:clear()
     c:push(v)
@@ -554,8 +558,10 @@ function Work:_close()
   for _ = 1, self.live do self.chans.bell:push(true) end
 end
 
-function Work:_stop_worker(i)
-  if self.ctl[i] then set_ctl(self, i, -1) end
+-- (as the native core's: a stopped worker still takes what is queued,
+-- told to stop; with `retire` it exits once its request returns)
+function Work:_stop_worker(i, retire)
+  if self.ctl[i] then set_ctl(self, i, retire and -1 or -2) end
 end
 
 function Work:_drain(buf, _)
