@@ -555,6 +555,38 @@ it("runs a service stopped before its thread took it, told to stop, to its end",
   same("stopped", w:state(), "its state")
 end)
 
+it("steps under luv's loop inside LÖVE, a reply waking it, with or without a descriptor to poll", function()
+  local uv = require "luv" -- (Debian's lua-luv, which LÖVE's LuaJIT loads too)
+  local lines = {}
+  local o = stagehand.new { driver = "luv", log = function(line) lines[#lines + 1] = line end }
+  local p = stagehand.pool(o, { module = "love_worker", size = 1 })
+  local hs = {}
+  for i = 1, 3 do hs[i] = p:run("echo", i) end
+  local guard = uv.new_timer()
+  guard:start(WAIT, 0, function() uv.stop() end)
+  local function all_ended()
+    for i = 1, #hs do if hs[i]:state() == "running" then return false end end
+    return true
+  end
+  local check_t = uv.new_timer()
+  check_t:start(1, 1, function() if all_ended() then uv.stop() end end)
+  uv.run()
+  for i = 1, 3 do
+    local st, v = hs[i]:result()
+    same("done", st, "request " .. i .. " (" .. table.concat(lines, " / ") .. ")")
+    same(i, v, "request " .. i .. "'s reply")
+  end
+  local d = p:destroy()
+  check_t:stop()
+  check_t:start(1, 1, function() if d:state() ~= "running" then uv.stop() end end)
+  uv.run()
+  same("done", d:state(), "the destroy")
+  guard:close()
+  check_t:close()
+  o:close()
+  uv.run("nowait")
+end)
+
 it("names the port a LÖVE worker waits on in the log when its orchestrator closes", function()
   local lines = {}
   local o = stagehand.new {

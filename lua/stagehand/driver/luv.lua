@@ -35,6 +35,7 @@ end
 -- it) is cut to that: the step it wakes finds nothing due, and sets the
 -- timer again.
 local MAX_DELAY = 2147483647
+local NO_FD_MS = 2 -- (how often a notifier with no descriptor is looked at while threads work)
 local function delay(ms, least)
   return math.min(MAX_DELAY, math.max(least, math.ceil(ms)))
 end
@@ -122,7 +123,7 @@ function M.new(clock)
   -- can come: closed, its close would be left unfinished if the game ended
   -- outside the loop (see reap), and stopped and started again, it missed
   -- wake-ups now and then.
-  local poll, polling = nil, false
+  local poll, polling, timed = nil, false, false
   local function watch_threads(o)
     local want = E.outside_pending(o)
     if want and not polling then
@@ -133,17 +134,33 @@ function M.new(clock)
         -- is never another's by then.)
         local notifier = outside.notifier(o)
         local fd, kind = outside.fd(o)
-        poll = kind == "socket" and uv.new_socket_poll(fd) or uv.new_poll(fd)
-        poll:start("r", function()
-          outside.clear(notifier) -- (even once the orchestrator is gone: a pipe left readable would fire on and on)
-          pump()
-        end)
+        if fd == nil then
+          -- (no descriptor: the pure-Lua core's notifier inside LÖVE is a
+          -- channel. A short timer looks at it, stepping only on news.)
+          local gen, seen = outside.gen, nil
+          poll, timed = uv.new_timer(), true
+          poll:start(NO_FD_MS, NO_FD_MS, function()
+            local n = gen(notifier)
+            if n ~= seen then
+              seen = n
+              pump()
+            end
+          end)
+        else
+          poll, timed = kind == "socket" and uv.new_socket_poll(fd) or uv.new_poll(fd), false
+          poll:start("r", function()
+            outside.clear(notifier) -- (even once the orchestrator is gone: a pipe left readable would fire on and on)
+            pump()
+          end)
+        end
+      elseif timed then
+        poll:again()
       else
         poll:ref()
       end
       polling = true
     elseif not want and polling then
-      poll:unref()
+      if timed then poll:stop() else poll:unref() end
       polling = false
     end
   end

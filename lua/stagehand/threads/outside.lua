@@ -106,6 +106,9 @@ end)
 --- o is gone).
 function M.fd(o) return native.notifier_fd(state(o).n) end
 M.clear = native.notifier_clear
+--- The notifier's generation (it moves on each signal): what a driver
+--- with no descriptor to watch compares.
+M.gen = gen
 M.pending = pending
 
 -- At close, and when orch:loop returns: each worker still waiting on a
