@@ -238,6 +238,10 @@ cross_lane() {
     env STAGEHAND_BACKEND=lua sh scripts/love_specs.sh
   count "spec/love_pure: a LÖVE game with no native core runs a loading scene and a pool on the pure-Lua core, under Xvfb" \
     sh scripts/love_specs.sh spec/love_pure
+  count "spec/love_luv: luv's loop steps an orchestrator inside LÖVE, a worker's reply waking it (its notifier's descriptor)" \
+    sh scripts/love_specs.sh spec/love_luv
+  count "spec/love_luv on the pure-Lua core: the same, a reply waking it with no descriptor to poll" \
+    env STAGEHAND_BACKEND=lua sh scripts/love_specs.sh spec/love_luv
   check "examples/love: LÖVE 11 under Xvfb, a loading screen and the scene, both screenshots not blank, on worker threads (the native core's, the pure-Lua core's) and on the main thread without love.thread" \
     sh scripts/love_check.sh
   check "docs/guide.md's LÖVE programs, copied as written into games of real PNGs (one corrupt), under Xvfb" \

@@ -29,7 +29,7 @@ end)
 -- browser (love.js, where scripts/browser_check.sh runs this game), where
 -- no thread runs, it is refused at the game's line, naming the browser.
 local web = love.system.getOS() == "Web"
-local sum_pool, sum_h
+local sum_pool, sum_h, heard_h
 if web then
   it("names why at the game's line when a worker pool is asked for in a browser", function()
     local ok, err = pcall(stagehand.pool, orch, { module = "decode" })
@@ -38,12 +38,18 @@ if web then
       "the error was: %s", tostring(err))
     check(tostring(err):find("LÖVE in a web browser (love.js) loads no native libraries", 1, true),
       "the reason was: %s", tostring(err))
+    ok, err = pcall(stagehand.port)
+    check(not ok and tostring(err):find("main.lua:%d+: stagehand.port: worker threads need stagehand's native core"),
+      "stagehand.port: %s", tostring(err))
   end)
 else
   sum_pool = stagehand.pool(orch, { module = "sum", size = 1,
     source = "local w = require 'stagehand.worker'\n"
-      .. "return { add = function(t) w.progress(1, 2); return t[1] + t[2], love.thread ~= nil end }" })
-  sum_h = sum_pool:run("add", { 2, 3 })
+      .. "return { add = function(t) w.progress(1, 2); t[3]:post(t[1] * t[2]);"
+      .. " return t[1] + t[2], love.thread ~= nil end }" })
+  local products = stagehand.port("products")
+  sum_h = sum_pool:run("add", { 2, 3, products })
+  heard_h = orch:run("hear", function() return products:receive() end) -- (a job waiting on the worker's post)
 end
 -- A scene: 24 textures "read" (a sleep on love.timer's clock) two at a
 -- time and "uploaded" three a frame, the visible row asked for last and
@@ -87,7 +93,9 @@ local function finish()
     check(frames > 10, "only %d frames", frames)
   end)
   if sum_h then
-    it("runs a worker pool on LÖVE's threads with no native core", function()
+    it("runs a worker pool on LÖVE's threads with no native core, a port from it waking a job", function()
+      local heard, product = heard_h:result()
+      check(heard == "done" and product == 6, "the job on the port ended %s, %s", tostring(heard), tostring(product))
       local st, v, in_love = sum_h:result()
       check(st == "done" and v == 5 and in_love == true, "the request ended %s, %s, %s", tostring(st), tostring(v),
         tostring(in_love))

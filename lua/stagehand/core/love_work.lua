@@ -234,12 +234,7 @@ function api.sleep(ms)
   waiting(nil)
   return not stopped()
 end
-function api.port(name)
-  if name ~= nil and type(name) ~= "string" then
-    error("bad argument 'name' to worker.port: expected a string or nil, got " .. got_of(name), 2)
-  end
-  return P.port(name)
-end
+api.port = P.port
 package.preload["stagehand.worker"] = function() return api end
 package.path = path
 local mod, load_err
