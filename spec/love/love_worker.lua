@@ -109,6 +109,13 @@ end
 
 function M.nothing() end
 
+-- This thread's nice value (Linux: a thread's own).
+function M.nice()
+  local ffi = require "ffi"
+  pcall(ffi.cdef, "int getpriority(int, unsigned int);")
+  return ffi.C.getpriority(0, 0)
+end
+
 -- Meets the other participant of `b` in round 1 and adds both shares.
 -- (with t.two, a second number too: the index itself)
 function M.meet(t)

@@ -559,6 +559,17 @@ it("runs a service stopped before its thread took it, told to stop, to its end",
   same("stopped", w:state(), "its state")
 end)
 
+it("runs its LÖVE workers below the game's thread, which keeps the cores' contended time", function()
+  local ffi = require "ffi"
+  pcall(ffi.cdef, "int getpriority(int, unsigned int);")
+  local game = ffi.C.getpriority(0, 0)
+  local p = pool { size = 1 }
+  local state, nice = orch:wait(p:run("nice"), WAIT)
+  same("done", state, "the request")
+  check(type(nice) == "number" and nice > game, "the worker's nice value is %s, the game's %s", tostring(nice), game)
+  same(19, nice, "the worker's nice value")
+end)
+
 it("names the port a LÖVE worker waits on in the log when its orchestrator closes", function()
   local lines = {}
   local o = stagehand.new {

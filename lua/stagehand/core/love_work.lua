@@ -197,6 +197,30 @@ end
 local function waiting(what)
   info:performAtomic(function(c) c:clear(); c:push({ current, what, what and now() or nil }) end)
 end
+-- This thread gives way to the game's (as the native core's workers do,
+-- in csrc/platform: without it two decoding workers on two cores take
+-- whole frames from the game): through LuaJIT's FFI, where LÖVE has it;
+-- elsewhere, or where a call fails, it keeps the priority it was born with.
+local function lower_priority()
+  local jit_ = rawget(_G, "jit")
+  local has_ffi, ffi = pcall(require, "ffi")
+  if type(jit_) ~= "table" or not has_ffi then return false end
+  local ok, lowered = pcall(function()
+    if jit_.os == "Windows" then
+      ffi.cdef "void * __stdcall GetCurrentThread(void); int __stdcall SetThreadPriority(void *, int);"
+      return ffi.C.SetThreadPriority(ffi.C.GetCurrentThread(), -1) ~= 0 -- (THREAD_PRIORITY_BELOW_NORMAL)
+    elseif jit_.os == "OSX" then -- (macOS and iOS)
+      ffi.cdef "int pthread_set_qos_class_self_np(unsigned int, int);"
+      return ffi.C.pthread_set_qos_class_self_np(0x11, 0) == 0 -- (QOS_CLASS_UTILITY)
+    elseif jit_.os == "Linux" then -- (Android too: a nice value is a thread's own there, and 0 is this one)
+      ffi.cdef "int setpriority(int, unsigned int, int);"
+      return ffi.C.setpriority(0, 0, 19) == 0
+    end
+    return false
+  end)
+  return ok and lowered
+end
+lower_priority()
 local P = load_text(ports_bytes, "=stagehand.core.love_ports")({
   new_channel = love.thread.newChannel, now = now, stopped = stopped, waiting = waiting, check = why_not,
 })
