@@ -472,17 +472,11 @@ local function build(env)
     local ok = blocking(self, "arrive", rn, count_)
     return ok
   end
-  function rounds_methods.sum(self, rn, count_, index, share, out)
-    local ok = blocking(self, "sum", rn, count_, index, share, out)
-    return ok
-  end
-  function rounds_methods.min(self, rn, count_, index, share, out)
-    local ok = blocking(self, "min", rn, count_, index, share, out)
-    return ok
-  end
-  function rounds_methods.max(self, rn, count_, index, share, out)
-    local ok = blocking(self, "max", rn, count_, index, share, out)
-    return ok
+  for _, op in ipairs { "sum", "min", "max" } do
+    rounds_methods[op] = function(self, rn, count_, index, share, out)
+      local ok = blocking(self, op, rn, count_, index, share, out) -- (not a tail call: errors name the caller's line)
+      return ok
+    end
   end
 
   local function abort_in(c, aborted, n)
