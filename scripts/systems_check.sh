@@ -9,7 +9,9 @@
 # two worker threads and a job receiving from a port, on both backends;
 # LÖVE runs examples/love with the kit's folder dropped in, under its own
 # Xvfb, loading every texture on LÖVE worker threads; and the LÖVE specs
-# (spec/love) pass with it. Where glibc is older than 2.34, the core `make
+# (spec/love) pass with it, and again on the pure-Lua core
+# (STAGEHAND_BACKEND=lua: pools, ports and round barriers on that LÖVE's
+# own channels). Where glibc is older than 2.34, the core `make
 # build` makes here must fail to load, saying which version it lacks.
 # SYSTEMS="bullseye" (say) picks; OLD_MIRROR changes the mirror. Needs root
 # (debootstrap, chroot, and mounting /proc in the root for Xvfb).
@@ -74,13 +76,19 @@ check_suite() { # $1: the suite
   out=$(chroot "$root" sh -c 'cd /tmp && timeout 120 xvfb-run -a love /tmp/game --screenshot /tmp/game/shot.png 2>&1') ||
     true
   specs=$(chroot "$root" sh -c 'cd /tmp && timeout 300 xvfb-run -a love /tmp/lovespec 2>&1') || true
+  pure=$(chroot "$root" sh -c 'cd /tmp && STAGEHAND_BACKEND=lua timeout 300 xvfb-run -a love /tmp/lovespec 2>&1') || true
   umount "$root/proc"
   echo "$out" | grep -q "on the ffi backend" || fail "$love on $suite: examples/love with the kit did not run on the FFI backend: $out"
   echo "$out" | grep -Eq "^loaded 12 of 14 textures \(2 stand-ins\); decoded on [0-9]+ LÖVE worker" ||
     fail "$love on $suite: examples/love with the kit did not load every texture: $out"
   summary=$(echo "$specs" | grep -E "^love: [0-9]+ passed, [0-9]+ failed" || true)
   echo "$summary" | grep -q ", 0 failed" || fail "$love on $suite: the LÖVE specs with the kit: ${summary:-no summary}: $specs"
-  echo "$suite (glibc $glibc, $love): $said; examples/love loaded 12 of 14 textures (2 stand-ins); the LÖVE specs: ${summary#love: }"
+  pure_summary=$(echo "$pure" | grep -E "^love: [0-9]+ passed, [0-9]+ failed" || true)
+  if ! { echo "$pure" | grep -q "lua backend" && echo "$pure_summary" | grep -q ", 0 failed"; }; then
+    fail "$love on $suite: the LÖVE specs on the pure-Lua core: ${pure_summary:-no summary}: $pure"
+  fi
+  echo "$suite (glibc $glibc, $love): $said; examples/love loaded 12 of 14 textures (2 stand-ins); the LÖVE specs:" \
+    "${summary#love: }; on the pure-Lua core: ${pure_summary#love: }"
 }
 
 for suite in ${SYSTEMS:-bullseye trixie}; do check_suite "$suite"; done

@@ -252,7 +252,7 @@ cross_lane() {
     sh scripts/love_kit_check.sh
   check "the kit's 64-bit ARM Linux core under qemu: a job, a pool of 2 threads and a port, on both backends" \
     sh scripts/arm64_check.sh
-  check "the kit on Debian 13, debootstrapped: its core on both backends, examples/love and the LÖVE specs in LÖVE 11.5" \
+  check "the kit on Debian 13, debootstrapped: its core on both backends, examples/love and the LÖVE specs in LÖVE 11.5, on the native and the pure-Lua core" \
     env SYSTEMS=trixie sh scripts/systems_check.sh
   count "the specs on 32-bit x86 Linux (x87 maths): the core's C tests, then Lua 5.4 from Debian's sources, natively or under qemu" \
     make -s test-x86
