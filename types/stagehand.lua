@@ -96,8 +96,8 @@ function stagehand.tracker(orch) end
 function stagehand.format_timeline(rows) end
 
 --- The core in use: "ffi" (LuaJIT's FFI over the native core), "c" (the
---- C module over it) or "lua" (the pure-Lua core: worker pools only inside
---- LÖVE, on its threads; no ports nor round barriers).
+--- C module over it) or "lua" (the pure-Lua core: worker threads, ports and
+--- round barriers only inside LÖVE, on its threads and channels).
 ---@type string
 stagehand.backend = nil
 

@@ -129,8 +129,8 @@ function M.tracker(orch) return require("stagehand.screens.tracker").new(orch) e
 function M.format_timeline(rows) return require("stagehand.screens.tracker").format_timeline(rows) end
 
 --- The core in use: "ffi" (LuaJIT's FFI over the native core), "c" (the
---- C module over it) or "lua" (the pure-Lua core: worker pools only inside
---- LÖVE, on its threads; no ports nor round barriers).
+--- C module over it) or "lua" (the pure-Lua core: worker threads, ports and
+--- round barriers only inside LÖVE, on its threads and channels).
 ---@type string
 M.backend = B.name
 
