@@ -8,7 +8,9 @@
 -- with the same random calls and compares every answer.
 --
 -- What it cannot do is threads: worker pools, long-lived workers, ports
--- and round barriers need the native core, and raise saying so (init.lua).
+-- and round barriers need the native core, and raise saying so (init.lua),
+-- except inside LÖVE, where love_work.lua and love_ports.lua run them on
+-- LÖVE's threads and channels.
 local each = require("stagehand.core.compat").each
 local clock = require "stagehand.core.lua_clock"
 local pool = require "stagehand.core.lua_pool"
