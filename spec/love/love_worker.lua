@@ -53,6 +53,16 @@ end
 
 function M.echo(...) return ... end
 
+-- Returns v twice (one table in two replies), and raises it when asked.
+function M.twice(v) return v, v end
+function M.raise_value(v) error(v) end
+
+-- Whether the table and the shared one arrived whole: t holds itself and
+-- one table at two places and as a key (as the game's side builds it).
+function M.whole(t)
+  return rawequal(t.self, t) and rawequal(t.a, t.b) and t[t.a] == "key" and t.a[2] == 2
+end
+
 -- Waits for "go" on the LÖVE channel named (a worker held busy).
 function M.hold(name)
   love.thread.getChannel(name .. "-held"):push("held")

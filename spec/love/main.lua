@@ -231,6 +231,60 @@ it("refuses what love.thread cannot carry, naming where it is, with nothing queu
   same(0, p:pending(), "requests queued")
 end)
 
+-- A table that holds itself, and one table at two places and as a key.
+local function tangled()
+  local shared = { 1, 2 }
+  local t = { a = shared, b = shared, name = "tangled" }
+  t.self, t[shared] = t, "key"
+  return t
+end
+local function check_tangled(t, what)
+  check(type(t) == "table", "%s is %s, not a table", what, tostring(t))
+  check(rawequal(t.self, t), "%s: the table that held itself came as two", what)
+  check(rawequal(t.a, t.b), "%s: the shared table came as two copies", what)
+  same("key", t[t.a], what .. ": the shared table as a key")
+  same(2, t.a[2], what .. ": the shared table's contents")
+  same("tangled", t.name, what .. ": the plain value")
+end
+
+it("copies tables that hold themselves and tables shared twice, each way, as the native core does", function()
+  local p = pool { size = 1 }
+  local sent = tangled()
+  local state, whole = orch:wait(p:run("whole", sent), WAIT)
+  same("done", state, "the request")
+  same(true, whole, "the payload as the worker saw it")
+  local one, two
+  state, one, two = orch:wait(p:run("twice", sent), WAIT)
+  same("done", state, "the echo")
+  check(not rawequal(one, sent), "the reply is the game's own table, not a copy")
+  check_tangled(one, "the reply")
+  check(rawequal(one, two), "one table in two replies came back as two")
+  sent.name = "at the request"
+  local h = p:run("echo", sent)
+  sent.name = "tangled" -- (the request was copied when it was made: the worker sees the name it had then)
+  state, one = orch:wait(h, WAIT)
+  same("done", state, "the copied request")
+  same("at the request", one.name, "the name the worker saw")
+  local err
+  state, err = orch:wait(p:run("raise_value", tangled()), WAIT)
+  same("failed", state, "the raising request")
+  check_tangled(err.cause, "the raised table")
+  local w = stagehand.spawn(orch, "love_worker.echo", sent, sent.a)
+  local back, a
+  state, back, a = orch:wait(w.done, WAIT)
+  same("done", state, "the service")
+  check_tangled(back, "the service's argument")
+  check(rawequal(back.a, a), "a table shared between two arguments came back as two")
+  local port = stagehand.port()
+  same(true, port:post(sent), "the post")
+  sent.name = "changed after the post"
+  local ok, got = port:try_receive()
+  same(true, ok, "a value in the port")
+  check_tangled(got, "the port's value")
+  same("done", (orch:wait(p:run("post_to", { port = port, value = tangled() }), WAIT)), "the worker's post")
+  check_tangled(port:receive_within(WAIT), "the value a worker posted")
+end)
+
 it("refuses a LÖVE object in a port, saying where one crosses", function()
   local img, port = love.image.newImageData(2, 2), stagehand.port()
   local ok, err = pcall(function()

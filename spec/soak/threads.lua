@@ -135,7 +135,6 @@ end
 -- LÖVE's objects, when it runs inside LÖVE: they cross as themselves.
 local love = rawget(_G, "love")
 local LOVE = type(love) == "table" and love.data ~= nil and love.image ~= nil
-local PURE = stagehand.backend == "lua" -- (inside LÖVE: pools, ports and rounds on LÖVE's channels)
 local carries = setmetatable({}, { __mode = "k" }) -- the tables love_objects made
 local function love_objects()
   local k = R(3)
@@ -154,6 +153,13 @@ local function same_objects(sent, back)
     and rawequal(back.list[1], sent.list[1]) and rawequal(back.list[2], sent.a) and back.n == sent.n
 end
 
+-- Whether `back` is a copy of a table that holds itself and one table twice.
+local tangles = setmetatable({}, { __mode = "k" })
+local function same_tangle(sent, back)
+  return type(back) == "table" and not rawequal(back, sent) and rawequal(back.self, back)
+    and rawequal(back.again, back.a) and back.a[2] == 2 and back.s == sent.s
+end
+
 local function payload()
   if LOVE and R() < 0.2 then return love_objects() end
   local k = R(6)
@@ -161,7 +167,8 @@ local function payload()
   if k == 2 then return ("x"):rep(R(0, 9000)) end
   if k == 3 then
     local t = { a = { 1, 2 }, s = "a\0b" }
-    t.self = PURE and { 3 } or t -- (LÖVE's channels, which the pure-Lua core's pools use, copy no cycles)
+    t.self, t.again = t, t.a
+    tangles[t] = true
     return t
   end
   if k == 4 then return { port = stagehand.port(), n = R(10) } end
@@ -187,6 +194,8 @@ local function request()
     echoes[#echoes + 1] = { handles[#handles], v }
   elseif fn == "echo" and (type(v) == "userdata" or carries[v]) and not (opts and opts.key) then
     echoes[#echoes + 1] = { handles[#handles], v, same_objects }
+  elseif fn == "echo" and tangles[v] and not (opts and opts.key) then
+    echoes[#echoes + 1] = { handles[#handles], v, same_tangle }
   end
 end
 

@@ -24,7 +24,8 @@ local M = {}
 ---@param env table new_channel, now (ms), stopped(), waiting(what), check (love_work's CHECK)
 local function build(env)
   local new_channel, now, stopped, waiting, check = env.new_channel, env.now, env.stopped, env.waiting, env.check
-  local MARK = "\0stagehand" -- (a crossing object's kind: "port", "rounds"; "wrap": a value holding one)
+  local MARK = "\0stagehand" -- (a crossing object's kind: "port", "rounds"; "wrap": a value holding one;
+  -- "graph": values that hold a table twice)
   local SLICE = 0.01 -- (s: how often a blocked wait looks whether its worker was told to stop)
   local each = next -- (not spelled next in a loop: see compat.lua on Debian's LuaJIT)
   local floor = math.floor
@@ -98,12 +99,58 @@ local function build(env)
     return t
   end
 
+  -- A table met twice: a channel copies a table once for each place it
+  -- holds it, and refuses one that holds itself, so values in which the
+  -- check met a table twice (shared, or a cycle) cross as a graph
+  -- instead: each plain table a list of its keys and values, in which a
+  -- plain table is {n}, the nth of the list (a port, a round barrier and
+  -- a LÖVE object stay themselves). The receiving state rebuilds it, each
+  -- table once.
+  function P.pack(v)
+    local index, nodes = {}, {}
+    local function ref(t)
+      if type(t) ~= "table" or rawget(t, MARK) ~= nil then return t end
+      local i = index[t]
+      if i == nil then
+        i = #nodes + 1
+        index[t] = i
+        local node = {}
+        nodes[i] = node
+        for k, x in each, t do
+          node[#node + 1] = ref(k)
+          node[#node + 1] = ref(x)
+        end
+      end
+      return { i }
+    end
+    return { [MARK] = "graph", r = ref(v), g = nodes }
+  end
+
   local relink
+  local function unpack_graph(graph)
+    local nodes, built = graph.g, {}
+    local function get(x)
+      if type(x) ~= "table" then return x end
+      if rawget(x, MARK) ~= nil then return relink(x) end
+      local i = x[1]
+      local t = built[i]
+      if t == nil then
+        t = {}
+        built[i] = t
+        local node = nodes[i]
+        for j = 1, #node, 2 do t[get(node[j])] = get(node[j + 1]) end
+      end
+      return t
+    end
+    return get(graph.r)
+  end
+
   relink = function(v)
     if type(v) ~= "table" then return v end
     local kind = rawget(v, MARK)
     if kind == "port" or kind == "rounds" then return adopt(v) end
     if kind == "wrap" then return relink(v.v) end
+    if kind == "graph" then return unpack_graph(v) end
     local keys
     for k, x in each, v do
       if type(x) == "table" then v[k] = relink(x) end
@@ -168,9 +215,10 @@ local function build(env)
     check_port(self, "post", level)
     if n < 1 then fail(level, "bad argument #1 to 'post' (value expected)") end
     if v == nil then fail(level, "port:post: nil cannot be posted (a closed port answers nil)") end
-    local why, _, cross = check("v", false, 1, 1, v)
+    local why, _, cross, shared = check("v", false, 1, 1, v)
     if why then fail(level, "bad argument 'v' to port:post: " .. why) end
-    local posted = self.v:performAtomic(push_open, self.c, cross and { [MARK] = "wrap", v = v } or v)
+    local posted = self.v:performAtomic(push_open, self.c,
+      shared and P.pack(v) or cross and { [MARK] = "wrap", v = v } or v)
     if posted then ring(self.w) end
     return posted
   end
@@ -184,7 +232,9 @@ local function build(env)
   end
 
   local function unwrap(x)
-    if type(x) == "table" and rawget(x, MARK) == "wrap" then return relink(x.v) end
+    if type(x) ~= "table" then return x end
+    local kind = rawget(x, MARK)
+    if kind == "wrap" or kind == "graph" then return relink(x) end
     return x
   end
 

@@ -72,13 +72,13 @@ local function is_love_object(v)
   end
   return false
 end
-local objects_seen, cross_seen, objects_ok = false, false, true
+local objects_seen, cross_seen, shared_seen, objects_ok = false, false, false, true
 local function type_of(v)
   local ok, name = pcall(function() return v:type() end)
   return ok and type(name) == "string" and name or "object"
 end
 local walk
-walk = function(v, root, keys, on_path, depth)
+walk = function(v, root, keys, seen, depth)
   local t = type(v)
   if t == "nil" or t == "boolean" or t == "number" or t == "string" then return nil end
   if t == "userdata" and is_love_object(v) then
@@ -101,31 +101,33 @@ walk = function(v, root, keys, on_path, depth)
   if depth > MAX_DEPTH then
     return path_of(root, keys) .. " is nested deeper than " .. MAX_DEPTH .. " tables; it cannot cross threads"
   end
-  if on_path[v] then
-    return path_of(root, keys) .. " is a table that holds itself; LÖVE's channels copy no cycles"
+  if seen[v] then -- (met twice, or it holds itself: the values cross as a graph, love_ports.pack)
+    shared_seen = true
+    return nil
   end
-  on_path[v] = true
+  seen[v] = true
   for k, x in each, v do
     local n = #keys + 1
     keys[n] = k
-    local why = (type(k) == "table" or type(k) == "userdata") and walk(k, root, keys, on_path, depth + 1)
-      or walk(x, root, keys, on_path, depth + 1)
+    local why = (type(k) == "table" or type(k) == "userdata") and walk(k, root, keys, seen, depth + 1)
+      or walk(x, root, keys, seen, depth + 1)
     keys[n] = nil
     if why then return why end
   end
-  on_path[v] = nil
   return nil
 end
 -- Why values first..n of ... cannot cross (root[i] names each), or nil;
--- then whether they hold LÖVE objects (refused unless objects_ok), and
--- whether they hold ports or round barriers.
+-- then whether they hold LÖVE objects (refused unless objects_ok),
+-- whether they hold ports or round barriers, and whether a table is met
+-- twice among them (shared, or holding itself).
 return function(root, objects_ok_, first, n, ...)
-  objects_seen, cross_seen, objects_ok = false, false, objects_ok_
+  objects_seen, cross_seen, shared_seen, objects_ok = false, false, false, objects_ok_
+  local seen = {}
   for i = first, n do
-    local why = walk((select(i, ...)), root, {}, {}, 1)
-    if why then return why, objects_seen, cross_seen end
+    local why = walk((select(i, ...)), root, {}, seen, 1)
+    if why then return why, objects_seen, cross_seen, shared_seen end
   end
-  return nil, objects_seen, cross_seen
+  return nil, objects_seen, cross_seen, shared_seen
 end
 ]]
 local load_text = rawget(_G, "loadstring") or load
@@ -305,7 +307,10 @@ local function run(e)
   local id, fn, n = e[1], e[2], e[3]
   local moved = e.objects -- (the payload holds LÖVE objects: _stage found them)
   current = id
-  if e.cross then -- (the payload holds ports or round barriers: this state's own for each)
+  if e.graph then -- (the values hold a table twice: e[4] is their graph)
+    local t = P.relink(e[4])
+    for i = 1, n do e[i + 3] = t[i] end
+  elseif e.cross then -- (the payload holds ports or round barriers: this state's own for each)
     for i = 4, n + 3 do e[i] = P.relink(e[i]) end
   end
   events:push({ 1, id })
@@ -328,13 +333,14 @@ local function run(e)
     after(xpcall(function() return f(unpack(e, 4, n + 3)) end, handler))
   end
   if res[1] then
-    local why, objs, cross = why_not("result", true, 2, res.n, unpack(res, 1, res.n))
+    local why, objs, cross, shared = why_not("result", true, 2, res.n, unpack(res, 1, res.n))
     moved = moved or objs
     if why then
       events:push({ 4, id, why, why })
     else
       local out = { n = res.n - 1 }
       for i = 2, res.n do out[i - 1] = res[i] end
+      if shared then out, cross = P.pack(out), true end
       if not pcall(events.push, events, { 3, id, out, cross or nil }) then
         events:push({ 4, id, "result cannot cross threads", "result cannot cross threads" })
       end
@@ -344,8 +350,9 @@ local function run(e)
     local cause = raised
     local plain, cross = type(cause) == "table" and getmetatable(cause) == nil, false
     if plain then
-      local why, _, holds = why_not("error", true, 1, 1, cause)
-      plain, cross = not why, holds
+      local why, _, holds, shared = why_not("error", true, 1, 1, cause)
+      plain, cross = not why, holds or shared
+      if plain and shared then cause = P.pack(cause) end
     end
     if plain then
       if not pcall(events.push, events, { 4, id, cause, tb, cross or nil }) then
@@ -432,9 +439,11 @@ function Work:_boot_args(idx)
     love_ports.bytes
 end
 
--- A copy of v as a channel would make it (checked already: no cycles),
--- LÖVE objects kept as themselves: a request is copied when it is made,
--- so what the game changes afterwards is not what the worker gets.
+-- A copy of v as a channel would make it (checked already: no table
+-- met twice), LÖVE objects kept as themselves: a request is copied when
+-- it is made, so what the game changes afterwards is not what the worker
+-- gets. (Values that hold a table twice are packed instead, which copies
+-- them as well.)
 local function copy(v)
   if type(v) ~= "table" or rawget(v, P.MARK) ~= nil then return v end -- (a port: itself)
   local t = {}
@@ -444,12 +453,19 @@ end
 
 function Work:_stage(_, root, fn_name, ...)
   local n = select("#", ...)
-  local why, objects, cross = why_not(root, true, 1, n, ...)
+  local why, objects, cross, shared = why_not(root, true, 1, n, ...)
   if why then return nil, why end
   self.staged_seq = self.staged_seq + 1
-  local e = { 0, fn_name, n, ... }
-  e.objects, e.cross = objects or nil, cross or nil
-  for i = 4, n + 3 do e[i] = copy(e[i]) end
+  local e
+  if shared then -- (all of them in one graph: a table shared between two arguments stays one)
+    e = { 0, fn_name, n, P.pack({ ... }) }
+    e.graph, e.cross = true, true
+  else
+    e = { 0, fn_name, n, ... }
+    e.cross = cross or nil
+    for i = 4, n + 3 do e[i] = copy(e[i]) end
+  end
+  e.objects = objects or nil
   self.staged = e
   return self.staged_seq
 end
