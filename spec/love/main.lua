@@ -285,6 +285,30 @@ it("copies tables that hold themselves and tables shared twice, each way, as the
   check_tangled(port:receive_within(WAIT), "the value a worker posted")
 end)
 
+it("copies tables nested 201 deep, and refuses one deeper naming it, as the native core does", function()
+  local function nest(depth)
+    local t = {}
+    local d = t
+    for _ = 2, depth do d.n = {}; d = d.n end
+    return t
+  end
+  local p = pool { size = 1 }
+  local state, back = orch:wait(p:run("echo", nest(201)), WAIT)
+  same("done", state, "201 deep")
+  local depth = 0
+  while back do depth, back = depth + 1, back.n end
+  same(201, depth, "the depth of the reply")
+  local ok, err = pcall(p.run, p, "echo", nest(202))
+  check(not ok and err:find("bad argument 'payload' to pool:run: payload" .. (".n"):rep(201)
+    .. " is nested deeper than 200 tables; it cannot cross threads", 1, true), "202 deep: %s", tostring(err))
+  local port = stagehand.port()
+  same(true, port:post(nest(201)), "a post 201 deep")
+  ok, err = pcall(port.post, port, nest(202))
+  check(not ok and err:find("is nested deeper than 200 tables", 1, true), "a post 202 deep: %s", tostring(err))
+  same(1, port:count(), "values in the port")
+  same(0, p:pending(), "requests queued")
+end)
+
 it("refuses a LÖVE object in a port, saying where one crosses", function()
   local img, port = love.image.newImageData(2, 2), stagehand.port()
   local ok, err = pcall(function()

@@ -39,7 +39,7 @@ local function new_channel() return love_thread().newChannel() end
 -- first value that cannot (as the native core names it). Shared with the
 -- worker's side: BOOT loads the same text.
 local CHECK = [[
-local MAX_DEPTH = 100
+local MAX_DEPTH = 200 -- (the native core's: a table 201 below the value is one too deep)
 local MARK = "\0stagehand" -- (a port or a round barrier: love_ports.lua)
 local each = next -- (no loop spelled pairs or next: see compat.lua on Debian's LuaJIT)
 local function is_ident(s) return s:match("^[%a_][%w_]*$") ~= nil end
@@ -124,7 +124,7 @@ return function(root, objects_ok_, first, n, ...)
   objects_seen, cross_seen, shared_seen, objects_ok = false, false, false, objects_ok_
   local seen = {}
   for i = first, n do
-    local why = walk((select(i, ...)), root, {}, seen, 1)
+    local why = walk((select(i, ...)), root, {}, seen, 0)
     if why then return why, objects_seen, cross_seen, shared_seen end
   end
   return nil, objects_seen, cross_seen, shared_seen
