@@ -11,6 +11,9 @@
 # whether it did what the guide says: every good texture uploaded, the
 # corrupt ones failed and named, the bar never moving back and ending at 1,
 # and, for the screen-first loop, every visible texture up before any other.
+# Each program runs twice: on the native core, and on the pure-Lua core
+# (STAGEHAND_BACKEND=lua, as on a Mac or a phone with no core for it),
+# whose pools run on LÖVE's threads too.
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top" || exit 1
 eval "$(sh scripts/env.sh luajit)"
@@ -58,10 +61,17 @@ for program in full screen_first; do
   } >"$game/main.lua"
   [ $program = full ] || grep -q 'size = 3 }' "$game/main.lua" || fail "the guide's pool is no longer { module = \"decode\" }"
   cp spec/love_guide/check.lua "$game/check.lua"
-  out=$(timeout 120 xvfb-run -a love "$game" 2>&1)
-  rc=$?
-  echo "$out" | grep -v -e "^ALSA lib" -e "^AL lib" -e "^Could not open device" -e "^XIO: " -e "after [0-9]* requests" -e "^$"
-  echo "$out" | grep -Eq "^guide $program: ok" || { echo "!! the guide's $program program (status $rc)"; status=1; }
+  for backend in "" lua; do
+    out=$(STAGEHAND_BACKEND=$backend timeout 120 xvfb-run -a love "$game" 2>&1)
+    rc=$?
+    echo "$out" | grep -v -e "^ALSA lib" -e "^AL lib" -e "^Could not open device" -e "^XIO: " -e "after [0-9]* requests" \
+      -e "^$"
+    want=${backend:-"(ffi|c)"}
+    echo "$out" | grep -Eq "^guide $program: .* on the $want core$" ||
+      { echo "!! the guide's $program program ran on another core than ${backend:-the native one}"; status=1; }
+    echo "$out" | grep -Eq "^guide $program: ok" ||
+      { echo "!! the guide's $program program${backend:+ on the pure-Lua core} (status $rc)"; status=1; }
+  done
 done
-[ $status -eq 0 ] && echo "the guide's LÖVE programs ran as written and did what it says"
+[ $status -eq 0 ] && echo "the guide's LÖVE programs ran as written and did what it says, on the native and the pure-Lua core"
 exit $status

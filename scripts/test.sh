@@ -244,7 +244,7 @@ cross_lane() {
     env STAGEHAND_BACKEND=lua sh scripts/love_specs.sh spec/love_luv
   check "examples/love: LÖVE 11 under Xvfb, a loading screen and the scene, both screenshots not blank, on worker threads (the native core's, the pure-Lua core's) and on the main thread without love.thread" \
     sh scripts/love_check.sh
-  check "docs/guide.md's LÖVE programs, copied as written into games of real PNGs (one corrupt), under Xvfb" \
+  check "docs/guide.md's LÖVE programs, copied as written into games of real PNGs (one corrupt), under Xvfb, on the native and the pure-Lua core" \
     sh scripts/guide_love_check.sh
   check "make love-dist: examples/love as a .love and a fused build, run from /tmp with no environment" \
     sh scripts/love_dist_check.sh

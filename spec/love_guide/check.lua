@@ -80,8 +80,8 @@ function M.watch(program, orch, images, load)
         if visible and seen_background then problem("%s went up after %s", name, seen_background) end
       end
     end
-    print(string.format("guide %s: %d textures up, %d jobs ended, %d frames, %.0f ms", program, #uploads, #ended,
-      frames, (love.timer.getTime() - started) * 1000))
+    print(string.format("guide %s: %d textures up, %d jobs ended, %d frames, %.0f ms, on the %s core", program,
+      #uploads, #ended, frames, (love.timer.getTime() - started) * 1000, require("stagehand").backend))
     for _, p in ipairs(problems) do print("guide " .. program .. ": " .. p) end
     if #problems == 0 then print("guide " .. program .. ": ok") end
     love.event.quit()
