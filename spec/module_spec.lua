@@ -16,11 +16,40 @@ describe("stagehand", function()
     assert.is_true(stagehand.backend == "ffi" or stagehand.backend == "c" or stagehand.backend == "lua")
     if os.getenv("STAGEHAND_BACKEND") == "lua" then
       assert.equal("lua", stagehand.backend)
-    elseif os.getenv("STAGEHAND_BACKEND") == "c" or not rawget(_G, "jit") then
+    elseif os.getenv("STAGEHAND_BACKEND") == "c" or not rawget(_G, "jit")
+        or (os.getenv("STAGEHAND_BACKEND") ~= "ffi" and not rawget(_G, "jit").status()) then -- (luajit -joff)
       assert.equal("c", stagehand.backend)
     else
       assert.equal("ffi", stagehand.backend)
     end
+  end)
+end)
+
+describe("LuaJIT with its compiler off", function()
+  -- (as LÖVE runs it on ARM, and iOS does: the FFI's calls are interpreted
+  -- there, and the C module, the same file, costs less a job)
+  if not rawget(_G, "jit") then return end
+  local function backend_of(pre, env)
+    local out = io.popen((env or "STAGEHAND_BACKEND=") .. " luajit " .. " -e '" .. pre
+      .. "; local s = require \"stagehand\"; print(\"backend \" .. s.backend)' 2>&1"):read("*a")
+    return out
+  end
+
+  it("takes the C module when the compiler is off, and the FFI backend when it is on", function()
+    assert.equal("backend c\n", backend_of("jit.off()"))
+    assert.equal("backend ffi\n", backend_of("jit.on()"))
+  end)
+
+  it("still takes the FFI backend when asked for by name", function()
+    assert.equal("backend ffi\n", backend_of("jit.off()", "STAGEHAND_BACKEND=ffi"))
+  end)
+
+  it("takes the FFI backend, saying nothing, when the C module does not load", function()
+    -- (a host that links LuaJIT in without exporting its functions: the
+    -- dynamic linker refuses the C module; the FFI needs none of them)
+    local refuse = "package.loadlib = function() return nil, \"undefined symbol: lua_settop\" end"
+      .. "; package.preload[\"stagehand._core\"] = function() error(\"undefined symbol: lua_settop\") end"
+    assert.equal("backend ffi\n", backend_of("jit.off(); " .. refuse))
   end)
 end)
 

@@ -107,19 +107,36 @@ local function c_helpers()
   return ok and type(core) == "table" and core or nil
 end
 local compat = require "stagehand.core.compat"
+
+-- The FFI backend, or nil and why not.
+local function ffi_backend()
+  local ok, ffi_core = pcall(require, "stagehand.core.ffi_core")
+  if not ok then return nil, ffi_core end
+  local M = { helpers = c_helpers() }
+  for k, v in compat.each, ffi_core do M[k] = v end
+  if M.helpers then compat.use_c_next(M.helpers.next) end
+  return with_statuses(M)
+end
+
+-- LuaJIT with its compiler off: LÖVE turns it off on ARM (phones, Macs
+-- on Apple Silicon, single-board computers), iOS allows none, and a game
+-- may call jit.off(). The FFI's calls then run in the interpreter, where a
+-- job costs more instructions than through the C module (about a fifth
+-- more for a pooled job: docs/performance.md), so the C module goes
+-- first, and the FFI backend is taken where the C module does not load
+-- (a host that links LuaJIT in without exporting its functions). Read
+-- when stagehand is first required.
+local jit = rawget(_G, "jit")
+local interpreted = jit ~= nil and want ~= "ffi" and type(jit.status) == "function" and not jit.status()
+
 -- (Said once the C module has loaded: when neither backend finds a core,
 -- the one reason given says why, with no word of falling back.)
 local ffi_why
-if want ~= "c" and rawget(_G, "jit") then
-  local ok, ffi_core = pcall(require, "stagehand.core.ffi_core")
-  if ok then
-    local M = { helpers = c_helpers() }
-    for k, v in compat.each, ffi_core do M[k] = v end
-    if M.helpers then compat.use_c_next(M.helpers.next) end
-    return with_statuses(M)
-  end
-  if want == "ffi" then error(newer_libc(ffi_core) or ffi_core, 0) end
-  ffi_why = ffi_core
+if want ~= "c" and jit and not interpreted then
+  local M, why = ffi_backend()
+  if M then return M end
+  if want == "ffi" then error(newer_libc(why) or why, 0) end
+  ffi_why = why
 end
 
 local native = require "stagehand.core.native"
@@ -198,6 +215,10 @@ if not looked_ok then ok, C = false, ok end
 if not ok then
   local why = wrong_build(C) or wrong_system(C) or newer_libc(C) or C
   if want == "c" then error(why, 0) end
+  if interpreted then
+    local M = ffi_backend()
+    if M then return M end
+  end
   return pure_lua(why)
 end
 if ffi_why then fell_back(ffi_why) end
