@@ -234,6 +234,8 @@ cross_lane() {
     sh -c 'make -s windows windows-x86 >/dev/null && sh scripts/test_windows.sh'
   count "spec/love: worker pools on love.thread, under Xvfb" sh scripts/love_specs.sh
   count "spec/love again, against a core built with ASan and UBSan (make sanitize-love)" make -s sanitize-love
+  count "spec/love with LuaJIT's compiler off, as LÖVE runs on ARM: the native core through the C module" \
+    env STAGEHAND_JIT=off sh scripts/love_specs.sh
   count "spec/love on the pure-Lua core (STAGEHAND_BACKEND=lua): worker pools on love.thread with no native core" \
     env STAGEHAND_BACKEND=lua sh scripts/love_specs.sh
   count "spec/love_pure: a LÖVE game with no native core runs a loading scene and a pool on the pure-Lua core, under Xvfb" \

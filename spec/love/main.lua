@@ -4,6 +4,11 @@
 --
 -- Time here is real (love.timer): a worker's work takes real time, and the
 -- waits below are bounded (orch:wait, receive_within), never sleeps.
+-- (STAGEHAND_JIT=off: LuaJIT's compiler off before stagehand loads, as
+-- LÖVE runs it on ARM: phones, Macs on Apple Silicon; stagehand then
+-- reaches its core through the C module, which the first case checks)
+local jit_off = os.getenv("STAGEHAND_JIT") == "off"
+if jit_off then jit.off() end
 local stagehand = require "stagehand"
 
 local WAIT = 10000
@@ -38,6 +43,13 @@ local function pool(opts)
   local p = stagehand.pool(orch, opts)
   pools[#pools + 1] = p
   return p
+end
+
+if jit_off then
+  it("reaches the native core through the C module with LuaJIT's compiler off", function()
+    same(false, (jit.status()), "the compiler's state")
+    same("c", stagehand.backend, "the backend")
+  end)
 end
 
 it("runs workers on LÖVE threads by default inside LÖVE", function()
