@@ -459,7 +459,7 @@ function Work:_stage(_, root, fn_name, ...)
   local e
   if shared then -- (all of them in one graph: a table shared between two arguments stays one)
     e = { 0, fn_name, n, P.pack({ ... }) }
-    e.graph, e.cross = true, true
+    e.graph = true
   else
     e = { 0, fn_name, n, ... }
     e.cross = cross or nil
