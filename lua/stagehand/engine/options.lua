@@ -34,9 +34,9 @@ end
 -- when stagehand's own frames, or a tail call, lie between.)
 local raise = require("stagehand.engine.errors").raise
 
-function M.fail(fn, arg, expected, got, level)
-  raise("bad argument '" .. arg .. "' to " .. fn .. ": expected " .. expected .. ", got " .. describe(got),
-    (level or 2) + 1)
+function M.fail(fn, arg, expected, got, level, hint)
+  raise("bad argument '" .. arg .. "' to " .. fn .. ": expected " .. expected .. ", got " .. describe(got)
+    .. (hint or ""), (level or 2) + 1)
 end
 
 --- A method called on something other than its object: most often a dot
