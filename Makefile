@@ -85,8 +85,10 @@ build/test_core: $(CORE_SRC) $(CORE_HDR) $(TEST_SRC) csrc/test/fuzz_core.h csrc/
 	@mkdir -p $(@D)
 	$(CC) -std=c99 -O1 -g $(WARN) $(PLAT) $(TEST_DEFS) -o $@ $(CORE_SRC) $(TEST_SRC) -lm -ldl -lpthread
 
-# libFuzzer over the core (clang): FUZZ_SECONDS of it; new inputs that find
-# new paths land in csrc/test/corpus, which the C tests replay every run.
+# libFuzzer over the core (clang): FUZZ_SECONDS of it, keeping what it
+# finds in build/fuzz-corpus; then only the inputs that reach something
+# csrc/test/corpus does not are merged into it (the C tests replay that
+# folder every run, so it grows by what adds coverage, not by every input).
 FUZZ_SECONDS ?= 60
 build/fuzz_core: $(CORE_SRC) $(CORE_HDR) csrc/test/fuzz_core.c csrc/test/fuzz_core.h
 	@mkdir -p $(@D)
@@ -95,7 +97,9 @@ build/fuzz_core: $(CORE_SRC) $(CORE_HDR) csrc/test/fuzz_core.c csrc/test/fuzz_co
 fuzz:
 	@EXTRA_PKGS="clang libclang-rt-14-dev" sh scripts/deps.sh
 	$(MAKE) build/fuzz_core
-	./build/fuzz_core -max_total_time=$(FUZZ_SECONDS) -max_len=512 csrc/test/corpus
+	@mkdir -p build/fuzz-corpus
+	./build/fuzz_core -max_total_time=$(FUZZ_SECONDS) -max_len=512 build/fuzz-corpus csrc/test/corpus
+	./build/fuzz_core -merge=1 -max_len=512 csrc/test/corpus build/fuzz-corpus
 
 test-c: deps build/test_core build/test_threads
 	./build/test_core
