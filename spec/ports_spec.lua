@@ -157,6 +157,46 @@ describe("stagehand.port", function()
       assert.equal("hello", select(2, h:result()))
     end)
 
+    it("steps again before sleeping when a value came between a job's look and its watch", function()
+      -- (a worker posting just after the job looked rings no bell: the job
+      -- watches the port only once it parks. Made here by posting from
+      -- inside the job's look. Without the step that looks again, orch:wait
+      -- slept on the notifier and let the fake clock run on.)
+      local orch, clock = T.new()
+      local p = stagehand.port()
+      local methods = getmetatable(p).__index
+      local try_receive, injected = methods.try_receive, false
+      methods.try_receive = function(self, ...)
+        local got, v = try_receive(self, ...)
+        if not got and rawequal(self, p) and not injected then
+          injected = true
+          p:post("between")
+        end
+        return got, v
+      end
+      local ok, err = pcall(function()
+        local q = stagehand.port() -- (a wait answered first: the orchestrator has looked at its notifier)
+        local warm = orch:run("warm", function() return q:receive() end)
+        q:post(1)
+        orch:step()
+        assert.equal("done", warm:state())
+        local h = orch:run("listener", function(job)
+          job:sleep(10)
+          return p:receive()
+        end)
+        clock:advance(10)
+        orch:step() -- (the job wakes in this step, looks, and parks)
+        assert.is_true(injected)
+        assert.equal("running", h:state())
+        assert.equal(0, orch:next_wake())
+        assert.same({ "done", "between" }, { orch:wait(h, 5000) })
+        assert.equal(10, clock.now)
+      end)
+      methods.try_receive = try_receive
+      assert(ok, err)
+      assert.no_leaks(orch)
+    end)
+
     it("takes a value queued already at once", function()
       local orch = T.new()
       local p = stagehand.port()
@@ -423,6 +463,47 @@ describe("stagehand.rounds", function()
     { 0.3, 1, 7 },
     { 1e-17, 0.7, -2 },
   }
+
+  it("steps again before sleeping when a round completed between a job's look and its watch", function()
+    -- (the other participant, arriving just after the job looked, rang no
+    -- bell: made here by arriving from inside the job's look)
+    local orch, clock = T.new()
+    local b = stagehand.rounds(2, 1)
+    local methods = getmetatable(b).__index
+    local poll, injected = methods._poll, false
+    methods._poll = function(self, rn, out)
+      local st = poll(self, rn, out)
+      if st == "wait" and rawequal(self, b) and not injected then
+        injected = true
+        assert(self:_begin(rn, 2, 2, { 5 }, {}, "sum"))
+      end
+      return st
+    end
+    local ok, err = pcall(function()
+      local q = stagehand.port() -- (a wait answered first: the orchestrator has looked at its notifier)
+      local warm = orch:run("warm", function() return q:receive() end)
+      q:post(1)
+      orch:step()
+      assert.equal("done", warm:state())
+      local out = {}
+      local h = orch:run("participant", function(job)
+        job:sleep(10)
+        return b:sum(1, 2, 1, { 4 }, out)
+      end)
+      clock:advance(10)
+      orch:step()
+      assert.is_true(injected)
+      assert.equal("running", h:state())
+      assert.equal(0, orch:next_wake())
+      assert.same({ "done", true }, { orch:wait(h, 5000) })
+      assert.equal(9, out[1])
+      assert.equal(10, clock.now)
+    end)
+    methods._poll = poll
+    assert(ok, err)
+    b:_leave(1) -- (the participant that arrived from inside the look)
+    assert.no_leaks(orch)
+  end)
 
   it("sums four workers' shares in index order, giving each the same bits", function()
     local orch = T.new()

@@ -69,9 +69,20 @@ E.on("step_began", function(o)
   end
 end)
 
+-- (Ready too while a source has news the notifier may not have rung for:
+-- a job that parked on a port or a round during a step began to watch it
+-- after it last looked, and what came between signalled nobody. The
+-- driver must step again before it sleeps on the notifier.)
 E.on("outside_ready", function(o)
   local s = states_of(o)
-  return s ~= nil and gen(s.n) ~= s.seen
+  if s == nil then return false end
+  if gen(s.n) ~= s.seen then return true end
+  local list = s.sources
+  for i = 1, #list do
+    local src = list[i]
+    if src.ready and src:ready() then return true end
+  end
+  return false
 end)
 
 local function pending(o)

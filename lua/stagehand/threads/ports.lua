@@ -135,6 +135,8 @@ function Waits:collect()
 end
 
 function Waits:outside_pending() return self.live > 0 end
+-- (a wait made since the last look: what came before its watch rang no bell)
+function Waits:ready() return self.dirty end
 function Waits:waiting() return nil end
 
 local function park(job, obj, what, round, out)
