@@ -134,6 +134,18 @@ function M.meet(t)
   return ok, out[1], out[2]
 end
 
+-- Meets the other participant of `b` in t.n rounds, numbered 1 and 2 in
+-- turn (each number reused once the round before it is over), adding
+-- t.index * round to the sum each time; the sums it got, joined by spaces.
+function M.take_turns(t)
+  local out, got = {}, {}
+  for i = 1, t.n do
+    if not t.rounds:sum(2 - i % 2, 2, t.index, { t.index * i }, out) then return false, i end
+    got[i] = out[1]
+  end
+  return true, table.concat(got, " ")
+end
+
 -- A long-lived worker: answers each value on `inbox` on `outbox`, doubled,
 -- until the port closes or it is stopped.
 function M.doubler(inbox, outbox)

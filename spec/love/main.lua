@@ -502,6 +502,68 @@ it("meets a job and a LÖVE worker in one round, both with the same sum", functi
   same(3, second2, "the second number's sum, on the worker")
 end)
 
+it("takes a job and a LÖVE worker through many rounds, reusing each number once its round is over", function()
+  local b = stagehand.rounds(2, 1)
+  local p = pool { size = 1 }
+  local n = 300
+  local hw = p:run("take_turns", { rounds = b, index = 2, n = n })
+  local hj = orch:run("taking turns", function()
+    local out, got = {}, {}
+    for i = 1, n do
+      if not b:sum(2 - i % 2, 2, 1, { i }, out) then return false, i end
+      got[i] = out[1]
+    end
+    return true, table.concat(got, " ")
+  end)
+  local want = {}
+  for i = 1, n do want[i] = 3 * i end
+  want = table.concat(want, " ")
+  local s1, ok1, got1 = orch:wait(hj, WAIT)
+  local s2, ok2, got2 = orch:wait(hw, WAIT)
+  check(s1 == "done" and ok1 == true, "the job: %s, %s, %s", tostring(s1), tostring(ok1), tostring(got1))
+  check(s2 == "done" and ok2 == true, "the worker: %s, %s, %s", tostring(s2), tostring(ok2), tostring(got2))
+  same(want, got1, "the job's sums")
+  same(want, got2, "the worker's sums")
+
+  -- A round complete whose answers are not all taken refuses another
+  -- arrival; once every participant has its answer, its number begins a
+  -- new round.
+  local out1, out2, out3 = {}, {}, {}
+  local h1 = orch:run("waits", function() return b:sum(6, 2, 1, { 4 }, out1) end)
+  orch:step() -- (h1 arrives and waits: its answer is not taken before the next step)
+  local h2 = orch:run("completes", function()
+    local done = b:sum(6, 2, 2, { 5 }, out2)
+    local ok, err = pcall(b.sum, b, 6, 2, 1, { 1 }, {})
+    return done, out2[1], ok, tostring(err)
+  end)
+  local st, done, sum, ok, err = orch:wait(h2, WAIT)
+  check(st == "done" and done == true and sum == 9, "the second participant: %s, %s, %s", tostring(st),
+    tostring(done), tostring(sum))
+  check(ok == false and err:find("b:sum: round 6 was begun with another count or operation, or is complete", 1, true),
+    "an arrival at a complete round: %s", err)
+  st, done = orch:wait(h1, WAIT)
+  check(st == "done" and done == true and out1[1] == 9, "the first participant: %s, %s, %s", tostring(st),
+    tostring(done), tostring(out1[1]))
+  st, done = orch:wait(orch:run("again", function() return b:sum(6, 1, 1, { 7 }, out3) end), WAIT)
+  check(st == "done" and done == true and out3[1] == 7, "round 6 again: %s, %s, %s", tostring(st), tostring(done),
+    tostring(out3[1]))
+
+  -- A participant that leaves before its answer (its job cancelled) still
+  -- counts: the round completes for the other, and is over once it has
+  -- its answer.
+  local gone = orch:run("leaves", function() return b:sum(8, 2, 1, { 100 }, {}) end)
+  orch:step()
+  gone:cancel("not needed")
+  same("cancelled", gone:state(), "the job that left")
+  local hw8 = orch:run("stays", function() return b:sum(8, 2, 2, { 1 }, out2), out2[1] end)
+  st, done, sum = orch:wait(hw8, WAIT)
+  check(st == "done" and done == true and sum == 101, "the one that stayed: %s, %s, %s", tostring(st),
+    tostring(done), tostring(sum))
+  st, done = orch:wait(orch:run("8 again", function() return b:sum(8, 1, 2, { 3 }, out3) end), WAIT)
+  check(st == "done" and done == true and out3[1] == 3, "round 8 again: %s, %s, %s", tostring(st), tostring(done),
+    tostring(out3[1]))
+end)
+
 it("hands back a port a LÖVE worker made, and the very port it was given", function()
   local p = pool { size = 1 }
   local state, made = orch:wait(p:run("make_port", "made there"), WAIT)

@@ -363,10 +363,16 @@ local function build(env)
   port_methods._watch, port_methods._unwatch = watch, unwatch
 
   ---------------------------------------------------------------------------
-  -- Round barriers. Each round in the barrier's table: count, op, arrived,
-  -- left, complete, shares (by index, until complete), result, and bell (a
-  -- channel of its own: the last arrival puts one token in it for each
-  -- participant, which wakes those blocked).
+  -- Round barriers. The barrier's table holds the rounds begun and not yet
+  -- over, each: count, op, arrived, complete, shares (by index, until
+  -- complete), gone (participants that left before taking their answer)
+  -- and bell, a channel of its own. The last arrival puts the answer in
+  -- the bell once for each participant (the combined numbers, or true),
+  -- and an abort puts false in every bell; a participant takes one and
+  -- has left. So an arrival copies the table out and back once, and a wait
+  -- takes one small value: nothing else goes through the barrier's lock.
+  -- A round is over, and dropped by the next arrival, once it is complete
+  -- and its bell holds no more answers than its gone participants left.
 
   local rounds_methods = {}
   ROUNDS.__index = rounds_methods
@@ -400,15 +406,21 @@ local function build(env)
         first = false
       end
     end
-    r.result, r.shares = res, nil
+    r.shares = nil
+    return res
   end
 
+  local function over(r) return r.complete and r.bell:getCount() <= r.gone end
+
   local function arrive_in(c, aborted, rn, count_, op, index, share, n, len)
-    if aborted:getCount() > 0 then return "closed", false end
+    if aborted:getCount() > 0 then return "closed" end
     local st = c:pop() or {}
+    for k, r in each, st do
+      if over(r) then st[k] = nil end -- (every participant has its answer, or has gone)
+    end
     local r, rc = st[rn], "ok"
     if not r then
-      r = { count = count_, op = op, arrived = 0, left = 0, complete = false, shares = {}, bell = new_channel() }
+      r = { count = count_, op = op, arrived = 0, gone = 0, complete = false, shares = {}, bell = new_channel() }
       st[rn] = r
     elseif r.count ~= count_ or r.op ~= op or r.complete then
       rc = "inval" -- (another count or operation, or a round already complete)
@@ -419,17 +431,18 @@ local function build(env)
       if op ~= "arrive" then r.shares[index] = share end
       r.arrived = r.arrived + 1
       if r.arrived == r.count then
-        if op ~= "arrive" then combine(r, n, len) end
+        local answer = op == "arrive" or combine(r, n, len)
         r.complete = true
-        for _ = 1, r.count do r.bell:push(true) end
+        for _ = 1, r.count do r.bell:push(answer) end
       end
     end
     c:push(st)
-    return rc, r.complete
+    return rc, r.bell, r.complete
   end
 
-  -- The arrival b:op(round, count[, index, share, out]) makes: "ok", or
-  -- "closed" when aborted; or nil and why an argument is bad.
+  -- The arrival b:op(round, count[, index, share, out]) makes: "ok" and
+  -- the round's bell, or "closed" when aborted; or nil and why an
+  -- argument is bad.
   local function arrive(self, op, rn, count_, index, share, out)
     local n, len = self.n, self.len
     if type(rn) ~= "number" or rn ~= rn then
@@ -462,7 +475,7 @@ local function build(env)
         copy[i] = x
       end
     end
-    local rc, complete = self.s:performAtomic(arrive_in, self.a, rn, count_, op, index, copy, n, len)
+    local rc, bell, complete = self.s:performAtomic(arrive_in, self.a, rn, count_, op, index, copy, n, len)
     if rc == "inval" then
       return nil, "b:" .. op .. ": round " .. num(rn) .. " was begun with another count or operation, or is complete"
     end
@@ -470,32 +483,28 @@ local function build(env)
       return nil, "b:" .. op .. ": index " .. num(index) .. " arrived at round " .. num(rn) .. " already"
     end
     if complete then ring(self.w) end
-    return rc
+    return rc, bell
   end
 
-  -- "done" (out written), "wait" or "aborted"; and the round.
-  local function answer(self, rn, out)
-    if self.a:getCount() > 0 then return "aborted" end
-    local st = self.s:peek()
-    local r = st and st[rn]
-    if not r then return "aborted" end
-    if not r.complete then return "wait", r end
-    if type(out) == "table" and r.result then
-      for i = 1, self.len do out[i] = r.result[i] end
+  -- What an answer taken from a bell says: "done" (out written) or
+  -- "aborted" (an abort's false, or an answer taken once the barrier was
+  -- aborted: the abort wins, as on the native core).
+  local function answer(self, got, out)
+    if got == false or self.a:getCount() > 0 then return "aborted" end
+    if type(got) == "table" and type(out) == "table" then
+      for i = 1, self.len do out[i] = got[i] end
     end
-    return "done", r
+    return "done"
   end
 
-  local function leave_in(c, aborted, rn)
+  -- A participant leaving before it took its answer (its job cancelled,
+  -- its worker stopped): the round counts it as gone.
+  local function gone_in(c, rn, bell)
     local st = c:pop() or {}
     local r = st[rn]
-    if r then
-      r.left = r.left + 1
-      if r.left >= r.count and (r.complete or aborted:getCount() > 0) then st[rn] = nil end
-    end
+    if r and rawequal(r.bell, bell) then r.gone = r.gone + 1 end
     c:push(st)
   end
-  local function leave(self, rn) self.s:performAtomic(leave_in, self.a, rn) end
 
   -- b:op as a worker waits: blocking, until the round is complete, the
   -- barrier aborted, or the worker told to stop.
@@ -503,19 +512,22 @@ local function build(env)
     local bad = bad_self(self, ROUNDS, "b:" .. op, "a round barrier (stagehand.rounds())")
     if bad then fail(3, bad) end
     if stopped() then return false end
-    local rc, why = arrive(self, op, rn, count_, index, share, out)
-    if why then fail(3, why) end
+    local rc, bell = arrive(self, op, rn, count_, index, share, out)
+    if not rc then fail(3, bell) end
     if rc == "closed" then return false end
-    waiting("a round barrier")
-    local st, r
-    while true do
-      st, r = answer(self, rn, out)
-      if st ~= "wait" or stopped() then break end
-      r.bell:demand(SLICE)
+    local got = bell:pop()
+    if got == nil then
+      waiting("a round barrier")
+      repeat
+        got = bell:demand(SLICE)
+      until got ~= nil or stopped()
+      waiting(nil)
+      if got == nil then
+        self.s:performAtomic(gone_in, rn, bell)
+        return false
+      end
     end
-    waiting(nil)
-    leave(self, rn)
-    return st == "done"
+    return answer(self, got, out) == "done"
   end
 
   function rounds_methods.arrive(self, rn, count_)
@@ -533,7 +545,9 @@ local function build(env)
     if aborted:getCount() == 0 then aborted:push(true) end
     local st = c:pop() or {}
     for _, r in each, st do
-      for _ = 1, n do r.bell:push(true) end
+      if not r.complete then
+        for _ = 1, n do r.bell:push(false) end
+      end
     end
     c:push({})
   end
@@ -554,17 +568,57 @@ local function build(env)
   -- The game's side's halves (threads/ports.lua): _begin arrives without
   -- waiting (true; false when aborted), raising without a position (the
   -- caller gives it the game's line); _poll answers "done" (out written),
-  -- "wait" or "aborted"; _leave.
+  -- "wait" or "aborted"; _leave, called right after a _poll that did not
+  -- answer "wait", or when the wait is abandoned. The bells of this
+  -- state's arrivals wait in `bells` (by barrier, then round: one bell
+  -- for all of this state's participants in a round), with how many of
+  -- them have not yet taken an answer.
+  local bells = setmetatable({}, { __mode = "k" })
+  local took = false -- (the last _poll took an answer: the _leave after it has nothing to do)
+
   function rounds_methods._begin(self, rn, count_, index, share, out, op)
-    local rc, why = arrive(self, op, rn, count_, index, share, out)
-    if why then error(why, 0) end
-    return rc == "ok"
+    local rc, bell = arrive(self, op, rn, count_, index, share, out)
+    if not rc then error(bell, 0) end
+    if rc ~= "ok" then return false end
+    local mine = bells[self]
+    if not mine then mine = {}; bells[self] = mine end
+    local at = mine[rn]
+    if at then at[2] = at[2] + 1 else mine[rn] = { bell, 1 } end
+    return true
   end
+
+  -- (one of this state's participants in round rn has its answer or has gone)
+  local function forget(self, rn)
+    local mine = bells[self]
+    local at = mine and mine[rn]
+    if not at then return nil end
+    at[2] = at[2] - 1
+    if at[2] <= 0 then mine[rn] = nil end
+    return at[1]
+  end
+
   function rounds_methods._poll(self, rn, out)
-    local st = answer(self, rn, out)
-    return st
+    took = false
+    local mine = bells[self]
+    local at = mine and mine[rn]
+    local got = at and at[1]:pop()
+    if got == nil then
+      if at and self.a:getCount() == 0 then return "wait" end
+      return "aborted"
+    end
+    took = true
+    return answer(self, got, out)
   end
-  rounds_methods._leave = leave
+
+  function rounds_methods._leave(self, rn)
+    if took then
+      took = false
+      forget(self, rn)
+      return
+    end
+    local bell = forget(self, rn)
+    if bell and self.a:getCount() == 0 then self.s:performAtomic(gone_in, rn, bell) end
+  end
   function rounds_methods._info(self) return self.n, self.len end
   rounds_methods._watch, rounds_methods._unwatch = watch, unwatch
 
