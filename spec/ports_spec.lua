@@ -685,6 +685,44 @@ describe("threads under the luv driver", function()
     orch:close()
   end)
 
+  it("steps again before the loop sleeps when a value came between a job's look and its watch", function()
+    local uv = require "luv"
+    local orch = stagehand.new { driver = "luv", stall_ms = 600000, log = function() end }
+    local q, p = stagehand.port(), stagehand.port()
+    local warm = orch:run("warm", function() return q:receive() end)
+    q:post(1)
+    assert.equal("done", (orch:wait(warm, WAIT)))
+    local methods = getmetatable(p).__index
+    local try_receive, injected = methods.try_receive, false
+    methods.try_receive = function(self, ...) -- (a post just after the job looked: see the same case above)
+      local got, v = try_receive(self, ...)
+      if not got and rawequal(self, p) and not injected then
+        injected = true
+        p:post("between")
+      end
+      return got, v
+    end
+    local h = orch:run("listener", function(job)
+      job:sleep(5)
+      return p:receive()
+    end)
+    local hung = false
+    local watchdog = uv.new_timer()
+    watchdog:start(WAIT, 0, function()
+      hung = true
+      uv.stop()
+    end)
+    watchdog:unref()
+    local ok, err = pcall(uv.run)
+    methods.try_receive = try_receive
+    watchdog:close()
+    assert(ok, err)
+    assert.is_true(injected)
+    assert.is_false(hung)
+    assert.same({ "done", "between" }, { h:result() })
+    orch:close()
+  end)
+
   local count = require("spec.helpers").proc_count
 
   -- Regression: the luv driver's timer and poll callbacks held their
