@@ -39,6 +39,18 @@ function M.fail(fn, arg, expected, got, level, hint)
     .. (hint or ""), (level or 2) + 1)
 end
 
+--- For an orchestrator argument that is not one: what the caller most
+--- likely did (stagehand.pool given its options first, stagehand.spawn
+--- its "module.function" first), said after the message; or nil.
+function M.orch_hint(fn, got)
+  if fn == "stagehand.pool" and type(got) == "table" and (rawget(got, "module") ~= nil or rawget(got, "source") ~= nil)
+  then
+    return " (the options come second: stagehand.pool(orch, opts))"
+  elseif fn == "stagehand.spawn" and type(got) == "string" and got:find(".", 1, true) then
+    return " (the orchestrator comes first: stagehand.spawn(orch, \"module.function\", ...))"
+  end
+end
+
 --- A method called on something other than its object: most often a dot
 --- where a colon belongs (`orch.run("Loading", work)` for `orch:run(...)`),
 --- which shifts every argument by one. `method` is written as called

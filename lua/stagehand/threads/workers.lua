@@ -126,16 +126,7 @@ local POOL_FIELDS = { module = true, source = true, size = true, respawn_on_abor
   stall_ms = true, threads = true }
 
 local function check_orch(orch, fn)
-  if E.is_orchestrator(orch) then return end
-  -- (the orchestrator forgotten, what follows it given first: say so)
-  if fn == "stagehand.pool" and type(orch) == "table"
-    and (rawget(orch, "module") ~= nil or rawget(orch, "source") ~= nil) then
-    fail(fn, "orch", "an orchestrator", orch, 3, " (the options come second: stagehand.pool(orch, opts))")
-  elseif fn == "stagehand.spawn" and type(orch) == "string" and orch:find(".", 1, true) then
-    fail(fn, "orch", "an orchestrator", orch, 3,
-      " (the orchestrator comes first: stagehand.spawn(orch, \"module.function\", ...))")
-  end
-  fail(fn, "orch", "an orchestrator", orch, 3)
+  if not E.is_orchestrator(orch) then fail(fn, "orch", "an orchestrator", orch, 3, options.orch_hint(fn, orch)) end
 end
 
 --- A pool of worker threads running the functions of a module: `module`
