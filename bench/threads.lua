@@ -24,6 +24,19 @@ function M.hash(n)
   for i = 1, n do h = (h * 31 + i) % 4294967296 end
   return h
 end
+-- (meets the game's job in rounds 1..n, a share of one number each)
+function M.meet(t)
+  local b, out, share = t.b, {}, { 0 }
+  for r = 1, t.n do
+    share[1] = r
+    if not b:sum(r, 2, 2, share, out) then return false end
+  end
+  return out[1]
+end
+-- (sends back each of n values)
+function M.relay(t)
+  for _ = 1, t.n do t.outbox:post(t.inbox:receive()) end
+end
 return M
 ]]
 
@@ -172,7 +185,48 @@ function M.run(report, results)
   end
   report("round trip of one request, idle pool (median)", trips_of(ours_one, 2), "luv's uv.new_work",
     trips_of(luv_one, 2), 1.5)
-  report("  ... back to back (information)", trips_of(ours_one, 0), "luv's uv.new_work", trips_of(luv_one, 0))
+  local back_to_back = trips_of(ours_one, 0)
+  report("  ... back to back (information)", back_to_back, "luv's uv.new_work", trips_of(luv_one, 0))
+
+  -- 2b. A job and a worker talking while both run (information): 2,000
+  -- rounds of a round barrier, and 2,000 values sent through a port and
+  -- back, per exchange, beside a request's round trip back to back.
+  -- (Each exchange wakes the job's orchestrator: a wake it missed showed
+  -- here as whole milliseconds.)
+  local EX = 2000
+  local function exchanges(kind)
+    local t0 = wall()
+    local h, w
+    if kind == "rounds" then
+      local b = stagehand.rounds(2, 1)
+      w = pool:run("meet", { b = b, n = EX })
+      h = orch:run("meet", function()
+        local out = {}
+        for r = 1, EX do
+          if not b:sum(r, 2, 1, { r }, out) then return false end
+        end
+        return out[1]
+      end)
+    else
+      local inbox, outbox = stagehand.port(), stagehand.port()
+      w = pool:run("relay", { inbox = inbox, outbox = outbox, n = EX })
+      h = orch:run("relay", function()
+        for i = 1, EX do
+          inbox:post(i)
+          assert(outbox:receive() == i)
+        end
+        return true
+      end)
+    end
+    assert(orch:wait(h, 60000) == "done" and orch:wait(w, 60000) == "done", kind .. ": an exchange did not end")
+    return (wall() - t0) * 1e6 / EX
+  end
+  for _, kind in ipairs { "rounds", "port" } do
+    local xs2 = {}
+    for r = 1, 3 do xs2[r] = exchanges(kind) end
+    report(kind == "rounds" and "a job and a worker meet in a round (median)"
+      or "a job and a worker, a value to and fro (median)", median(xs2), "a request, back to back", back_to_back)
+  end
 
   -- 3. A CPU-bound batch: 8 hashes of 3,000,000 steps, on 2 workers and
   -- on 1. The ratio is how much faster two are (target >= 1.7x).
