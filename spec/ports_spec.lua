@@ -9,6 +9,33 @@ end
 
 local WAIT = 10000 -- (ms a worker may take on a loaded host before a spec gives up)
 
+-- Makes a post to `p` land inside a job's first look at it that finds it
+-- empty: as a worker posting just after the job looked, before it watches
+-- the port. Returns whether it has happened (a function) and what undoes it.
+local function post_after_look(p)
+  local methods = getmetatable(p).__index
+  local try_receive, injected = methods.try_receive, false
+  methods.try_receive = function(self, ...)
+    local got, v = try_receive(self, ...)
+    if not got and rawequal(self, p) and not injected then
+      injected = true
+      p:post("between")
+    end
+    return got, v
+  end
+  return function() return injected end, function() methods.try_receive = try_receive end
+end
+
+-- A wait answered and stepped past, so that `orch` has looked at its
+-- notifier once (its first wait ever is looked at regardless).
+local function warm_up(orch)
+  local q = stagehand.port()
+  local warm = orch:run("warm", function() return q:receive() end)
+  q:post(1)
+  orch:step()
+  assert.equal("done", warm:state())
+end
+
 describe("stagehand.port", function()
   it("carries values in order, copied, between states", function()
     local p = stagehand.port()
@@ -164,35 +191,22 @@ describe("stagehand.port", function()
       -- slept on the notifier and let the fake clock run on.)
       local orch, clock = T.new()
       local p = stagehand.port()
-      local methods = getmetatable(p).__index
-      local try_receive, injected = methods.try_receive, false
-      methods.try_receive = function(self, ...)
-        local got, v = try_receive(self, ...)
-        if not got and rawequal(self, p) and not injected then
-          injected = true
-          p:post("between")
-        end
-        return got, v
-      end
+      local injected, undo = post_after_look(p)
       local ok, err = pcall(function()
-        local q = stagehand.port() -- (a wait answered first: the orchestrator has looked at its notifier)
-        local warm = orch:run("warm", function() return q:receive() end)
-        q:post(1)
-        orch:step()
-        assert.equal("done", warm:state())
+        warm_up(orch)
         local h = orch:run("listener", function(job)
           job:sleep(10)
           return p:receive()
         end)
         clock:advance(10)
         orch:step() -- (the job wakes in this step, looks, and parks)
-        assert.is_true(injected)
+        assert.is_true(injected())
         assert.equal("running", h:state())
         assert.equal(0, orch:next_wake())
         assert.same({ "done", "between" }, { orch:wait(h, 5000) })
         assert.equal(10, clock.now)
       end)
-      methods.try_receive = try_receive
+      undo()
       assert(ok, err)
       assert.no_leaks(orch)
     end)
@@ -480,11 +494,7 @@ describe("stagehand.rounds", function()
       return st
     end
     local ok, err = pcall(function()
-      local q = stagehand.port() -- (a wait answered first: the orchestrator has looked at its notifier)
-      local warm = orch:run("warm", function() return q:receive() end)
-      q:post(1)
-      orch:step()
-      assert.equal("done", warm:state())
+      warm_up(orch)
       local out = {}
       local h = orch:run("participant", function(job)
         job:sleep(10)
@@ -692,16 +702,7 @@ describe("threads under the luv driver", function()
     local warm = orch:run("warm", function() return q:receive() end)
     q:post(1)
     assert.equal("done", (orch:wait(warm, WAIT)))
-    local methods = getmetatable(p).__index
-    local try_receive, injected = methods.try_receive, false
-    methods.try_receive = function(self, ...) -- (a post just after the job looked: see the same case above)
-      local got, v = try_receive(self, ...)
-      if not got and rawequal(self, p) and not injected then
-        injected = true
-        p:post("between")
-      end
-      return got, v
-    end
+    local injected, undo = post_after_look(p)
     local h = orch:run("listener", function(job)
       job:sleep(5)
       return p:receive()
@@ -714,10 +715,10 @@ describe("threads under the luv driver", function()
     end)
     watchdog:unref()
     local ok, err = pcall(uv.run)
-    methods.try_receive = try_receive
+    undo()
     watchdog:close()
     assert(ok, err)
-    assert.is_true(injected)
+    assert.is_true(injected())
     assert.is_false(hung)
     assert.same({ "done", "between" }, { h:result() })
     orch:close()
