@@ -611,13 +611,12 @@ local function build(env)
   end
 
   function rounds_methods._leave(self, rn)
+    local bell = forget(self, rn)
     if took then
       took = false
-      forget(self, rn)
-      return
+    elseif bell and self.a:getCount() == 0 then
+      self.s:performAtomic(gone_in, rn, bell)
     end
-    local bell = forget(self, rn)
-    if bell and self.a:getCount() == 0 then self.s:performAtomic(gone_in, rn, bell) end
   end
   function rounds_methods._info(self) return self.n, self.len end
   rounds_methods._watch, rounds_methods._unwatch = watch, unwatch
