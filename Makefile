@@ -172,7 +172,7 @@ test-oom: deps build build/oom_host
 test: test-deps build $(KIT_CORE) $(KIT_CORE_ARM64) build/test_core build/test_threads build/oom_host $(C_HOSTS)
 	@sh scripts/test.sh $(RUNTIMES)
 test-deps:
-	@EXTRA_PKGS="$(WIN_PKGS) $(ARM64_PKGS) zip" sh scripts/deps.sh
+	@EXTRA_PKGS="$(WIN_PKGS) $(ARM64_PKGS) zip clang" sh scripts/deps.sh
 
 # examples/c_host: a C program embedding LuaJIT or Lua 5.4 that runs a
 # stagehand frame loop, as an engine would (make test builds and runs both).
@@ -446,9 +446,11 @@ GAME ?= examples/love
 love-dist: deps build $(KIT_CORE) $(KIT_CORE_ARM64)
 	@sh scripts/love_dist.sh $(GAME)
 
+# The shipped C with no warning (gcc, clang, MinGW-w64) and nothing found by
+# clang's static analyzer (scripts/c_checks.sh). make test runs it.
 check-warnings:
-	@mkdir -p build
-	$(CC) $(CFLAGS_CORE) -Werror -I$(INC_lua5.4) -fsyntax-only $(CORE_SRC) $(MODULE_SRC)
+	@EXTRA_PKGS="clang gcc-mingw-w64-x86-64" sh scripts/deps.sh
+	@WARN="$(WARN)" PLAT="$(PLAT)" PORTABLE="$(PORTABLE_SRC)" MODULES="$(MODULE_SRC)" sh scripts/c_checks.sh
 
 # (a /proc the systems check mounted in a root, left by a killed run, is
 # unmounted first: rm must not walk into it. An unpacked root's proc may be

@@ -110,9 +110,10 @@ static void combine(sh_rounds *b, round *r) {
 int sh_rounds_arrive(sh_rounds *b, double round_no, int32_t count, int op, int32_t index, const double *share) {
   round *r;
   int rc = SH_OK;
+  const int32_t len = b->share_len; /* (fixed at sh_rounds_new) */
   if (count < 1 || count > b->participants || op < SH_OP_COUNT || op > SH_OP_MAX || round_no != round_no)
     return SH_EINVAL;
-  if (op != SH_OP_COUNT && (index < 1 || index > b->participants || (!share && b->share_len > 0)))
+  if (op != SH_OP_COUNT && (index < 1 || index > b->participants || (!share && len > 0)))
     return SH_EINVAL;
   sh__mutex_lock(&b->mu);
   if (b->aborted) {
@@ -146,9 +147,8 @@ int sh_rounds_arrive(sh_rounds *b, double round_no, int32_t count, int op, int32
   if (rc == SH_OK) {
     if (op != SH_OP_COUNT) {
       r->have[index - 1] = 1;
-      if (b->share_len)
-        memcpy(r->shares + (size_t)(index - 1) * (size_t)b->share_len, share,
-               (size_t)b->share_len * sizeof(double));
+      if (len > 0) /* (share was checked non-null for it above) */
+        memcpy(r->shares + (size_t)(index - 1) * (size_t)len, share, (size_t)len * sizeof(double));
     }
     if (++r->arrived == r->count) {
       combine(b, r);

@@ -233,7 +233,7 @@ int sh_work_push(sh_work *w, int64_t id, double priority, sh_msg *payload) {
   uint32_t head, tail;
   int wake;
   if (priority != priority) return SH_EINVAL;
-  r.id = id, r.priority = priority, r.payload = payload;
+  r.id = id, r.priority = priority, r.payload = payload, r.seq = 0; /* (seq: set once the request is placed) */
   sh__mutex_lock(&w->pmu);
   if (w->closed) {
     sh__mutex_unlock(&w->pmu);

@@ -212,9 +212,11 @@ static box *self_box(lua_State *L, const char *mt, const char *method, const cha
     ok = lua_rawequal(L, -1, -2);
     lua_pop(L, 2);
   }
-  if (!ok)
+  if (!ok) {
     fail_at(L, 1, "bad self to %s: expected %s, got %s (call it with a colon: %s(...))", method, expected,
             lua_isnoneornil(L, 1) ? "nil" : got_of(L, 1), method);
+    return NULL; /* (not reached: fail_at raises) */
+  }
   if (!b->p) luaL_argerror(L, 1, "already closed");
   return b;
 }
