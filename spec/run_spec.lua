@@ -103,6 +103,29 @@ describe(":run", function()
     assert.matches("Decoding hero.png failed: .*corrupt header", tostring(err))
   end)
 
+  it("puts the list an error's first line announces on that line, cut after whole items", function()
+    local orch = T.new { log = function() end }
+    local h = orch:run("Loading the map", function() require "spec_nowhere_to_be_found" end)
+    local _, err = h:result()
+    local msg = tostring(err)
+    assert.matches("Loading the map failed: .*module 'spec_nowhere_to_be_found' not found: "
+      .. "no field package.preload%['spec_nowhere_to_be_found'%]; no file '", msg)
+    assert.is_nil(msg:find("\n", 1, true))
+    -- (a long list is cut after the last whole item that fits, and says so)
+    local items = {}
+    for i = 1, 40 do items[i] = "\tno file 'dir" .. i .. "/thing.lua'" end
+    h = orch:run("long", function() error("not found:\n" .. table.concat(items, "\n"), 0) end)
+    _, err = h:result()
+    msg = tostring(err)
+    assert.matches("^long failed: not found: no file 'dir1/thing.lua'; no file 'dir2/thing.lua'; .*'; %.%.%.$", msg)
+    assert.is_true(#msg < 480)
+    -- (a first line that announces nothing, or a list of blank lines, stays as it was)
+    h = orch:run("plain", function() error("bad header\nmore detail", 0) end)
+    assert.equal("plain failed: bad header", tostring(select(2, h:result())))
+    h = orch:run("blank", function() error("bad header:\n  \n", 0) end)
+    assert.equal("blank failed: bad header:", tostring(select(2, h:result())))
+  end)
+
   it("keeps a table raised by work as the cause", function()
     local orch = T.new { log = function() end }
     local cause = { code = 404 }

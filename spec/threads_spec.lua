@@ -274,6 +274,17 @@ describe("stagehand.pool", function()
       assert.equal("failed", st)
     end)
 
+    it("fails a request of a module nobody can find, its message listing where require looked", function()
+      local p = pool { module = "fixture_nowhere", size = 1 }
+      local st, err = orch:wait(p:run("anything"), WAIT)
+      assert.equal("failed", st)
+      local msg = tostring(err)
+      assert.matches("module 'fixture_nowhere' failed to load: module 'fixture_nowhere' not found: "
+        .. "no field package.preload['fixture_nowhere']; no file '", msg, 1, true)
+      assert.is_nil(msg:find("\n", 1, true))
+      assert.matches("\n%s*no file '[^']*fixture_nowhere", tostring(err.cause)) -- (the cause keeps every line)
+    end)
+
     it("runs a module given as source text, named by `module`", function()
       local p = pool { module = "inline", source = "return { twice = function(x) return x * 2 end }", size = 1 }
       assert.same({ "done", 42 }, { orch:wait(p:run("twice", 21), WAIT) })

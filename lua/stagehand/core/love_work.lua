@@ -272,7 +272,11 @@ do
       if not f then error(err, 0) end
       m = f(module)
     else
-      m = require(module)
+      -- (called through pcall, require's message carries no position of
+      -- this chunk's: it names only the module and where it looked)
+      local found, got = pcall(require, module)
+      if not found then error(got, 0) end
+      m = got
     end
     if type(m) ~= "table" then error("it returned " .. type(m) .. ", not a table of functions", 0) end
     return m

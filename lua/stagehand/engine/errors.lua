@@ -93,13 +93,31 @@ function M.describe_raised(v)
   return "a " .. tv
 end
 
--- (find and sub, not gsub: LuaJIT compiles those two, and every cancel
--- and failure makes a message.)
+-- A value's first line. A first line that ends in a colon announces a list
+-- (Lua's "module 'x' not found:" and the places require looked): the list
+-- comes onto the line, its lines joined by "; " and cut after the last
+-- whole item within LIST_MAX bytes, rather than a message that stops at
+-- "not found:". (The cause keeps every line.) (find and sub, not gsub, on
+-- the common paths: LuaJIT compiles those two, and every cancel and
+-- failure makes a message.)
+local LIST_MAX = 400
 local function one_line(v)
   local s = show(v)
   local nl = s:find("\n", 1, true)
-  if nl then return s:sub(1, nl - 1) end
-  return s
+  if not nl then return s end
+  if s:byte(nl - 1) ~= 58 then return s:sub(1, nl - 1) end -- (58: ":")
+  local list = s:sub(nl + 1):gsub("^%s+", ""):gsub("%s*\n%s*", "; "):gsub("%s+$", "")
+  if list == "" then return s:sub(1, nl - 1) end
+  if #list > LIST_MAX then -- (cut after the last whole item that fits, if any)
+    local last, from = nil, 1
+    while true do
+      local at = list:find("; ", from, true)
+      if not at or at > LIST_MAX then break end
+      last, from = at, at + 2
+    end
+    list = list:sub(1, last and last - 1 or LIST_MAX) .. "; ..."
+  end
+  return s:sub(1, nl - 1) .. " " .. list
 end
 M.one_line = one_line
 
