@@ -1,9 +1,9 @@
 #!/bin/sh
 # make check-warnings: the C that ships (the core, both platform layers and
-# the Lua bindings) compiles with no warning, and clang's static analyzer
+# the Lua bindings, and the example C host) compiles with no warning, and clang's static analyzer
 # finds nothing in it. A warning or a finding fails the check, so one added
 # by a change is seen in `make test` rather than scrolled past in a build.
-#   gcc and clang, -O2 (the flow-based warnings need the optimizer), the
+#   gcc at -O2 (its flow-based warnings need the optimizer) and clang, the
 #     Makefile's warnings and this system's platform defines, with Lua
 #     5.4's headers; the bindings again against LuaJIT's and Lua 5.1's
 #     (their #if branches), gcc only;
@@ -37,25 +37,45 @@ run() {
 }
 
 for f in $portable $unix $modules; do
-  for cc in gcc clang; do
-    # shellcheck disable=SC2086 # (flag lists)
-    run "$cc $f" $cc -std=c99 -O2 $warn $plat -Werror $inc -I/usr/include/lua5.4 -c "$f" -o /dev/null
-  done
+  # shellcheck disable=SC2086 # (flag lists)
+  run "gcc $f" gcc -std=c99 -O2 $warn $plat -Werror $inc -I/usr/include/lua5.4 -c "$f" -o /dev/null
 done
+# (clang's warnings come from its front end, whatever the optimizer does)
+# shellcheck disable=SC2086
+run "clang, the core and the bindings" clang -std=c99 $warn $plat -Werror $inc -I/usr/include/lua5.4 -fsyntax-only \
+  $portable $unix $modules
 for lua in /usr/include/luajit-2.1 /usr/include/lua5.1; do
   # shellcheck disable=SC2086
   run "gcc, the bindings against $lua" gcc -std=c99 $warn $plat -Werror $inc -I$lua -fsyntax-only $modules
 done
+# (the C host an engine programmer starts from, both ways it links: the
+# module loaded beside it, and the core linked in, -DSH_LINKED)
+host=examples/c_host/host.c
+for lua in /usr/include/luajit-2.1 /usr/include/lua5.4; do
+  for linked in "" -DSH_LINKED; do
+    # shellcheck disable=SC2086
+    run "gcc $host $linked against $lua" gcc -std=c99 -O2 $warn $plat $linked -Werror $inc -I$lua -c $host -o /dev/null
+    # shellcheck disable=SC2086
+    run "clang $host $linked against $lua" clang -std=c99 $warn $plat $linked -Werror $inc -I$lua -fsyntax-only $host
+  done
+done
 for mingw in x86_64-w64-mingw32-gcc i686-w64-mingw32-gcc; do
   command -v $mingw >/dev/null 2>&1 || continue
-  for f in $portable $win $modules; do
-    # shellcheck disable=SC2086
-    run "$mingw $f" $mingw -std=c99 -O2 $warn -Werror $inc -I/usr/include/lua5.4 -c "$f" -o /dev/null
-  done
+  # shellcheck disable=SC2086
+  run "$mingw, the Win32 layer and the bindings" $mingw -std=c99 $warn -Werror $inc -I/usr/include/lua5.4 \
+    -fsyntax-only $portable $win $modules
+  # (and the Win32 layer through the optimizer: the rest went through gcc's above)
+  # shellcheck disable=SC2086
+  run "$mingw -O2 $win" $mingw -std=c99 -O2 $warn -Werror $inc -c $win -o /dev/null
 done
 for f in $portable $unix $modules; do
   # shellcheck disable=SC2086
   run "clang's analyzer, $f" clang --analyze -Xclang -analyzer-werror -std=c99 $plat $inc -I/usr/include/lua5.4 "$f" -o /dev/null
+done
+for linked in "" -DSH_LINKED; do
+  # shellcheck disable=SC2086
+  run "clang's analyzer, $host $linked" clang --analyze -Xclang -analyzer-werror -std=c99 $plat $linked $inc \
+    -I/usr/include/luajit-2.1 $host -o /dev/null
 done
 # shellcheck disable=SC2086
 run "clang's analyzer, $win" clang --analyze -Xclang -analyzer-werror --target=x86_64-w64-mingw32 -std=c99 $inc "$win" -o /dev/null
