@@ -106,9 +106,11 @@ local function one_line(v)
   local nl = s:find("\n", 1, true)
   if not nl then return s end
   if s:byte(nl - 1) ~= 58 then return s:sub(1, nl - 1) end -- (58: ":")
-  local list = s:sub(nl + 1):gsub("^%s+", ""):gsub("%s*\n%s*", "; "):gsub("%s+$", "")
-  if list == "" then return s:sub(1, nl - 1) end
-  if #list > LIST_MAX then -- (cut after the last whole item that fits, if any)
+  -- (at most twice LIST_MAX of it is read: a cause of megabytes costs no more)
+  local more = #s - nl > 2 * LIST_MAX
+  local list = s:sub(nl + 1, nl + 2 * LIST_MAX):gsub("^%s+", ""):gsub("%s*\n%s*", "; "):gsub("[%s;]+$", "")
+  if list == "" and not more then return s:sub(1, nl - 1) end
+  if more or #list > LIST_MAX then -- (cut after the last whole item that fits, if any)
     local last, from = nil, 1
     while true do
       local at = list:find("; ", from, true)
