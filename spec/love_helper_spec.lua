@@ -61,7 +61,8 @@ describe("stagehand.love", function()
   end)
 
   it("pauses stall clocks while the window is hidden or loses focus, and still calls the game's handlers", function()
-    local orch = for_love.new { stall_ms = 100, check_ms = 10 }
+    local logged = {}
+    local orch = for_love.new { stall_ms = 100, check_ms = 10, log = function(line) logged[#logged + 1] = line end }
     local h = orch:run("waits", function(job) job:await(stagehand.future()) end)
     love.update(0)
     love.handlers.visible(false)
@@ -76,6 +77,7 @@ describe("stagehand.love", function()
     love.update(0)
     love.update(0)
     assert.equal("stalled", h:state())
+    assert.same({ "[stagehand] waits made no progress for 0.1 s." }, logged) -- (through the game's log, once)
   end)
 
   if stagehand.backend ~= "lua" then -- (worker threads: not on the pure-Lua core)
