@@ -447,7 +447,7 @@ love-dist: deps build $(KIT_CORE) $(KIT_CORE_ARM64)
 	@sh scripts/love_dist.sh $(GAME)
 
 # The shipped C with no warning (gcc, clang, MinGW-w64) and nothing found by
-# clang's static analyzer (scripts/c_checks.sh). make test runs it.
+# the static analyzers of clang and gcc (scripts/c_checks.sh). make test runs it.
 check-warnings:
 	@EXTRA_PKGS="clang gcc-mingw-w64-x86-64" sh scripts/deps.sh
 	@WARN="$(WARN)" PLAT="$(PLAT)" PORTABLE="$(PORTABLE_SRC)" MODULES="$(MODULE_SRC)" sh scripts/c_checks.sh

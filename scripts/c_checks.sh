@@ -1,7 +1,7 @@
 #!/bin/sh
 # make check-warnings: the C that ships (the core, both platform layers and
-# the Lua bindings, and the example C host) compiles with no warning, and clang's static analyzer
-# finds nothing in it. A warning or a finding fails the check, so one added
+# the Lua bindings, and the example C host) compiles with no warning, and
+# the static analyzers (clang's and gcc's) find nothing in it. A warning or a finding fails the check, so one added
 # by a change is seen in `make test` rather than scrolled past in a build.
 #   gcc at -O2 (its flow-based warnings need the optimizer) and clang, the
 #     Makefile's warnings and this system's platform defines, with Lua
@@ -10,7 +10,7 @@
 #   MinGW-w64 (64-bit, and 32-bit where installed): the Win32 layer and the
 #     bindings, as make windows builds them;
 #   clang --analyze on every shipped file, the Win32 layer with MinGW's
-#     headers (clang's own target for it).
+#     headers (clang's own target for it), and gcc -fanalyzer on the rest.
 # Run through the Makefile, which passes WARN, PLAT and the source lists.
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top" || exit 1
@@ -72,6 +72,11 @@ for f in $portable $unix $modules; do
   # shellcheck disable=SC2086
   run "clang's analyzer, $f" clang --analyze -Xclang -analyzer-werror -std=c99 $plat $inc -I/usr/include/lua5.4 "$f" -o /dev/null
 done
+# (gcc's analyzer too: it follows other paths than clang's)
+for f in $portable $unix $modules; do
+  # shellcheck disable=SC2086
+  run "gcc's analyzer, $f" gcc -std=c99 -O1 -fanalyzer $plat $inc -I/usr/include/lua5.4 -c "$f" -o /dev/null
+done
 for linked in "" -DSH_LINKED; do
   # shellcheck disable=SC2086
   run "clang's analyzer, $host $linked" clang --analyze -Xclang -analyzer-werror -std=c99 $plat $linked $inc \
@@ -84,4 +89,4 @@ if [ "$failed" -ne 0 ]; then
   echo "$failed of $files C checks failed"
   exit 1
 fi
-echo "$files C checks: no warning from gcc, clang or MinGW-w64 with $warn -Werror, and nothing from clang's analyzer"
+echo "$files C checks: no warning from gcc, clang or MinGW-w64 with $warn -Werror, and nothing from clang's or gcc's analyzer"

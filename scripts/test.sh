@@ -200,7 +200,7 @@ native_lane() {
   count "worker pools under a failing allocator (the main side's allocations, each in turn)" \
     sh -c 'eval "$(sh scripts/env.sh lua5.4)" && ./build/oom_host spec/oom/failing_alloc_pools.lua'
   check "luacheck (.luacheckrc): no warnings in lua/, spec/, bench/, examples/ and scripts/textures/" luacheck -q lua spec bench examples scripts/textures
-  check "the shipped C: no warning from gcc, clang or MinGW-w64 (-Wall -Wextra ... -Werror), nothing from clang's static analyzer" \
+  check "the shipped C: no warning from gcc, clang or MinGW-w64 (-Wall -Wextra ... -Werror), nothing from clang's or gcc's analyzer" \
     make -s check-warnings
   check "pools destroyed under the luv driver, then exit without closing: exit 0, 20 runs per runtime and backend" \
     sh scripts/exit_check.sh "$@"
