@@ -10,7 +10,8 @@
 #   MinGW-w64 (64-bit, and 32-bit where installed): the Win32 layer and the
 #     bindings, as make windows builds them;
 #   clang --analyze on every shipped file, the Win32 layer with MinGW's
-#     headers (clang's own target for it), and gcc -fanalyzer on the rest.
+#     headers (clang's own target for it), and gcc -fanalyzer on the same
+#     (MinGW's for the Win32 layer).
 # Run through the Makefile, which passes WARN, PLAT and the source lists.
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top" || exit 1
@@ -68,6 +69,10 @@ for mingw in x86_64-w64-mingw32-gcc i686-w64-mingw32-gcc; do
   # shellcheck disable=SC2086
   run "$mingw -O2 $win" $mingw -std=c99 -O2 $warn -Werror $inc -c $win -o /dev/null
 done
+if command -v x86_64-w64-mingw32-gcc >/dev/null 2>&1; then
+  # shellcheck disable=SC2086
+  run "gcc's analyzer, $win" x86_64-w64-mingw32-gcc -std=c99 -O1 -fanalyzer $inc -c $win -o /dev/null
+fi
 for f in $portable $unix $modules; do
   # shellcheck disable=SC2086
   run "clang's analyzer, $f" clang --analyze -Xclang -analyzer-werror -std=c99 $plat $inc -I/usr/include/lua5.4 "$f" -o /dev/null
