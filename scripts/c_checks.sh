@@ -1,8 +1,9 @@
 #!/bin/sh
 # make check-warnings: the C that ships (the core, both platform layers and
 # the Lua bindings, and the example C host) compiles with no warning, and
-# the static analyzers (clang's and gcc's) find nothing in it. A warning or a finding fails the check, so one added
-# by a change is seen in `make test` rather than scrolled past in a build.
+# the static analyzers (clang's and gcc's) find nothing in it. A warning or
+# a finding fails the check, so one added by a change is seen in `make
+# test` rather than scrolled past in a build.
 #   gcc at -O2 (its flow-based warnings need the optimizer) and clang, the
 #     Makefile's warnings and this system's platform defines, with Lua
 #     5.4's headers; the bindings again against LuaJIT's and Lua 5.1's
