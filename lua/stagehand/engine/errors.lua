@@ -105,21 +105,16 @@ local function one_line(v)
   local s = show(v)
   local nl = s:find("\n", 1, true)
   if not nl then return s end
-  if s:byte(nl - 1) ~= 58 then return s:sub(1, nl - 1) end -- (58: ":")
+  local first = s:sub(1, nl - 1)
+  if s:byte(nl - 1) ~= 58 then return first end -- (58: ":")
   -- (at most twice LIST_MAX of it is read: a cause of megabytes costs no more)
   local more = #s - nl > 2 * LIST_MAX
   local list = s:sub(nl + 1, nl + 2 * LIST_MAX):gsub("^%s+", ""):gsub("%s*\n%s*", "; "):gsub("[%s;]+$", "")
-  if list == "" and not more then return s:sub(1, nl - 1) end
-  if more or #list > LIST_MAX then -- (cut after the last whole item that fits, if any)
-    local last, from = nil, 1
-    while true do
-      local at = list:find("; ", from, true)
-      if not at or at > LIST_MAX then break end
-      last, from = at, at + 2
-    end
-    list = list:sub(1, last and last - 1 or LIST_MAX) .. "; ..."
+  if list == "" and not more then return first end
+  if more or #list > LIST_MAX then -- (cut before the last "; " that fits, if any)
+    list = (list:sub(1, LIST_MAX + 1):match("^(.*); ") or list:sub(1, LIST_MAX)) .. "; ..."
   end
-  return s:sub(1, nl - 1) .. " " .. list
+  return first .. " " .. list
 end
 M.one_line = one_line
 
