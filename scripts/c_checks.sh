@@ -4,15 +4,15 @@
 # the static analyzers (clang's and gcc's) find nothing in it. A warning or
 # a finding fails the check, so one added by a change is seen in `make
 # test` rather than scrolled past in a build.
-#   gcc at -O2 (its flow-based warnings need the optimizer) and clang, the
-#     Makefile's warnings and this system's platform defines, with Lua
-#     5.4's headers; the bindings again against LuaJIT's and Lua 5.1's
-#     (their #if branches), gcc only;
+#   gcc at -O2 (its flow-based warnings need the optimizer) with its
+#     analyzer (-fanalyzer), and clang, the Makefile's warnings and this
+#     system's platform defines, with Lua 5.4's headers; the bindings again
+#     against LuaJIT's and Lua 5.1's (their #if branches), gcc only;
 #   MinGW-w64 (64-bit, and 32-bit where installed): the Win32 layer and the
-#     bindings, as make windows builds them;
+#     bindings, as make windows builds them, the Win32 layer through gcc's
+#     optimizer and analyzer;
 #   clang --analyze on every shipped file, the Win32 layer with MinGW's
-#     headers (clang's own target for it), and gcc -fanalyzer on the same
-#     (MinGW's for the Win32 layer).
+#     headers (clang's own target for it).
 # Run through the Makefile, which passes WARN, PLAT and the source lists.
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top" || exit 1
@@ -24,13 +24,13 @@ unix=csrc/platform/unix/sh_unix.c
 win=csrc/platform/win/sh_win.c
 inc="-Icsrc/core -Icsrc/platform -Icsrc/lua"
 failed=0
-files=0
+checks=0
 
 # $1: what is being checked, then the command; its output is the finding.
 run() {
   what=$1
   shift
-  files=$((files + 1))
+  checks=$((checks + 1))
   if ! out=$("$@" 2>&1) || [ -n "$out" ]; then
     echo "!! $what:"
     echo "$out"
@@ -38,9 +38,13 @@ run() {
   fi
 }
 
+# (each file once through gcc for its warnings and its analyzer, once
+# through clang's analyzer: they follow different paths)
 for f in $portable $unix $modules; do
   # shellcheck disable=SC2086 # (flag lists)
-  run "gcc $f" gcc -std=c99 -O2 $warn $plat -Werror $inc -I/usr/include/lua5.4 -c "$f" -o /dev/null
+  run "gcc $f" gcc -std=c99 -O2 -fanalyzer $warn $plat -Werror $inc -I/usr/include/lua5.4 -c "$f" -o /dev/null
+  # shellcheck disable=SC2086
+  run "clang's analyzer, $f" clang --analyze -Xclang -analyzer-werror -std=c99 $plat $inc -I/usr/include/lua5.4 "$f" -o /dev/null
 done
 # (clang's warnings come from its front end, whatever the optimizer does)
 # shellcheck disable=SC2086
@@ -66,22 +70,10 @@ for mingw in x86_64-w64-mingw32-gcc i686-w64-mingw32-gcc; do
   # shellcheck disable=SC2086
   run "$mingw, the Win32 layer and the bindings" $mingw -std=c99 $warn -Werror $inc -I/usr/include/lua5.4 \
     -fsyntax-only $portable $win $modules
-  # (and the Win32 layer through the optimizer: the rest went through gcc's above)
+  # (and the Win32 layer through the optimizer and the analyzer: the rest
+  # went through gcc's above)
   # shellcheck disable=SC2086
-  run "$mingw -O2 $win" $mingw -std=c99 -O2 $warn -Werror $inc -c $win -o /dev/null
-done
-if command -v x86_64-w64-mingw32-gcc >/dev/null 2>&1; then
-  # shellcheck disable=SC2086
-  run "gcc's analyzer, $win" x86_64-w64-mingw32-gcc -std=c99 -O1 -fanalyzer $inc -c $win -o /dev/null
-fi
-for f in $portable $unix $modules; do
-  # shellcheck disable=SC2086
-  run "clang's analyzer, $f" clang --analyze -Xclang -analyzer-werror -std=c99 $plat $inc -I/usr/include/lua5.4 "$f" -o /dev/null
-done
-# (gcc's analyzer too: it follows other paths than clang's)
-for f in $portable $unix $modules; do
-  # shellcheck disable=SC2086
-  run "gcc's analyzer, $f" gcc -std=c99 -O1 -fanalyzer $plat $inc -I/usr/include/lua5.4 -c "$f" -o /dev/null
+  run "$mingw -O2 $win" $mingw -std=c99 -O2 -fanalyzer $warn -Werror $inc -c $win -o /dev/null
 done
 for linked in "" -DSH_LINKED; do
   # shellcheck disable=SC2086
@@ -92,7 +84,7 @@ done
 run "clang's analyzer, $win" clang --analyze -Xclang -analyzer-werror --target=x86_64-w64-mingw32 -std=c99 $inc "$win" -o /dev/null
 
 if [ "$failed" -ne 0 ]; then
-  echo "$failed of $files C checks failed"
+  echo "$failed of $checks C checks failed"
   exit 1
 fi
-echo "$files C checks: no warning from gcc, clang or MinGW-w64 with $warn -Werror, and nothing from clang's or gcc's analyzer"
+echo "$checks C checks: no warning from gcc, clang or MinGW-w64 with $warn -Werror, and nothing from clang's or gcc's analyzer"
