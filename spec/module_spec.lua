@@ -1,5 +1,6 @@
 local stagehand = require "stagehand"
 local T = require "stagehand.testing"
+local helpers = require "spec.helpers"
 
 describe("stagehand", function()
   it("has a semantic VERSION", function()
@@ -185,31 +186,51 @@ describe(".new", function()
 end)
 
 describe("a C module built for another runtime", function()
-  it("fails to load with a message naming the runtime it was built for and the fix", function()
-    local here, other, other_name
-    if rawget(_G, "jit") then
-      here, other, other_name = "luajit", "lua5.4", "Lua 5.4"
-    elseif _VERSION == "Lua 5.4" then
-      here, other, other_name = "lua5.4", "luajit", "LuaJIT"
-    else
-      here, other, other_name = "lua5.1", "lua5.4", "Lua 5.4"
-    end
+  local here = helpers.interpreter()
+  local TITLE = { luajit = "LuaJIT", ["lua5.1"] = "Lua 5.1", ["lua5.2"] = "Lua 5.2", ["lua5.3"] = "Lua 5.3",
+    ["lua5.4"] = "Lua 5.4" }
+  local function require_from(cpath)
+    local p = io.popen("STAGEHAND_BACKEND=c LUA_PATH='lua/?.lua;lua/?/init.lua' LUA_CPATH='" .. cpath .. "' "
+      .. here .. " -e 'require \"stagehand\"' 2>&1")
+    local out = p:read("*a")
+    p:close()
+    return out
+  end
+  for _, other in ipairs { "luajit", "lua5.4", "lua5.3", "lua5.2", "lua5.1" } do
+    -- (LuaJIT and Lua 5.1 share one ABI: each loads the other's build)
+    local same = other == here or (other == "luajit" and here == "lua5.1") or (other == "lua5.1" and here == "luajit")
     local so = "build/" .. other .. "/stagehand/_core.so"
-    if not io.open(so) then error(so .. " is missing: make build makes every runtime's") end
-    local cmd = "STAGEHAND_BACKEND=c LUA_PATH='lua/?.lua;lua/?/init.lua' LUA_CPATH='build/" .. other .. "/?.so' " .. here
-      .. " -e 'require \"stagehand\"' 2>&1"
-    local out = io.popen(cmd):read("*a")
-    assert.matches(so .. " was built for " .. other_name, out, 1, true)
-    assert.matches("undefined symbol: lua", out, 1, true) -- (lua_... or luaL_...: whichever the linker meets first)
-    assert.matches('make -s env LUA=', out, 1, true)
-  end)
+    if not same then
+      it("fails to load " .. other .. "'s build, naming the runtime it was built for and the fix", function()
+        if not io.open(so) then error(so .. " is missing: make build makes every runtime's") end
+        local out = require_from("build/" .. other .. "/?.so")
+        assert.matches(so .. " was built for " .. TITLE[other] .. ", not for ", out, 1, true)
+        assert.matches("undefined symbol: lua", out, 1, true) -- (lua_... or luaL_...: whichever the linker meets first)
+        assert.matches("make -s env LUA=" .. here .. ")", out, 1, true)
+      end)
+
+      it("names the runtimes that have the function it lacks when " .. other .. "'s build is outside the tree",
+          function()
+        if not io.open(so) then error(so .. " is missing: make build makes every runtime's") end
+        local dir = os.tmpname()
+        os.remove(dir)
+        assert(os.execute("mkdir -p " .. dir .. "/stagehand && cp " .. so .. " " .. dir .. "/stagehand/"))
+        local out = require_from(dir .. "/?.so")
+        os.execute("rm -rf " .. dir)
+        local built = out:match("was built for (.-), not for " .. TITLE[here]:gsub("%.", "%%.") .. " %(undefined")
+        assert.is_string(built, out)
+        assert.matches(TITLE[other], built, 1, true)
+        assert.not_matches(TITLE[here], built, 1, true)
+      end)
+    end
+  end
 end)
 
 describe("no native core anywhere", function()
   -- Regression: LuaJIT said it fell back to the C module, then the C
   -- module's require listed Lua's search paths: two messages, and neither
   -- said what to do.
-  local here = rawget(_G, "jit") and "luajit" or (_VERSION == "Lua 5.4" and "lua5.4" or "lua5.1")
+  local here = helpers.interpreter()
   local function run(backend)
     return io.popen("STAGEHAND_BACKEND=" .. backend .. " LUA_PATH='lua/?.lua;lua/?/init.lua'"
       .. " LUA_CPATH='/nowhere/?.so;/nor/here/?.so' " .. here .. " -e '"
@@ -269,7 +290,7 @@ end)
 
 describe("a native core built for another system or processor", function()
   it("fails to load naming what it found, this system, and the fix", function()
-    local here = rawget(_G, "jit") and "luajit" or (_VERSION == "Lua 5.4" and "lua5.4" or "lua5.1")
+    local here = helpers.interpreter()
     local dir = os.tmpname()
     os.remove(dir)
     assert(os.execute("mkdir -p " .. dir .. "/stagehand"))

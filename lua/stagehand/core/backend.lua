@@ -142,20 +142,38 @@ end
 local native = require "stagehand.core.native"
 
 -- A C module built for another runtime fails to load with the dynamic
--- linker's "undefined symbol: lua_objlen" (a 5.1/LuaJIT build under 5.4)
--- or "lua_newuserdatauv" and its kin (a 5.4 build under 5.1): say which.
+-- linker's "undefined symbol: lua_objlen" (a 5.1/LuaJIT build under 5.4),
+-- "lua_newuserdatauv" (a 5.4 build under 5.3) and their kin: say which.
+-- HAVE: the runtimes that export each function one runtime's build of the
+-- core imports and another's lacks (a macro there, or new or gone); a
+-- build imports nothing else that any of them lacks.
+local HAVE = {}
+for _, row in ipairs {
+  { "luajit lua5.1", "lua_objlen lua_setfenv lua_getfenv lua_call lua_pcall lua_tonumber luaL_loadbuffer"
+    .. " luaL_prepbuffer" },
+  { "luajit lua5.1 lua5.2", "lua_insert lua_remove lua_replace" },
+  { "luajit lua5.1 lua5.2 lua5.3", "lua_newuserdata" },
+  { "luajit lua5.2 lua5.3 lua5.4", "lua_copy lua_tonumberx lua_tointegerx luaL_loadbufferx" },
+  { "lua5.2 lua5.3 lua5.4", "lua_callk lua_pcallk lua_getglobal lua_rawlen luaL_prepbuffsize" },
+  { "lua5.3 lua5.4", "lua_isinteger lua_rotate" },
+  { "lua5.4", "lua_newuserdatauv lua_getiuservalue lua_setiuservalue" },
+} do
+  for name in row[2]:gmatch("%S+") do HAVE[name] = " " .. row[1] .. " " end
+end
+local TITLE = { luajit = "LuaJIT", ["lua5.1"] = "Lua 5.1", ["lua5.2"] = "Lua 5.2", ["lua5.3"] = "Lua 5.3",
+  ["lua5.4"] = "Lua 5.4" }
+
 local function wrong_build(err)
   local sym = tostring(err):match("undefined symbol: ([%w_]+)")
   if not sym or not sym:match("^lua") then return nil end
   local path = tostring(err):match("from file '([^']+)'") or "stagehand/_core.so"
-  local in_tree = path:match("build/lua(5%.%d)/")
-  local built = path:match("build/(luajit)/") and "LuaJIT" or in_tree and "Lua " .. in_tree
-  if not built then
-    built = (sym == "lua_objlen" or sym == "lua_setfenv" or sym == "lua_getfenv") and "Lua 5.1 or LuaJIT"
-      or "Lua 5.4"
-  end
   local name, make_name = native.runtime()
-  if built == name or (built == "Lua 5.1 or LuaJIT" and make_name ~= "lua5.4") then
+  -- (built in stagehand's tree, its folder names the runtime; elsewhere
+  -- the symbol narrows it down; a function every runtime has means the
+  -- build is this runtime's own)
+  local tree = path:match("build/(luajit)/") or path:match("build/(lua5%.%d)/")
+  local have = tree and " " .. tree .. " " or HAVE[sym]
+  if not have or have:find(" " .. make_name .. " ", 1, true) then
     -- Built for this runtime after all: the program that runs it links Lua
     -- in and does not export Lua's functions to the libraries it loads.
     return "stagehand: " .. path .. " needs " .. sym .. " from the Lua the program runs, and the program does not"
@@ -163,6 +181,9 @@ local function wrong_build(err)
       .. " -rdynamic), or link stagehand's core in and register it as package.preload[\"stagehand._core\"]"
       .. " (the guide's section on C hosts)."
   end
+  local built = {}
+  for rt in have:gmatch("%S+") do built[#built + 1] = TITLE[rt] end
+  built = #built == 1 and built[1] or table.concat(built, ", ", 1, #built - 1) .. " or " .. built[#built]
   return "stagehand: " .. path .. " was built for " .. built .. ", not for " .. name .. " (undefined symbol: "
     .. sym .. "). Point LUA_CPATH at a build for " .. name .. ": eval \"$(make -s env LUA=" .. make_name
     .. ")\" in stagehand's tree, or install the rock with this runtime's luarocks."

@@ -134,9 +134,9 @@ end
 ---@return string, string
 function M.runtime()
   if rawget(_G, "jit") then return "LuaJIT", "luajit" end
-  if _VERSION == "Lua 5.4" then return "Lua 5.4", "lua5.4" end
-  if _VERSION == "Lua 5.1" then return "Lua 5.1", "lua5.1" end
-  return _VERSION, "luajit, lua5.4 or lua5.1"
+  local v = _VERSION:match("^Lua (5%.[1-4])$")
+  if v then return _VERSION, "lua" .. v end
+  return _VERSION, "luajit, lua5.4, lua5.3, lua5.2 or lua5.1"
 end
 
 --- Why no core was found, for a developer to act on: which system's core
