@@ -10,10 +10,11 @@ function M.read(path)
   return s
 end
 
---- The interpreter running this spec: luajit, lua5.4 or lua5.1.
+--- The interpreter running this spec: luajit, lua5.4, lua5.3, lua5.2 or
+--- lua5.1.
 function M.interpreter()
   if rawget(_G, "jit") then return "luajit" end
-  return _VERSION == "Lua 5.4" and "lua5.4" or "lua5.1"
+  return (_VERSION:gsub("^Lua ", "lua"))
 end
 
 --- Runs `script` (shell text) in a process of its own through luv, with

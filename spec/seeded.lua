@@ -53,7 +53,7 @@ end
 --- Appends a scene's ends (above) to the file STAGEHAND_ENDS names, if it
 --- names one. `scene` is one word (same_ends.sh counts scenes by it). A seed's scene is the same on every runtime (rng above), so
 --- its ends must be too: scripts/test.sh compares the files its busted
---- runs wrote on LuaJIT (both backends), Lua 5.4 and 5.1.
+--- runs wrote on LuaJIT (both backends) and Lua 5.4, 5.3, 5.2 and 5.1.
 function M.record_ends(scene, seed, handles)
   local path = os.getenv("STAGEHAND_ENDS")
   if path == nil or path == "" then return end

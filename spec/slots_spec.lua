@@ -385,7 +385,9 @@ describe("slot pools", function()
       local loader = orch:run("loader", function(job)
         local hs = {}
         for i = 1, 30 do
-          hs[i] = dresser(orch, order, "p", "asset " .. i, nil, { priority = function() return "background" end })
+          -- (an upvalue makes each its own closure: Lua 5.2 and 5.3 would
+          -- hand back one cached closure for a function with none)
+          hs[i] = dresser(orch, order, "p", "asset " .. i, nil, { priority = function() return i and "background" end })
         end
         job:await(stagehand.all(hs))
       end, { priority = function() return "visible" end })
