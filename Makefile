@@ -2,7 +2,7 @@
 # Every target installs what is missing first (scripts/deps.sh; a no-op when
 # everything is there).
 
-RUNTIMES := luajit lua5.4 lua5.1
+RUNTIMES := luajit lua5.4 lua5.3 lua5.2 lua5.1
 CC ?= cc
 WARN := -Wall -Wextra -Wshadow -Wconversion -Wstrict-prototypes -Wmissing-prototypes
 # What this system's C library has, for the core's POSIX layer
@@ -29,6 +29,8 @@ C_HOSTS := build/c_host/host_luajit build/c_host/host_lua5.4 build/c_host/host_s
 
 INC_luajit := /usr/include/luajit-2.1
 INC_lua5.4 := /usr/include/lua5.4
+INC_lua5.3 := /usr/include/lua5.3
+INC_lua5.2 := /usr/include/lua5.2
 INC_lua5.1 := /usr/include/lua5.1
 
 SANITIZE := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
@@ -200,7 +202,7 @@ build/c_host/host_noexport_lua5.4: examples/c_host/host.c
 	@mkdir -p $(@D)
 	$(CC) -std=c99 -O2 $(WARN) -I$(INC_lua5.4) -o $@ $< -l:liblua5.4.a -lm -ldl
 
-demo: deps build
+demo: deps build/luajit/stagehand/_core.so
 	@eval "$$(sh scripts/env.sh luajit)" && luajit examples/scene_loader.lua
 
 # docs/reference.md and types/stagehand.lua (a LuaLS meta file), from the

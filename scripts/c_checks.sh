@@ -7,7 +7,8 @@
 #   gcc at -O2 (its flow-based warnings need the optimizer) with its
 #     analyzer (-fanalyzer), and clang, the Makefile's warnings and this
 #     system's platform defines, with Lua 5.4's headers; the bindings again
-#     against LuaJIT's and Lua 5.1's (their #if branches), gcc only;
+#     against LuaJIT's, Lua 5.3's, 5.2's and 5.1's (their #if branches),
+#     gcc only;
 #   MinGW-w64 (64-bit, and 32-bit where installed): the Win32 layer and the
 #     bindings, as make windows builds them, the Win32 layer through gcc's
 #     optimizer and analyzer;
@@ -50,14 +51,14 @@ done
 # shellcheck disable=SC2086
 run "clang, the core and the bindings" clang -std=c99 $warn $plat -Werror $inc -I/usr/include/lua5.4 -fsyntax-only \
   $portable $unix $modules
-for lua in /usr/include/luajit-2.1 /usr/include/lua5.1; do
+for lua in /usr/include/luajit-2.1 /usr/include/lua5.3 /usr/include/lua5.2 /usr/include/lua5.1; do
   # shellcheck disable=SC2086
   run "gcc, the bindings against $lua" gcc -std=c99 $warn $plat -Werror $inc -I$lua -fsyntax-only $modules
 done
 # (the C host an engine programmer starts from, both ways it links: the
 # module loaded beside it, and the core linked in, -DSH_LINKED)
 host=examples/c_host/host.c
-for lua in /usr/include/luajit-2.1 /usr/include/lua5.4; do
+for lua in /usr/include/luajit-2.1 /usr/include/lua5.4 /usr/include/lua5.3; do
   for linked in "" -DSH_LINKED; do
     # shellcheck disable=SC2086
     run "gcc $host $linked against $lua" gcc -std=c99 -O2 $warn $plat $linked -Werror $inc -I$lua -c $host -o /dev/null

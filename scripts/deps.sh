@@ -2,8 +2,8 @@
 # Installs the Debian packages stagehand needs, only when one is missing:
 # `apt-get update` once, then one `apt-get install -y`. A no-op otherwise.
 set -e
-pkgs="luajit libluajit-5.1-dev lua5.4 liblua5.4-dev lua5.1 liblua5.1-0-dev \
-lua-luv lua-luv-dev libuv1-dev lua-busted lua-check lua-cjson luarocks zip gcc make love xvfb xauth $EXTRA_PKGS"
+pkgs="luajit libluajit-5.1-dev lua5.4 liblua5.4-dev lua5.3 liblua5.3-dev lua5.2 liblua5.2-dev \
+lua5.1 liblua5.1-0-dev lua-luv lua-luv-dev libuv1-dev lua-busted lua-check lua-cjson luarocks zip gcc make love xvfb xauth $EXTRA_PKGS"
 missing=""
 for p in $pkgs; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

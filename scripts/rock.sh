@@ -23,8 +23,7 @@ for run in "$@"; do
   rt=$run
   case "$rt" in
     luajit) ver=5.1; extra="LUA_INCDIR=/usr/include/luajit-2.1" ;;
-    lua5.4) ver=5.4; extra="" ;;
-    lua5.1) ver=5.1; extra="" ;;
+    lua5.*) ver=${rt#lua}; extra="" ;;
   esac
   tree="$tmp/$rt-$how"
   if [ "$how" = make ]; then

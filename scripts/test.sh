@@ -4,11 +4,12 @@
 #
 # The sections run in two lanes side by side, one a core: the native lane
 # (C tests, busted on each runtime and backend, the examples, the
-# sanitizers, the rock) and the cross lane (Windows under wine, 32-bit x86
-# and ARM under qemu, LÖVE under Xvfb, the kit, Debian 13). No section of
-# one lane touches what a section of the other builds or runs in (build/
-# folders, the wine prefix, X displays, LÖVE's save folder). The cross
-# lane's output is kept and printed after the native lane's.
+# sanitizers, the rock) and the cross lane (busted on Lua 5.2, Windows
+# under wine, 32-bit x86 and ARM under qemu, LÖVE under Xvfb, the kit,
+# Debian 13). No section of one lane touches what a section of the other
+# builds or runs in (build/ folders, the wine prefix, X displays, LÖVE's
+# save folder). The cross lane's output is kept and printed after the
+# native lane's; the seeded scenes' ends are compared once both have ended.
 # STAGEHAND_TEST_LANES=1 runs them one after the other.
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top" || exit 1
@@ -166,35 +167,47 @@ c_host_without_exports_is_told() (
   echo "a host linking Lua statically without exporting it is told the symbol and the fix"
 )
 
+# The busted suite on one runtime: through its native core (LuaJIT through
+# both backends), then on the pure-Lua core, what runs where no native core
+# loads: every spec but the worker threads' (which need the native core).
+# (The seeded scenes, chaos, callback and the models', write how each of
+# their Handles ended to $ends/<run>; once both lanes have ended,
+# scripts/same_ends.sh compares the runs.)
+busted_on() { # $1: runtime
+  rt=$1
+  eval "$(sh scripts/env.sh "$rt")"
+  count "busted on $rt ($(sh -c "$rt -v 2>&1" | head -1))" \
+    env STAGEHAND_ENDS="$ends/$rt" "$rt" /usr/bin/busted -o utfTerminal spec
+  if [ "$rt" = luajit ]; then
+    count "busted on luajit through the C module (STAGEHAND_BACKEND=c)" \
+      env STAGEHAND_ENDS="$ends/luajit-c" STAGEHAND_BACKEND=c luajit /usr/bin/busted -o utfTerminal spec
+  fi
+}
+busted_on_pure() { # $1: runtime
+  rt=$1
+  eval "$(sh scripts/env.sh "$rt")"
+  lua_core_specs=$(ls spec/*_spec.lua | grep -v -e hosted_spec -e love_channels_spec -e ports_spec -e threads_spec \
+    -e request_priority_spec)
+  # shellcheck disable=SC2086
+  count "busted on $rt on the pure-Lua core (STAGEHAND_BACKEND=lua), every spec but the worker threads'" \
+    env STAGEHAND_ENDS="$ends/$rt-lua" STAGEHAND_BACKEND=lua "$rt" /usr/bin/busted -o utfTerminal $lua_core_specs
+}
+
+# Lua 5.2's specs run in the cross lane, which is otherwise the shorter.
+CROSS_RUNTIMES=lua5.2
+
 # The native lane: what runs on this system's own runtimes.
 native_lane() {
   count "C core tests" ./build/test_core
   count "C threads tests (messages, notifiers, ports, round barriers, work queues)" ./build/test_threads
   count "the core's portable paths forced (pipe + fcntl, wall-clock waits, C11 atomics), then every .c as C++" \
     make -s portable
-  # (The seeded scenes, chaos, callback and the models', write how each of
-  # their Handles ended to $ends/<run>; scripts/same_ends.sh compares the runs.)
   for rt in "$@"; do
-    eval "$(sh scripts/env.sh "$rt")"
-    count "busted on $rt ($(sh -c "$rt -v 2>&1" | head -1))" \
-      env STAGEHAND_ENDS="$ends/$rt" "$rt" /usr/bin/busted -o utfTerminal spec
-    if [ "$rt" = luajit ]; then
-      count "busted on luajit through the C module (STAGEHAND_BACKEND=c)" \
-        env STAGEHAND_ENDS="$ends/luajit-c" STAGEHAND_BACKEND=c luajit /usr/bin/busted -o utfTerminal spec
-    fi
+    case " $CROSS_RUNTIMES " in *" $rt "*) ;; *) busted_on "$rt" ;; esac
   done
-  # The pure-Lua core, what runs where no native core loads: every spec but
-  # the worker threads' (which need the native core) on each runtime, its
-  # seeded scenes' ends compared with the native runs' below.
-  lua_core_specs=$(ls spec/*_spec.lua | grep -v -e hosted_spec -e love_channels_spec -e ports_spec -e threads_spec \
-    -e request_priority_spec)
   for rt in "$@"; do
-    eval "$(sh scripts/env.sh "$rt")"
-    # shellcheck disable=SC2086
-    count "busted on $rt on the pure-Lua core (STAGEHAND_BACKEND=lua), every spec but the worker threads'" \
-      env STAGEHAND_ENDS="$ends/$rt-lua" STAGEHAND_BACKEND=lua "$rt" /usr/bin/busted -o utfTerminal $lua_core_specs
+    case " $CROSS_RUNTIMES " in *" $rt "*) ;; *) busted_on_pure "$rt" ;; esac
   done
-  check "the seeded scenes (chaos, callback, models) end alike on every runtime and backend" sh scripts/same_ends.sh "$ends"
   count "Lua 5.4 under a failing allocator (every allocation of each operation in turn)" \
     sh -c 'eval "$(sh scripts/env.sh lua5.4)" && ./build/oom_host spec/oom/failing_alloc.lua'
   count "worker pools under a failing allocator (the main side's allocations, each in turn)" \
@@ -227,10 +240,15 @@ native_lane() {
     sh scripts/rock.sh "$@"
 }
 
-# The cross lane: other systems (Windows under wine, 32-bit x86 and ARM
-# under qemu, Debian 13 in a chroot) and LÖVE under Xvfb. The Windows
-# builds come before the kit, which ships their cores.
+# The cross lane: Lua 5.2's specs (CROSS_RUNTIMES), other systems (Windows
+# under wine, 32-bit x86 and ARM under qemu, Debian 13 in a chroot) and
+# LÖVE under Xvfb. The Windows builds come before the kit, which ships
+# their cores.
 cross_lane() {
+  for rt in $CROSS_RUNTIMES; do
+    busted_on "$rt"
+    busted_on_pure "$rt"
+  done
   count "the core's C tests on Windows: cross-built with MinGW-w64, run under wine" make -s test-windows-c
   count "the specs on Windows under wine: LuaJIT (both backends) and Lua 5.4, and 32-bit LuaJIT (both backends) where this kernel runs 32-bit programs, cross-built from Debian's sources" \
     sh -c 'make -s windows windows-x86 >/dev/null && sh scripts/test_windows.sh'
@@ -304,6 +322,9 @@ else
   cross_lane
   end_section
 fi
+# (after both lanes: each lane's runs recorded their ends)
+check "the seeded scenes (chaos, callback, models) end alike on every runtime and backend" sh scripts/same_ends.sh "$ends"
+end_section
 echo "all sections: $(( $(date +%s) - began )) s"
 echo
 echo "$passed passed, $failed failed"
