@@ -12,7 +12,7 @@
 -- * When the game asks for one the mod already finished, it is served from
 --   memory (get-or-load: `reuse`), with no second read.
 --
---   eval "$(make -s env)"; luajit examples/mod_preload.lua   (lua5.4, lua5.1 too)
+--   eval "$(make -s env)"; luajit examples/mod_preload.lua   (lua5.4, lua5.3, lua5.2, lua5.1 too)
 local stagehand = require "stagehand"
 
 local FRAME_MS = 10

@@ -15,7 +15,7 @@
 -- * A preloader fetches the next area's sounds, one at a time, only while no
 --   chunk is loading (`when_idle`).
 --
---   eval "$(make -s env)"; luajit examples/streaming_world.lua   (lua5.4, lua5.1 too)
+--   eval "$(make -s env)"; luajit examples/streaming_world.lua   (lua5.4, lua5.3, lua5.2, lua5.1 too)
 local stagehand = require "stagehand"
 
 local FRAME_MS = 16

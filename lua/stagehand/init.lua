@@ -129,7 +129,7 @@ function M.tracker(orch) return require("stagehand.screens.tracker").new(orch) e
 function M.format_timeline(rows) return require("stagehand.screens.tracker").format_timeline(rows) end
 
 --- The core in use: "ffi" (LuaJIT's FFI over the native core), "c" (the
---- C module over it: on Lua 5.4 and 5.1, and on LuaJIT whose compiler is
+--- C module over it: on Lua 5.1 to 5.4, and on LuaJIT whose compiler is
 --- off when stagehand is first required, as LÖVE runs it on ARM) or "lua"
 --- (the pure-Lua core: worker threads, ports and round barriers only inside
 --- LÖVE, on its threads and channels).

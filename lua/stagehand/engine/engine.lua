@@ -382,7 +382,7 @@ end
 --- Registers a new job; stall_ms false gives it no stall clock (when_idle).
 --- The caller tells the watchers (E.notify) once the job is fully made:
 --- a watcher is game code, and may run, join, cancel or report anything.
---- (On Lua 5.4 and 5.1 any call may need memory for its frame, so the id
+--- (On Lua 5.1 to 5.4 any call may need memory for its frame, so the id
 --- is taken inside a pcall: one that cannot be called has taken nothing,
 --- and one that fails gives the id back, in frames that pcall made.)
 function E.start(o, job, stall_ms, now)

@@ -227,7 +227,7 @@ function M.cancelled(label, reason)
 end
 
 -- What a yield that could not leave the coroutine raised: "attempt to yield
--- across a C-call boundary" (5.4, 5.1: "... metamethod/C-call boundary";
+-- across a C-call boundary" (5.2 to 5.4; 5.1: "... metamethod/C-call boundary";
 -- LuaJIT: "attempt to yield across C-call boundary").
 function M.unyieldable(e)
   return type(e) == "string" and e:find("attempt to yield", 1, true) ~= nil
