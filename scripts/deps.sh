@@ -24,5 +24,20 @@ for p in $missing; do
   [ "$arch" = "$(dpkg --print-architecture)" ] && continue
   dpkg --print-foreign-architectures | grep -qx "$arch" || $sudo dpkg --add-architecture "$arch"
 done
-$sudo apt-get update -qq
-$sudo apt-get install -y -qq --no-install-recommends $missing >/dev/null
+# (An update that fails for one list, a mirror caught mid-sync or an
+# architecture the packages do not need, still leaves lists that may hold
+# every package wanted: the install is tried anyway, and once more after a
+# second update a little later, before giving up.)
+install() {
+  # shellcheck disable=SC2086 # (a list of packages)
+  $sudo apt-get install -y -qq --no-install-recommends $missing >/dev/null
+}
+if ! $sudo apt-get update -qq; then
+  echo "stagehand: apt-get update failed (above); installing from the package lists it has" >&2
+fi
+if ! install; then
+  echo "stagehand: could not install$missing; updating again in 20 s" >&2
+  sleep 20
+  $sudo apt-get update -qq || true
+  install || { echo "stagehand: could not install$missing (apt-get's messages above)" >&2; exit 1; }
+fi

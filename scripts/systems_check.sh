@@ -36,7 +36,7 @@ check_suite() { # $1: the suite
     debootstrap --variant=minbase "$suite" "$root" "$mirror" >"$root.debootstrap.log" 2>&1 ||
       { tail -5 "$root.debootstrap.log"; fail "debootstrap $suite failed"; }
     cp /etc/resolv.conf "$root/etc/resolv.conf"
-    chroot "$root" sh -c 'apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
+    chroot "$root" sh -c '{ apt-get update -q || true; } && DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
       --no-install-recommends luajit love xvfb xauth' >"$root.apt.log" 2>&1 ||
       { tail -5 "$root.apt.log"; fail "installing LuaJIT and LÖVE in $suite failed"; }
   fi

@@ -18,10 +18,18 @@ if ! have_src; then
   else
     grep '^deb ' /etc/apt/sources.list | sed 's/^deb /deb-src /' | $sudo tee /etc/apt/sources.list.d/stagehand-src.list >/dev/null
   fi
-  $sudo apt-get update -qq
+  # (a list that fails to update, a mirror caught mid-sync, say, need not
+  # be the sources' list: apt-get source below says if it is)
+  $sudo apt-get update -qq || echo "stagehand: apt-get update failed (above); fetching the sources anyway" >&2
 fi
 for pkg in luajit lua5.4; do
   ls -d "$pkg"-*/ >/dev/null 2>&1 && continue
+  apt-get source -qq "$pkg" >/dev/null 2>&1 && continue
+  # (once more, after a second update a little later)
+  sleep 20
+  sudo=""
+  [ "$(id -u)" != 0 ] && sudo=sudo
+  $sudo apt-get update -qq >/dev/null 2>&1 || true
   apt-get source -qq "$pkg" >/dev/null 2>&1 || { echo "stagehand: apt-get source $pkg failed" >&2; exit 1; }
 done
 ls -d luajit-*/ lua5.4-*/
