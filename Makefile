@@ -24,7 +24,7 @@ CORE_HDR := $(addprefix csrc/core/,stagehand.h sh_heap.h sh_grow.h sh_checks.h s
 	sh_work_impl.h) \
 	csrc/platform/sh_platform.h csrc/lua/lthreads.h
 MODULE_SRC := $(addprefix csrc/lua/,lstagehand.c lvalues.c lchannels.c lworkers.c lpool.c)
-C_HOSTS := build/c_host/host_luajit build/c_host/host_lua5.4 build/c_host/host_static_luajit \
+C_HOSTS := build/c_host/host_luajit build/c_host/host_lua5.4 build/c_host/host_lua5.3 build/c_host/host_static_luajit \
 	build/c_host/host_static_lua5.4 build/c_host/host_noexport_lua5.4 # (examples/c_host)
 
 INC_luajit := /usr/include/luajit-2.1
@@ -176,8 +176,9 @@ test: test-deps build $(KIT_CORE) $(KIT_CORE_ARM64) build/test_core build/test_t
 test-deps:
 	@EXTRA_PKGS="$(WIN_PKGS) $(ARM64_PKGS) zip clang" sh scripts/deps.sh
 
-# examples/c_host: a C program embedding LuaJIT or Lua 5.4 that runs a
-# stagehand frame loop, as an engine would (make test builds and runs both).
+# examples/c_host: a C program embedding LuaJIT, Lua 5.4 or 5.3 that runs
+# a stagehand frame loop, as an engine would (make test builds and runs
+# each).
 c-host: deps $(C_HOSTS)
 build/c_host/host_luajit: examples/c_host/host.c
 	@mkdir -p $(@D)
@@ -185,6 +186,9 @@ build/c_host/host_luajit: examples/c_host/host.c
 build/c_host/host_lua5.4: examples/c_host/host.c
 	@mkdir -p $(@D)
 	$(CC) -std=c99 -O2 $(WARN) -I$(INC_lua5.4) -o $@ $< -llua5.4 -lm -ldl
+build/c_host/host_lua5.3: examples/c_host/host.c
+	@mkdir -p $(@D)
+	$(CC) -std=c99 -O2 $(WARN) -I$(INC_lua5.3) -o $@ $< -llua5.3 -lm -ldl
 # The engine that links Lua statically and stagehand's core into itself
 # (package.preload): LuaJIT's exports its symbols (-Wl,-E), so the FFI
 # backend finds the core in the program; Lua 5.4's runs the C module.

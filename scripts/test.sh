@@ -131,7 +131,7 @@ mod_preloads_on() ( # $1: runtime
 )
 
 # examples/c_host: a C program embedding the runtime runs the frame loop.
-c_host_runs_on() ( # $1: runtime (luajit or lua5.4)
+c_host_runs_on() ( # $1: runtime (luajit, lua5.4 or lua5.3)
   eval "$(sh scripts/env.sh "$1")"
   example_says "build/c_host/host_$1" examples/c_host/game.lua \
       "^Loading castle.mesh +done: castle.mesh decoded \(100246\)$" \
@@ -228,6 +228,7 @@ native_lane() {
   check "a host that links Lua statically without -Wl,-E is told what is missing and how to fix it" \
     c_host_without_exports_is_told
   check "examples/c_host on Lua 5.4" c_host_runs_on lua5.4
+  check "examples/c_host on Lua 5.3" c_host_runs_on lua5.3
   for rt in "$@"; do
     check "the example streaming world on $rt" world_streams_on "$rt"
     check "the example mod preload on $rt" mod_preloads_on "$rt"

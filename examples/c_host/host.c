@@ -4,7 +4,7 @@
  * orch:step(budget) once a frame, and sleeps until the next frame or until
  * orch:next_wake() says stagehand has something to do, whichever is first.
  *
- * Built against LuaJIT or Lua 5.4 (make c-host); run from the tree with the
+ * Built against LuaJIT, Lua 5.4 or 5.3 (make c-host); run from the tree with the
  * environment `make env` prints:
  *   eval "$(make -s env LUA=luajit)"; ./build/c_host/host_luajit examples/c_host/game.lua
  *
