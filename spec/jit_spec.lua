@@ -191,3 +191,26 @@ describe("the JIT", function()
     end)
   end
 end)
+
+describe("a trace handler the game attached", function()
+  -- LuaJIT keeps one handler an event: the probe for #829 in compat.lua
+  -- attaches its own while it runs, and used to leave none, so -jv, -jdump
+  -- or a profiler attached before require "stagehand" went quiet for good.
+  -- (compat.lua is required afresh here, which runs the probe again.)
+  it("still hears traces after stagehand is required", function()
+    local heard = 0
+    local function on_trace(what) if what == "stop" then heard = heard + 1 end end
+    jit.attach(on_trace, "trace")
+    local compat = package.loaded["stagehand.core.compat"]
+    package.loaded["stagehand.core.compat"] = nil
+    local ok, err = pcall(require, "stagehand.core.compat")
+    package.loaded["stagehand.core.compat"] = compat
+    local before = heard
+    local s = 0
+    for i = 1, 1000 do s = s + i % 7 end
+    jit.attach(on_trace)
+    assert(ok, err)
+    assert.equal(3003, s)
+    assert.is_true(heard > before, "the handler heard no trace after the probe")
+  end)
+end)

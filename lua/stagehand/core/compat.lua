@@ -82,9 +82,31 @@ local function next_compiles()
     if what == "start" and func == probe then mine[tr] = true end
     if what == "stop" and mine[tr] then compiled = true end
   end
+  -- LuaJIT keeps one handler an event, in the registry's _VMEVENTS: the
+  -- probe's would replace the game's own, -jv's or a profiler's for good.
+  -- The one it replaced is found there and attached again afterwards.
+  local registry = type(debug) == "table" and debug.getregistry and debug.getregistry()
+  local function handlers()
+    local events = type(registry) == "table" and rawget(registry, "_VMEVENTS")
+    local copy = {}
+    if type(events) == "table" then
+      local k, v = next(events)
+      while k ~= nil do
+        copy[k] = v
+        k, v = next(events, k)
+      end
+    end
+    return copy
+  end
+  local before = handlers()
   jit.attach(on_trace, "trace")
+  local previous
+  for k, v in next, handlers() do
+    if v == on_trace then previous = before[k] end
+  end
   probe({ a = 1, b = 2, c = 3, d = 4 })
   jit.attach(on_trace)
+  if type(previous) == "function" then jit.attach(previous, "trace") end
   return compiled
 end
 
