@@ -86,24 +86,25 @@ local function next_compiles()
   -- probe's would replace the game's own, -jv's or a profiler's for good.
   -- The one it replaced is found there and attached again afterwards.
   local registry = type(debug) == "table" and debug.getregistry and debug.getregistry()
-  local function handlers()
+  -- (a copy of the handlers, and the key `fn` is under; walked without a
+  -- for-in loop over next, which LuaJIT #827 may end early)
+  local function handlers(fn)
     local events = type(registry) == "table" and rawget(registry, "_VMEVENTS")
-    local copy = {}
+    local copy, at = {}, nil
     if type(events) == "table" then
       local k, v = next(events)
       while k ~= nil do
         copy[k] = v
+        if v == fn then at = k end
         k, v = next(events, k)
       end
     end
-    return copy
+    return copy, at
   end
   local before = handlers()
   jit.attach(on_trace, "trace")
-  local previous
-  for k, v in next, handlers() do
-    if v == on_trace then previous = before[k] end
-  end
+  local _, at = handlers(on_trace)
+  local previous = at ~= nil and before[at] or nil
   probe({ a = 1, b = 2, c = 3, d = 4 })
   jit.attach(on_trace)
   if type(previous) == "function" then jit.attach(previous, "trace") end
