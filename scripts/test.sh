@@ -253,6 +253,8 @@ cross_lane() {
   count "the core's C tests on Windows: cross-built with MinGW-w64, run under wine" make -s test-windows-c
   count "the specs on Windows under wine: LuaJIT (both backends) and Lua 5.4, and 32-bit LuaJIT (both backends) where this kernel runs 32-bit programs, cross-built from Debian's sources" \
     sh -c 'make -s windows windows-x86 >/dev/null && sh scripts/test_windows.sh'
+  check "Windows: a core built for another Lua is refused before it loads (it would crash the program), and the pure-Lua core runs" \
+    sh scripts/win_foreign_core_check.sh
   count "spec/love: worker pools on love.thread, under Xvfb" sh scripts/love_specs.sh
   count "spec/love again, against a core built with ASan and UBSan (make sanitize-love)" make -s sanitize-love
   count "spec/love with LuaJIT's compiler off, as LÖVE runs on ARM: the native core through the C module" \

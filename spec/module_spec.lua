@@ -226,6 +226,34 @@ describe("a C module built for another runtime", function()
   end
 end)
 
+describe("native.imported_lua", function()
+  -- (Windows: a core importing another Lua's DLL is refused unloaded;
+  -- scripts/win_foreign_core_check.sh runs that under wine)
+  local native = require "stagehand.core.native"
+  local function file_of(bytes)
+    local path = os.tmpname()
+    local f = assert(io.open(path, "wb"))
+    f:write(bytes)
+    f:close()
+    return path
+  end
+  it("names the Lua DLL a core's file imports, whatever its case", function()
+    local path = file_of("MZ\144\0" .. string.rep("\0", 300) .. "KERNEL32.dll\0LUA54.DLL\0lua_settop\0")
+    assert.equal("lua54.dll", native.imported_lua(path))
+    os.remove(path)
+    path = file_of("MZ\0lua51.dll\0")
+    assert.equal("lua51.dll", native.imported_lua(path))
+    os.remove(path)
+  end)
+
+  it("answers nil for a file that imports none, and for one that is not there", function()
+    local path = file_of("MZ\0KERNEL32.dll\0lua_settop\0")
+    assert.is_nil(native.imported_lua(path))
+    os.remove(path)
+    assert.is_nil(native.imported_lua(path))
+  end)
+end)
+
 describe("no native core anywhere", function()
   -- Regression: LuaJIT said it fell back to the C module, then the C
   -- module's require listed Lua's search paths: two messages, and neither

@@ -189,6 +189,24 @@ local function wrong_build(err)
     .. ")\" in stagehand's tree, or install the rock with this runtime's luarocks."
 end
 
+-- Windows: a core whose file imports another Lua's DLL (native.imported_lua)
+-- is refused before it is loaded: loaded, it would call that DLL with this
+-- runtime's state and crash the process, or fail with only "Module not
+-- found".
+local DLL_OF = { ["lua51.dll"] = " luajit lua5.1 ", ["lua52.dll"] = " lua5.2 ", ["lua53.dll"] = " lua5.3 ",
+  ["lua54.dll"] = " lua5.4 " }
+local function foreign_dll(path)
+  local dll = path and native.imported_lua(path)
+  local have = dll and DLL_OF[dll]
+  local name, make_name = native.runtime()
+  if not have or have:find(" " .. make_name .. " ", 1, true) then return nil end
+  local built = {}
+  for rt in have:gmatch("%S+") do built[#built + 1] = TITLE[rt] end
+  return "stagehand: " .. path .. " was built for " .. table.concat(built, " or ") .. " (it links " .. dll
+    .. "), not for " .. name .. "; loading it would crash the program. Use a core built for " .. name
+    .. " (luarocks installs one with this runtime's luarocks; make windows builds LuaJIT's and Lua 5.4's)."
+end
+
 -- A core built for another system or processor: the loader's own words
 -- for it (ELF's, Mach-O's, Windows' error 193), and what would fix it.
 local function wrong_system(err)
@@ -209,6 +227,8 @@ end
 -- The C module, or false and why not. (A sandbox without package.loadlib
 -- or package.cpath gets its reason too, not an error.)
 local function load_c()
+  local foreign = foreign_dll(native.c_module_file())
+  if foreign then return false, foreign end
   local ok, C = pcall(require, "stagehand._core")
   if ok then return true, C end
   -- (Inside LÖVE, native.path writes a core the game's archive carries to
@@ -217,6 +237,10 @@ local function load_c()
   -- either: the message says what to do rather than list Lua's paths.)
   local found, looked = native.path()
   local open, why = nil, nil
+  if found and native.EXT == "dll" then
+    foreign = foreign_dll(found)
+    if foreign then return false, foreign end
+  end
   if found then open, why = package.loadlib(found, "luaopen_stagehand__core") end
   if found and not open then -- (Windows: see native.preload)
     local name = native.preload(found)

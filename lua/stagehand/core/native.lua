@@ -130,6 +130,32 @@ local searchpath = package.searchpath or function(name, path)
   return nil, table.concat(tried)
 end
 
+--- Windows: the Lua DLL the core at `path` imports, read from its file
+--- ("lua51.dll" is LuaJIT's and Lua 5.1's; "lua54.dll" Lua 5.4's), or nil
+--- where it names none (a core for a program that links Lua in) or the
+--- file cannot be read. A core built for another Lua would load that DLL
+--- beside the running one, where it can be found, and the first call
+--- into it crashes the process: the backend refuses such a core unloaded.
+---@param path string
+---@return string?
+function M.imported_lua(path)
+  local f = io.open(path, "rb")
+  if not f then return nil end
+  local data = f:read("*a")
+  f:close()
+  return type(data) == "string" and data:lower():match("lua5%d%.dll") or nil
+end
+
+--- Windows: where require would find the C module's file (nil elsewhere,
+--- or where a core linked into the program is preloaded).
+---@return string?
+function M.c_module_file()
+  if not windows or package.loaded["stagehand._core"] ~= nil or package.preload["stagehand._core"] ~= nil then
+    return nil
+  end
+  return (searchpath("stagehand._core", package.cpath))
+end
+
 --- The runtime running now, and the name `make env LUA=...` knows it by.
 ---@return string, string
 function M.runtime()
