@@ -131,7 +131,8 @@ local searchpath = package.searchpath or function(name, path)
 end
 
 --- Windows: the Lua DLL the core at `path` imports, read from its file
---- ("lua51.dll" is LuaJIT's and Lua 5.1's; "lua54.dll" Lua 5.4's), or nil
+--- ("lua51.dll" is LuaJIT's and Lua 5.1's, "lua54.dll" Lua 5.4's; one
+--- some distributions name "lua5.1.dll" answers "lua51.dll"), or nil
 --- where it names none (a core for a program that links Lua in) or the
 --- file cannot be read. A core built for another Lua would load that DLL
 --- beside the running one, where it can be found, and the first call
@@ -143,7 +144,8 @@ function M.imported_lua(path)
   if not f then return nil end
   local data = f:read("*a")
   f:close()
-  return type(data) == "string" and data:lower():match("lua5%d%.dll") or nil
+  local minor = type(data) == "string" and data:lower():match("lua5%.?(%d)%.dll")
+  return minor and "lua5" .. minor .. ".dll" or nil
 end
 
 --- Windows: where require would find the C module's file (nil elsewhere,
