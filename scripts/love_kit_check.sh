@@ -105,8 +105,8 @@ out=$(cd "$unz/run" && STAGEHAND_BACKEND=ffi LUA_PATH="$top/lua/?.lua;$top/lua/?
 rm -rf "$kit_dir/stagehand/native/osx-"*
 out=$(PATH="$fake:$PATH" CC="$fake/cc" ONE_ARCH=1 sh "$kit_dir/src/build.sh" 2>&1) ||
   fail "src/build.sh with a compiler that makes no universal core failed: $out"
-echo "$out" | grep -q "made no universal core" || fail "src/build.sh did not say it built for one kind of Mac: $out"
-[ "$(echo "$out" | tail -1)" = "stagehand/native/osx-arm64/_core.so" ] && [ ! -e "$kit_dir/stagehand/native/osx-x64" ] ||
+printf '%s\n' "$out" | grep -q "made no universal core" || fail "src/build.sh did not say it built for one kind of Mac: $out"
+[ "$(printf '%s\n' "$out" | tail -1)" = "stagehand/native/osx-arm64/_core.so" ] && [ ! -e "$kit_dir/stagehand/native/osx-x64" ] ||
   fail "src/build.sh with one architecture wrote: $out"
 game=$(mktemp -d)
 trap 'rm -rf "$unz" "$game"' EXIT
@@ -116,18 +116,18 @@ cp -R build/love-kit/stagehand "$game/stagehand"
 save=${XDG_DATA_HOME:-$HOME/.local/share}
 rm -rf "$save/love/stagehand-love-example" "$save/stagehand-love-example"
 out=$(cd /tmp && env -u LUA_PATH -u LUA_CPATH timeout 120 xvfb-run -a love "$game" --screenshot "$game/shot.png" 2>&1)
-echo "$out" | grep -v "^$" | sed 's/^/  /'
-echo "$out" | grep -q "on the ffi backend" || fail "the game folder did not run on the FFI backend"
-echo "$out" | grep -Eq "^loaded 12 of 14 textures \(2 stand-ins\)" || fail "the game folder did not load every texture"
+printf '%s\n' "$out" | grep -v "^$" | sed 's/^/  /'
+printf '%s\n' "$out" | grep -q "on the ffi backend" || fail "the game folder did not run on the FFI backend"
+printf '%s\n' "$out" | grep -Eq "^loaded 12 of 14 textures \(2 stand-ins\)" || fail "the game folder did not load every texture"
 # (a kit without this system's core, as a Mac developer would run one
 # made here: the game runs on the pure-Lua core, says once why, naming
 # the systems the kit has and the fix, and still decodes on LÖVE's threads)
 rm -rf "$game/stagehand/native/linux-x64" "$save/love/stagehand-love-example" "$save/stagehand-love-example"
 out=$(cd /tmp && env -u LUA_PATH -u LUA_CPATH timeout 120 xvfb-run -a love "$game" --screenshot "$game/shot.png" 2>&1)
-echo "$out" | grep -Fq "runs on its pure-Lua core: jobs, keys, priorities, slots, budgets and stall clocks work, and worker pools, ports and round barriers run on LÖVE's threads; the native core did not load: stagehand: cannot find its native core (stagehand/_core.so) for linux-x64. The game carries cores for linux-arm64, windows-x64, windows-x86 under stagehand/native/, but none for linux-x64" ||
+printf '%s\n' "$out" | grep -Fq "runs on its pure-Lua core: jobs, keys, priorities, slots, budgets and stall clocks work, and worker pools, ports and round barriers run on LÖVE's threads; the native core did not load: stagehand: cannot find its native core (stagehand/_core.so) for linux-x64. The game carries cores for linux-arm64, windows-x64, windows-x86 under stagehand/native/, but none for linux-x64" ||
   fail "a kit without this system's core did not say why it runs on the pure-Lua core: $out"
-echo "$out" | grep -q "on the lua backend" || fail "a kit without this system's core did not run on the pure-Lua core: $out"
-echo "$out" | grep -Eq "^loaded 12 of 14 textures \(2 stand-ins\); decoded on [0-9]+ LÖVE worker thread" ||
+printf '%s\n' "$out" | grep -q "on the lua backend" || fail "a kit without this system's core did not run on the pure-Lua core: $out"
+printf '%s\n' "$out" | grep -Eq "^loaded 12 of 14 textures \(2 stand-ins\); decoded on [0-9]+ LÖVE worker thread" ||
   fail "a kit without this system's core did not decode on LÖVE's threads: $out"
 # (the Windows cores as they ship: stripped, their exports whole. Each
 # runs in a folder of its own with the LuaJIT of its width, and again from
@@ -195,7 +195,7 @@ if sh scripts/x86_runs.sh; then
   # threads, a port, a job)
   for be in ffi c; do
     out=$(in_wine "$win32" STAGEHAND_BACKEND=$be timeout 120 ${WINE32:-wine} luajit.exe kit_smoke.lua)
-    echo "$out" | grep -q "^$be x86 .* done 42$" || fail "the kit's 32-bit Windows core, $be backend, under wine said: $out"
+    printf '%s\n' "$out" | grep -q "^$be x86 .* done 42$" || fail "the kit's 32-bit Windows core, $be backend, under wine said: $out"
   done
   wide "$win32" "${WINE32:-wine}" "32-bit Windows"
 else

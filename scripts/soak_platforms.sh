@@ -18,12 +18,12 @@ one() { # $1: what runs, then the command
   shift
   out=$("$@" 2>&1)
   rc=$?
-  if [ $rc -ne 0 ] || ! echo "$out" | grep -q '^seed [0-9]*: '; then
+  if [ $rc -ne 0 ] || ! printf '%s\n' "$out" | grep -q '^seed [0-9]*: '; then
     echo "!! $what failed (status $rc):"
-    echo "$out" | grep -v -e "^ALSA lib" -e "^AL lib" | tail -30
+    printf '%s\n' "$out" | grep -v -e "^ALSA lib" -e "^AL lib" | tail -30
     exit 1
   fi
-  echo "$what: $(echo "$out" | grep '^seed [0-9]*: ' | sed 's/^seed [0-9]*: //')"
+  echo "$what: $(printf '%s\n' "$out" | grep '^seed [0-9]*: ' | sed 's/^seed [0-9]*: //')"
 }
 case "$1" in
   love)

@@ -34,9 +34,9 @@ run() { # $1: label, then the command
   shift
   echo "== $label"
   out=$("$@" 2>&1)
-  echo "$out" | grep -v '^\.*$' | tail -40
-  p=$(echo "$out" | grep -aoE '[0-9]+ passed, [0-9]+ failed' | tail -1 | sed 's/ passed.*//')
-  f=$(echo "$out" | grep -aoE '[0-9]+ passed, [0-9]+ failed' | tail -1 | sed 's/.*, //; s/ failed//')
+  printf '%s\n' "$out" | grep -v '^\.*$' | tail -40
+  p=$(printf '%s\n' "$out" | grep -aoE '[0-9]+ passed, [0-9]+ failed' | tail -1 | sed 's/ passed.*//')
+  f=$(printf '%s\n' "$out" | grep -aoE '[0-9]+ passed, [0-9]+ failed' | tail -1 | sed 's/.*, //; s/ failed//')
   [ -z "$p" ] && { p=0; f=1; echo "!! $label: no summary"; }
   passed=$((passed + p))
   failed=$((failed + f))
