@@ -10,6 +10,15 @@ function M.read(path)
   return s
 end
 
+--- A new temporary file holding `bytes`; returns its path.
+function M.temp_file(bytes)
+  local path = os.tmpname()
+  local f = assert(io.open(path, "wb"))
+  f:write(bytes)
+  f:close()
+  return path
+end
+
 --- The interpreter running this spec: luajit, lua5.4, lua5.3, lua5.2 or
 --- lua5.1.
 function M.interpreter()

@@ -5,16 +5,14 @@ local stagehand = require "stagehand"
 local uv = require "luv"
 
 -- The interpreter running this spec, to run a script in a process of its own.
-local interpreter = require("spec.helpers").interpreter
+local helpers = require "spec.helpers"
+local interpreter = helpers.interpreter
 
 -- Runs `source` in a process of its own (luv ends the whole process on an
 -- error a callback lets out, and a crash must not take busted with it):
 -- what it wrote, then " exit=<status>".
 local function run_alone(source)
-  local script = os.tmpname()
-  local fh = assert(io.open(script, "wb"))
-  fh:write(source)
-  fh:close()
+  local script = helpers.temp_file(source)
   local out = io.popen(interpreter() .. " " .. script .. " 2>&1; echo \" exit=$?\""):read("*a")
   os.remove(script)
   return out

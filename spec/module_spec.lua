@@ -230,13 +230,7 @@ describe("native.imported_lua", function()
   -- (Windows: a core importing another Lua's DLL is refused unloaded;
   -- scripts/win_foreign_core_check.sh runs that under wine)
   local native = require "stagehand.core.native"
-  local function file_of(bytes)
-    local path = os.tmpname()
-    local f = assert(io.open(path, "wb"))
-    f:write(bytes)
-    f:close()
-    return path
-  end
+  local file_of = helpers.temp_file
   it("names the Lua DLL a core's file imports, whatever its case", function()
     local path = file_of("MZ\144\0" .. string.rep("\0", 300) .. "KERNEL32.dll\0LUA54.DLL\0lua_settop\0")
     assert.equal("lua54.dll", native.imported_lua(path))
