@@ -163,6 +163,16 @@ end
 local TITLE = { luajit = "LuaJIT", ["lua5.1"] = "Lua 5.1", ["lua5.2"] = "Lua 5.2", ["lua5.3"] = "Lua 5.3",
   ["lua5.4"] = "Lua 5.4" }
 
+-- The runtimes a core was built for (`have`, as " luajit lua5.1 "), named
+-- for a message ("LuaJIT or Lua 5.1"); nil when the one running now is
+-- among them.
+local function built_for(have, make_name)
+  if have:find(" " .. make_name .. " ", 1, true) then return nil end
+  local names = {}
+  for rt in have:gmatch("%S+") do names[#names + 1] = TITLE[rt] end
+  return #names == 1 and names[1] or table.concat(names, ", ", 1, #names - 1) .. " or " .. names[#names]
+end
+
 local function wrong_build(err)
   local sym = tostring(err):match("undefined symbol: ([%w_]+)")
   if not sym or not sym:match("^lua") then return nil end
@@ -173,7 +183,8 @@ local function wrong_build(err)
   -- build is this runtime's own)
   local tree = path:match("build/(luajit)/") or path:match("build/(lua5%.%d)/")
   local have = tree and " " .. tree .. " " or HAVE[sym]
-  if not have or have:find(" " .. make_name .. " ", 1, true) then
+  local built = have and built_for(have, make_name)
+  if not built then
     -- Built for this runtime after all: the program that runs it links Lua
     -- in and does not export Lua's functions to the libraries it loads.
     return "stagehand: " .. path .. " needs " .. sym .. " from the Lua the program runs, and the program does not"
@@ -181,9 +192,6 @@ local function wrong_build(err)
       .. " -rdynamic), or link stagehand's core in and register it as package.preload[\"stagehand._core\"]"
       .. " (the guide's section on C hosts)."
   end
-  local built = {}
-  for rt in have:gmatch("%S+") do built[#built + 1] = TITLE[rt] end
-  built = #built == 1 and built[1] or table.concat(built, ", ", 1, #built - 1) .. " or " .. built[#built]
   return "stagehand: " .. path .. " was built for " .. built .. ", not for " .. name .. " (undefined symbol: "
     .. sym .. "). Point LUA_CPATH at a build for " .. name .. ": eval \"$(make -s env LUA=" .. make_name
     .. ")\" in stagehand's tree, or install the rock with this runtime's luarocks."
@@ -197,12 +205,10 @@ local DLL_OF = { ["lua51.dll"] = " luajit lua5.1 ", ["lua52.dll"] = " lua5.2 ", 
   ["lua54.dll"] = " lua5.4 " }
 local function foreign_dll(path)
   local dll = path and native.imported_lua(path)
-  local have = dll and DLL_OF[dll]
   local name, make_name = native.runtime()
-  if not have or have:find(" " .. make_name .. " ", 1, true) then return nil end
-  local built = {}
-  for rt in have:gmatch("%S+") do built[#built + 1] = TITLE[rt] end
-  return "stagehand: " .. path .. " was built for " .. table.concat(built, " or ") .. " (it links " .. dll
+  local built = dll and DLL_OF[dll] and built_for(DLL_OF[dll], make_name)
+  if not built then return nil end
+  return "stagehand: " .. path .. " was built for " .. built .. " (it links " .. dll
     .. "), not for " .. name .. "; loading it would crash the program. Use a core built for " .. name
     .. " (luarocks installs one with this runtime's luarocks; make windows builds LuaJIT's and Lua 5.4's)."
 end
