@@ -8,9 +8,9 @@ dest=$1
 mkdir -p "$dest"
 cd "$dest"
 have_src() { grep -rqs '^Types:.*deb-src\|^deb-src ' /etc/apt/sources.list /etc/apt/sources.list.d/; }
+sudo=""
+[ "$(id -u)" != 0 ] && sudo=sudo
 if ! have_src; then
-  sudo=""
-  [ "$(id -u)" != 0 ] && sudo=sudo
   if [ -f /etc/apt/sources.list.d/debian.sources ]; then
     # (the same archives, suites and keys as the binary entries: deb822)
     sed 's/^Types: deb$/Types: deb-src/' /etc/apt/sources.list.d/debian.sources |
@@ -27,8 +27,6 @@ for pkg in luajit lua5.4; do
   apt-get source -qq "$pkg" >/dev/null 2>&1 && continue
   # (once more, after a second update a little later)
   sleep 20
-  sudo=""
-  [ "$(id -u)" != 0 ] && sudo=sudo
   $sudo apt-get update -qq >/dev/null 2>&1 || true
   apt-get source -qq "$pkg" >/dev/null 2>&1 || { echo "stagehand: apt-get source $pkg failed" >&2; exit 1; }
 done
