@@ -2,6 +2,9 @@
 #include "stagehand.h"
 
 #include <stdlib.h>
+#if defined(_MSC_VER) && !defined(__clang__) && !defined(SH_NO_BUILTINS)
+#include <intrin.h>
+#endif
 
 /* Free ids below `high` are set bits in bits[0]; each bit of level k + 1
  * says whether a word of level k has any bit set. SH_MAX_ID is 2^24, so
@@ -23,6 +26,10 @@ struct sh_ids {
 static int lowest_bit(uint64_t w) {
 #if (defined(__GNUC__) || defined(__clang__)) && !defined(SH_NO_BUILTINS)
   return __builtin_ctzll(w);
+#elif defined(_MSC_VER) && (defined(_M_X64) || defined(_M_ARM64)) && !defined(SH_NO_BUILTINS)
+  unsigned long i;
+  _BitScanForward64(&i, w); /* (w is never 0) */
+  return (int)i;
 #else
   int i = 0;
   while (!(w & 1)) {

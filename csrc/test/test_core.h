@@ -7,8 +7,6 @@
 #include "../core/stagehand.h"
 #include "fuzz_core.h"
 
-#include <dirent.h>
-
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -4,6 +4,12 @@
  */
 #include "test_core.h"
 
+#if defined(_WIN32)
+#include <windows.h> /* (MSVC has no <dirent.h>: FindFirstFile lists a folder) */
+#else
+#include <dirent.h>
+#endif
+
 /* Peeking lists the best waiters in grant order and leaves the queue as
  * it was; a queue changed between peek_next and peek_end stays whole. */
 void pool_peeks_without_granting(void) {
@@ -410,28 +416,39 @@ void debug_checks_cost_a_bounded_share_of_changes(void) {
   CHECK(due == 50); /* and then at every change */
 }
 
+/* Replays one file of the corpus; 0 when it cannot be read. */
+static int replay_corpus_file(const char *name) {
+  char path[4096];
+  FILE *f;
+  static uint8_t buf[65536];
+  size_t n;
+  if (name[0] == '.') return 0;
+  snprintf(path, sizeof path, "%s/%s", CORPUS_DIR, name);
+  f = fopen(path, "rb");
+  if (!f) return 0;
+  n = fread(buf, 1, sizeof buf, f);
+  fclose(f);
+  sh_fuzz_one(buf, n); /* aborts on a broken invariant */
+  return 1;
+}
+
 void fuzz_corpus_replays(void) {
+  int files = 0;
+#if defined(_WIN32)
+  WIN32_FIND_DATAA e;
+  HANDLE dir = FindFirstFileA(CORPUS_DIR "/*", &e);
+  CHECK(dir != INVALID_HANDLE_VALUE); /* (the fuzz corpus's folder is there) */
+  if (dir == INVALID_HANDLE_VALUE) return;
+  do files += replay_corpus_file(e.cFileName);
+  while (FindNextFileA(dir, &e));
+  FindClose(dir);
+#else
   DIR *dir = opendir(CORPUS_DIR);
   struct dirent *e;
-  int files = 0;
-  if (!dir) {
-    CHECK(!"the fuzz corpus directory is missing");
-    return;
-  }
-  while ((e = readdir(dir)) != NULL) {
-    char path[4096];
-    FILE *f;
-    uint8_t buf[65536];
-    size_t n;
-    if (e->d_name[0] == '.') continue;
-    snprintf(path, sizeof path, "%s/%s", CORPUS_DIR, e->d_name);
-    f = fopen(path, "rb");
-    if (!f) continue;
-    n = fread(buf, 1, sizeof buf, f);
-    fclose(f);
-    sh_fuzz_one(buf, n); /* aborts on a broken invariant */
-    files++;
-  }
+  CHECK(dir != NULL); /* (the fuzz corpus's folder is there) */
+  if (!dir) return;
+  while ((e = readdir(dir)) != NULL) files += replay_corpus_file(e->d_name);
   closedir(dir);
+#endif
   CHECK(files > 0);
 }
