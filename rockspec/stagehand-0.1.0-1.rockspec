@@ -97,9 +97,11 @@ build = {
     linux = { modules = { ["stagehand._core"] = { defines = { "SH_HAVE_PIPE2", "SH_HAVE_CONDATTR_SETCLOCK", "SH_HAVE_THREAD_NICE" } } } },
     macosx = { modules = { ["stagehand._core"] = { defines = { "SH_HAVE_COND_TIMEDWAIT_RELATIVE", "SH_HAVE_QOS_CLASS" } } } },
     -- Win32's layer in place of POSIX's (the last source: LuaRocks merges
-    -- a platform's list into the main one entry by entry), and Winsock for
-    -- the wake-up sockets.
-    windows = { modules = { ["stagehand._core"] = { sources = { [19] = "csrc/platform/win/sh_win.c" }, libraries = { "ws2_32" } } } },
+    -- a platform's list into the main one entry by entry), Winsock for
+    -- the wake-up sockets, and the core's functions exported beside
+    -- luaopen (SH_BUILDING_DLL: csrc/core/stagehand.h), where LuaJIT's FFI
+    -- finds them.
+    windows = { modules = { ["stagehand._core"] = { sources = { [19] = "csrc/platform/win/sh_win.c" }, libraries = { "ws2_32" }, defines = { "SH_BUILDING_DLL" } } } },
   },
   copy_directories = { "examples", "types" },
 }

@@ -8,8 +8,9 @@
  * Functions that can fail return an int status: SH_OK or a negative SH_E*.
  *
  * The block between FFI-BEGIN and FFI-END is read by LuaJIT's ffi.cdef
- * (lua/stagehand/ffi_core.lua keeps a copy; spec/cdef_spec.lua checks that
- * the two agree), so it holds no preprocessor lines.
+ * (lua/stagehand/ffi_core.lua keeps a copy, without SH_API;
+ * spec/cdef_spec.lua checks that the two agree), so it holds no
+ * preprocessor lines.
  */
 #ifndef STAGEHAND_H
 #define STAGEHAND_H
@@ -18,6 +19,19 @@
 
 #ifdef __cplusplus
 extern "C" {
+#endif
+
+/* SH_API marks the core's functions. Compiled into a Windows DLL with
+ * SH_BUILDING_DLL defined, they are exported from it, so LuaJIT's FFI finds
+ * them there: a Windows DLL exports only what is marked or listed (unless
+ * MinGW links it with --export-all-symbols), and one built by Visual
+ * Studio or by LuaRocks with cl.exe would export only luaopen_*. Anywhere
+ * else it is nothing: a shared library elsewhere exports its functions, and
+ * a program linking the core in needs no mark. (As libuv's UV_EXTERN.) */
+#if defined(_WIN32) && defined(SH_BUILDING_DLL)
+#define SH_API __declspec(dllexport)
+#else
+#define SH_API
 #endif
 
 /* Ids run from 0 to SH_MAX_ID - 1; larger ones are refused, so a wild id
@@ -35,84 +49,84 @@ typedef struct sh_pool sh_pool;
 typedef struct sh_barrier sh_barrier;
 typedef struct sh_ids sh_ids;
 
-sh_clock *sh_clock_new(void);
-void sh_clock_free(sh_clock *c);
-int sh_clock_start(sh_clock *c, int32_t id, double stall_ms, double now);
+SH_API sh_clock *sh_clock_new(void);
+SH_API void sh_clock_free(sh_clock *c);
+SH_API int sh_clock_start(sh_clock *c, int32_t id, double stall_ms, double now);
 /* Starts again a clock that sh_clock_pop_stalled just took out, with its
  * stall time, and its place among equal deadlines (its start's order). */
-int sh_clock_restart(sh_clock *c, int32_t id, double now);
-int sh_clock_progress(sh_clock *c, int32_t id, double now);
-int sh_clock_pause(sh_clock *c, int32_t id);
-int sh_clock_resume(sh_clock *c, int32_t id, double now);
-int sh_clock_stop(sh_clock *c, int32_t id);
-int sh_clock_set_visible(sh_clock *c, int visible, double now);
-int sh_clock_visible(const sh_clock *c);
-double sh_clock_visible_time(const sh_clock *c, double now);
-double sh_clock_next_due(const sh_clock *c, double now);
-int32_t sh_clock_pop_stalled(sh_clock *c, double now);
-double sh_clock_stall_ms(const sh_clock *c, int32_t id);
-int32_t sh_clock_count(const sh_clock *c);
-int sh_clock_join(sh_clock *c, int32_t id, int32_t group);
-int sh_clock_touch(sh_clock *c, int32_t group, double now);
-int sh_clock_check(const sh_clock *c);
+SH_API int sh_clock_restart(sh_clock *c, int32_t id, double now);
+SH_API int sh_clock_progress(sh_clock *c, int32_t id, double now);
+SH_API int sh_clock_pause(sh_clock *c, int32_t id);
+SH_API int sh_clock_resume(sh_clock *c, int32_t id, double now);
+SH_API int sh_clock_stop(sh_clock *c, int32_t id);
+SH_API int sh_clock_set_visible(sh_clock *c, int visible, double now);
+SH_API int sh_clock_visible(const sh_clock *c);
+SH_API double sh_clock_visible_time(const sh_clock *c, double now);
+SH_API double sh_clock_next_due(const sh_clock *c, double now);
+SH_API int32_t sh_clock_pop_stalled(sh_clock *c, double now);
+SH_API double sh_clock_stall_ms(const sh_clock *c, int32_t id);
+SH_API int32_t sh_clock_count(const sh_clock *c);
+SH_API int sh_clock_join(sh_clock *c, int32_t id, int32_t group);
+SH_API int sh_clock_touch(sh_clock *c, int32_t group, double now);
+SH_API int sh_clock_check(const sh_clock *c);
 
-sh_timers *sh_timers_new(void);
-void sh_timers_free(sh_timers *t);
-int sh_timers_add(sh_timers *t, int32_t id, double due);
-int sh_timers_cancel(sh_timers *t, int32_t id);
-double sh_timers_peek(const sh_timers *t);
-int32_t sh_timers_pop(sh_timers *t, double now);
-int32_t sh_timers_count(const sh_timers *t);
-int sh_timers_check(const sh_timers *t);
+SH_API sh_timers *sh_timers_new(void);
+SH_API void sh_timers_free(sh_timers *t);
+SH_API int sh_timers_add(sh_timers *t, int32_t id, double due);
+SH_API int sh_timers_cancel(sh_timers *t, int32_t id);
+SH_API double sh_timers_peek(const sh_timers *t);
+SH_API int32_t sh_timers_pop(sh_timers *t, double now);
+SH_API int32_t sh_timers_count(const sh_timers *t);
+SH_API int sh_timers_check(const sh_timers *t);
 
-sh_pool *sh_pool_new(void);
-void sh_pool_free(sh_pool *p);
-int sh_pool_set_capacity(sh_pool *p, int32_t capacity);
-int32_t sh_pool_capacity(const sh_pool *p);
-int32_t sh_pool_in_use(const sh_pool *p);
-int32_t sh_pool_waiting(const sh_pool *p);
-int sh_pool_try_acquire(sh_pool *p);
-int sh_pool_release(sh_pool *p);
-int sh_pool_reset_use(sh_pool *p);
-int sh_pool_enqueue(sh_pool *p, int32_t id, int32_t group);
-int sh_pool_remove(sh_pool *p, int32_t id);
-int sh_pool_move(sh_pool *p, int32_t id, int32_t group);
-int32_t sh_pool_group_of(const sh_pool *p, int32_t id);
-int sh_pool_is_waiting(const sh_pool *p, int32_t id);
-int32_t sh_pool_next_group(const sh_pool *p, int32_t after);
-int sh_pool_set_rank(sh_pool *p, int32_t group, double rank);
-int sh_pool_fix_rank(sh_pool *p, int32_t group, double rank);
-int sh_pool_forget_group(sh_pool *p, int32_t group);
-int32_t sh_pool_next_live(const sh_pool *p, int32_t after);
-int sh_pool_new_reads(sh_pool *p);
-int32_t sh_pool_next_unread(sh_pool *p);
-int32_t sh_pool_grantable(const sh_pool *p);
-int32_t sh_pool_best(const sh_pool *p);
-double sh_pool_rank_of(const sh_pool *p, int32_t id);
-double sh_pool_arrival(const sh_pool *p, int32_t id);
-int sh_pool_grant(sh_pool *p, int32_t id);
-int sh_pool_check(const sh_pool *p);
-int32_t sh_pool_peek_next(sh_pool *p);
-int sh_pool_peek_end(sh_pool *p);
+SH_API sh_pool *sh_pool_new(void);
+SH_API void sh_pool_free(sh_pool *p);
+SH_API int sh_pool_set_capacity(sh_pool *p, int32_t capacity);
+SH_API int32_t sh_pool_capacity(const sh_pool *p);
+SH_API int32_t sh_pool_in_use(const sh_pool *p);
+SH_API int32_t sh_pool_waiting(const sh_pool *p);
+SH_API int sh_pool_try_acquire(sh_pool *p);
+SH_API int sh_pool_release(sh_pool *p);
+SH_API int sh_pool_reset_use(sh_pool *p);
+SH_API int sh_pool_enqueue(sh_pool *p, int32_t id, int32_t group);
+SH_API int sh_pool_remove(sh_pool *p, int32_t id);
+SH_API int sh_pool_move(sh_pool *p, int32_t id, int32_t group);
+SH_API int32_t sh_pool_group_of(const sh_pool *p, int32_t id);
+SH_API int sh_pool_is_waiting(const sh_pool *p, int32_t id);
+SH_API int32_t sh_pool_next_group(const sh_pool *p, int32_t after);
+SH_API int sh_pool_set_rank(sh_pool *p, int32_t group, double rank);
+SH_API int sh_pool_fix_rank(sh_pool *p, int32_t group, double rank);
+SH_API int sh_pool_forget_group(sh_pool *p, int32_t group);
+SH_API int32_t sh_pool_next_live(const sh_pool *p, int32_t after);
+SH_API int sh_pool_new_reads(sh_pool *p);
+SH_API int32_t sh_pool_next_unread(sh_pool *p);
+SH_API int32_t sh_pool_grantable(const sh_pool *p);
+SH_API int32_t sh_pool_best(const sh_pool *p);
+SH_API double sh_pool_rank_of(const sh_pool *p, int32_t id);
+SH_API double sh_pool_arrival(const sh_pool *p, int32_t id);
+SH_API int sh_pool_grant(sh_pool *p, int32_t id);
+SH_API int sh_pool_check(const sh_pool *p);
+SH_API int32_t sh_pool_peek_next(sh_pool *p);
+SH_API int sh_pool_peek_end(sh_pool *p);
 
-sh_barrier *sh_barrier_new(int32_t size);
-void sh_barrier_free(sh_barrier *b);
-int sh_barrier_arrive(sh_barrier *b, int32_t index);
-int32_t sh_barrier_arrived(const sh_barrier *b);
-int32_t sh_barrier_size(const sh_barrier *b);
-int32_t sh_barrier_next_missing(const sh_barrier *b, int32_t after);
+SH_API sh_barrier *sh_barrier_new(int32_t size);
+SH_API void sh_barrier_free(sh_barrier *b);
+SH_API int sh_barrier_arrive(sh_barrier *b, int32_t index);
+SH_API int32_t sh_barrier_arrived(const sh_barrier *b);
+SH_API int32_t sh_barrier_size(const sh_barrier *b);
+SH_API int32_t sh_barrier_next_missing(const sh_barrier *b, int32_t after);
 
-sh_ids *sh_ids_new(void);
-void sh_ids_free(sh_ids *s);
-int32_t sh_ids_take(sh_ids *s);
-int sh_ids_give(sh_ids *s, int32_t id);
-int32_t sh_ids_count(const sh_ids *s);
-int sh_ids_check(const sh_ids *s);
+SH_API sh_ids *sh_ids_new(void);
+SH_API void sh_ids_free(sh_ids *s);
+SH_API int32_t sh_ids_take(sh_ids *s);
+SH_API int sh_ids_give(sh_ids *s, int32_t id);
+SH_API int32_t sh_ids_count(const sh_ids *s);
+SH_API int sh_ids_check(const sh_ids *s);
 
-double sh_now_ms(void);
-int sh_cores(void);
-void sh_sleep_ms(double ms);
-int sh_pin_library(void);
+SH_API double sh_now_ms(void);
+SH_API int sh_cores(void);
+SH_API void sh_sleep_ms(double ms);
+SH_API int sh_pin_library(void);
 /* FFI-END */
 
 /*
