@@ -174,7 +174,7 @@ test-oom: deps build build/oom_host
 test: test-deps build $(KIT_CORE) $(KIT_CORE_ARM64) build/test_core build/test_threads build/oom_host $(C_HOSTS)
 	@sh scripts/test.sh $(RUNTIMES)
 test-deps:
-	@EXTRA_PKGS="$(WIN_PKGS) $(ARM64_PKGS) zip clang" sh scripts/deps.sh
+	@EXTRA_PKGS="$(WIN_PKGS) $(ARM64_PKGS) $(MSVC_PKGS) zip clang" sh scripts/deps.sh
 
 # examples/c_host: a C program embedding LuaJIT, Lua 5.4 or 5.3 that runs
 # a stagehand frame loop, as an engine would (make test builds and runs
@@ -402,6 +402,16 @@ windows:
 windows-x86:
 	@EXTRA_PKGS="$(WIN_PKGS)" sh scripts/deps.sh
 	@WIN_ARCH=x86 MINGW=i686-w64-mingw32-gcc WARN="$(WARN)" WIN_SRC="$(WIN_CORE_SRC) $(MODULE_SRC)" sh scripts/windows.sh
+# stagehand's C built as Microsoft's compiler builds it (scripts/msvc.sh
+# says how, with no cl.exe here), for make windows' runtimes, in
+# build/windows-msvc/; make test-msvc runs its C tests and its specs there.
+MSVC_PKGS := clang lld llvm libwine-dev
+windows-msvc: windows
+	@EXTRA_PKGS="$(MSVC_PKGS)" sh scripts/deps.sh
+	@WARN="$(WARN)" WIN_CORE_SRC="$(WIN_CORE_SRC)" WIN_SRC="$(WIN_CORE_SRC) $(MODULE_SRC)" TEST_SRC="$(TEST_SRC)" \
+	  THREADS_TEST="$(THREADS_TEST)" sh scripts/msvc.sh
+test-msvc: windows-msvc
+	@sh scripts/test_windows.sh msvc
 test-windows: windows windows-x86 test-windows-c
 	@sh scripts/test_windows.sh
 test-windows-c:

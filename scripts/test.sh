@@ -247,9 +247,9 @@ native_lane() {
 }
 
 # The cross lane: Lua 5.2's specs (CROSS_RUNTIMES), other systems (Windows
-# under wine, 32-bit x86 and ARM under qemu, Debian 13 in a chroot) and
-# LÖVE under Xvfb. The Windows builds come before the kit, which ships
-# their cores.
+# under wine, MinGW's builds and MSVC's; 32-bit x86 and ARM under qemu;
+# Debian 13 in a chroot) and LÖVE under Xvfb. The Windows builds come
+# before the kit, which ships their cores.
 cross_lane() {
   for rt in $CROSS_RUNTIMES; do
     busted_on "$rt"
@@ -259,6 +259,8 @@ cross_lane() {
     sh -c 'make -s windows windows-x86 >/dev/null && sh scripts/test_windows.sh'
   check "Windows: a core built for another Lua is refused before it loads (it would crash the program), and the pure-Lua core runs" \
     sh scripts/win_foreign_core_check.sh
+  count "Windows, the core as Visual Studio builds it (clang in MSVC's dialect and ABI, Microsoft's UCRT; no cl.exe runs here): its C tests, then the specs on LuaJIT (the FFI backend it chooses) and Lua 5.4, under wine" \
+    sh -c 'make -s windows-msvc >/dev/null && sh scripts/test_windows.sh msvc'
   count "spec/love: worker pools on love.thread, under Xvfb" sh scripts/love_specs.sh
   count "spec/love again, against a core built with ASan and UBSan (make sanitize-love)" make -s sanitize-love
   count "spec/love with LuaJIT's compiler off, as LÖVE runs on ARM: the native core through the C module" \

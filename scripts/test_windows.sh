@@ -4,8 +4,13 @@
 # Windows): LuaJIT through both backends, and Lua 5.4. Specs that check
 # the source tree or Linux tools (docs, module and rockspec, shape, luv,
 # lua-cjson) stay with the Linux runs. Prints "N passed, N failed".
+# `test_windows.sh msvc` (make test-msvc): the same on the cores built as
+# Microsoft's compiler builds them (make windows-msvc), and their C tests.
 top=$(cd "$(dirname "$0")/.." && pwd)
-cd "$top/build/windows" || exit 1
+flavour=${1:-mingw}
+dir=$top/build/windows
+[ "$flavour" = msvc ] && dir=$top/build/windows-msvc
+cd "$dir" || exit 1
 rm -rf spec csrc
 mkdir -p spec csrc
 cp "$top"/spec/*.lua spec/
@@ -41,6 +46,26 @@ run() { # $1: label, then the command
   passed=$((passed + p))
   failed=$((failed + f))
 }
+if [ "$flavour" = msvc ]; then
+  # (the C tests read their fuzz corpus from the top of the tree)
+  run "Windows, built as MSVC builds it: the core's C tests" env -C "$top" "$wine" "$dir/test_core.exe"
+  run "Windows, built as MSVC builds it: the threads' C tests" "$wine" test_threads.exe
+  # (LuaJIT chooses the FFI backend, as it does with MinGW's DLL: the
+  # functions SH_API marks are exported from cl.exe's DLL too)
+  # shellcheck disable=SC2086
+  run "Windows, built as MSVC builds it: LuaJIT, the backend it chooses" "$wine" luajit.exe spec_runner.lua \
+    '--lua-dir=Z:\usr\share\lua\5.1' $files
+  if ! printf '%s\n' "$out" | grep -q '^\[stagehand.testing\] LuaJIT 2\.1[^,]*, ffi backend'; then
+    echo "!! LuaJIT did not choose the FFI backend: the DLL does not export the core's functions"
+    failed=$((failed + 1))
+  fi
+  # shellcheck disable=SC2086
+  run "Windows, built as MSVC builds it: Lua 5.4" "$wine" lua5.4/lua54.exe spec_runner.lua \
+    '--lua-dir=Z:\usr\share\lua\5.4' $files
+  echo "$passed passed, $failed failed"
+  [ "$failed" -eq 0 ]
+  exit
+fi
 # shellcheck disable=SC2086
 run "Windows: LuaJIT, FFI backend" env STAGEHAND_BACKEND=ffi "$wine" luajit.exe spec_runner.lua \
   '--lua-dir=Z:\usr\share\lua\5.1' $files
