@@ -3,9 +3,9 @@
 # builds it, for the Windows runtimes of make windows, into
 # build/windows-msvc/: LuaJIT and Lua 5.4 (copied) with a stagehand/_core.dll
 # each, and the core's C tests, test_core.exe and test_threads.exe.
-# (Windows engines, LÖVE's own Windows builds and LuaRocks installs that
-# use Visual Studio compile with cl.exe, which takes code paths of ours
-# that MinGW never does: the Interlocked atomics, __assume, the bit scans.)
+# (Most Windows engines, and LuaRocks installs set up with Visual Studio,
+# compile with cl.exe, which takes code paths of ours that MinGW never
+# does: the Interlocked atomics, __assume, the bit scans.)
 #
 # No cl.exe runs here: clang compiles in MSVC's dialect and ABI
 # (-target x86_64-pc-windows-msvc). It defines _MSC_VER, _WIN32 and _M_X64
