@@ -408,7 +408,7 @@ windows-x86:
 MSVC_PKGS := clang lld llvm libwine-dev
 windows-msvc: windows
 	@EXTRA_PKGS="$(MSVC_PKGS)" sh scripts/deps.sh
-	@WARN="$(WARN)" WIN_CORE_SRC="$(WIN_CORE_SRC)" WIN_SRC="$(WIN_CORE_SRC) $(MODULE_SRC)" TEST_SRC="$(TEST_SRC)" \
+	@WARN="$(WARN)" WIN_CORE_SRC="$(WIN_CORE_SRC)" MODULE_SRC="$(MODULE_SRC)" TEST_SRC="$(TEST_SRC)" \
 	  THREADS_TEST="$(THREADS_TEST)" sh scripts/msvc.sh
 test-msvc: windows-msvc
 	@sh scripts/test_windows.sh msvc

@@ -18,8 +18,8 @@
 # Built as the rockspec builds it on Windows (SH_BUILDING_DLL), _core.dll
 # exports the core's functions beside luaopen_stagehand__core, and
 # LuaJIT reaches them through the FFI.
-# Usage (the Makefile's lists): WARN=... WIN_CORE_SRC=... WIN_SRC=... (the
-# core's and the module's) TEST_SRC=... THREADS_TEST=... sh scripts/msvc.sh
+# Usage (the Makefile's lists): WARN=... WIN_CORE_SRC=... MODULE_SRC=...
+# TEST_SRC=... THREADS_TEST=... sh scripts/msvc.sh
 set -e
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
@@ -35,12 +35,27 @@ for f in "$wine_inc/msvcrt/stdio.h" "$wine_lib/libucrtbase.a"; do
 done
 res=$(clang -print-resource-dir)
 
-msvc_cc() { # clang as cl.exe, linked against the UCRT; then its arguments
+# clang as cl.exe: compiles ($@: -c, its flags and sources), then links
+# against the UCRT
+msvc_cc() {
   # shellcheck disable=SC2086 # (WARN: a list of flags)
-  clang -target x86_64-pc-windows-msvc -fuse-ld=lld -std=c99 -O2 $WARN -Wvla -Werror \
+  clang -target x86_64-pc-windows-msvc -std=c99 -O2 $WARN -Wvla -Werror \
     -nostdinc -isystem "$res/include" -isystem "$wine_inc/msvcrt" -isystem "$wine_inc/windows" \
-    -U__clang__ -Wno-builtin-macro-redefined -nostdlib "$@" "$wine_lib/libwinecrt0.a" \
+    -U__clang__ -Wno-builtin-macro-redefined "$@"
+}
+msvc_link() {
+  clang -target x86_64-pc-windows-msvc -fuse-ld=lld -nostdlib "$@" "$wine_lib/libwinecrt0.a" \
     "$wine_lib/libucrtbase.a" "$wine_lib/libkernel32.a" "$wine_lib/libntdll.a" "$wine_lib/libws2_32.a"
+}
+# Each of $3... compiled into folder $1, with the flags $2.
+compile_into() {
+  mkdir -p "$1"
+  d=$1 flags=$2
+  shift 2
+  for f in "$@"; do
+    # shellcheck disable=SC2086 # (a list of flags)
+    msvc_cc $flags -c -o "$d/$(basename "$f" .c).o" "$f"
+  done
 }
 
 # An import library (what cl.exe links against) of the names a DLL
@@ -64,14 +79,21 @@ cp -r "$win/lua5.4/lua" "$out/lua5.4/"
 
 import_lib "$win/lua51.dll" "$out/lua51.lib"
 import_lib "$win/lua5.4/lua54.dll" "$out/lua54.lib"
+# The core once, as the DLLs have it (test_threads.exe links it too); the
+# module for each Lua; test_core.exe with the core's invariant checks.
+obj=$out/obj
 # shellcheck disable=SC2086 # (lists of sources)
 {
-  msvc_cc -shared -Wl,/entry:DllMainCRTStartup -DSH_BUILDING_DLL -I"$win/include/luajit" -o "$out/stagehand/_core.dll" \
-    $WIN_SRC "$out/lua51.lib"
-  msvc_cc -shared -Wl,/entry:DllMainCRTStartup -DSH_BUILDING_DLL -I"$win/lua5.4/include/lua5.4" -o "$out/lua5.4/stagehand/_core.dll" \
-    $WIN_SRC "$out/lua54.lib"
-  msvc_cc -Wl,/entry:mainCRTStartup -DSH_DEBUG_CHECKS -DCORPUS_DIR='"csrc/test/corpus"' -o "$out/test_core.exe" \
-    $WIN_CORE_SRC $TEST_SRC
-  msvc_cc -Wl,/entry:mainCRTStartup -o "$out/test_threads.exe" $WIN_CORE_SRC $THREADS_TEST
+  compile_into "$obj/core" -DSH_BUILDING_DLL $WIN_CORE_SRC
+  compile_into "$obj/luajit" "-DSH_BUILDING_DLL -I$win/include/luajit" $MODULE_SRC
+  compile_into "$obj/lua5.4" "-DSH_BUILDING_DLL -I$win/lua5.4/include/lua5.4" $MODULE_SRC
+  compile_into "$obj/threads" "" $THREADS_TEST
+  msvc_link -shared -Wl,/entry:DllMainCRTStartup -o "$out/stagehand/_core.dll" \
+    "$obj"/core/*.o "$obj"/luajit/*.o "$out/lua51.lib"
+  msvc_link -shared -Wl,/entry:DllMainCRTStartup -o "$out/lua5.4/stagehand/_core.dll" \
+    "$obj"/core/*.o "$obj"/lua5.4/*.o "$out/lua54.lib"
+  msvc_link -Wl,/entry:mainCRTStartup -o "$out/test_threads.exe" "$obj"/core/*.o "$obj"/threads/*.o
+  compile_into "$obj/test" '-O1 -DSH_DEBUG_CHECKS -DCORPUS_DIR="csrc/test/corpus"' $WIN_CORE_SRC $TEST_SRC
+  msvc_link -Wl,/entry:mainCRTStartup -o "$out/test_core.exe" "$obj"/test/*.o
 }
-rm -f "$out"/*.def "$out"/*.lib "$out"/stagehand/*.lib "$out"/lua5.4/stagehand/*.lib "$out"/*.exp
+rm -rf "$obj" "$out"/*.def "$out"/*.lib "$out"/stagehand/*.lib "$out"/lua5.4/stagehand/*.lib
