@@ -39,10 +39,13 @@ run() { # $1: label, then the command
   shift
   echo "== $label"
   out=$("$@" 2>&1)
+  rc=$?
   printf '%s\n' "$out" | grep -v '^\.*$' | tail -40
   p=$(printf '%s\n' "$out" | grep -aoE '[0-9]+ passed, [0-9]+ failed' | tail -1 | sed 's/ passed.*//')
   f=$(printf '%s\n' "$out" | grep -aoE '[0-9]+ passed, [0-9]+ failed' | tail -1 | sed 's/.*, //; s/ failed//')
   [ -z "$p" ] && { p=0; f=1; echo "!! $label: no summary"; }
+  # (a program that fails after its summary, a crash at exit, fails too)
+  [ "$rc" -ne 0 ] && [ "$f" -eq 0 ] && { f=1; echo "!! $label exited with status $rc"; }
   passed=$((passed + p))
   failed=$((failed + f))
 }
