@@ -10,7 +10,8 @@
 # No cl.exe runs here: clang compiles in MSVC's dialect and ABI
 # (-target x86_64-pc-windows-msvc). It defines _MSC_VER, _WIN32 and _M_X64
 # as cl.exe does, and with __clang__ taken away neither __GNUC__ nor
-# __clang__, so every line of ours it compiles is a line cl.exe would.
+# __clang__, so of our #if branches it takes those cl.exe takes. (It is not
+# Microsoft's front end: its own gaps in C99 are not checked here.)
 # The C runtime is Microsoft's UCRT (ucrtbase.dll, what cl.exe links since
 # Visual Studio 2015) through wine's headers and import libraries
 # (libwine-dev); the DLLs import only lua51.dll or lua54.dll (from import
@@ -35,8 +36,8 @@ for f in "$wine_inc/msvcrt/stdio.h" "$wine_lib/libucrtbase.a"; do
 done
 res=$(clang -print-resource-dir)
 
-# clang as cl.exe: compiles ($@: -c, its flags and sources), then links
-# against the UCRT
+# clang as cl.exe ($@: -c, flags, a source); msvc_link links what it made
+# against the UCRT.
 msvc_cc() {
   # shellcheck disable=SC2086 # (WARN: a list of flags)
   clang -target x86_64-pc-windows-msvc -std=c99 -O2 $WARN -Wvla -Werror \
