@@ -193,9 +193,6 @@ busted_on_pure() { # $1: runtime
     env STAGEHAND_ENDS="$ends/$rt-lua" STAGEHAND_BACKEND=lua "$rt" /usr/bin/busted -o utfTerminal $lua_core_specs
 }
 
-# The runtimes whose specs run in the cross lane, to even the lanes out:
-# none since that lane runs the MSVC build (Lua 5.2's ran there before).
-CROSS_RUNTIMES=
 # The whole suite runs on the pure-Lua core on these; on Lua 5.3 and 5.2
 # spec/lua_core_spec.lua checks it inside the native runs (the same random
 # calls made of both cores, every answer compared), which keeps make test
@@ -209,7 +206,7 @@ native_lane() {
   count "the core's portable paths forced (pipe + fcntl, wall-clock waits, C11 atomics), then every .c as C++" \
     make -s portable
   for rt in "$@"; do
-    case " $CROSS_RUNTIMES " in *" $rt "*) ;; *) busted_on "$rt" ;; esac
+    busted_on "$rt"
   done
   for rt in "$@"; do
     case " $PURE_RUNTIMES " in *" $rt "*) busted_on_pure "$rt" ;; esac
@@ -247,14 +244,11 @@ native_lane() {
     sh scripts/rock.sh "$@"
 }
 
-# The cross lane: the specs of CROSS_RUNTIMES, other systems (Windows
-# under wine, MinGW's builds and MSVC's; 32-bit x86 and ARM under qemu;
-# Debian 13 in a chroot) and LÖVE under Xvfb. The Windows builds come
-# before the kit, which ships their cores.
+# The cross lane: other systems (Windows under wine, MinGW's builds and
+# MSVC's; 32-bit x86 and ARM under qemu; Debian 13 in a chroot) and LÖVE
+# under Xvfb. The Windows builds come before the kit, which ships their
+# cores.
 cross_lane() {
-  for rt in $CROSS_RUNTIMES; do
-    busted_on "$rt"
-  done
   count "the core's C tests on Windows: cross-built with MinGW-w64, run under wine" make -s test-windows-c
   count "the specs on Windows under wine: LuaJIT (both backends) and Lua 5.4, and 32-bit LuaJIT (both backends) where this kernel runs 32-bit programs, cross-built from Debian's sources" \
     sh -c 'make -s windows windows-x86 >/dev/null && sh scripts/test_windows.sh'
