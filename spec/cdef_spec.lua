@@ -1,4 +1,9 @@
 -- STYLE practice 2: the Lua-side cdef must match the header's FFI block.
+-- The header's FFI block.
+local function ffi_block()
+  return require("spec.helpers").read("csrc/core/stagehand.h"):match("/%* FFI%-BEGIN %*/(.-)/%* FFI%-END %*/")
+end
+
 describe("the FFI cdef", function()
   local read = require("spec.helpers").read
 
@@ -9,8 +14,7 @@ describe("the FFI cdef", function()
   end
 
   it("matches the FFI block of csrc/core/stagehand.h", function()
-    local header = read("csrc/core/stagehand.h")
-    local block = header:match("/%* FFI%-BEGIN %*/(.-)/%* FFI%-END %*/")
+    local block = ffi_block()
     assert.is_string(block)
     assert.is_nil(block:find("#", 1, true))
     local src = read("lua/stagehand/core/ffi_core.lua")
@@ -22,7 +26,7 @@ describe("the FFI cdef", function()
   -- (SH_API exports a function from a Windows DLL built by Visual Studio:
   -- one left unmarked would be missing there, and LuaJIT's FFI with it)
   it("marks every function of the header's FFI block SH_API", function()
-    local block = read("csrc/core/stagehand.h"):match("/%* FFI%-BEGIN %*/(.-)/%* FFI%-END %*/")
+    local block = ffi_block()
     local functions, unmarked = 0, {}
     for line in block:gmatch("[^\n]+") do
       local name = line:match("^[%w_ ]-[%w_]+%s+%**(sh_[%w_]+)%(")
@@ -50,9 +54,7 @@ end)
 -- export every function of it by the same name, without its sh_ prefix.
 describe("the backends", function()
   it("export every function the header declares", function()
-    local f = assert(io.open("csrc/core/stagehand.h", "rb"))
-    local block = f:read("*a"):match("/%* FFI%-BEGIN %*/(.-)/%* FFI%-END %*/")
-    f:close()
+    local block = ffi_block()
     local B = require "stagehand.core.backend"
     local missing, n = {}, 0
     for name in block:gmatch("[%w_%*]+%s+%**sh_([%w_]+)%(") do

@@ -205,8 +205,9 @@ local DLL_OF = { ["lua51.dll"] = " luajit lua5.1 ", ["lua52.dll"] = " lua5.2 ", 
   ["lua54.dll"] = " lua5.4 " }
 local function foreign_dll(path)
   local dll = path and native.imported_lua(path)
+  if not DLL_OF[dll] then return nil end
   local name, make_name = native.runtime()
-  local built = dll and DLL_OF[dll] and built_for(DLL_OF[dll], make_name)
+  local built = built_for(DLL_OF[dll], make_name)
   if not built then return nil end
   return "stagehand: " .. path .. " was built for " .. built .. " (it links " .. dll
     .. "), not for " .. name .. "; loading it would crash the program. Use a core built for " .. name
