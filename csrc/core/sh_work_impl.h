@@ -108,6 +108,7 @@ struct sh_work {
   int32_t nq; /* queued(w) as of its last change (set_ready): read by pushers (SH__LOAD) */
   int32_t room; /* the lane and the heap each hold this many (reserve): read by pushers */
   int sleeping; /* workers waiting on cv: read by pushers */
+  int looking; /* workers looking for work without sleeping (under mu): each looks at the offer before it sleeps */
   char apart_[64]; /* (in_tail on a line of its own: a pusher writes it for every request) */
   uint32_t in_tail; /* written under pmu */
   char apart2_[64];

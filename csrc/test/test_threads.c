@@ -342,6 +342,7 @@ int main(void) {
   work_queues_keep_priority_then_arrival_order();
   work_queues_take_from_several_pushing_threads();
   work_queues_wake_a_sleeping_worker();
+  work_queues_wake_as_many_workers_as_offered();
   work_queues_free_what_was_never_taken();
   work_queues_grow_into_what_a_freed_queue_kept();
   cores_freed_on_several_threads_keep_their_arrays();

@@ -41,6 +41,7 @@ void work_queues_run_by_priority_and_report_everything(void);
 void work_queues_keep_priority_then_arrival_order(void);
 void work_queues_take_from_several_pushing_threads(void);
 void work_queues_wake_a_sleeping_worker(void);
+void work_queues_wake_as_many_workers_as_offered(void);
 void work_queues_free_what_was_never_taken(void);
 void work_queues_grow_into_what_a_freed_queue_kept(void);
 void cores_freed_on_several_threads_keep_their_arrays(void);

@@ -432,6 +432,71 @@ void work_queues_wake_a_sleeping_worker(void) {
   stop_recorder(n, w, rt);
 }
 
+/* An offer of k requests gets k workers, whether they sleep or still look
+ * for work: each request below holds its worker until the round is
+ * released, so a worker left asleep would leave one untaken. Rounds come
+ * after a pause (every worker asleep) or at once (some still looking). */
+typedef struct held_worker {
+  sh_work *w;
+  int32_t index;
+  int *started, *released;
+} held_worker;
+
+static SH__THREAD_RETURN hold_until_released(void *arg) {
+  held_worker *k = (held_worker *)arg;
+  int64_t id;
+  sh_msg *payload;
+  while (sh_work_take(k->w, k->index, &id, &payload) == SH_OK) {
+    int round = msg_int(payload);
+    (void)SH__ADD(k->started, 1);
+    while (SH__LOAD(k->released) < round) sh_sleep_ms(1);
+    sh_work_report(k->w, k->index, id, SH_EV_DONE, payload, 0, 0);
+  }
+  sh_work_exited(k->w, k->index);
+  return 0;
+}
+
+void work_queues_wake_as_many_workers_as_offered(void) {
+  enum { WORKERS = 4, ROUNDS = 120 };
+  sh_notify *n = sh_notify_new();
+  sh_work *w = sh_work_new(n);
+  held_worker ks[WORKERS];
+  sh__thread t[WORKERS];
+  int started = 0, released = 0, want = 0, round, i, all_taken = 0, all_done = 0;
+  for (i = 0; i < WORKERS; i++) {
+    ks[i].w = w, ks[i].index = sh_work_add_worker(w);
+    ks[i].started = &started, ks[i].released = &released;
+    sh_work_ref(w);
+    sh__thread_start(&t[i], hold_until_released, &ks[i]);
+  }
+  for (round = 1; round <= ROUNDS; round++) {
+    int k = 1 + round % WORKERS;
+    int32_t slots[WORKERS];
+    int64_t ids[WORKERS];
+    double until;
+    if (round % 3 == 0) sh_sleep_ms(2); /* (longer than a worker looks before it sleeps) */
+    for (i = 0; i < k; i++) {
+      ids[i] = round * 10 + i;
+      slots[i] = sh_work_hold(w, ids[i], int_msg(round));
+    }
+    sh_work_offer(w, slots, ids, k);
+    want += k;
+    until = sh_now_ms() + 2000;
+    while (SH__LOAD(&started) < want && sh_now_ms() < until) sh_sleep_ms(0);
+    all_taken += SH__LOAD(&started) == want;
+    SH__STORE(&released, round);
+    all_done += await_replies(n, w, k, 2000, NULL) == k;
+  }
+  CHECK(all_taken == ROUNDS);
+  CHECK(all_done == ROUNDS);
+  sh_work_close(w);
+  for (i = 0; i < WORKERS; i++) sh__thread_join(t[i]);
+  drop_events(w);
+  for (i = 0; i < WORKERS; i++) sh_work_unref(w);
+  sh_work_unref(w);
+  sh_notify_unref(n);
+}
+
 /* Requests pushed and never taken are freed at close, and by the last
  * unref when nobody closed the queue (memory checks see no leak). */
 void work_queues_free_what_was_never_taken(void) {
