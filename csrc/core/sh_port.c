@@ -89,9 +89,12 @@ int sh_port_post(sh_port *p, sh_msg *m) {
   }
   p->ring[(p->head + p->len) % p->cap] = m;
   p->len++;
-  sh__cond_broadcast(&p->cv);
   sh__signal_all(&p->watchers);
   sh__mutex_unlock(&p->mu);
+  /* (woken after the unlock: a receiver woken under it would at once wait
+   * again for the lock; one that waits later saw the message under it,
+   * and the poster's reference keeps p alive) */
+  sh__cond_broadcast(&p->cv);
   return SH_OK;
 }
 

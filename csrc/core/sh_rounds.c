@@ -109,7 +109,7 @@ static void combine(sh_rounds *b, round *r) {
 
 int sh_rounds_arrive(sh_rounds *b, double round_no, int32_t count, int op, int32_t index, const double *share) {
   round *r;
-  int rc = SH_OK;
+  int rc = SH_OK, complete = 0;
   const int32_t len = b->share_len; /* (fixed at sh_rounds_new) */
   if (count < 1 || count > b->participants || op < SH_OP_COUNT || op > SH_OP_MAX || round_no != round_no)
     return SH_EINVAL;
@@ -153,11 +153,13 @@ int sh_rounds_arrive(sh_rounds *b, double round_no, int32_t count, int op, int32
     if (++r->arrived == r->count) {
       combine(b, r);
       r->complete = 1;
-      sh__cond_broadcast(&b->cv);
+      complete = 1;
       sh__signal_all(&b->watchers);
     }
   }
   sh__mutex_unlock(&b->mu);
+  /* (the waiters woken after the unlock, as a port's receivers are) */
+  if (complete) sh__cond_broadcast(&b->cv);
   return rc;
 nomem:
   sh__mutex_unlock(&b->mu);
