@@ -253,9 +253,11 @@ int sh_work_push(sh_work *w, int64_t id, double priority, sh_msg *payload) {
   wake = SH__LOAD_SC(&w->sleeping) > 0 && !w->paused;
   sh__mutex_unlock(&w->pmu);
   if (wake) {
+    /* (mu taken and let go first: a worker counted asleep holds it until
+     * it waits, so it waits now; woken under mu, it would wait for it) */
     sh__mutex_lock(&w->mu);
-    sh__cond_signal(&w->cv);
     sh__mutex_unlock(&w->mu);
+    sh__cond_signal(&w->cv);
   }
   return SH_OK;
 }
