@@ -481,11 +481,14 @@ void work_queues_wake_as_many_workers_as_offered(void) {
     }
     sh_work_offer(w, slots, ids, k);
     want += k;
-    until = sh_now_ms() + 2000;
-    while (SH__LOAD(&started) < want && sh_now_ms() < until) sh_sleep_ms(0);
+    /* (an entry left untaken stays so: the next offer replaces this one;
+     * the waits sleep, for valgrind, whose threads run one at a time) */
+    until = sh_now_ms() + 5000;
+    while (SH__LOAD(&started) < want && sh_now_ms() < until) sh_sleep_ms(0.05);
     all_taken += SH__LOAD(&started) == want;
     SH__STORE(&released, round);
-    all_done += await_replies(n, w, k, 2000, NULL) == k;
+    all_done += await_replies(n, w, k, 5000, NULL) == k;
+    if (all_taken < round || all_done < round) break;
   }
   CHECK(all_taken == ROUNDS);
   CHECK(all_done == ROUNDS);
