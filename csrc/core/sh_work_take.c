@@ -101,7 +101,7 @@ int sh_work_drop(sh_work *w, int32_t slot, int64_t id) {
 }
 
 int32_t sh_work_offer(sh_work *w, const int32_t *slots, const int64_t *ids, int32_t n) {
-  int32_t i, left, wake;
+  int32_t i, left, wake, asleep;
   if (!w || n < 0 || (n > 0 && (!slots || !ids))) return SH_EINVAL;
   sh__mutex_lock(&w->mu);
   left = offer_left(w);
@@ -133,8 +133,9 @@ int32_t sh_work_offer(sh_work *w, const int32_t *slots, const int64_t *ids, int3
    * 35 us. Waking after the unlock loses nothing: a worker counts itself
    * asleep under mu, after it looked at the offer, so one that sleeps
    * later saw this offer first. */
+  asleep = SH__LOAD(&w->sleeping);
   wake = w->paused ? 0 : i - (queued(w) == 0 ? w->looking : 0); /* (a looker takes the queue first) */
-  if (wake > SH__LOAD(&w->sleeping)) wake = SH__LOAD(&w->sleeping);
+  if (wake > asleep) wake = asleep;
   sh__mutex_unlock(&w->mu);
   while (wake-- > 0) sh__cond_signal(&w->cv);
   return left;
