@@ -39,7 +39,7 @@ local CALLS_OF = {
     { "pool_remove", "id" }, { "pool_move", "id", "group" }, { "pool_group_of", "id" }, { "pool_is_waiting", "id" },
     { "pool_next_group", "group" }, { "pool_set_rank", "group", "rank" }, { "pool_fix_rank", "group", "rank" },
     { "pool_forget_group", "group" }, { "pool_next_live", "group" }, { "pool_new_reads" },
-    { "pool_next_unread" }, { "pool_grantable" }, { "pool_best" }, { "pool_rank_of", "id" },
+    { "pool_next_unread" }, { "pool_reread", "group" }, { "pool_grantable" }, { "pool_best" }, { "pool_rank_of", "id" },
     { "pool_arrival", "id" }, { "pool_grant", "id" }, { "pool_grant", "best" }, { "pool_peek" },
   },
   ids = {

@@ -375,6 +375,20 @@ int32_t sh_pool_next_unread(sh_pool *p) {
   return -1;
 }
 
+/* Group g stands for other sources than when its rank was set (a set of
+ * sources changed in place: its waiters stay in it), so it is handed out
+ * again in this epoch. A group with no waiters is read when one comes. */
+int sh_pool_reread(sh_pool *p, int32_t g) {
+  group *gr;
+  if (!p || g < 0 || g >= SH_MAX_ID) return SH_EINVAL;
+  if ((size_t)g >= p->ngroups) return SH_OK; /* never used here */
+  gr = &p->groups[g];
+  gr->read = p->epoch - 1;
+  if (gr->count > 0) stack_unread(p, g);
+  CHECKED(p);
+  return SH_OK;
+}
+
 /* A group id given back for reuse (its set of sources is gone, or its
  * function was collected): it must have no waiters, and it forgets its rank
  * and whether that rank was fixed, so the id can name any source next. */

@@ -100,6 +100,7 @@ SH_API int sh_pool_forget_group(sh_pool *p, int32_t group);
 SH_API int32_t sh_pool_next_live(const sh_pool *p, int32_t after);
 SH_API int sh_pool_new_reads(sh_pool *p);
 SH_API int32_t sh_pool_next_unread(sh_pool *p);
+SH_API int sh_pool_reread(sh_pool *p, int32_t group);
 SH_API int32_t sh_pool_grantable(const sh_pool *p);
 SH_API int32_t sh_pool_best(const sh_pool *p);
 SH_API double sh_pool_rank_of(const sh_pool *p, int32_t id);
@@ -190,6 +191,8 @@ SH_API int sh_pin_library(void);
  * next_unread hands out, once each, the active groups whose rank is not
  * fixed and was not set since: a host that reads only those reads each of
  * its priority sources once an epoch, however many grants it makes.
+ * reread hands a group out again in this epoch, though its rank was set
+ * (the sources it stands for changed, and its waiters stay in it).
  * peek_next takes the best waiter out (-1 when none, SH_ENOMEM) without
  * granting it, so the next call sees the next best; peek_end puts every
  * waiter taken so back as it was. Between the two nothing else may be

@@ -249,6 +249,10 @@ static int l_pool_forget_group(lua_State *L) {
   sh_pool *p = POOL(L);
   return ret_int(L, sh_pool_forget_group(p, check_id(L, 2)));
 }
+static int l_pool_reread(lua_State *L) {
+  sh_pool *p = POOL(L);
+  return ret_int(L, sh_pool_reread(p, check_id(L, 2)));
+}
 static int l_pool_next_live(lua_State *L) {
   sh_pool *p = POOL(L);
   lua_Number a = luaL_checknumber(L, 2);
@@ -413,6 +417,7 @@ static const luaL_Reg funcs[] = {
     {"pool_next_live", l_pool_next_live},
     {"pool_new_reads", l_pool_new_reads},
     {"pool_next_unread", l_pool_next_unread},
+    {"pool_reread", l_pool_reread},
     {"pool_grantable", l_pool_grantable},
     {"pool_best", l_pool_best},
     {"pool_rank_of", l_pool_rank_of},

@@ -101,6 +101,20 @@ int sh_fuzz_one(const uint8_t *d, size_t n) {
         for (k = 0; k < IDS; k++)
           if (waiting[k] && group_of[k] != 0 && !seen[group_of[k]]) fail("next_unread missed an active group", at);
       } else {
+        if (a & 0x40) {
+          /* the group changed (a set of sources changed in place): handed
+           * out again in this epoch, if it has waiters and is not fixed */
+          int32_t changed = (int32_t)(v % GROUPS), handed = 0, active = 0;
+          for (k = 0; k < IDS; k++) active |= waiting[k] && group_of[k] == changed;
+          if (sh_pool_reread(p, changed) != SH_OK) fail("reread refused a group", at);
+          while ((g = sh_pool_next_unread(p)) >= 0) {
+            if (g == 0) fail("next_unread handed out a fixed group", at);
+            handed |= g == changed;
+            sh_pool_set_rank(p, g, ranks[g]);
+          }
+          if (changed != 0 && active && !handed) fail("reread did not hand the group out again", at);
+        }
+        /* (and every live group, as the model changes idle ones too) */
         for (g = sh_pool_next_live(p, -1); g >= 0; g = sh_pool_next_live(p, g)) {
           if (g == 0) fail("next_live walked a fixed group", at);
           sh_pool_set_rank(p, g, ranks[g]);

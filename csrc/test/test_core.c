@@ -642,6 +642,7 @@ int main(void) {
   pool_forget_group_resets_the_id();
   pool_grantable_counts_free_slots_and_waiters();
   pool_unread_groups_once_an_epoch();
+  pool_reread_hands_a_group_out_again();
   pool_random_sequences_keep_invariants();
   barrier_counts_each_index_once();
   ids_hand_out_the_lowest_free();

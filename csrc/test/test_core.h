@@ -32,6 +32,7 @@ void pool_move_keeps_arrival(void);
 void pool_forget_group_resets_the_id(void);
 void pool_grantable_counts_free_slots_and_waiters(void);
 void pool_unread_groups_once_an_epoch(void);
+void pool_reread_hands_a_group_out_again(void);
 void pool_random_sequences_keep_invariants(void);
 void barrier_counts_each_index_once(void);
 void sys_reports_time_and_cores(void);

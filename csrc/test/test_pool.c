@@ -159,10 +159,6 @@ void pool_grantable_counts_free_slots_and_waiters(void) {
   sh_pool_free(p);
 }
 
-/* Random sequences against a model: the best waiter is the lowest rank,
- * then the earliest arrival, and every structure stays consistent. Even
- * groups have fixed ranks (told at each enqueue, as the Lua side does);
- * only the odd ones are walked by next_live and read again. */
 /* Each epoch hands out every active group whose rank is not fixed once,
  * and a group that turns active later in the epoch once more; a group set
  * in the epoch is not handed out again. */
@@ -206,6 +202,45 @@ void pool_unread_groups_once_an_epoch(void) {
   sh_pool_free(p);
 }
 
+/* A group whose sources changed under its waiters (a set changed in place)
+ * is handed out again in the epoch that already read it, once, and its new
+ * rank moves it; one with no waiters is handed out when one comes. */
+void pool_reread_hands_a_group_out_again(void) {
+  sh_pool *p = sh_pool_new();
+  int32_t g;
+  CHECK(sh_pool_reread(NULL, 1) == SH_EINVAL);
+  CHECK(sh_pool_reread(p, -1) == SH_EINVAL);
+  CHECK(sh_pool_reread(p, SH_MAX_ID) == SH_EINVAL);
+  CHECK(sh_pool_reread(p, 500) == SH_OK); /* never used: nothing to read */
+  CHECK(sh_pool_enqueue(p, 0, 1) == SH_OK); /* group 1: arrived first */
+  CHECK(sh_pool_enqueue(p, 1, 2) == SH_OK);
+  CHECK(sh_pool_new_reads(p) == SH_OK);
+  while ((g = sh_pool_next_unread(p)) >= 0) CHECK(sh_pool_set_rank(p, g, g == 1 ? 5 : 3) == SH_OK);
+  CHECK(sh_pool_best(p) == 1); /* group 2 ranks 3 */
+  CHECK(sh_pool_reread(p, 1) == SH_OK);
+  CHECK(sh_pool_reread(p, 1) == SH_OK); /* (stacked once) */
+  CHECK(sh_pool_check(p) == SH_OK);
+  CHECK(sh_pool_next_unread(p) == 1);
+  CHECK(sh_pool_next_unread(p) == -1);
+  CHECK(sh_pool_set_rank(p, 1, 0) == SH_OK);
+  CHECK(sh_pool_best(p) == 0); /* raised past group 2 */
+  CHECK(sh_pool_fix_rank(p, 3, 1) == SH_OK);
+  CHECK(sh_pool_enqueue(p, 2, 3) == SH_OK);
+  CHECK(sh_pool_reread(p, 3) == SH_OK);
+  CHECK(sh_pool_next_unread(p) == -1); /* a fixed rank is never read */
+  CHECK(sh_pool_remove(p, 1) == SH_OK); /* group 2 has no waiter now */
+  CHECK(sh_pool_reread(p, 2) == SH_OK);
+  CHECK(sh_pool_next_unread(p) == -1);
+  CHECK(sh_pool_enqueue(p, 1, 2) == SH_OK);
+  CHECK(sh_pool_next_unread(p) == 2); /* read when a waiter came */
+  CHECK(sh_pool_check(p) == SH_OK);
+  sh_pool_free(p);
+}
+
+/* Random sequences against a model: the best waiter is the lowest rank,
+ * then the earliest arrival, and every structure stays consistent. Even
+ * groups have fixed ranks (told at each enqueue, as the Lua side does);
+ * only the odd ones are walked by next_live and read again. */
 void pool_random_sequences_keep_invariants(void) {
   enum { IDS = 80, GROUPS = 6 };
   int round, ok = 1;

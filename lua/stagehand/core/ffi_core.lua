@@ -63,6 +63,7 @@ int sh_pool_forget_group(sh_pool *p, int32_t group);
 int32_t sh_pool_next_live(const sh_pool *p, int32_t after);
 int sh_pool_new_reads(sh_pool *p);
 int32_t sh_pool_next_unread(sh_pool *p);
+int sh_pool_reread(sh_pool *p, int32_t group);
 int32_t sh_pool_grantable(const sh_pool *p);
 int32_t sh_pool_best(const sh_pool *p);
 double sh_pool_rank_of(const sh_pool *p, int32_t id);
@@ -185,7 +186,7 @@ for _, name in ipairs {
   "pool_set_capacity", "pool_capacity", "pool_in_use", "pool_waiting", "pool_try_acquire",
   "pool_release", "pool_reset_use", "pool_enqueue", "pool_remove", "pool_move", "pool_group_of", "pool_is_waiting",
   "pool_next_group", "pool_set_rank", "pool_fix_rank", "pool_forget_group", "pool_next_live",
-  "pool_new_reads", "pool_next_unread", "pool_grantable", "pool_best", "pool_rank_of", "pool_arrival",
+  "pool_new_reads", "pool_next_unread", "pool_reread", "pool_grantable", "pool_best", "pool_rank_of", "pool_arrival",
   "pool_grant", "pool_check", "pool_peek_next", "pool_peek_end",
   "barrier_arrive", "barrier_arrived", "barrier_size", "barrier_next_missing",
   "ids_take", "ids_give", "ids_count", "ids_check",

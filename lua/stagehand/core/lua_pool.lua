@@ -292,6 +292,15 @@ function M.pool_next_unread(p)
   return -1
 end
 
+function M.pool_reread(p, g)
+  if bad_id(g) then return EINVAL end
+  if g >= p.ngroups then return OK end
+  local k = g + 1
+  p.g_read[k] = p.epoch - 1
+  if p.g_count[k] > 0 then stack_unread(p, g) end
+  return OK
+end
+
 function M.pool_forget_group(p, g)
   if bad_id(g) then return EINVAL end
   if g >= p.ngroups then return OK end
