@@ -559,6 +559,67 @@ describe("priority from thousands of callers, a closure each", function()
     assert.no_leaks(orch)
   end)
 
+  -- A mesh joined by 17 soldiers, each with a closure of its own: a big set
+  -- that only the mesh has, so a visible portrait starting to await the
+  -- mesh changes it in place. The portrait does so in the middle of a
+  -- step, after that step's grant round read the set as background: the
+  -- next grant of the same step must read it again.
+  local function mesh_of_17(orch, work)
+    local hs = {}
+    for i = 1, 17 do
+      hs[i] = orch:run("mesh", work, { key = "mesh", priority = function() return i and "background" end })
+    end
+    return hs[1]
+  end
+
+  it("reads a big set changed in place mid-step again before the next slot is granted", function()
+    local orch, hold = decode_slot_held()
+    orch:step() -- (the holder takes the only slot)
+    local order = {}
+    local function decode(name)
+      return function(job)
+        job:slot("decode")()
+        order[#order + 1] = name
+      end
+    end
+    orch:run("rival", decode("rival"), { priority = "scene" })
+    local mesh = mesh_of_17(orch, decode("mesh"))
+    orch:run("portrait", function(job)
+      job:slot("decode")() -- (granted first, let go at once)
+      order[#order + 1] = "portrait"
+      job:await(mesh)
+    end, { priority = "visible" })
+    orch:step()
+    assert.same({}, order)
+    hold:resolve()
+    orch:step() -- (the holder lets go; portrait, then the best of the rest)
+    assert.same({ "portrait", "mesh", "rival" }, order)
+    assert.no_leaks(orch)
+  end)
+
+  it("reads a big set changed in place mid-step again before the next permit is granted", function()
+    local orch, clock = quiet { stall_ms = 1e9 }
+    orch:budget("upload", { ms = 10 })
+    local order = {}
+    local function upload(name)
+      return function(job)
+        job:permit("upload")
+        order[#order + 1] = name
+        clock:advance(1)
+      end
+    end
+    orch:run("rival", upload("rival"), { priority = "scene" })
+    local mesh = mesh_of_17(orch, upload("mesh"))
+    orch:run("portrait", function(job)
+      upload("portrait")(job)
+      job:await(mesh)
+    end, { priority = "visible" })
+    orch:step() -- (one permit at a time, each holder running before the next)
+    assert.same({ "portrait", "mesh", "rival" }, order)
+    assert.equal(0, T.settle(orch, 1000))
+    assert.no_leaks(orch)
+  end)
+
   it("loses a soldier's rank when it leaves, and the grant goes to the rival", function()
     local orch, hold, order, rank, hs, prio = army(false)
     rank[1] = "visible"

@@ -26,7 +26,8 @@ function M.awaited(o, job) return o.awaiters[job] ~= nil end
 --- Whether `waiter` is registered as waiting on jobs (follow).
 function M.following(o, waiter) return o.followed[waiter] ~= nil end
 
--- Registered by slots.lua: re-files a waiting job under its new set.
+-- Registered by slots.lua: re-files a waiting job under its new set, or
+-- (in_place true) has the rank of its set, changed in place, read again.
 local moved = function() end
 function M.on_moved(fn) moved = fn end
 
@@ -144,6 +145,8 @@ local function change_one(o, job, g, d)
       o.set_of[job] = new
       take_set(o, new)
       moved(o, job, new)
+    else
+      moved(o, job, old, true) -- (changed in place: same group, another rank)
     end
     if f then pass_to(f, nil, nil, g, added and 1 or -1) end
     if new ~= old then drop_set(o, old) end

@@ -197,12 +197,22 @@ local function touch(o, q)
 end
 
 -- A waiting job's set of sources changed (priority.lua): it moves to that
--- set's group, keeping its place in arrival order.
-local function moved(o, job, g)
+-- set's group, keeping its place in arrival order. A big set that only
+-- this job has changes in place (priority.next_big): the job stays in its
+-- group, and the rank this step read for the group is stale, so the queue
+-- reads it again before its next grant (else a visible portrait awaiting
+-- an army's mesh left the mesh behind a scene job until the next step).
+local function moved(o, job, g, in_place)
   local q = job[WAITQ]
   if not q then return end
-  fix_rank(o, q, g)
-  check(B.pool_move(q.p, job[CID], g), "move a waiter to its new group")
+  if in_place then
+    check(B.pool_reread(q.p, g), "read a changed set's rank again")
+    local last = q.last
+    if last then last[g] = nil end -- (unknown until read: dispatch.cut)
+  else
+    fix_rank(o, q, g)
+    check(B.pool_move(q.p, job[CID], g), "move a waiter to its new group")
+  end
   if q.kind == "workers" then q.owner:_reranked(q, g, job) end
 end
 
