@@ -140,7 +140,10 @@ describe("the JIT", function()
           local m, ot, _, op2 = util.traceir(tr, ref)
           if not m then break end
           local op = vmdef.irnames:sub(6 * math.floor(ot / 256) + 1, 6 * math.floor(ot / 256) + 6)
-          if op:find("^CALL") and vmdef.ircall[op2] == "lj_vm_next" then
+          -- (CALLN, CALLA, CALLL and CALLS name their function by its
+          -- number in vmdef.ircall; CALLXS, an FFI call, names it by the
+          -- IR reference of its pointer, which once read as lj_vm_next)
+          if op:find("^CALL[NALS]") and vmdef.ircall[op2] == "lj_vm_next" then
             found[#found + 1] = mine[tr]
             break
           end
