@@ -89,6 +89,45 @@ describe("worker requests by priority", function()
     assert.same({ "atlas", "tile 1", "tile 2", "tile 3" }, order_after(release, out, hs))
   end)
 
+  -- A request offered to workers whose rank then rises: the rival ranked
+  -- ahead of it when the offer was made must not be what a worker freed
+  -- next takes. (The mesh's priority is a function, so the rank of its new
+  -- set of sources is not known until read.)
+  local function rival_and_mesh(p, out)
+    local rival = p:run("mark", { out = out, name = "rival" }, { priority = "scene" })
+    local mesh = p:run("mark", { out = out, name = "mesh" }, { key = "mesh", priority = function() return 0 end })
+    orch:step() -- (offered: the rival, then the mesh)
+    return rival, mesh
+  end
+
+  it("offers again in the same step once a job raises an offered request mid-step", function()
+    orch:pool("gate", 1)
+    local p, release = held_pool()
+    local out = stagehand.port()
+    local rival, mesh = rival_and_mesh(p, out)
+    local portrait = orch:run("portrait", function(job)
+      job:slot("gate")() -- (granted in the step's round, so it awaits after the offer was made)
+      return job:await(mesh)
+    end, { priority = "visible" })
+    orch:step()
+    assert.equal("visible", prio_of(mesh))
+    local first = release()
+    assert.equal("mesh", out:receive_within(WAIT)) -- (taken by the freed worker before any other step)
+    orch:wait(stagehand.all { first, rival, mesh, portrait }, WAIT)
+    assert.equal("rival", out:receive_within(0))
+  end)
+
+  it("takes back what an offer holds behind a request the game raises between steps", function()
+    local p, release = held_pool()
+    local out = stagehand.port()
+    local rival, mesh = rival_and_mesh(p, out)
+    local hud = orch:when("mesh", "the HUD waits for the mesh", { priority = "visible" })
+    local first = release()
+    assert.is_nil(out:receive_within(100)) -- (nothing is taken until the next step ranks the queue)
+    orch:wait(stagehand.all { first, rival, mesh, hud }, WAIT)
+    assert.same({ "mesh", "rival" }, { out:receive_within(0), out:receive_within(0) })
+  end)
+
   it("drops a request back when the visible job awaiting it leaves", function()
     local p, release = held_pool()
     local out = stagehand.port()

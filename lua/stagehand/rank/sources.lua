@@ -27,7 +27,9 @@ function M.awaited(o, job) return o.awaiters[job] ~= nil end
 function M.following(o, waiter) return o.followed[waiter] ~= nil end
 
 -- Registered by slots.lua: re-files a waiting job under its new set, or
--- (in_place true) has the rank of its set, changed in place, read again.
+-- (in_place true) has the rank of its set, changed in place, read again;
+-- `added` is the source group that joined the set, if one did (its rank,
+-- if known, bounds the set's: the set is at least that high).
 local moved = function() end
 function M.on_moved(fn) moved = fn end
 
@@ -144,9 +146,9 @@ local function change_one(o, job, g, d)
     if new ~= old then
       o.set_of[job] = new
       take_set(o, new)
-      moved(o, job, new)
+      moved(o, job, new, false, added and g)
     else
-      moved(o, job, old, true) -- (changed in place: same group, another rank)
+      moved(o, job, old, true, added and g) -- (changed in place: same group, another rank)
     end
     if f then pass_to(f, nil, nil, g, added and 1 or -1) end
     if new ~= old then drop_set(o, old) end
@@ -157,7 +159,7 @@ local function change_one(o, job, g, d)
   o.set_of[job] = new
   take_set(o, new)
   if f then pass_to(f, members(o, old), members(o, new)) end
-  moved(o, job, new)
+  moved(o, job, new, false, added and g)
   drop_set(o, old)
 end
 

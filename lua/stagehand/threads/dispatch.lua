@@ -14,8 +14,9 @@
 -- a worker read 36 functions a request over 4,000 closures, 512 reads 13.) A
 -- round chooses the whole offer again, and a request that would go
 -- before part of it (a new one, or one whose set of sources changed,
--- whose rank is known now) cuts that part off the offer at once: what a
--- worker takes between steps is never worse than what waits.
+-- whose rank is known now, or bounded by a source that joined it: M.cut)
+-- cuts that part off the offer at once: what a worker takes between
+-- steps is never worse than what waits.
 local B = require "stagehand.core.backend"
 local F = require "stagehand.engine.fields"
 local priority = require "stagehand.rank.priority"
@@ -82,12 +83,26 @@ end
 -- A request whose rank (group g's) is known and goes before part of the
 -- offer cuts that part off; an unknown one waits for the next round. A
 -- request offered already (job) whose rank fell cuts the offer from its
--- own place.
-function M.cut(pool, q, g, job)
+-- own place. A source that joined a request's set (added) and whose rank
+-- is known bounds the set's rank unknown yet: the set is at least that
+-- high, so what the offer holds below it is cut off too (a visible HUD
+-- that follows a queued mesh between steps takes the background rival
+-- out of the way). A rank change that leaves the offer cut, or the rank
+-- unknown, asks for another round: in a step, one later in the same step
+-- reads the changed set and offers again.
+local function source_rank(o, a)
+  local r = o.fixed_rank[a]
+  if r then return r end
+  if o.seen_round[a] == o.round then return o.seen_rank[a] end
+  return nil
+end
+
+function M.cut(pool, q, g, job, added)
   q.stale = true
   local k = pool.offer_k
   if k == 0 then return end
-  local r = known_rank(pool.orch, q, g)
+  local o = pool.orch
+  local r = known_rank(o, q, g)
   local ranks, list = pool.offer_ranks, pool.offer_list
   local keep = k
   if job then
@@ -99,9 +114,12 @@ function M.cut(pool, q, g, job)
       end
     end
   end
-  if r ~= nil then
-    while keep > 0 and ranks[keep] > r do keep = keep - 1 end
+  local bound = r
+  if bound == nil and added then bound = source_rank(o, added) end
+  if bound ~= nil then
+    while keep > 0 and ranks[keep] > bound do keep = keep - 1 end
   end
+  if job and (r == nil or keep < k) then slots.dirty(o, q) end
   if keep == k then return end
   pool.ud:_offer(list, keep)
   pool.offer_k, pool.worst = keep, nil

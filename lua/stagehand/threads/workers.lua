@@ -227,7 +227,7 @@ end
 
 -- Dispatch (dispatch.lua): grant rounds offer a pool's best requests.
 function Pool:_offer_round(q) return dispatch.offer_round(self, q) end
-function Pool:_reranked(q, g, job) return dispatch.cut(self, q, g, job) end
+function Pool:_reranked(q, g, job, added) return dispatch.cut(self, q, g, job, added) end
 
 local RUN_FIELDS = { priority = true, signal = true, label = true, key = true, stall_ms = true, phase = true }
 

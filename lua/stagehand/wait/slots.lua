@@ -202,7 +202,7 @@ end
 -- group, and the rank this step read for the group is stale, so the queue
 -- reads it again before its next grant (else a visible portrait awaiting
 -- an army's mesh left the mesh behind a scene job until the next step).
-local function moved(o, job, g, in_place)
+local function moved(o, job, g, in_place, added)
   local q = job[WAITQ]
   if not q then return end
   if in_place then
@@ -213,7 +213,7 @@ local function moved(o, job, g, in_place)
     fix_rank(o, q, g)
     check(B.pool_move(q.p, job[CID], g), "move a waiter to its new group")
   end
-  if q.kind == "workers" then q.owner:_reranked(q, g, job) end
+  if q.kind == "workers" then q.owner:_reranked(q, g, job, added) end
 end
 
 -- A slot's release: called as release(), idempotent. A callable object, not
