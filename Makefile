@@ -271,7 +271,7 @@ chaos: deps build
 	@for rt in $(RUNTIMES); do \
 	  echo "== chaos on $$rt ($(CHAOS_SEEDS) seeds)"; \
 	  eval "$$(sh scripts/env.sh $$rt)"; CHAOS_SEEDS=$(CHAOS_SEEDS) STAGEHAND_ENDS=$(CURDIR)/build/chaos-ends/$$rt \
-	    $$rt /usr/bin/busted -o utfTerminal spec/chaos_spec.lua spec/reentry_spec.lua spec/bad_input_spec.lua spec/grant_model_spec.lua spec/idle_model_spec.lua spec/stall_model_spec.lua spec/keys_model_spec.lua spec/cycle_model_spec.lua spec/combine_model_spec.lua spec/priority_model_spec.lua spec/pump_model_spec.lua spec/heard_model_spec.lua spec/pair_model_spec.lua || exit 1; \
+	    $$rt /usr/bin/busted -o utfTerminal spec/chaos_spec.lua spec/reentry_spec.lua spec/bad_input_spec.lua spec/grant_model_spec.lua spec/idle_model_spec.lua spec/stall_model_spec.lua spec/keys_model_spec.lua spec/cycle_model_spec.lua spec/combine_model_spec.lua spec/priority_model_spec.lua spec/pump_model_spec.lua spec/heard_model_spec.lua spec/pair_model_spec.lua spec/offer_model_spec.lua || exit 1; \
 	done
 	@echo "== the scenes end alike on every runtime"
 	@sh scripts/same_ends.sh build/chaos-ends

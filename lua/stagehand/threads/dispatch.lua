@@ -35,7 +35,7 @@ local set_of, check = priority.set_of, B.check
 local function known_rank(o, q, g)
   local r = o.fixed_rank[g]
   if r then return r end
-  if q.read_round == o.round then return q.last[g] end
+  if q.last_at[g] == o.round then return q.last[g] end
   return nil
 end
 
@@ -76,7 +76,6 @@ function M.offer_round(pool, q)
     pool.depth = math.max(per, math.floor(pool.depth / 2))
   end
   pool.offer_k, pool.offer_want = k, want
-  pool.worst = k >= want and ranks[k] or nil
   q.stale = false
 end
 
@@ -122,7 +121,7 @@ function M.cut(pool, q, g, job, added)
   if job and (r == nil or keep < k) then slots.dirty(o, q) end
   if keep == k then return end
   pool.ud:_offer(list, keep)
-  pool.offer_k, pool.worst = keep, nil
+  pool.offer_k = keep
 end
 
 -- A pause withdraws the offer: it was ranked before the pause, and a
@@ -133,22 +132,22 @@ function M.withdraw(pool)
   if q then q.stale = true end
   if pool.offer_k == 0 then return end
   pool.ud:_offer(pool.offer_list, 0)
-  pool.offer_k, pool.offer_want, pool.worst = 0, 0, nil
+  pool.offer_k, pool.offer_want = 0, 0
 end
 
--- A new request joins the queue: stale only if it may belong in the offer.
+-- A new request joins the queue: stale if it may belong in the offer (its
+-- rank unknown yet, or the offer listed every request: there is room), and
+-- if its rank is known and goes before the offer's last, what it goes
+-- before is cut off at once, whether or not the offer is stale already
+-- (it is the offer workers take from until the next round).
 function M.queue(pool, job)
   local q = pool.q
   local o = pool.orch
   local g = slots.enqueue(o, q, job)
-  if q.stale then return end
-  if pool.offer_k < pool.offer_want then
-    q.stale = true -- (the offer listed every request: there is room)
-    return
-  end
-  local worst = pool.worst
+  local k = pool.offer_k
   local r = known_rank(o, q, g)
-  if worst == nil or r == nil or r < worst then M.cut(pool, q, g) end
+  if r == nil or k < pool.offer_want then q.stale = true end
+  if r ~= nil and k > 0 and r < pool.offer_ranks[k] then M.cut(pool, q, g) end
 end
 
 return M

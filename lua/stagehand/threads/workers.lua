@@ -195,7 +195,6 @@ function M.new_pool(orch, opts, start_workers)
     offer_ranks = {}, -- each offered request's rank, as read then
     offer_k = 0, -- how many the last offer listed
     offer_want = 0, -- how many it asked the queue for
-    worst = nil, -- the rank of the last one offered, when the offer was full
     events = {}, -- the batch of events _drain copied (collect)
     ev_n = 0, -- how many events it holds
     ev_at = 0, -- how many of them are handled

@@ -124,10 +124,12 @@ end
 --- (owner:_offer_round) rather than waking anyone: a worker is a slot, so a
 --- request's inherited priority and a frame's competition work as for
 --- slots. q.last[g] is each group's rank as last read, so a round knows
---- whether a priority function's answer moved (q.stale).
+--- whether a priority function's answer moved (q.stale), and q.last_at[g]
+--- the round that read it (a rank read in an earlier step is not known
+--- now: dispatch.cut).
 function M.worker_queue(o, owner)
   local q = new_queue(o, owner:_describe(), "workers")
-  q.owner, q.last, q.stale = owner, {}, true
+  q.owner, q.last, q.last_at, q.stale = owner, {}, {}, true
   local list = o.worker_list
   list[#list + 1] = q
   return q
@@ -404,6 +406,7 @@ local pool_set_rank, pool_new_reads, pool_next_unread = B.pool_set_rank, B.pool_
 -- offer stale.)
 local function noted(q, g, rank)
   local last = q.last
+  if last then q.last_at[g] = q.read_round end
   if last and last[g] ~= rank then
     last[g] = rank
     q.stale = true

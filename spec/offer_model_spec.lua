@@ -1,0 +1,177 @@
+-- What a worker pool offers its workers between steps, checked against a
+-- model. A pool of two workers is kept busy (each inside `hold`), so what
+-- the last grant round offered stays on offer; seeded scenes then queue
+-- keyed requests with names, priority functions and closures, join them by
+-- key, follow them with `when`, make jobs await them, cancel any of those,
+-- and change what the functions answer just before a step. After every
+-- change and every step, no request on offer may rank below one it would
+-- be taken before (the model's effective rank: the best of a request's
+-- live callers', followers' and awaiting jobs' priorities), where the
+-- model knows both ranks: a name always, a function once a step has read
+-- it. A source whose rank is not known yet bounds nothing. (White-box: the
+-- offer is read from the pool's own fields; the spec says nothing of how
+-- it is chosen.) CHAOS_SEEDS=n runs more, CHAOS_SEED=s replays one.
+local stagehand = require "stagehand"
+local T = require "stagehand.testing"
+local seeded = require "spec.seeded"
+
+if not package.path:find("spec/fixtures/?.lua", 1, true) then
+  package.path = "spec/fixtures/?.lua;" .. package.path
+end
+
+local WAIT = 10000
+local RANK = seeded.RANK
+
+local function scene(seed)
+  local r = seeded.rng(seed)
+  local orch = T.new { stall_ms = 1e12, log = function() end }
+  orch.big_set = 1 + seed % 3
+  local level, random_source = seeded.priorities(r, true)
+  local pool = stagehand.pool(orch, { module = "fixture_worker", size = 2 })
+  local go, started = stagehand.port(), stagehand.port()
+  local holds = { pool:run("hold", { started = started, go = go }), pool:run("hold", { started = started, go = go }) }
+  orch:step()
+  for _ = 1, 2 do assert(started:receive_within(WAIT), "a worker never started") end
+  orch:step()
+
+  local steps = 0 -- how many steps have read the functions
+  -- A source: { h = its Handle, kept = a name or a function's number,
+  -- step = the steps done when it came }.
+  local function source()
+    local prio, kept = random_source()
+    if prio == nil then prio, kept = "scene", "scene" end
+    return prio, { kept = kept, step = steps }
+  end
+  -- Its rank, or nil while no step has read its function.
+  local function known(src)
+    if type(src.kept) == "string" then return RANK[src.kept] end
+    if src.step < steps then return RANK[level[src.kept]] end
+    return nil
+  end
+
+  local reqs, by_id = {}, {}
+  local function live(rec) return pool.reqs[rec.id] ~= nil end
+  -- The best rank among the request's live sources that are known, and
+  -- whether every live one is.
+  local function ranked(rec)
+    local best, all = nil, true
+    for _, s in ipairs(rec.sources) do
+      if s.h:state() == "running" then
+        local k = known(s)
+        if k == nil then all = false elseif best == nil or k < best then best = k end
+      end
+    end
+    return best, all
+  end
+
+  local function check(what)
+    local k = pool.offer_k
+    local list = pool.offer_list
+    local before = {}
+    for j = 1, k do
+      local e = by_id[list[2 * j]]
+      before[list[2 * j]] = true
+      if e and live(e) then
+        local exact, all = ranked(e)
+        if all and exact then
+          for _, rec in ipairs(reqs) do
+            if not before[rec.id] and live(rec) then
+              local lb = ranked(rec)
+              if lb and lb < exact then
+                error(("seed %d, after %s: offered #%d (%s, rank %d) is taken before %s (rank %d)")
+                  :format(seed, what, j, e.key, exact, rec.key, lb), 0)
+              end
+            end
+          end
+        end
+      end
+    end
+  end
+
+  local function pick_live()
+    local open = {}
+    for _, rec in ipairs(reqs) do if live(rec) then open[#open + 1] = rec end end
+    if #open == 0 then return nil end
+    return open[r(#open)]
+  end
+
+  local ops = {
+    function() -- a new request
+      local prio, src = source()
+      local key = "req " .. (#reqs + 1)
+      local h = pool:run("echo", 1, { key = key, priority = prio })
+      src.h, src.caller = h, true
+      local rec = { key = key, id = h.id, sources = { src } }
+      reqs[#reqs + 1], by_id[h.id] = rec, rec
+      return "a new request " .. key
+    end,
+    function() -- another caller joins by key
+      local rec = pick_live()
+      if not rec then return nil end
+      local prio, src = source()
+      src.h, src.caller = pool:run("echo", 1, { key = rec.key, priority = prio }), true
+      rec.sources[#rec.sources + 1] = src
+      return "a caller joining " .. rec.key
+    end,
+    function() -- a when follows it
+      local rec = pick_live()
+      if not rec then return nil end
+      local prio, src = source()
+      src.h = orch:when(rec.key, "a follower", { priority = prio })
+      rec.sources[#rec.sources + 1] = src
+      return "a when on " .. rec.key
+    end,
+    function() -- a job awaits it
+      local rec = pick_live()
+      if not rec then return nil end
+      local h
+      for _, c in ipairs(rec.sources) do
+        if c.caller and c.h:state() == "running" then h = c.h end
+      end
+      if not h then return nil end
+      local prio, src = source()
+      src.h = orch:run("awaiter", function(job) return job:await(h) end, { priority = prio })
+      rec.sources[#rec.sources + 1] = src
+      return "a job awaiting " .. rec.key
+    end,
+    function() -- a caller, follower or awaiting job leaves
+      local rec = pick_live()
+      if not rec then return nil end
+      local s = rec.sources[r(#rec.sources)]
+      if s.h:state() ~= "running" then return nil end
+      s.h:cancel("gone")
+      return "a source of " .. rec.key .. " leaving"
+    end,
+  }
+
+  for _ = 1, 40 do
+    for _ = 1, r(5) do
+      local what = ops[r(#ops)]()
+      if what then check(what) end
+    end
+    for k = 1, 3 do
+      if r(3) == 1 then level[k] = seeded.NAMES[r(3)] end
+    end
+    orch:step()
+    steps = steps + 1
+    check("a step")
+  end
+  go:post(true)
+  go:post(true)
+  for _, h in ipairs(holds) do orch:wait(h, WAIT) end
+  for _, rec in ipairs(reqs) do
+    for _, s in ipairs(rec.sources) do
+      if s.h:state() == "running" then orch:wait(s.h, WAIT) end
+    end
+  end
+  orch:wait(pool:destroy(), WAIT)
+  assert.no_leaks(orch)
+  orch:close()
+end
+
+describe("a worker pool's offer", function()
+  local which, seeds = seeded.seeds()
+  it("never holds a request that ranks below one it goes before" .. which, function()
+    for _, seed in ipairs(seeds) do scene(seed) end
+  end)
+end)
