@@ -3,7 +3,8 @@
 -- the last grant round offered stays on offer; seeded scenes then queue
 -- keyed requests with names, priority functions and closures, join them by
 -- key, follow them with `when`, make jobs await them, cancel any of those,
--- and change what the functions answer just before a step. After every
+-- re-rank the queue with pool:reprioritise, and change what the functions
+-- answer just before a step. After every
 -- change and every step, no request on offer may rank below one it would
 -- be taken before (the model's effective rank: the best of a request's
 -- live callers', followers' and awaiting jobs' priorities), where the
@@ -99,7 +100,7 @@ local function scene(seed)
     function() -- a new request
       local prio, src = source()
       local key = "req " .. (#reqs + 1)
-      local h = pool:run("echo", 1, { key = key, priority = prio })
+      local h = pool:run("echo", key, { key = key, priority = prio })
       src.h, src.caller = h, true
       local rec = { key = key, id = h.id, sources = { src } }
       reqs[#reqs + 1], by_id[h.id] = rec, rec
@@ -133,6 +134,16 @@ local function scene(seed)
       src.h = orch:run("awaiter", function(job) return job:await(h) end, { priority = prio })
       rec.sources[#rec.sources + 1] = src
       return "a job awaiting " .. rec.key
+    end,
+    function() -- the game re-ranks the queue: each request's own caller gets a name
+      local names = {}
+      for _, rec in ipairs(reqs) do names[rec.key] = seeded.NAMES[r(3)] end
+      pool:reprioritise(function(key) return names[key] end)
+      for _, rec in ipairs(reqs) do
+        local own = rec.sources[1]
+        if live(rec) and own.h:state() == "running" then own.kept, own.step = names[rec.key], steps end
+      end
+      return "reprioritise"
     end,
     function() -- a caller, follower or awaiting job leaves
       local rec = pick_live()
