@@ -187,7 +187,7 @@ busted_on_pure() { # $1: runtime
   rt=$1
   eval "$(sh scripts/env.sh "$rt")"
   lua_core_specs=$(ls spec/*_spec.lua | grep -v -e hosted_spec -e love_channels_spec -e ports_spec -e threads_spec \
-    -e request_priority_spec)
+    -e request_priority_spec -e offer_model_spec)
   # shellcheck disable=SC2086
   count "busted on $rt on the pure-Lua core (STAGEHAND_BACKEND=lua), every spec but the worker threads'" \
     env STAGEHAND_ENDS="$ends/$rt-lua" STAGEHAND_BACKEND=lua "$rt" /usr/bin/busted -o utfTerminal $lua_core_specs
