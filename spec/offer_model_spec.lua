@@ -4,14 +4,14 @@
 -- keyed requests with names, priority functions and closures, join them by
 -- key, follow them with `when`, make jobs await them, cancel any of those,
 -- re-rank the queue with pool:reprioritise, and change what the functions
--- answer just before a step. After every
--- change and every step, no request on offer may rank below one it would
--- be taken before (the model's effective rank: the best of a request's
--- live callers', followers' and awaiting jobs' priorities), where the
--- model knows both ranks: a name always, a function once a step has read
--- it. A source whose rank is not known yet bounds nothing. (White-box: the
--- offer is read from the pool's own fields; the spec says nothing of how
--- it is chosen.) CHAOS_SEEDS=n runs more, CHAOS_SEED=s replays one.
+-- answer just before a step. After every change and every step, no
+-- request on offer may rank below one it would be taken before (the
+-- model's effective rank: the best of a request's live callers',
+-- followers' and awaiting jobs' priorities), where the model knows both
+-- ranks: a name always, a function once a step has read it. A source
+-- whose rank is not known yet bounds nothing. (White-box: the offer is
+-- read from the pool's own fields; the spec says nothing of how it is
+-- chosen.) CHAOS_SEEDS=n runs more, CHAOS_SEED=s replays one.
 local stagehand = require "stagehand"
 local T = require "stagehand.testing"
 local seeded = require "spec.seeded"

@@ -375,6 +375,15 @@ function M.round_rank(o, g, src)
   return r
 end
 
+--- The rank of source group g if this round knows it without reading a
+--- function (a fixed rank, or one read already in this round), else nil.
+function M.known_rank(o, g)
+  local r = o.fixed_rank[g]
+  if r then return r end
+  if o.seen_round[g] == o.round then return o.seen_rank[g] end
+  return nil
+end
+
 --- The rank of a set group in this grant round: the best of its members'.
 function M.set_rank(o, g)
   local ms = o.members[g]

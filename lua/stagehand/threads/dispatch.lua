@@ -28,7 +28,7 @@ local M = {}
 
 local LOOKAHEAD = 512
 local pool_peek_next, pool_peek_end, pool_waiting = B.pool_peek_next, B.pool_peek_end, B.pool_waiting
-local set_of, check = priority.set_of, B.check
+local set_of, source_known, check = priority.set_of, priority.known_rank, B.check
 
 -- The rank of group g if known without reading a function now: fixed, or
 -- read in this step.
@@ -89,13 +89,6 @@ end
 -- out of the way). A rank change that leaves the offer cut, or the rank
 -- unknown, asks for another round: in a step, one later in the same step
 -- reads the changed set and offers again.
-local function source_rank(o, a)
-  local r = o.fixed_rank[a]
-  if r then return r end
-  if o.seen_round[a] == o.round then return o.seen_rank[a] end
-  return nil
-end
-
 function M.cut(pool, q, g, job, added)
   q.stale = true
   local k = pool.offer_k
@@ -114,7 +107,7 @@ function M.cut(pool, q, g, job, added)
     end
   end
   local bound = r
-  if bound == nil and added then bound = source_rank(o, added) end
+  if bound == nil and added then bound = source_known(o, added) end
   if bound ~= nil then
     while keep > 0 and ranks[keep] > bound do keep = keep - 1 end
   end
