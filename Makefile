@@ -236,9 +236,10 @@ env:
 # Many more seeded chaos scenes than make test runs (CHAOS_SEEDS=n to change):
 # loading scenes, game code doing anything from inside callbacks, and slot
 # grants, when_idle, stall clocks, keys, cycles, groups, priorities,
-# next_wake, unheard failures and two orchestrators waiting on each other
-# checked against models of their own. Each
-# runtime's ends are then compared, as make test compares its own scenes'.
+# next_wake, unheard failures, two orchestrators waiting on each other and
+# what a worker pool offers checked against models of their own. Each
+# runtime's ends are then compared, as make test compares its own scenes';
+# then the offer model runs inside LÖVE, its workers LÖVE threads.
 CHAOS_SEEDS ?= 500
 # Worker pools and ports driven at random with real threads (spec/soak/threads.lua):
 # SOAK_SEEDS seeds (from SOAK_FIRST) on each runtime with each driver, then a few under
@@ -275,6 +276,9 @@ chaos: deps build
 	done
 	@echo "== the scenes end alike on every runtime"
 	@sh scripts/same_ends.sh build/chaos-ends
+	@echo "== the offer model inside LÖVE ($(CHAOS_SEEDS) seeds), on the native core and on the pure-Lua core"
+	@CHAOS_SEEDS=$(CHAOS_SEEDS) sh scripts/love_specs.sh spec/love_models
+	@CHAOS_SEEDS=$(CHAOS_SEEDS) STAGEHAND_BACKEND=lua sh scripts/love_specs.sh spec/love_models
 
 # AddressSanitizer + UndefinedBehaviorSanitizer: the core's C tests, then the
 # busted suite against a sanitized build of the module on Lua 5.4, and on

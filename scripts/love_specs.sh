@@ -1,7 +1,7 @@
 #!/bin/sh
 # Runs the LÖVE specs (spec/love: worker pools on love.thread; or the game
 # named, as spec/love_pure: the pure-Lua core) headless under Xvfb; their
-# last line is "love: N passed, N failed" (love-pure:, love-luv: ...). Fails when LÖVE
+# last line is "love: N passed, N failed" (love-pure:, love-luv:, love-models: ...). Fails when LÖVE
 # does not get that far (a crash, a hang). SANITIZED=DIR: against the
 # core built with ASan and UBSan in DIR (make sanitize-love).
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -18,5 +18,5 @@ else
 fi
 rc=$?
 echo "$out" | grep -v -e "^ALSA lib" -e "^AL lib" -e "^Could not open device" -e "^XIO: " -e "after [0-9]* requests"
-echo "$out" | grep -Eq "^love(-pure|-luv)?: [0-9]+ passed, [0-9]+ failed" || { echo "!! LÖVE ended (status $rc) before its summary"; exit 1; }
+echo "$out" | grep -Eq "^love(-pure|-luv|-models)?: [0-9]+ passed, [0-9]+ failed" || { echo "!! LÖVE ended (status $rc) before its summary"; exit 1; }
 exit $rc

@@ -3,15 +3,20 @@
 -- the last grant round offered stays on offer; seeded scenes then queue
 -- keyed requests with names, priority functions and closures, join them by
 -- key, follow them with `when`, make jobs await them, cancel any of those,
--- re-rank the queue with pool:reprioritise, and change what the functions
--- answer just before a step. After every change and every step, no
--- request on offer may rank below one it would be taken before (the
--- model's effective rank: the best of a request's live callers',
+-- re-rank the queue with pool:reprioritise, pause and resume the pool,
+-- let a worker go (it then takes from the offer between steps, as a game's
+-- workers do) and hold it again, and change what the functions answer
+-- just before a step. After every change and every step, no request
+-- still on offer may rank below one that waits and would be taken after
+-- it (the model's effective rank: the best of a request's live callers',
 -- followers' and awaiting jobs' priorities), where the model knows both
 -- ranks: a name always, a function once a step has read it. A source
--- whose rank is not known yet bounds nothing. (White-box: the offer is
--- read from the pool's own fields; the spec says nothing of how it is
--- chosen.) CHAOS_SEEDS=n runs more, CHAOS_SEED=s replays one.
+-- whose rank is not known yet bounds nothing. The offer the pool keeps
+-- is the one its workers take from (counted on both sides while no
+-- worker is free), and a paused pool offers nothing and starts nothing.
+-- (White-box: the offer is read from the pool's own fields; the spec
+-- says nothing of how it is chosen.) CHAOS_SEEDS=n runs more,
+-- CHAOS_SEED=s replays one.
 local stagehand = require "stagehand"
 local T = require "stagehand.testing"
 local seeded = require "spec.seeded"
@@ -29,11 +34,21 @@ local function scene(seed)
   orch.big_set = 1 + seed % 3
   local level, random_source = seeded.priorities(r, true)
   local pool = stagehand.pool(orch, { module = "fixture_worker", size = 2 })
-  local go, started = stagehand.port(), stagehand.port()
-  local holds = { pool:run("hold", { started = started, go = go }), pool:run("hold", { started = started, go = go }) }
+  local ud = pool.ud
+  local started = stagehand.port()
+  -- The workers held busy: { h = the hold's Handle, go = its port }.
+  local holding = {}
+  local function hold()
+    local go = stagehand.port()
+    local h = pool:run("hold", { started = started, go = go }, { priority = 1e6 })
+    holding[#holding + 1] = { h = h, go = go }
+  end
+  hold()
+  hold()
   orch:step()
   for _ = 1, 2 do assert(started:receive_within(WAIT), "a worker never started") end
   orch:step()
+  local paused_held -- (while paused: the requests held when it paused)
 
   local steps = 0 -- how many steps have read the functions
   -- A source: { h = its Handle, kept = a name or a function's number,
@@ -52,6 +67,12 @@ local function scene(seed)
 
   local reqs, by_id = {}, {}
   local function live(rec) return pool.reqs[rec.id] ~= nil end
+  -- Waiting for a worker, as the workers' side has it now (one the last
+  -- step offered may be running, its start not heard yet).
+  local function waits(rec)
+    local slot = pool.holds[rec.id]
+    return slot ~= nil and ud:_held(slot, rec.id)
+  end
   -- The best rank among the request's live sources that are known, and
   -- whether every live one is.
   local function ranked(rec)
@@ -68,15 +89,17 @@ local function scene(seed)
   local function check(what)
     local k = pool.offer_k
     local list = pool.offer_list
-    local before = {}
+    local before, on_offer = {}, 0
     for j = 1, k do
       local e = by_id[list[2 * j]]
       before[list[2 * j]] = true
-      if e and live(e) then
+      local still = ud:_held(list[2 * j - 1], list[2 * j])
+      if still then on_offer = on_offer + 1 end
+      if e and still then
         local exact, all = ranked(e)
         if all and exact then
           for _, rec in ipairs(reqs) do
-            if not before[rec.id] and live(rec) then
+            if not before[rec.id] and live(rec) and waits(rec) then
               local lb = ranked(rec)
               if lb and lb < exact then
                 error(("seed %d, after %s: offered #%d (%s, rank %d) is taken before %s (rank %d)")
@@ -84,6 +107,22 @@ local function scene(seed)
               end
             end
           end
+        end
+      end
+    end
+    -- What the workers take from is what the pool says it offered: the
+    -- same while every worker is held, no more once one is free.
+    local left = ud:_offered()
+    if left > on_offer or (#holding == 2 and left ~= on_offer) then
+      error(("seed %d, after %s: the workers' offer holds %d, the pool's %d"):format(seed, what, left, on_offer), 0)
+    end
+    if paused_held then
+      if k ~= 0 or left ~= 0 then
+        error(("seed %d, after %s: a paused pool offers %d (%d left)"):format(seed, what, k, left), 0)
+      end
+      for _, rec in ipairs(reqs) do
+        if paused_held[rec] and live(rec) and not waits(rec) then
+          error(("seed %d, after %s: %s started while the pool was paused"):format(seed, what, rec.key), 0)
         end
       end
     end
@@ -145,6 +184,35 @@ local function scene(seed)
       end
       return "reprioritise"
     end,
+    function() -- the game pauses the pool, or resumes it
+      if pool:paused() then
+        pool:resume()
+        paused_held = nil
+        return "resume"
+      end
+      pool:pause()
+      paused_held = {}
+      for _, rec in ipairs(reqs) do
+        if live(rec) and waits(rec) then paused_held[rec] = true end
+      end
+      return "pause"
+    end,
+    function() -- a worker is let go: it takes what is offered between steps
+      if #holding == 0 then return nil end
+      local w = table.remove(holding, r(#holding))
+      w.go:post(true)
+      orch:wait(w.h, WAIT)
+      assert(w.h:state() == "done", "a hold did not end done")
+      return "a worker let go"
+    end,
+    function() -- a free worker is held again
+      if #holding == 2 or pool:paused() then return nil end
+      hold()
+      orch:step()
+      steps = steps + 1
+      assert(started:receive_within(WAIT), "a worker never took its hold")
+      return "a worker held again"
+    end,
     function() -- a caller, follower or awaiting job leaves
       local rec = pick_live()
       if not rec then return nil end
@@ -167,9 +235,9 @@ local function scene(seed)
     steps = steps + 1
     check("a step")
   end
-  go:post(true)
-  go:post(true)
-  for _, h in ipairs(holds) do orch:wait(h, WAIT) end
+  if pool:paused() then pool:resume() end
+  for _, w in ipairs(holding) do w.go:post(true) end
+  for _, w in ipairs(holding) do orch:wait(w.h, WAIT) end
   for _, rec in ipairs(reqs) do
     for _, s in ipairs(rec.sources) do
       if s.h:state() == "running" then orch:wait(s.h, WAIT) end
