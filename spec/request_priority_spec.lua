@@ -128,6 +128,36 @@ describe("worker requests by priority", function()
     assert.same({ "mesh", "rival" }, { out:receive_within(0), out:receive_within(0) })
   end)
 
+  it("offers nothing from a round whose priority functions paused the pool as it read them", function()
+    local p, release = held_pool()
+    local out = stagehand.port()
+    local old_rank, new_rank, paused = "scene", "background", false
+    local hs = {
+      p:run("mark", { out = out, name = "old" }, { priority = function() return old_rank end }),
+      p:run("mark", { out = out, name = "new" }, { priority = function() return new_rank end }),
+      p:run("mark", { out = out, name = "pauser" }, {
+        priority = function()
+          if not paused then -- (game code: the player opened a menu)
+            paused = true
+            p:pause()
+          end
+          return "background"
+        end,
+      }),
+    }
+    orch:step()
+    assert.is_true(p:paused())
+    old_rank, new_rank = "background", "visible" -- (the player moved meanwhile)
+    p:resume()
+    local first = release()
+    assert.is_nil(out:receive_within(100)) -- (nothing ranked before the pause is taken)
+    orch:wait(first, WAIT)
+    orch:wait(stagehand.all(hs), WAIT)
+    local order = {}
+    out:drain(function(v) order[#order + 1] = v end)
+    assert.same({ "new", "old", "pauser" }, order)
+  end)
+
   it("drops a request back when the visible job awaiting it leaves", function()
     local p, release = held_pool()
     local out = stagehand.port()

@@ -48,7 +48,7 @@ function M.offer_round(pool, q)
   -- if a rank moved meanwhile.)
   if pool.is_paused then return end
   slots.read_ranks(o, q) -- (each priority function once a step: runs game code)
-  if pool.destroyed or q ~= pool.q then return end
+  if pool.destroyed or q ~= pool.q or pool.is_paused then return end -- (game code paused it, say)
   local ud = pool.ud
   if not q.stale and ud:_offered() > 0 then return end -- (unchanged, and not yet taken up)
   local want = pool.live + pool.depth
