@@ -620,6 +620,41 @@ describe("priority from thousands of callers, a closure each", function()
     assert.no_leaks(orch)
   end)
 
+  it("reads a big set again when a priority function of its own changes it as the grant reads it", function()
+    local orch, hold = decode_slot_held()
+    orch:step() -- (the holder takes the only slot)
+    local order = {}
+    local function decode(name)
+      return function(job)
+        job:slot("decode")()
+        order[#order + 1] = name
+      end
+    end
+    orch:run("rival", decode("rival"), { priority = "scene" })
+    -- The mesh: a visible general, 16 soldiers, and a scout whose function,
+    -- read in the grant round, sends the general away (a big set of 18
+    -- that only the mesh has: it changes in place, in the middle of its
+    -- own read). Without the general the mesh is background.
+    local general = orch:run("mesh", decode("mesh"), { key = "mesh", priority = "visible" })
+    for i = 1, 16 do
+      orch:run("mesh", decode("mesh"), { key = "mesh", priority = function() return i and "background" end })
+    end
+    orch:run("mesh", decode("mesh"), {
+      key = "mesh",
+      priority = function()
+        if general:state() == "running" then general:cancel("called away") end
+        return "background"
+      end,
+    })
+    orch:step()
+    assert.same({}, order)
+    hold:resolve()
+    orch:step()
+    assert.equal("cancelled", general:state())
+    assert.same({ "rival", "mesh" }, order)
+    assert.no_leaks(orch)
+  end)
+
   it("loses a soldier's rank when it leaves, and the grant goes to the rival", function()
     local orch, hold, order, rank, hs, prio = army(false)
     rank[1] = "visible"

@@ -65,6 +65,7 @@ local function new_queue(o, name, kind)
     kind = kind, -- "pool" or "budget"
     p = B.pool_new(),
     clock_group = o.next_clock_group,
+    bumped = {}, -- group -> how many times its set changed in place (read_group)
   }, Queue)
   o.next_clock_group = o.next_clock_group + 1
   return q
@@ -208,6 +209,8 @@ local function moved(o, job, g, in_place, added)
   local q = job[WAITQ]
   if not q then return end
   if in_place then
+    local bumped = q.bumped
+    bumped[g] = (bumped[g] or 0) + 1
     check(B.pool_reread(q.p, g), "read a changed set's rank again")
     local last = q.last
     if last then last[g] = nil end -- (unknown until read: dispatch.cut)
@@ -398,8 +401,9 @@ end
 -- may do anything: cancel waiters, start jobs, resize the pool. So a rank
 -- is handed to the core only if its group still means what it meant when
 -- the read began (a set whose last waiter left may be given back and its
--- id reused), and grant_free asks again what can be granted once the
--- reading is done.
+-- id reused, and a big set may change in place: a scout's function that
+-- sends the army's general away), and grant_free asks again what can be
+-- granted once the reading is done.
 local pool_set_rank, pool_new_reads, pool_next_unread = B.pool_set_rank, B.pool_new_reads, B.pool_next_unread
 
 -- (A worker queue notes each group's rank: one that moved makes its
@@ -422,9 +426,12 @@ local function read_group(o, q, p, g)
       noted(q, g, rank)
     end
   else
-    local ms = o.members[g]
+    -- (a set that changed in place while it was read, by one of its own
+    -- functions, is on the unread stack again: read_ranks reads it anew)
+    local ms, bumped = o.members[g], q.bumped
+    local was = bumped[g]
     local rank = priority.set_rank(o, g) -- a set of sources: the best of its members
-    if o.members[g] == ms then
+    if o.members[g] == ms and bumped[g] == was then
       check(pool_set_rank(p, g, rank), "set a set's rank")
       noted(q, g, rank)
     end
