@@ -1,22 +1,23 @@
 -- What a worker pool offers its workers between steps, checked against a
--- model. A pool of two workers is kept busy (each inside `hold`), so what
--- the last grant round offered stays on offer; seeded scenes then queue
--- keyed requests with names, priority functions and closures, join them by
--- key, follow them with `when`, make jobs await them, cancel any of those,
--- re-rank the queue with pool:reprioritise, pause and resume the pool,
--- let a worker go (it then takes from the offer between steps, as a game's
--- workers do) and hold it again, and change what the functions answer
--- just before a step. After every change and every step, no request
--- still on offer may rank below one that waits and would be taken after
--- it (the model's effective rank: the best of a request's live callers',
--- followers' and awaiting jobs' priorities), where the model knows both
--- ranks: a name always, a function once a step has read it. A source
--- whose rank is not known yet bounds nothing. The offer the pool keeps
--- is the one its workers take from (counted on both sides while no
--- worker is free), and a paused pool offers nothing and starts nothing.
--- (White-box: the offer is read from the pool's own fields; the spec
--- says nothing of how it is chosen.) CHAOS_SEEDS=n runs more,
--- CHAOS_SEED=s replays one.
+-- model. A pool of two workers is kept busy (each inside `hold`) most of
+-- the time, so what the last grant round offered stays on offer; seeded
+-- scenes then queue keyed requests with names, priority functions and
+-- closures, join them by key, follow them with `when`, make jobs await
+-- them, cancel any of those, re-rank the queue with pool:reprioritise,
+-- pause and resume the pool, let a worker go (it then takes from the offer
+-- between steps, as a game's workers do) and hold it again, and change
+-- what the functions answer just before a step; some functions do any of
+-- that themselves as the step reads them. After every change and every
+-- step, no request still on offer may rank below one that waits and would
+-- be taken after it (the model's effective rank: the best of a request's
+-- live callers', followers' and awaiting jobs' priorities), where the
+-- model knows both ranks: a name always, a function once a step has read
+-- it. A source whose rank is not known yet bounds nothing. The offer the
+-- pool keeps is the one its workers take from (counted on both sides while
+-- no worker is free), and a paused pool offers nothing and starts nothing.
+-- (White-box: the offer is read from the pool's own fields; the spec says
+-- nothing of how it is chosen.) CHAOS_SEEDS=n runs more, CHAOS_SEED=s
+-- replays one.
 local stagehand = require "stagehand"
 local T = require "stagehand.testing"
 local seeded = require "spec.seeded"
@@ -51,12 +52,37 @@ local function scene(seed)
   local paused_held -- (while paused: the requests held when it paused)
 
   local steps = 0 -- how many steps have read the functions
+  local stepping = false -- (inside a step: what comes now is read in the next)
+  local meddle -- (below: what a meddling priority function does as it is read)
   -- A source: { h = its Handle, kept = a name or a function's number,
-  -- step = the steps done when it came }.
+  -- step = the steps done when it came }. One in eight is a function that
+  -- does what the game may do from inside it (a request, a join, a when,
+  -- a re-rank, a pause or resume, a source leaving) as the step reads it.
   local function source()
-    local prio, kept = random_source()
-    if prio == nil then prio, kept = "scene", "scene" end
-    return prio, { kept = kept, step = steps }
+    local prio, kept
+    if r(8) == 1 then
+      kept = r(3)
+      prio = function()
+        meddle()
+        return level[kept]
+      end
+    else
+      prio, kept = random_source()
+      if prio == nil then prio, kept = "scene", "scene" end
+    end
+    return prio, { kept = kept, step = stepping and steps + 1 or steps }
+  end
+  local function step()
+    stepping = true
+    orch:step()
+    stepping = false
+    steps = steps + 1
+  end
+  local function wait(h)
+    stepping = true
+    orch:wait(h, WAIT)
+    stepping = false
+    steps = steps + 1
   end
   -- Its rank, or nil while no step has read its function.
   local function known(src)
@@ -201,15 +227,17 @@ local function scene(seed)
       if #holding == 0 then return nil end
       local w = table.remove(holding, r(#holding))
       w.go:post(true)
-      orch:wait(w.h, WAIT)
+      wait(w.h)
       assert(w.h:state() == "done", "a hold did not end done")
       return "a worker let go"
     end,
     function() -- a free worker is held again
       if #holding == 2 or pool:paused() then return nil end
       hold()
-      orch:step()
-      steps = steps + 1
+      local was = meddle
+      meddle = function() end -- (a pause now would keep the hold from its worker)
+      step()
+      meddle = was
       assert(started:receive_within(WAIT), "a worker never took its hold")
       return "a worker held again"
     end,
@@ -223,6 +251,11 @@ local function scene(seed)
     end,
   }
 
+  local meddling = { ops[1], ops[2], ops[3], ops[5], ops[6], ops[#ops] }
+  meddle = function()
+    if r(3) == 1 then meddling[r(#meddling)]() end
+  end
+
   for _ = 1, 40 do
     for _ = 1, r(5) do
       local what = ops[r(#ops)]()
@@ -231,10 +264,10 @@ local function scene(seed)
     for k = 1, 3 do
       if r(3) == 1 then level[k] = seeded.NAMES[r(3)] end
     end
-    orch:step()
-    steps = steps + 1
+    step()
     check("a step")
   end
+  meddle = function() end -- (the scene is over: what is left runs to its end)
   if pool:paused() then pool:resume() end
   for _, w in ipairs(holding) do w.go:post(true) end
   for _, w in ipairs(holding) do orch:wait(w.h, WAIT) end
