@@ -4,6 +4,7 @@
 -- of every payload kind (numbers, strings up to 9 KB, cyclic tables, ports,
 -- nil, tables past a message's kept buffer), failures, progress, replies of
 -- up to 50 KB, keyed requests, cancels, pause and resume, reprioritise,
+-- priority functions that do any of those as a step reads them,
 -- destroy mid-flight with and without respawn_on_abort, ports crossing both
 -- ways, posted to and closed at random, jobs and workers receiving on them,
 -- services (stagehand.spawn) fed and stopped, round barriers arrived at
@@ -178,6 +179,24 @@ end
 
 local FNS = { "echo", "echo", "echo", "boom", "prog", "big", "spin" }
 
+-- Priority functions are game code, and a game's may do anything as a step
+-- reads them: a third of these, when read, pause, resume, re-rank or
+-- destroy a pool, cancel a Handle or make a request (not once the soak
+-- winds down, whose steps must drain everything). What they raise is
+-- checked at the end, as a mistake's is.
+local meddle -- (below, after request)
+local winding_down, meddled, meddle_errors = false, 0, {}
+local function meddler(rank)
+  return function()
+    if not winding_down and R() < 0.3 then
+      meddled = meddled + 1
+      local ok, err = pcall(meddle[R(#meddle)])
+      if not ok then meddle_errors[#meddle_errors + 1] = tostring(err) end
+    end
+    return rank
+  end
+end
+
 local function request()
   local p, v, fn = live_pool(), payload(), FNS[R(#FNS)]
   local x = v
@@ -187,6 +206,8 @@ local function request()
     opts = { key = "k" .. R(5), priority = R(0, 3) }
   elseif R() < 0.3 then
     opts = { priority = R(0, 9) }
+  elseif R() < 0.3 then
+    opts = { priority = meddler(R(0, 9)), key = R() < 0.5 and "k" .. R(5) or nil }
   end
   handles[#handles + 1] = p:run(fn, x, opts)
   -- (a keyed request may join a run of the key made with another payload)
@@ -198,6 +219,24 @@ local function request()
     echoes[#echoes + 1] = { handles[#handles], v, same_tangle }
   end
 end
+
+-- (a number moves; a function stays)
+local function rerank(_, priority)
+  return type(priority) == "number" and priority + R(-2, 2) or priority
+end
+meddle = {
+  function() live_pool():pause() end,
+  function() live_pool():resume() end,
+  function() live_pool():reprioritise(rerank) end,
+  function()
+    local h = handles[R(math.max(1, #handles))]
+    if h then h:cancel("a priority function cancels it") end
+  end,
+  request,
+  function()
+    if R() < 0.2 then handles[#handles + 1] = live_pool():destroy() end
+  end,
+}
 
 -- Main-side mistakes: bad arguments to ports, round barriers, pools,
 -- spawn. Each may raise, but only an error meant for the game.
@@ -262,9 +301,7 @@ local ops = {
   end,
   function() live_pool():pause() end,
   function() live_pool():resume() end,
-  function()
-    live_pool():reprioritise(function(_, priority) return (priority or 0) + R(-2, 2) end)
-  end,
+  function() live_pool():reprioritise(rerank) end,
   function()
     if R() < 0.3 then handles[#handles + 1] = live_pool():destroy() end
   end,
@@ -318,6 +355,7 @@ for i = 1, operations do
   if R() < 0.3 then pump() end
 end
 
+winding_down = true
 for _, p in ipairs(pools) do
   if not p.destroyed then p:resume() end
 end
@@ -354,8 +392,12 @@ for _, h in ipairs(mistaken) do
   if st == "failed" then fail("a worker's mistakes failed its request: " .. tostring(said and said.message or said)) end
   if st == "done" and said[1] then fail("a worker's mistake raised stagehand's own error: " .. said[1]) end
 end
+for _, e in ipairs(meddle_errors) do
+  if internal(e) then fail("a priority function's call raised stagehand's own error: " .. e) end
+  fail("a priority function's call raised: " .. e)
+end
 for _, p in ipairs(pools) do orch:wait(p:destroy(), 5000) end
 orch:close()
 print(("seed %d: %d Handles ended, %d pools, %d services, %d round barriers, %d mistakes (%d refused),"
-  .. " %d of %d workers' mistake runs done"):format(seed, #handles, #pools, #services, #barriers, mistakes, refused,
-  heard, #mistaken))
+  .. " %d of %d workers' mistake runs done, %d calls from priority functions"):format(seed, #handles, #pools,
+  #services, #barriers, mistakes, refused, heard, #mistaken, meddled))
