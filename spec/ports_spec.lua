@@ -695,6 +695,32 @@ describe("threads under the luv driver", function()
     orch:close()
   end)
 
+  -- Regression: resume asked for no step, so the request a paused pool
+  -- held waited for the next stall check (minutes on), or for ever.
+  it("starts what a paused pool holds once the game resumes it from its own loop", function()
+    local uv = require "luv"
+    local orch = stagehand.new { driver = "luv", stall_ms = 600000, log = function() end }
+    local pool = stagehand.pool(orch, { module = "fixture_worker", size = 1 })
+    pool:pause()
+    local h = pool:run("add", { a = 1, b = 2 })
+    local later = uv.new_timer()
+    later:start(0, 0, function() pool:resume() end) -- (the player closed the menu)
+    local hung = false
+    local watchdog = uv.new_timer()
+    watchdog:start(WAIT, 0, function()
+      hung = true
+      uv.stop()
+    end)
+    watchdog:unref()
+    uv.run()
+    later:close()
+    watchdog:close()
+    assert.is_false(hung)
+    assert.same({ "done", 3 }, { h:result() })
+    orch:wait(pool:destroy(), WAIT)
+    orch:close()
+  end)
+
   it("steps again before the loop sleeps when a value came between a job's look and its watch", function()
     local uv = require "luv"
     local orch = stagehand.new { driver = "luv", stall_ms = 600000, log = function() end }

@@ -473,6 +473,19 @@ describe("stagehand.pool", function()
       assert.same({ "c", "a", "b" }, { out:receive_within(0), out:receive_within(0), out:receive_within(0) })
     end)
 
+    -- Regression: resume asked for no step, so a host that sleeps until
+    -- next_wake (or luv's loop) never started the queue.
+    it("asks the host for a step once resumed, while its queue waits for a round", function()
+      local p = pool { size = 1 }
+      p:pause()
+      local h = p:run("add", { a = 1, b = 1 })
+      orch:step()
+      assert.is_not_equal(0, orch:next_wake()) -- (nothing to do while paused)
+      p:resume()
+      assert.equal(0, orch:next_wake())
+      assert.same({ "done", 2 }, { orch:wait(h, WAIT) })
+    end)
+
     it("keeps a paused request's stall clock stopped: queued time is not stalling", function()
       local p = pool { size = 1 }
       p:pause()

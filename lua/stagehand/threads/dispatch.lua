@@ -128,6 +128,16 @@ function M.withdraw(pool)
   pool.offer_k, pool.offer_want = 0, 0
 end
 
+-- The pool resumed: the pause withdrew the offer, so a round must offer
+-- the queue again, and a host that sleeps until next_wake (or luv's loop)
+-- must hear of it now, not at the next stall check.
+function M.resumed(pool)
+  local q, o = pool.q, pool.orch
+  if not q or pool.destroyed or pool_waiting(q.p) == 0 then return end
+  slots.dirty(o, q)
+  if not o.stepping then o.driver.reschedule(o) end
+end
+
 -- A new request joins the queue: stale if it may belong in the offer (its
 -- rank unknown yet, or the offer listed every request: there is room), and
 -- if its rank is known and goes before the offer's last, what it goes

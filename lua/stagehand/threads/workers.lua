@@ -392,6 +392,7 @@ function Pool:resume()
   check_pool(self, "resume")
   self.ud:_pause(false)
   self.is_paused = false
+  dispatch.resumed(self)
 end
 
 --- Whether the pool is paused (pool:pause until pool:resume).
