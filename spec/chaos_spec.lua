@@ -1,7 +1,9 @@
 -- Chaos: seeded random loading scenes. Hundreds of jobs mix keys, when,
 -- awaits on other jobs, slots, permits, barriers, futures that never settle,
 -- errors, cancellations and hidden stretches. After enough fake time every
--- Handle has ended, nothing runs and nothing is left behind. A failure names
+-- Handle has ended, nothing runs and nothing is left behind; on the way,
+-- every slot and permit went to a job no waiting rival outranked
+-- (seeded.watch_grants). A failure names
 -- its seed; CHAOS_SEEDS=n runs more (make chaos), CHAOS_SEED=s replays one.
 local stagehand = require "stagehand"
 local each = require("stagehand.core.compat").each
@@ -59,6 +61,8 @@ local function scene(seed)
   -- Sets of more than 1-3 sources are big (16 outside specs): named by a
   -- hash, shared, copied, changed in place and let go of in every scene.
   orch.big_set = 1 + seed % 3
+  local misgranted = {}
+  seeded.watch_grants(orch, misgranted)
   orch:budget("finalize", { ops = 3 })
   orch:budget("upload", { ms = 6 })
   local handles, futures, ctls = {}, {}, {}
@@ -191,12 +195,14 @@ local function scene(seed)
     end
     clock:advance(r(200))
     orch:step(r(3) == 1 and 5 or nil)
+    if misgranted[1] then error("seed " .. seed .. ", turn " .. t .. ": " .. misgranted[1]) end
     if t % 4 == 0 then check_sets(orch, seed, t) end -- (every turn costs 5x the scene on Lua 5.1)
     if t % 16 == 0 then collectgarbage() end
   end
   orch:set_visible(true)
   orch:pool("dressing", 2)
   local left = T.settle(orch, 600000, 250)
+  if misgranted[1] then error("seed " .. seed .. ", settling: " .. misgranted[1]) end
   return orch, handles, left
 end
 

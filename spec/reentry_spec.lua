@@ -138,42 +138,8 @@ local function scene(seed)
   orch = T.new { clock = clock, pools = { p = 2 }, stall_ms = 2000, log = log }
   cache = T.new { clock = clock, pools = { p = 1 }, stall_ms = 2000, log = log }
   cache:budget("f", { ops = 1 })
-  -- Each grant as it is made (a tracer's hold and permit are told then,
-  -- the job just out of its queue): no job still waiting in that queue
-  -- may rank better, wherever this step knows both ranks without reading
-  -- a function (fixed, or read already in this step). A rank the queue
-  -- kept for a group whose sources changed would grant out of order.
-  local function known_of(o, job)
-    local g = priority.set_of(o, job)
-    local ms = o.members[g]
-    if not ms then return priority.known_rank(o, g) end
-    local best
-    for i = 1, #ms do
-      local k = priority.known_rank(o, ms[i])
-      if k == nil then return nil end
-      if best == nil or k < best then best = k end
-    end
-    return best
-  end
-  local function granted(o, job, what)
-    local name = what:match("'(.*)'$")
-    local q = what:find("^a slot") and o.pool_q[name] or o.budget_q[name]
-    local mine = q and known_of(o, job)
-    if not mine then return end
-    for _, other in each, o.by_slot do
-      if other[F.WAITQ] == q then
-        local theirs = known_of(o, other)
-        if theirs and theirs < mine then
-          faults[#faults + 1] = ("%s went to %s (rank %s) while %s (rank %s) waited"):format(what,
-            job[F.LABEL], mine, other[F.LABEL], theirs)
-        end
-      end
-    end
-  end
-  for _, o in ipairs { orch, cache } do
-    o.tracer = setmetatable({ hold = function(_, job, what) granted(o, job, what) end,
-      permit = function(_, job, what) granted(o, job, what) end }, { __index = function() return function() end end })
-  end
+  seeded.watch_grants(orch, faults)
+  seeded.watch_grants(cache, faults)
   orch.sweep_min, orch.sweep_at = 4, 4
   -- Sets of more than 1-3 sources are big (16 outside specs): see chaos.
   orch.big_set = 1 + seed % 3

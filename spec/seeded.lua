@@ -369,6 +369,46 @@ function M.priorities(r, closures)
   return level, source, rank_of
 end
 
+--- Checks each slot and permit of `o` as it is granted (a tracer's hold
+--- and permit are told then, the job just out of its queue): no job still
+--- waiting in that queue may rank better, wherever the step knows both
+--- ranks without reading a function (fixed, or read already in this
+--- step). A rank a queue kept for a group whose sources changed would
+--- grant out of order. Each fault goes to `faults` (a list). White-box: it
+--- stands in for orch:trace's recorder, so a scene must not trace.
+function M.watch_grants(o, faults)
+  local priority = require "stagehand.rank.priority"
+  local F = require "stagehand.engine.fields"
+  local function known_of(job)
+    local g = priority.set_of(o, job)
+    local ms = o.members[g]
+    if not ms then return priority.known_rank(o, g) end
+    local best
+    for i = 1, #ms do
+      local k = priority.known_rank(o, ms[i])
+      if k == nil then return nil end
+      if best == nil or k < best then best = k end
+    end
+    return best
+  end
+  local function granted(_, job, what)
+    local name = what:match("'(.*)'$")
+    local q = what:find("^a slot") and o.pool_q[name] or o.budget_q[name]
+    local mine = q and known_of(job)
+    if not mine then return end
+    for _, other in each, o.by_slot do
+      if other[F.WAITQ] == q then
+        local theirs = known_of(other)
+        if theirs and theirs < mine then
+          faults[#faults + 1] = ("%s went to %s (rank %s) while %s (rank %s) waited"):format(what,
+            job[F.LABEL], mine, other[F.LABEL], theirs)
+        end
+      end
+    end
+  end
+  o.tracer = setmetatable({ hold = granted, permit = granted }, { __index = function() return function() end end })
+end
+
 --- The seeds to run, and the words that say which: " (seed s)" for
 --- CHAOS_SEED=s, else " across n seeded scenes" (CHAOS_SEEDS, 20).
 --- (busted's describe and it are the spec file's own: not reachable here.)
