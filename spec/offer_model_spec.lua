@@ -14,7 +14,9 @@
 -- model knows both ranks: a name always, a function once a step has read
 -- it. A source whose rank is not known yet bounds nothing. The offer the
 -- pool keeps is the one its workers take from (counted on both sides while
--- no worker is free), and a paused pool offers nothing and starts nothing.
+-- no worker is free), a paused pool offers nothing and starts nothing,
+-- and requests that wait on idle workers with nothing offered make
+-- next_wake 0 (a host that sleeps until then would never start them).
 -- (White-box: the offer is read from the pool's own fields; the spec says
 -- nothing of how it is chosen.) CHAOS_SEEDS=n runs more, CHAOS_SEED=s
 -- replays one.
@@ -141,6 +143,17 @@ local function scene(seed)
     local left = ud:_offered()
     if left > on_offer or (#holding == 2 and left ~= on_offer) then
       error(("seed %d, after %s: the workers' offer holds %d, the pool's %d"):format(seed, what, left, on_offer), 0)
+    end
+    -- Nothing waits unseen: while the pool is not paused and holds
+    -- requests no worker can take (nothing offered, no worker busy), the
+    -- host that sleeps until next_wake must be told to step now. (The
+    -- offer is read first: once it is empty, only the main thread fills it.)
+    if not pool:paused() and ud:_offered() == 0 then
+      local held, running, workers = ud:_counts()
+      if held > 0 and running == 0 and workers > 0 and orch:next_wake() ~= 0 then
+        error(("seed %d, after %s: %d request(s) wait on idle workers, and next_wake is %s"):format(seed, what, held,
+          tostring(orch:next_wake())), 0)
+      end
     end
     if paused_held then
       if k ~= 0 or left ~= 0 then
