@@ -53,6 +53,12 @@ end
 
 function M.echo(...) return ... end
 
+-- Sleeps ms, then says so.
+function M.nap(ms)
+  worker.sleep(ms)
+  return ms
+end
+
 -- Returns v twice (one table in two replies), and raises it when asked.
 function M.twice(v) return v, v end
 function M.raise_value(v) error(v) end

@@ -59,6 +59,21 @@ it("runs workers on LÖVE threads by default inside LÖVE", function()
   check(t and t:typeOf("Thread"), "worker 0 is not a LÖVE Thread")
 end)
 
+-- Regression: with a fake clock, a wait on other threads was cut short
+-- every 20 ms while a LÖVE thread was still starting, and each time the
+-- fake clock moved on by the whole wait: a spec's first orch:wait on a new
+-- pool timed out at once.
+it("lets no fake time pass (stagehand.testing) while a new pool's LÖVE threads start", function()
+  local T = require "stagehand.testing"
+  local o = T.new { log = function() end }
+  local p = stagehand.pool(o, { module = "love_worker", size = 2 })
+  local a, b = p:run("nap", 100), p:run("nap", 50) -- (each longer than a look at a starting thread)
+  same("done", (o:wait(a, 5000)), "the first request, with fake time")
+  same("done", (o:wait(b, 5000)), "the second")
+  same("done", (o:wait(p:destroy(), WAIT)), "the destroy")
+  o:close()
+end)
+
 it("requires love.image in a worker and decodes a PNG read from the game's archive", function()
   local p = pool { size = 2 }
   local state, data, w, h = orch:wait(p:run("decode", "fixture.png"), WAIT)
