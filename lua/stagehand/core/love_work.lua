@@ -295,9 +295,9 @@ local function said(e)
 end
 -- (the traceback ends at the call that ran the request: what lies below
 -- it, this thread's loop, is none of the game's)
-local raised
+local raised, handled
 local function handler(e)
-  raised = e
+  raised, handled = e, true
   local tb = debug.traceback(said(e), 2)
   local _, cut = tb:find("\n[^\n]*in function 'xpcall'[^\n]*")
   return cut and tb:sub(1, cut) or tb
@@ -326,7 +326,7 @@ local function run(e)
   elseif type(mod[fn]) ~= "function" then
     res = { n = 2, false, "module '" .. module .. "' has no function '" .. tostring(fn) .. "'" }
   else
-    raised = nil
+    raised, handled = nil, false
     local f = mod[fn]
     res = { n = 0 }
     local function after(ok, ...)
@@ -351,6 +351,10 @@ local function run(e)
     end
   else
     local msg, tb = res[2], res[3] or res[2]
+    -- (the function raised: the cause is what it raised, as the native
+    -- core says it, and the handler's traceback goes apart; a handler that
+    -- could not run, the stack overflowing, left xpcall's own message)
+    if handled then msg = said(raised) end
     local cause = raised
     local plain, cross = type(cause) == "table" and getmetatable(cause) == nil, false
     if plain then
@@ -366,7 +370,7 @@ local function run(e)
       events:push({ 4, id, type(msg) == "string" and msg or said(msg), type(tb) == "string" and tb or said(msg) })
     end
   end
-  raised, res, e = nil, nil, nil
+  raised, handled, res, e = nil, false, nil, nil
   current = -1
   waiting(nil)
   ring()
