@@ -264,10 +264,10 @@ cross_lane() {
     env STAGEHAND_BACKEND=lua sh scripts/love_specs.sh
   count "spec/love_pure: a LÖVE game with no native core runs a loading scene and a pool on the pure-Lua core, under Xvfb" \
     sh scripts/love_specs.sh spec/love_pure
-  count "spec/love_models: the worker pools' offer model inside LÖVE, its workers LÖVE threads" \
-    sh scripts/love_specs.sh spec/love_models
-  count "spec/love_models on the pure-Lua core: the offer its LÖVE workers take from a LÖVE channel" \
-    env STAGEHAND_BACKEND=lua sh scripts/love_specs.sh spec/love_models
+  count "spec/love_busted: the thread specs (pools, ports, request priorities, the offer model) under busted inside LÖVE, their workers LÖVE threads" \
+    sh scripts/love_specs.sh spec/love_busted
+  count "spec/love_busted on the pure-Lua core: the same specs with no native core, as on a phone" \
+    env STAGEHAND_BACKEND=lua sh scripts/love_specs.sh spec/love_busted
   count "spec/love_luv: luv's loop steps an orchestrator inside LÖVE, a worker's reply waking it (its notifier's descriptor)" \
     sh scripts/love_specs.sh spec/love_luv
   count "spec/love_luv on the pure-Lua core: the same, a reply waking it with no descriptor to poll" \

@@ -4,8 +4,13 @@
 -- Time: the orchestrators run on fake clocks; what a worker does takes
 -- real time, which these specs wait for with orch:wait (woken by the
 -- reply, not by sleeping) or by receiving on a port the worker posts to.
+-- They also run inside LÖVE (spec/love_busted), where the workers are
+-- LÖVE threads: the few lines that differ there say how.
 local stagehand = require "stagehand"
 local T = require "stagehand.testing"
+
+local love = rawget(_G, "love")
+local in_love = type(love) == "table" and love.thread ~= nil
 
 if not package.path:find("spec/fixtures/?.lua", 1, true) then
   package.path = "spec/fixtures/?.lua;" .. package.path
@@ -135,21 +140,35 @@ describe("stagehand.pool", function()
       local ok, err = pcall(function() p:run("echo", { mesh = { on_done = function() end } }) end)
       assert.is_false(ok)
       assert.matches("threads_spec.lua:" .. line .. ": bad argument 'payload' to pool:run: payload.mesh.on_done is a"
-        .. " function; only plain data, ports and round barriers cross threads", err, 1, true)
+        .. " function; only plain data, ports" .. (in_love and ", round barriers and LÖVE objects" or " and round barriers")
+        .. " cross threads", err, 1, true)
       assert.equal(0, p:pending())
       assert.equal(0, orch.nrunning)
     end)
 
-    it("runs on native threads outside LÖVE, and refuses LÖVE threads or an unknown kind", function()
-      local p = pool { size = 1, threads = "native" }
-      assert.same({ "done", 4 }, { orch:wait(p:run("echo", 4), WAIT) })
-      assert.has_error(function() new_pool(orch, { threads = "love" }) end,
-        "bad argument 'opts.threads' to stagehand.pool: expected \"native\" outside LÖVE (love.thread is not"
-        .. " loaded here), got \"love\"")
+    it("runs on native threads when asked, on LÖVE threads only inside LÖVE, and refuses an unknown kind", function()
+      if stagehand.backend == "lua" then -- (inside LÖVE, with no native core: its threads are LÖVE's only)
+        assert.error_matches(function() new_pool(orch, { threads = "native" }) end,
+          "'opts.threads' to stagehand.pool: expected \"love\" on the pure-Lua core", nil, true)
+      else
+        local p = pool { size = 1, threads = "native" }
+        assert.is_falsy(p.love)
+        assert.same({ "done", 4 }, { orch:wait(p:run("echo", 4), WAIT) })
+      end
+      if in_love then
+        local lp = pool { size = 1, threads = "love" }
+        assert.is_truthy(lp.love)
+        assert.same({ "done", 5 }, { orch:wait(lp:run("echo", 5), WAIT) })
+      else
+        assert.has_error(function() new_pool(orch, { threads = "love" }) end,
+          "bad argument 'opts.threads' to stagehand.pool: expected \"native\" outside LÖVE (love.thread is not"
+          .. " loaded here), got \"love\"")
+      end
       assert.error_matches(function() new_pool(orch, { threads = "green" }) end,
         "'opts.threads' to stagehand.pool: expected \"love\" or \"native\"", nil, true)
       -- (nothing was left behind by the refused ones)
-      assert.same({ "done", 5 }, { orch:wait(p:run("echo", 5), WAIT) })
+      assert.same({ "done", 6 }, { orch:wait(pool({ size = 1 }):run("echo", 6), WAIT) })
+      assert.equal(0, orch.nrunning)
     end)
 
     it("refuses coroutines and userdata, with their paths", function()
@@ -229,8 +248,10 @@ describe("stagehand.pool", function()
     -- the limit is a shell's ulimit; Windows has no such command. The
     -- process is started through luv, which the 32-bit x86 run, make
     -- test-x86, does not have: luv_spec fails wherever luv should load.)
+    -- (Native threads: not on the pure-Lua core, which runs them only as
+    -- LÖVE's, in spec/love_busted.)
     local posix = package.config:sub(1, 1) == "/"
-    if posix and pcall(require, "stagehand.driver.luv") then
+    if posix and stagehand.backend ~= "lua" and pcall(require, "stagehand.driver.luv") then
       it("fails a request that runs out of memory with \"not enough memory\", and gives the memory back", function()
         -- (in a process of its own, under a limit on its address space)
         local out, status = require("spec.helpers").run_clean("ulimit -v 700000; exec "
@@ -280,7 +301,8 @@ describe("stagehand.pool", function()
       assert.equal("failed", st)
       local msg = tostring(err)
       assert.matches("module 'fixture_nowhere' failed to load: module 'fixture_nowhere' not found: "
-        .. "no field package.preload['fixture_nowhere']; no file '", msg, 1, true)
+        .. "no field package.preload['fixture_nowhere']; no "
+        .. (in_love and "'fixture_nowhere' in LOVE game directories" or "file '"), msg, 1, true)
       assert.is_nil(msg:find("\n", 1, true))
       assert.matches("\n%s*no file '[^']*fixture_nowhere", tostring(err.cause)) -- (the cause keeps every line)
     end)

@@ -1,6 +1,0 @@
--- The thread models inside LÖVE (main.lua): headless under Xvfb, no sound.
-function love.conf(t)
-  t.identity = "stagehand-love-models"
-  t.window.width, t.window.height = 64, 64
-  t.modules.audio = false
-end
