@@ -651,6 +651,24 @@ end)
 describe("threads under the luv driver", function()
   local has_luv = pcall(require, "luv")
   if not has_luv then return end
+
+  -- Runs the game's own loop (uv.run, not orch:loop(): it ends when no
+  -- handle holds it) under a watchdog that never holds the loop itself
+  -- and stops it after WAIT. Returns whether the watchdog fired, then
+  -- what pcall said of the run.
+  local function run_watched()
+    local uv = require "luv"
+    local hung = false
+    local watchdog = uv.new_timer()
+    watchdog:start(WAIT, 0, function()
+      hung = true
+      uv.stop()
+    end)
+    watchdog:unref()
+    local ok, err = pcall(uv.run)
+    watchdog:close()
+    return hung, ok, err
+  end
   it("wakes the loop with a worker's reply, with nothing else due", function()
     local uv = require "luv"
     local orch = stagehand.new { driver = "luv", log = function() end }
@@ -675,15 +693,8 @@ describe("threads under the luv driver", function()
     local orch = stagehand.new { driver = "luv", stall_ms = 600000, log = function() end }
     local pool = stagehand.pool(orch, { module = "fixture_worker", size = 1 })
     local h = orch:run("decode", function(job) return job:await(pool:run("add", { a = 1, b = 2 })) end)
-    local hung = false
-    local watchdog = uv.new_timer() -- (unref'd: it never holds the loop itself)
-    watchdog:start(WAIT, 0, function()
-      hung = true
-      uv.stop()
-    end)
-    watchdog:unref()
-    uv.run() -- (not orch:loop(): the game's loop, which ends when no handle holds it)
-    watchdog:close()
+    local hung, ok, err = run_watched()
+    assert(ok, err)
     assert.is_false(hung)
     assert.same({ "done", 3 }, { h:result() })
     local held = {}
@@ -705,16 +716,9 @@ describe("threads under the luv driver", function()
     local h = pool:run("add", { a = 1, b = 2 })
     local later = uv.new_timer()
     later:start(0, 0, function() pool:resume() end) -- (the player closed the menu)
-    local hung = false
-    local watchdog = uv.new_timer()
-    watchdog:start(WAIT, 0, function()
-      hung = true
-      uv.stop()
-    end)
-    watchdog:unref()
-    uv.run()
+    local hung, ok, err = run_watched()
     later:close()
-    watchdog:close()
+    assert(ok, err)
     assert.is_false(hung)
     assert.same({ "done", 3 }, { h:result() })
     orch:wait(pool:destroy(), WAIT)
@@ -722,7 +726,6 @@ describe("threads under the luv driver", function()
   end)
 
   it("steps again before the loop sleeps when a value came between a job's look and its watch", function()
-    local uv = require "luv"
     local orch = stagehand.new { driver = "luv", stall_ms = 600000, log = function() end }
     local q, p = stagehand.port(), stagehand.port()
     local warm = orch:run("warm", function() return q:receive() end)
@@ -733,16 +736,8 @@ describe("threads under the luv driver", function()
       job:sleep(5)
       return p:receive()
     end)
-    local hung = false
-    local watchdog = uv.new_timer()
-    watchdog:start(WAIT, 0, function()
-      hung = true
-      uv.stop()
-    end)
-    watchdog:unref()
-    local ok, err = pcall(uv.run)
+    local hung, ok, err = run_watched()
     undo()
-    watchdog:close()
     assert(ok, err)
     assert.is_true(injected())
     assert.is_false(hung)

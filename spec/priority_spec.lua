@@ -572,16 +572,22 @@ describe("priority from thousands of callers, a closure each", function()
     return hs[1]
   end
 
-  it("reads a big set changed in place mid-step again before the next slot is granted", function()
-    local orch, hold = decode_slot_held()
-    orch:step() -- (the holder takes the only slot)
-    local order = {}
-    local function decode(name)
+  -- Work that takes a slot of "decode", lets it go, and notes its name in
+  -- `order`: the order the slots were granted in.
+  local function decoder(order)
+    return function(name)
       return function(job)
         job:slot("decode")()
         order[#order + 1] = name
       end
     end
+  end
+
+  it("reads a big set changed in place mid-step again before the next slot is granted", function()
+    local orch, hold = decode_slot_held()
+    orch:step() -- (the holder takes the only slot)
+    local order = {}
+    local decode = decoder(order)
     orch:run("rival", decode("rival"), { priority = "scene" })
     local mesh = mesh_of_17(orch, decode("mesh"))
     orch:run("portrait", function(job)
@@ -624,12 +630,7 @@ describe("priority from thousands of callers, a closure each", function()
     local orch, hold = decode_slot_held()
     orch:step() -- (the holder takes the only slot)
     local order = {}
-    local function decode(name)
-      return function(job)
-        job:slot("decode")()
-        order[#order + 1] = name
-      end
-    end
+    local decode = decoder(order)
     orch:run("rival", decode("rival"), { priority = "scene" })
     -- The mesh: a visible general, 16 soldiers, and a scout whose function,
     -- read in the grant round, sends the general away (a big set of 18
