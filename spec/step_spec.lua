@@ -56,6 +56,41 @@ describe(":step", function()
     assert.equal(10, ran)
   end)
 
+  it("keeps its budget and its sleeps' times after the game's clock was set back", function()
+    -- The clock goes back an hour (a wall clock corrected): the
+    -- orchestrator counts that as no time passing. Every reading inside the
+    -- step counts the same way: the step still stops after budget_ms, and a
+    -- sleep begun after the first continuation still lasts its length.
+    local orch, clock = T.new()
+    clock:advance(3600000)
+    local f = stagehand.future()
+    local ran, woke = 0, nil
+    for i = 1, 10 do
+      orch:run("j" .. i, function(job)
+        job:await(f)
+        clock:advance(3)
+        ran = ran + 1
+      end)
+    end
+    orch:run("sleeper", function(job)
+      job:await(f)
+      job:sleep(1000)
+      woke = true
+    end)
+    orch:step()
+    clock.now = 0
+    f:resolve()
+    orch:step(10)
+    assert.equal(4, ran)
+    orch:step()
+    assert.equal(10, ran)
+    clock:advance(100)
+    orch:step()
+    assert.is_nil(woke)
+    assert.equal(0, T.settle(orch, 1000))
+    assert.is_true(woke)
+  end)
+
   it("cannot run inside a job", function()
     local orch = T.new()
     local h = orch:run("x", function() orch:step() end)

@@ -129,7 +129,7 @@ E.track_waits = false
 local PARK, QUEUED, SLEEP, KEYWAIT = marks.PARK, marks.QUEUED, marks.SLEEP, marks.KEYWAIT
 E.PARK, E.QUEUED, E.KEYWAIT = PARK, QUEUED, KEYWAIT
 local open_wait, PAUSED = marks.open_wait, marks.PAUSED
-local read_clock, finite, bad_clock = clock.now, clock.finite, clock.bad_clock
+local read_clock = clock.now
 E.now, E.game_now, E.finite = clock.now, clock.game_now, clock.finite
 
 -- The run queue (runqueue.lua): jobs whose continuation is due, oldest first.
@@ -513,7 +513,6 @@ end
 -- record a return out of a loop to a lower frame, and a loop whose traces
 -- keep aborting is blacklisted, taking the step with it.)
 local function run_queue(o, deadline)
-  local read = o.clock
   local now = o.now
   local grant_round, ran = hooks.grant_round, hooks.ran
   local permit_of = o.permit_of
@@ -527,8 +526,10 @@ local function run_queue(o, deadline)
       E.resume(job, now)
     end
     local before = now -- (the resume above ran from `now` on)
-    now = read()
-    if not finite(now) then bad_clock(now) end
+    -- (read as every reading is: a clock set back counts as no time
+    -- passing, here too, or the rest of the step ran on the game's earlier
+    -- time: past its budget's end, and sleeps begun in it ending early)
+    now = read_clock(o)
     o.now = now
     if permit_of[job] then ran(o, job, now - before) end
     if deadline and now >= deadline then break end
@@ -567,7 +568,7 @@ do
   local stale = { false, false, false, false, false, false, false, false, false, false }
   local warm = {
     qn = 0, stepping = true, grantable = false, budget_due = false, permit_of = {},
-    clock = function() return 0 end, now = 0,
+    clock = function() return 0 end, now = 0, clock_shift = 0, clock_high = 0,
   }
   E.init_queue(warm)
   for _ = 1, 300 do enqueue(warm, stale) end
