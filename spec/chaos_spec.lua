@@ -46,6 +46,119 @@ end
 
 local rng = seeded.rng
 
+local PHASES = { "fetch", "decode", "upload" } -- (by a number mod 4: one run in four has none)
+
+-- The tracker against what the watcher saw: each phase's tasks by state
+-- are its runs' jobs by their end (a key's job counts in the phase of the
+-- run that started it); the bar never goes back and is never behind the
+-- tasks that ended; what a phase reports done never passes its total.
+local function check_load(load, phase_of, ended_as, where)
+  local want = {}
+  for _, p in ipairs(PHASES) do want[p] = { running = 0, done = 0, failed = 0, cancelled = 0, stalled = 0 } end
+  for id, phase in each, phase_of do
+    if phase then
+      local w = want[phase]
+      local st = ended_as[id] or "running"
+      w[st] = w[st] + 1
+    end
+  end
+  load.seen = load.seen or {}
+  local all = load:fraction()
+  if all < (load.seen[true] or 0) or all > 1 then error(where .. ": the bar went from " .. tostring(load.seen[true]) .. " to " .. all) end
+  load.seen[true] = all
+  for _, p in ipairs(PHASES) do
+    local c, w = load:counts(p), want[p]
+    for k, n in each, w do
+      if c[k] ~= n then
+        error(("%s: phase %s counts %d %s, its jobs %d"):format(where, p, c[k], k, n))
+      end
+    end
+    local made = c.running + c.done + c.failed + c.cancelled + c.stalled
+    local f = load:fraction(p)
+    if f < (load.seen[p] or 0) or f > 1 then error(where .. ": " .. p .. "'s bar went from " .. tostring(load.seen[p]) .. " to " .. f) end
+    load.seen[p] = f
+    if made > 0 and f < (made - c.running) / made - 1e-9 then
+      error(("%s: %s's bar at %s behind its %d ended tasks of %d"):format(where, p, f, made - c.running, made))
+    end
+    local done, total = load:progress(p)
+    if done > total + 1e-9 then error(("%s: %s done %s of %s"):format(where, p, done, total)) end
+  end
+end
+
+-- The trace of a scene whose jobs all ended: each job one start and one
+-- end, after it; its waits and holds closed, inside its life, one at a
+-- time; and the file it writes read back as JSON with a track for each.
+local function traced(tr, where)
+  local evs, life, ends, open = tr:events(), {}, {}, {}
+  local function fail(why, e)
+    error(("%s: the trace %s (%s #%s)"):format(where, why, tostring(e.label), tostring(e.id)))
+  end
+  for _, e in ipairs(evs) do
+    if e.kind == "start" then
+      if life[e.id] then fail("starts a job twice", e) end
+      life[e.id] = e
+    elseif e.kind == "end" then
+      if not life[e.id] then fail("ends a job it never started", e) end
+      if ends[e.id] then fail("ends a job twice", e) end
+      if e.t < life[e.id].t then fail("ends a job before its start", e) end
+      ends[e.id] = e
+    end
+  end
+  for _, e in ipairs(evs) do
+    local s, fin = life[e.id], ends[e.id]
+    if not s or not fin then fail("has a " .. e.kind .. " of a job it never saw start and end", e) end
+    if e.kind == "wait" or e.kind == "hold" then
+      if e.to == false then fail("leaves a " .. e.kind .. " on " .. e.what .. " open", e) end
+      if e.from > e.to or e.from < s.t or e.to > fin.t then
+        fail(("has a %s on %s from %s to %s outside the job's life (%s to %s)"):format(e.kind, e.what, e.from, e.to,
+          s.t, fin.t), e)
+      end
+      if e.kind == "wait" then
+        local prev = open[e.id]
+        if prev and e.from < prev.to then fail("overlaps two waits", e) end
+        open[e.id] = e
+      end
+    end
+  end
+  local ok, cjson = pcall(require, "cjson")
+  if not ok then return end
+  local path = os.tmpname()
+  tr:write(path)
+  local f = assert(io.open(path, "rb"))
+  local text = f:read("*a")
+  f:close()
+  os.remove(path)
+  local okj, doc = pcall(cjson.decode, text)
+  if not okj then error(where .. ": the trace's file is no JSON: " .. tostring(doc)) end
+  local tracks = 0
+  for _, ev in ipairs(doc.traceEvents) do
+    if ev.cat == "job" then tracks = tracks + 1 end
+  end
+  local jobs = 0
+  for _ in each, life do jobs = jobs + 1 end
+  if tracks ~= jobs then error(("%s: the trace's file has %d job tracks for %d jobs"):format(where, tracks, jobs)) end
+end
+
+-- Once the load has ended: a full bar, an idle tracker, a timeline whose
+-- rows add up.
+local function loaded(load, where, fetches)
+  if load:fraction() ~= 1 then error(where .. ": the bar ends at " .. load:fraction()) end
+  if load:idle():state() ~= "done" then error(where .. ": load:idle() is " .. load:idle():state()) end
+  for _, row in ipairs(load:timeline()) do
+    local c = load:counts(row.phase)
+    if row.tasks ~= c.done + c.failed + c.cancelled + c.stalled or row.failed ~= row.tasks - c.done
+      or not row.end_ms or row.busy_ms > row.end_ms - row.start_ms + 1e-9 or row.spans < 1 then
+      error(where .. ": a timeline row that does not add up: " .. stagehand.format_timeline({ row }))
+    end
+    local done, total = load:progress(row.phase)
+    if done ~= total then error(("%s: %s ended at %s of %s"):format(where, row.phase, done, total)) end
+  end
+  local c = load:counts("fetch")
+  if c.done + c.failed + c.cancelled + c.stalled < fetches then
+    error(("%s: %d fetch tasks expected, %d made"):format(where, fetches, c.done + c.failed + c.cancelled + c.stalled))
+  end
+end
+
 local KEYS = { "armor:plate", "armor:cloth", "floor", "ammo", "portrait:hero", "item-analysis:3" }
 
 local function scene(seed)
@@ -62,6 +175,7 @@ local function scene(seed)
   -- hash, shared, copied, changed in place and let go of in every scene.
   orch.big_set = 1 + seed % 3
   local misgranted = {}
+  local trace = orch:trace() -- (told through the grant watch)
   seeded.watch_grants(orch, misgranted)
   orch:budget("finalize", { ops = 3 })
   orch:budget("upload", { ms = 6 })
@@ -72,6 +186,29 @@ local function scene(seed)
   local barrier = orch:barrier("Party", barrier_keys, { stall_ms = 4000 + 1000 * r(10) })
   handles[#handles + 1] = barrier.settled
   local on_screen = true
+  -- A loading screen over it all: most runs count in a phase of a load
+  -- tracker (chosen by their number, so the scene draws no more numbers
+  -- than it did without one), checked against what the watcher saw end.
+  local load = stagehand.tracker(orch)
+  local early = stagehand.tracker(orch) -- closed half-way: what it read then stays
+  stagehand.tracker(orch) -- dropped at once: collected in the scene, and pruned
+  -- A run's phase is its job's when the run starts one (the watcher hears
+  -- that start before the work runs); a run that joins a keyed job
+  -- starts none, and counts nothing.
+  local phase_of, ended_as, starting = {}, {}, nil
+  orch:watch(function(rec)
+    if rec.ended_at then
+      ended_as[rec.id] = rec.state
+    elseif starting ~= nil then
+      phase_of[rec.id], starting = starting, nil
+    end
+  end)
+  local function start(label, work, opts)
+    starting = opts.phase or false
+    local h = orch:run(label, work, opts)
+    starting = nil
+    return h
+  end
   local function prio()
     local p = r(4)
     if p == 1 then return "visible" end
@@ -89,7 +226,8 @@ local function scene(seed)
         local op, arg = script[i][1], script[i][2]
         if op == 1 then
           job:sleep(arg % 300)
-          job:progress()
+          -- (a total refined, some past it: the tracker clamps them)
+          if arg % 3 == 0 then job:progress(arg % 6, 4) else job:progress() end
         elseif op == 2 and arg % 5 == 0 then
           job:await(atlas) -- one future many jobs wait on, some of them leaving
         elseif op == 2 then
@@ -119,10 +257,11 @@ local function scene(seed)
         elseif op == 12 then
           -- (its Handle is kept by nobody but the job: its closure can be collected)
           -- (some follow the job's own signal: they end when it does)
-          local child = orch:run("child " .. arg, work_for(2), {
+          local child = start("child " .. arg, work_for(2), {
             key = arg % 3 == 0 and KEYS[arg % #KEYS + 1] or nil,
             priority = prio(),
             signal = arg % 4 == 1 and job.signal or nil,
+            phase = PHASES[arg % 4],
           })
           if arg % 2 == 0 then job:await(child) end
         elseif op == 13 then
@@ -154,7 +293,7 @@ local function scene(seed)
 
   local n_jobs = 150 + r(100)
   for i = 1, n_jobs do
-    local opts = { priority = prio(), stall_ms = 2000 + 500 * r(20) }
+    local opts = { priority = prio(), stall_ms = 2000 + 500 * r(20), phase = PHASES[i % 4] }
     if r(3) == 1 then opts.key = KEYS[r(#KEYS)] end
     if r(6) == 1 then
       local ctl = stagehand.controller()
@@ -164,9 +303,18 @@ local function scene(seed)
     if r(10) == 1 then
       handles[#handles + 1] = orch:when(KEYS[r(#KEYS)], nil, { priority = prio() })
     else
-      handles[#handles + 1] = orch:run("job " .. i, work_for(1 + r(6)), opts)
+      handles[#handles + 1] = start("job " .. i, work_for(1 + r(6)), opts)
     end
   end
+  -- The fetches made so far are said up front, and a phase that will
+  -- have none (it counts nothing: the bar still reaches 1).
+  local fetches = 0
+  for _, phase in each, phase_of do
+    if phase == "fetch" then fetches = fetches + 1 end
+  end
+  load:expect("fetch", fetches)
+  load:expect("ghost", 0)
+  local early_counts
 
   -- Time passes with faults: futures settle or not, callers leave, the
   -- window hides and comes back, the battle scrolls away and back, the
@@ -196,13 +344,30 @@ local function scene(seed)
     clock:advance(r(200))
     orch:step(r(3) == 1 and 5 or nil)
     if misgranted[1] then error("seed " .. seed .. ", turn " .. t .. ": " .. misgranted[1]) end
-    if t % 4 == 0 then check_sets(orch, seed, t) end -- (every turn costs 5x the scene on Lua 5.1)
+    if t % 4 == 0 then
+      check_sets(orch, seed, t)
+      check_load(load, phase_of, ended_as, "seed " .. seed .. ", turn " .. t)
+    end
+    if t == 200 then
+      early:close()
+      early_counts = early:counts()
+    end -- (every turn costs 5x the scene on Lua 5.1)
     if t % 16 == 0 then collectgarbage() end
   end
   orch:set_visible(true)
   orch:pool("dressing", 2)
   local left = T.settle(orch, 600000, 250)
   if misgranted[1] then error("seed " .. seed .. ", settling: " .. misgranted[1]) end
+  if left == 0 then
+    local where = "seed " .. seed .. ", settled"
+    check_load(load, phase_of, ended_as, where)
+    loaded(load, where, fetches)
+    traced(trace, where)
+    local now_counts = early:counts()
+    for k, n in each, early_counts do
+      if now_counts[k] ~= n then error(where .. ": a closed tracker counted on (" .. k .. ")") end
+    end
+  end
   return orch, handles, left
 end
 

@@ -375,7 +375,8 @@ end
 --- ranks without reading a function (fixed, or read already in this
 --- step). A rank a queue kept for a group whose sources changed would
 --- grant out of order. Each fault goes to `faults` (a list). White-box: it
---- stands in for orch:trace's recorder, so a scene must not trace.
+--- takes the place of orch:trace's recorder, and tells the trace recording
+--- when watch_grants was called (if any) what it is told.
 function M.watch_grants(o, faults)
   local priority = require "stagehand.rank.priority"
   local F = require "stagehand.engine.fields"
@@ -406,7 +407,16 @@ function M.watch_grants(o, faults)
       end
     end
   end
-  o.tracer = setmetatable({ hold = granted, permit = granted }, { __index = function() return function() end end })
+  -- (Beside a trace, when one records: each call goes on to it.)
+  local inner = o.tracer or nil
+  local function pass(name)
+    return inner and function(_, ...) return inner[name](inner, ...) end or function() end
+  end
+  local hold, permit = pass("hold"), pass("permit")
+  o.tracer = setmetatable({
+    hold = function(self, job, what, now) granted(self, job, what) return hold(self, job, what, now) end,
+    permit = function(self, job, what, now) granted(self, job, what) return permit(self, job, what, now) end,
+  }, { __index = function(t, name) local fn = pass(name) rawset(t, name, fn) return fn end })
 end
 
 --- The seeds to run, and the words that say which: " (seed s)" for
