@@ -154,6 +154,49 @@ describe(":trace", function()
     assert.equal(string.rep("\239\191\189", 3) .. " #11", names[11])
   end)
 
+  it("starts a job already waiting, and its wait, where the recording starts", function()
+    -- A trace begun mid-load sees nothing before its time zero: a job
+    -- parked 30 ms earlier starts, and waits, from that zero on, so its
+    -- wait's slice lies inside its track (a viewer drops or misnests a
+    -- slice that begins before its parent, or before time zero).
+    local orch, clock = T.new()
+    local f = stagehand.future("atlas")
+    orch:run("early", function(job) job:await(f) end)
+    clock:advance(30)
+    local tr = orch:trace()
+    clock:advance(10)
+    f:resolve()
+    orch:step()
+    local seen = {}
+    for _, e in ipairs(tr:events()) do
+      seen[#seen + 1] = string.format("%s %s %s", e.kind, e.t or "", e.from and (e.from .. ".." .. e.to) or "")
+    end
+    assert.same({ "start 30 ", "wait  30..40", "end 40 " }, seen)
+    local path = os.tmpname()
+    tr:write(path)
+    local doc = cjson.decode(read(path))
+    os.remove(path)
+    for _, e in ipairs(doc.traceEvents) do
+      if e.ph == "X" then assert.is_true(e.ts >= 0) end
+    end
+  end)
+
+  it("records no end of a job whose end was under way as it began", function()
+    -- A trace begun by game code that a job's end runs (an on_end, an
+    -- abort handler): the job is no longer running then, so the trace saw
+    -- no start of it, and shows no end either.
+    local orch = T.new()
+    local traces = {}
+    local h = orch:run("doomed", function(job)
+      job.signal:on_abort(function() traces[#traces + 1] = orch:trace() end)
+      job:await(stagehand.future())
+    end)
+    h:on_end(function() traces[#traces + 1] = orch:trace() end)
+    h:cancel("closed")
+    assert.equal(2, #traces)
+    for _, tr in ipairs(traces) do assert.same({}, tr:events()) end
+  end)
+
   it("shows a job still running up to now, and stops recording on stop", function()
     local orch, clock = T.new()
     local tr = orch:trace()

@@ -43,9 +43,13 @@ function Trace:parked(job, now)
   if job[STATE] or not job[W] or self.waiting[job] then return end
   -- (parked before the watchers heard of its start: a worker's request)
   if not self.started[job] then self:told(job, false, now) end
+  -- (from the recording's start at the earliest: a job already waiting
+  -- when it began starts there, and its wait's slice stays inside its own)
   local since = job[SINCE]
+  local from = type(since) == "number" and since or now
+  if from < self.t0 then from = self.t0 end
   local ev = add(self, { kind = "wait", id = job[ID], label = job[LABEL], what = records.describe_wait(job),
-    from = type(since) == "number" and since or now, to = false })
+    from = from, to = false })
   self.waiting[job] = ev
 end
 
@@ -84,6 +88,9 @@ function Trace:told(job, ending, t)
     add(self, { kind = "start", id = job[ID], label = job[LABEL], t = job[STARTED] or t })
     return
   end
+  -- (a job it never saw start, it does not see end: one whose end was
+  -- under way, out of the running jobs, as this trace began)
+  if not self.started[job] then return end
   add(self, { kind = "end", id = job[ID], label = job[LABEL], state = job[STATE], t = t })
   local w = self.waiting[job]
   if w then
