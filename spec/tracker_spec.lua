@@ -393,6 +393,103 @@ describe("stagehand.tracker", function()
       assert.equal("cancelled", load:idle():state())
     end)
 
+    it("stalls, naming them, when only tasks made by hand run and none of them moves", function()
+      -- A task the game forgot to finish: the loading screen awaiting the
+      -- load ends stalled after the orchestrator's stall_ms, not never.
+      load:task("fetch", { label = "manifest" })
+      local atlas = load:task("decode", { label = "atlas", total = 4 })
+      local screen = orch:run("screen", function(job) job:await(load:idle()) end)
+      T.settle(orch, 600)
+      atlas:advance() -- (progress: the clock starts again)
+      T.settle(orch, 600)
+      assert.equal("running", screen:state())
+      atlas:finish()
+      T.settle(orch, 2000) -- (stall checks run each second)
+      assert.equal("failed", screen:state()) -- (its await raised the stall)
+      local _, err = screen:result()
+      assert.is_true(stagehand.is_error(err.cause, "stalled"))
+      assert.equal("the load going idle made no progress for 1 s. Still running: manifest (fetch).", err.cause.message)
+      assert.equal("[stagehand] " .. err.cause.message, logged[1])
+      assert.equal(1, load:counts("fetch").running) -- (the task itself is the game's: it runs on)
+      assert.all_ended(orch)
+    end)
+
+    it("takes anything the load does for progress while a task made by hand runs beside its jobs", function()
+      local stuck = load:task("fetch", { label = "forgotten" })
+      local download = stagehand.future("download")
+      local loader = orch:run("loader", function(job)
+        for _ = 1, 5 do
+          job:sleep(500)
+          job:progress()
+        end
+        job:await(download)
+      end, { phase = "fetch", stall_ms = 100000 })
+      local idle = load:idle()
+      T.settle(orch, 3000) -- (three times the stall time: the loader says how far it is)
+      assert.equal("running", idle:state())
+      download:resolve()
+      T.settle(orch, 900) -- (the loader ended: progress, the last)
+      assert.equal("done", loader:state())
+      assert.equal("running", idle:state())
+      T.settle(orch, 300)
+      assert.equal("stalled", idle:state())
+      stuck:finish()
+      assert.equal("stalled", idle:state())
+      assert.equal("done", load:idle():state()) -- (a new one: nothing runs)
+    end)
+
+    it("pauses its clock while only jobs with a phase run: their own clocks end them", function()
+      local download = stagehand.future("download")
+      local loader = orch:run("loader", function(job) job:await(download) end, { phase = "fetch", stall_ms = 5000 })
+      local idle = load:idle()
+      T.settle(orch, 4000)
+      assert.equal("running", idle:state())
+      download:resolve()
+      orch:step()
+      assert.same({ "done", "done" }, { loader:state(), idle:state() })
+    end)
+
+    it("is idle with the preloaders it tracks, so when_idle and the load's idle both end", function()
+      -- A preloader in a phase waits for when_idle before each task; a
+      -- loading screen awaits the load. The load's idle Handle is idle as
+      -- the preloader is (it would else hold when_idle back, and the
+      -- preloader with it, for ever).
+      local done = 0
+      local preloader = orch:run("preloader", function(job)
+        for _ = 1, 3 do
+          job:await(orch:when_idle())
+          done = done + 1
+        end
+      end, { phase = "preload" })
+      local screen = orch:run("screen", function(job) job:await(load:idle()) return "shown" end)
+      T.settle(orch, 500)
+      assert.equal(3, done)
+      assert.same({ "done", "done", "shown" }, { preloader:state(), screen:result() })
+    end)
+
+    it("lets when_idle settle once the last task made by hand ends beside idle jobs", function()
+      local fetch = load:task("fetch")
+      local woke
+      orch:run("preloader", function(job) job:await(orch:when_idle()) woke = true end, { phase = "preload" })
+      local idle = load:idle()
+      T.settle(orch, 500)
+      assert.is_nil(woke) -- (the load's idle Handle waits on the game's task: not idle)
+      fetch:finish()
+      orch:step()
+      assert.is_true(woke)
+      orch:step()
+      assert.equal("done", idle:state())
+    end)
+
+    it("raises a cycle error in a tracked job that awaits its own load going idle", function()
+      local h = orch:run("level", function(job) job:await(load:idle()) end, { phase = "level" })
+      local _, err = h:result()
+      assert.equal("failed", h:state())
+      assert.is_true(stagehand.is_error(err.cause, "cycle"))
+      assert.matches("the load going idle", err.cause.message)
+      assert.all_ended(orch)
+    end)
+
     it("is awaited from a job", function()
       local a = load:task("fetch")
       local h = orch:run("screen", function(job) job:await(load:idle()) return "shown" end)

@@ -663,7 +663,10 @@ function stagehand_Tracker:timeline() end
 
 --- A Handle that ends done once no tracked task is running (at once when
 --- none is). Once the tracker is closed with tasks running, it ends
---- cancelled: nothing would end them any more.
+--- cancelled: nothing would end them any more. While a task made by hand
+--- runs, it has a stall clock (the orchestrator's stall_ms; anything the
+--- load's tasks do is progress), and stalls naming the tasks made by hand
+--- still running; while only jobs with a phase run, their clocks count.
 ---@return stagehand.Handle
 function stagehand_Tracker:idle() end
 

@@ -284,13 +284,14 @@ function Orchestrator:_external(label, opts, setup)
   return h, job
 end
 
--- A job with no work that waits on `what` (a table with _describe) and
--- never stalls, for an end that comes from outside any job (a pool's
--- threads exiting, a load tracker going idle): its owner ends it with
--- E.end_job. Returns its Handle and the job.
+-- A job with no work that waits on `what` (a table with _describe), for
+-- an end that comes from outside any job (a pool's threads exiting, a load
+-- tracker going idle): its owner ends it with E.end_job. It never stalls,
+-- unless `stall_ms` gives it a stall clock (its owner then pauses it and
+-- counts progress). Returns its Handle and the job.
 local NEVER_STALLS = { stall_ms = math.huge }
-function Orchestrator:_awaiting(label, what)
-  local h, job = self:_external(label, NEVER_STALLS, function(j)
+function Orchestrator:_awaiting(label, what, stall_ms)
+  local h, job = self:_external(label, stall_ms and { stall_ms = stall_ms } or NEVER_STALLS, function(j)
     j[W] = what
     j[SINCE] = self.now
   end)

@@ -78,10 +78,12 @@ local hooks = {
   phase_progressed = none,
   phase_ended = none,
   next_due = none, -- (o): the time of the next timeout something listens to, or nil
+  -- (o, job): whether a job with no work follows `job` unfiled (a load tracker's idle Handle)
+  followed_outside = function() return false end,
 }
 -- Hooks every registration adds to, in the order they came; the others
 -- take one function.
-local CHAINED = { step_began = true }
+local CHAINED = { step_began = true, stalled = true }
 
 -- The hooks every job's end calls, also kept in locals (set by E.on): a
 -- local is read faster than a table's field, and every job ends.
@@ -526,10 +528,7 @@ local function run_queue(o, deadline)
       E.resume(job, now)
     end
     local before = now -- (the resume above ran from `now` on)
-    -- (read as every reading is: a clock set back counts as no time
-    -- passing, here too, or the rest of the step ran on the game's earlier
-    -- time: past its budget's end, and sleeps begun in it ending early)
-    now = read_clock(o)
+    now = read_clock(o) -- (a clock set back counts as no time passing: the budget holds)
     o.now = now
     if permit_of[job] then ran(o, job, now - before) end
     if deadline and now >= deadline then break end
@@ -658,6 +657,7 @@ end
 --- A job with a phase began (its job.phase is set), or said how far it is.
 function E.phase_began(o, job) return hooks.phase_began(o, job) end
 function E.phase_progressed(job) return hooks.phase_progressed(job) end
+function E.followed_outside(o, job) return hooks.followed_outside(o, job) end
 
 --- Says that o is closing, or that orch:loop returned (the closed hook).
 function E.closed(o) return hooks.closed(o) end

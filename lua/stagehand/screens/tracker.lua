@@ -12,6 +12,9 @@ local F = require "stagehand.engine.fields"
 local settle = require "stagehand.engine.settle"
 local options = require "stagehand.engine.options"
 local logm = require "stagehand.engine.log"
+local errors = require "stagehand.engine.errors"
+local B = require "stagehand.core.backend"
+local idle = require "stagehand.wait.idle"
 local each = require("stagehand.core.compat").each
 
 local LABEL, ORCH = F.LABEL, F.ORCH
@@ -108,6 +111,45 @@ local function begin(tr, phase, label, total, t)
   return task
 end
 
+-- load:idle()'s Handles have a stall clock of their own, which runs while
+-- a task made by hand does: that is the game's, with no clock of its own,
+-- and a task the game forgot to finish would otherwise hold a loading
+-- screen forever. As for a job awaiting a group with a future beside its
+-- jobs, anything the tasks do is progress; while only jobs with a phase
+-- run, it pauses (their own clocks end them).
+local function idle_sync(tr)
+  local waiting = tr.idle_jobs
+  if not waiting[1] then return end
+  local o = tr.orch
+  local runs = tr.running > tr.job_tasks
+  local t = runs and E.game_now(o)
+  local kept = 0 -- (those that ended, stalled or cancelled, leave the list)
+  for i = 1, #waiting do
+    local job = waiting[i]
+    waiting[i] = nil
+    if not job[F.STATE] then
+      kept = kept + 1
+      waiting[kept] = job
+      if runs then
+        B.check(B.clock_resume(o.cc, job[F.CID], t), "resume a stall clock")
+      else
+        B.check(B.clock_pause(o.cc, job[F.CID]), "pause a stall clock")
+      end
+    end
+  end
+end
+
+-- A task made by hand ended: an idle Handle waiting only on tracked jobs
+-- now may be idle with them, so when_idle's check is due (and, between
+-- steps, the driver is told).
+local function hand_ended(tr)
+  idle_sync(tr)
+  local o = tr.orch
+  if not idle.waiting(o) or not tr.idle_jobs[1] then return end
+  idle.mark_due(o)
+  if not o.stepping then o.driver.reschedule(o) end
+end
+
 local function settle_idle(tr)
   local waiting = tr.idle_jobs
   tr.idle_jobs = {}
@@ -166,13 +208,16 @@ function Task:advance(n)
   end
   if self.state ~= "running" or self.tracker.closed then return end
   self.done = clamp(self, self.done + n)
+  idle_sync(self.tracker)
   event(self, "progress", now(self.tracker))
 end
 
 --- The task is done: it counts its whole total.
 function Task:finish()
   if getmetatable(self) ~= Task then options.bad_self("task:finish", "a task of a load tracker", self, 2) end
-  return finish(self, "done", now(self.tracker))
+  local ended = finish(self, "done", now(self.tracker))
+  if ended then hand_ended(self.tracker) end
+  return ended
 end
 
 --- The task failed: it leaves its phase's sums.
@@ -180,7 +225,9 @@ end
 function Task:fail(err)
   if getmetatable(self) ~= Task then options.bad_self("task:fail", "a task of a load tracker", self, 2) end
   self.error = err
-  return finish(self, "failed", now(self.tracker))
+  local ended = finish(self, "failed", now(self.tracker))
+  if ended then hand_ended(self.tracker) end
+  return ended
 end
 
 local TASK_FIELDS = { label = true, total = true }
@@ -213,7 +260,10 @@ function Tracker:task(phase, opts)
     end
   end
   if self.closed then error("load:task: the load tracker was closed (load:close())", 2) end
-  return begin(self, phase, label, total, now(self))
+  local task = begin(self, phase, label, total, now(self))
+  task.by_hand = true
+  idle_sync(self)
+  return task
 end
 
 local function sums(ph, done, total)
@@ -388,27 +438,85 @@ end
 -- What a job of load:idle() waits on (orch:report, orch:dump). It holds
 -- the tracker: a game that awaits idle() and drops the tracker still
 -- hears the load end.
-local GoingIdle = { _describe = function() return "every task of the load tracker to end" end }
+local GoingIdle = { _describe = function() return "every task of the load tracker to end" end, _through = true }
 GoingIdle.__index = GoingIdle
+
+-- The jobs it waits on (idle.lua, follows.lua): the tracked jobs running,
+-- in start order, so a job awaiting it is idle when they are (a preloader
+-- tracked in a phase that awaits when_idle) and a tracked job awaiting it
+-- closes a cycle, which raises. With a task made by hand running too, it
+-- waits on the game besides: only `loose` gets the jobs, and not whole.
+function GoingIdle:_follows(loose)
+  local tr = self.tracker
+  if tr.closed or tr.job_tasks == 0 then return nil end
+  local beside = tr.running > tr.job_tasks
+  if beside and not loose then return nil end
+  local jobs = {}
+  for job in each, tr.jobs do
+    if not job[F.STATE] then jobs[#jobs + 1] = job end
+  end
+  if not jobs[1] then return nil end
+  table.sort(jobs, F.by_id)
+  return jobs, not beside
+end
+
+-- Whether an idle Handle of a tracker of `o` waits on `job` (one of its
+-- tracked jobs): follows.lua then looks for a cycle its await may close.
+E.on("followed_outside", function(o, job)
+  if not rawget(job, "phase") then return false end
+  local list = rawget(o, "trackers")
+  if not list then return false end
+  for i = 1, #list do
+    local tr = list[i][1]
+    if tr and not tr.closed and tr.jobs[job] then
+      local waiting = tr.idle_jobs
+      for k = #waiting, 1, -1 do
+        if not waiting[k][F.STATE] then return true end
+      end
+    end
+  end
+  return false
+end)
 
 local CLOSED = "the load tracker was closed"
 
 --- A Handle that ends done once no tracked task is running (at once when
 --- none is). Once the tracker is closed with tasks running, it ends
---- cancelled: nothing would end them any more.
+--- cancelled: nothing would end them any more. While a task made by hand
+--- runs, it has a stall clock (the orchestrator's stall_ms; anything the
+--- load's tasks do is progress), and stalls naming the tasks made by hand
+--- still running; while only jobs with a phase run, their clocks count.
 ---@return stagehand.Handle
 function Tracker:idle()
   check_tracker(self, "idle")
-  local h, job = self.orch:_awaiting("the load going idle", setmetatable({ tracker = self }, GoingIdle))
+  local o = self.orch
+  local h, job = o:_awaiting("the load going idle", setmetatable({ tracker = self }, GoingIdle), o.stall_ms)
   if self.running == 0 then
     E.end_job(job, "done", settle.pack())
   elseif self.closed then
     E.cancel(job, CLOSED)
   else
     self.idle_jobs[#self.idle_jobs + 1] = job
+    idle_sync(self)
   end
   return h
 end
+
+-- A stalled idle Handle's Error names the tasks made by hand still running.
+E.on("stalled", function(job, err)
+  local w = job[F.W]
+  if getmetatable(w) ~= GoingIdle then return end
+  local tr, left = w.tracker, {}
+  for i = 1, #tr.order do
+    local ph = tr.order[i]
+    for k = 1, ph.running do
+      local task = ph.live[k]
+      if task.by_hand then left[#left + 1] = string.format("%s (%s)", task.label, task.phase) end
+    end
+  end
+  table.sort(left)
+  if left[1] then err.message = err.message .. " Still running: " .. errors.list_keys(left) .. "." end
+end)
 
 --- Stops tracking: later jobs and tasks change nothing, and what was
 --- recorded stays readable (progress, counts, timeline). Handles from
@@ -419,7 +527,7 @@ function Tracker:close()
   if self.closed then return end
   self.closed = true
   prune(self.orch, self)
-  self.jobs = {}
+  self.jobs, self.job_tasks = {}, 0
   local waiting = self.idle_jobs
   self.idle_jobs = {}
   for i = 1, #waiting do
@@ -437,6 +545,7 @@ function M.new(orch)
     options.fail("stagehand.tracker", "orch", "an orchestrator", orch)
   end
   local tr = setmetatable({ orch = orch, phases = {}, order = {}, listeners = {}, running = 0, idle_jobs = {},
+    job_tasks = 0, -- (tasks that are jobs, running: the others are made by hand, see idle_sync)
     jobs = setmetatable({}, { __mode = "k" }), t0 = E.now(orch), closed = false, expected = {}, shown = {} },
     Tracker)
   local list = rawget(orch, "trackers")
@@ -475,6 +584,8 @@ end
 -- these at its start, its progress and its end.)
 local function job_began(tr, job)
   tr.jobs[job] = begin(tr, job.phase, job[LABEL], 1, now(tr))
+  tr.job_tasks = tr.job_tasks + 1
+  idle_sync(tr)
 end
 
 local function job_progressed(tr, job)
@@ -485,6 +596,7 @@ local function job_progressed(tr, job)
     task.total = total
     task.done = clamp(task, done)
   end
+  idle_sync(tr)
   event(task, "progress", now(tr))
 end
 
@@ -494,6 +606,8 @@ local function job_ended(tr, job, state)
     tr.jobs[job] = nil
     if state ~= "done" then task.error = job[F.OUT] end
     finish(task, state, now(tr))
+    tr.job_tasks = tr.job_tasks - 1
+    idle_sync(tr)
   end
 end
 

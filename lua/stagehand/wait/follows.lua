@@ -6,6 +6,7 @@ local list = require "stagehand.engine.list"
 local F = require "stagehand.engine.fields"
 local marks = require "stagehand.engine.marks"
 local sources = require "stagehand.rank.sources"
+local E = require "stagehand.engine.engine"
 
 local ORCH, CO, W, STATE, LABEL = F.ORCH, F.CO, F.W, F.STATE, F.LABEL
 local QUEUED, SLEEP, KEYWAIT = marks.QUEUED, marks.SLEEP, marks.KEYWAIT
@@ -75,7 +76,9 @@ local function find_cycle(target, job, seen, path)
     if not (seen[job] or job[STATE]) then
       seen[job] = true
       local w = job[W]
-      if w and w ~= QUEUED and w ~= SLEEP and w ~= KEYWAIT and job[CO] then
+      -- (a job with no work follows what it waits on only where that says
+      -- so: a load tracker's idle Handle follows the jobs it tracks)
+      if w and w ~= QUEUED and w ~= SLEEP and w ~= KEYWAIT and (job[CO] or w._through) then
         local f = follows_in(job[ORCH], w, true)
         if f ~= nil then
           top = top + 1
@@ -134,7 +137,7 @@ function M.check_follows(job, x)
   local o = job[ORCH]
   local f, whole = follows_in(o, x, true)
   if f == nil then return nil end
-  if not sources.awaited(o, job) then
+  if not sources.awaited(o, job) and not E.followed_outside(o, job) then
     -- Nothing waits on `job` (sources.lua files every job parked on
     -- something that follows it), so no chain of waits leads back to it:
     -- only a wait on itself would close a cycle. A chain of loaders each

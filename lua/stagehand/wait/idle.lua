@@ -16,12 +16,14 @@ local M = {}
 
 -- Jobs that are, directly or through what they await, waiting on when_idle.
 -- What a job is parked on that may follow other jobs (an awaitable, a
--- queue), or nil: it has no coroutine, or it runs, is queued, asleep or
--- waiting for its key's run to start. (Both idle checks below start here.)
+-- queue), or nil: it runs, is queued, asleep or waiting for its key's run
+-- to start, or it has no coroutine (unless what it waits on follows jobs:
+-- a load tracker's idle Handle, idle once the jobs it tracks are). (Both
+-- idle checks below start here.)
 local function parked_on(job)
-  if not job[CO] then return nil end
   local w = job[W]
   if not w or w == QUEUED or w == SLEEP or w == KEYWAIT then return nil end
+  if not job[CO] and not w._through then return nil end
   return w
 end
 
