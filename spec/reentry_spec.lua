@@ -25,6 +25,7 @@ local seeded = require "spec.seeded"
 local rng = seeded.rng
 
 local RANKS = { "visible", "scene", "background" }
+local PHASES = { "fetch", "decode" }
 
 -- An error of stagehand's own rather than one the game asked for: Lua's
 -- own runtime errors, or a stagehand file's position.
@@ -62,11 +63,21 @@ local function scene(seed)
   end
   local work
   local depth = 0
+  -- Loading screens and a trace, made, fed, read and closed from callbacks.
+  local loads, tasks, trace = {}, {}, nil
+  local function bar(load, phase)
+    local f, key = load:fraction(phase), phase or true
+    load.seen = load.seen or {}
+    if f < (load.seen[key] or 0) or f > 1 then
+      faults[#faults + 1] = ("a bar went from %s to %s"):format(tostring(load.seen[key]), tostring(f))
+    end
+    load.seen[key] = f
+  end
   -- What game code does from a callback.
   local function mischief()
     if depth > 2 then return end
     depth = depth + 1
-    local what = r(13)
+    local what = r(15)
     local ok, err = pcall(function()
       if what == 1 then
         local h = any_handle()
@@ -104,6 +115,40 @@ local function scene(seed)
         pick({ orch, cache }):close("closed from a callback")
       elseif what == 12 then
         orch:budget("f", r(2) == 1 and { ops = r(3) } or { ms = r(5) })
+      elseif what == 14 then
+        local k = r(8)
+        if k == 1 or #loads == 0 then
+          loads[#loads + 1] = stagehand.tracker(pick({ orch, cache }))
+        elseif k == 2 then
+          tasks[#tasks + 1] = pick(loads):task(pick(PHASES), { total = r(4) })
+        elseif k == 3 and #tasks > 0 then
+          local task, m = pick(tasks), r(3)
+          if m == 1 then task:advance(r(3)) elseif m == 2 then task:finish() else task:fail("from a callback") end
+        elseif k == 4 then
+          pick(loads):close()
+        elseif k == 5 then
+          pick(loads):expect(pick(PHASES), r(3) - 1)
+        elseif k == 6 then
+          handles[#handles + 1] = pick(loads):idle()
+        else
+          local load = pick(loads)
+          bar(load, r(3) < 3 and pick(PHASES) or nil)
+          load:progress()
+          load:counts()
+          stagehand.format_timeline(load:timeline())
+        end
+      elseif what == 15 then
+        local k = r(5)
+        if k == 1 or not trace then
+          trace = orch:trace() -- (and the grant watch beside it again)
+          seeded.watch_grants(orch, faults)
+        elseif k == 2 then
+          trace:stop()
+          trace, orch.tracer = nil, false -- (white-box: the grant watch alone)
+          seeded.watch_grants(orch, faults)
+        else
+          trace:events()
+        end
       else
         handles[#handles + 1] = cache:run("cache load", work, { key = r(2) == 1 and ("c" .. r(2)) or nil })
       end
@@ -219,6 +264,7 @@ local function scene(seed)
           priority = source(),
           signal = r(3) == 1 and pick(ctls).signal or nil,
           key = r(5) == 1 and ("k" .. r(3)) or nil,
+          phase = r(3) == 1 and pick(PHASES) or nil,
         })
         handles[#handles + 1] = h
         h:on_end(function() if r(3) == 1 then mischief() end end)
@@ -247,6 +293,24 @@ local function scene(seed)
     passed = passed + 100
     orch:step()
     cache:step()
+  end
+  -- Every job has ended: a tracker still counting counts as running only
+  -- the tasks made by hand and left running, and the trace recording
+  -- holds together.
+  if orch.nrunning + cache.nrunning == 0 then
+    for _, load in ipairs(loads) do
+      if not load.closed then
+        local left = 0
+        for _, task in ipairs(tasks) do
+          if task.tracker == load and task.state == "running" then left = left + 1 end
+        end
+        if load:counts().running ~= left then
+          faults[#faults + 1] = ("a tracker counts %d running, %d hand-made tasks run"):format(load:counts().running, left)
+        end
+        bar(load)
+      end
+    end
+    if trace then seeded.traced(trace, "seed " .. seed .. ", settled") end
   end
   return orch, cache, handles, faults
 end

@@ -419,6 +419,60 @@ function M.watch_grants(o, faults)
   }, { __index = function(t, name) local fn = pass(name) rawset(t, name, fn) return fn end })
 end
 
+--- The trace of a scene whose jobs all ended: each job one start and one
+--- end, after it; its waits and holds closed, inside its life, one at a
+--- time; and the file it writes read back as JSON with a track for each.
+function M.traced(tr, where)
+  local evs, life, ends, open = tr:events(), {}, {}, {}
+  local function fail(why, e)
+    error(("%s: the trace %s (%s #%s)"):format(where, why, tostring(e.label), tostring(e.id)))
+  end
+  for _, e in ipairs(evs) do
+    if e.kind == "start" then
+      if life[e.id] then fail("starts a job twice", e) end
+      life[e.id] = e
+    elseif e.kind == "end" then
+      if not life[e.id] then fail("ends a job it never started", e) end
+      if ends[e.id] then fail("ends a job twice", e) end
+      if e.t < life[e.id].t then fail("ends a job before its start", e) end
+      ends[e.id] = e
+    end
+  end
+  for _, e in ipairs(evs) do
+    local s, fin = life[e.id], ends[e.id]
+    if not s or not fin then fail("has a " .. e.kind .. " of a job it never saw start and end", e) end
+    if e.kind == "wait" or e.kind == "hold" then
+      if e.to == false then fail("leaves a " .. e.kind .. " on " .. e.what .. " open", e) end
+      if e.from > e.to or e.from < s.t or e.to > fin.t then
+        fail(("has a %s on %s from %s to %s outside the job's life (%s to %s)"):format(e.kind, e.what, e.from, e.to,
+          s.t, fin.t), e)
+      end
+      if e.kind == "wait" then
+        local prev = open[e.id]
+        if prev and e.from < prev.to then fail("overlaps two waits", e) end
+        open[e.id] = e
+      end
+    end
+  end
+  local ok, cjson = pcall(require, "cjson")
+  if not ok then return end
+  local path = os.tmpname()
+  tr:write(path)
+  local f = assert(io.open(path, "rb"))
+  local text = f:read("*a")
+  f:close()
+  os.remove(path)
+  local okj, doc = pcall(cjson.decode, text)
+  if not okj then error(where .. ": the trace's file is no JSON: " .. tostring(doc)) end
+  local tracks = 0
+  for _, ev in ipairs(doc.traceEvents) do
+    if ev.cat == "job" then tracks = tracks + 1 end
+  end
+  local jobs = 0
+  for _ in each, life do jobs = jobs + 1 end
+  if tracks ~= jobs then error(("%s: the trace's file has %d job tracks for %d jobs"):format(where, tracks, jobs)) end
+end
+
 --- The seeds to run, and the words that say which: " (seed s)" for
 --- CHAOS_SEED=s, else " across n seeded scenes" (CHAOS_SEEDS, 20).
 --- (busted's describe and it are the spec file's own: not reachable here.)
