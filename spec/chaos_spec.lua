@@ -46,6 +46,7 @@ end
 
 local rng = seeded.rng
 
+local KEYS = { "armor:plate", "armor:cloth", "floor", "ammo", "portrait:hero", "item-analysis:3" }
 local PHASES = { "fetch", "decode", "upload" } -- (by a number mod 4: one run in four has none)
 
 -- The tracker against what the watcher saw: each phase's tasks by state
@@ -85,6 +86,32 @@ local function check_load(load, phase_of, ended_as, where)
   end
 end
 
+-- What the game reads against what it can see another way: each slot
+-- pool's holders are the trace's open holds, its waiters the report's jobs
+-- waiting on a slot of it; a key runs while a running job has it.
+local function check_readouts(orch, trace, where)
+  local pools, held, waiting, keyed = orch:pools(), {}, {}, {}
+  for _, e in ipairs(trace:events()) do
+    if e.kind == "hold" and e.to == false then held[e.what] = (held[e.what] or 0) + 1 end
+  end
+  for _, rec in ipairs(orch:report()) do
+    if rec.waiting_on then waiting[rec.waiting_on] = (waiting[rec.waiting_on] or 0) + 1 end
+    if rec.key then keyed[rec.key] = true end
+  end
+  for _, name in ipairs { "dressing", "layering" } do
+    local what, p = "a slot of pool '" .. name .. "'", pools[name]
+    if p.in_use ~= (held[what] or 0) or p.waiting ~= (waiting[what] or 0) then
+      error(("%s: pool %s reads %d in use, %d waiting; the trace holds %d, the report waits %d"):format(where, name,
+        p.in_use, p.waiting, held[what] or 0, waiting[what] or 0))
+    end
+  end
+  for _, key in ipairs(KEYS) do
+    if (orch:running(key) and true or false) ~= (keyed[key] or false) then
+      error(where .. ": orch:running(" .. key .. ") disagrees with the report")
+    end
+  end
+end
+
 -- Once the load has ended: a full bar, an idle tracker, a timeline whose
 -- rows add up.
 local function loaded(load, where, fetches)
@@ -105,7 +132,6 @@ local function loaded(load, where, fetches)
   end
 end
 
-local KEYS = { "armor:plate", "armor:cloth", "floor", "ammo", "portrait:hero", "item-analysis:3" }
 
 local function scene(seed)
   local r = rng(seed)
@@ -293,6 +319,7 @@ local function scene(seed)
     if t % 4 == 0 then
       check_sets(orch, seed, t)
       check_load(load, phase_of, ended_as, "seed " .. seed .. ", turn " .. t)
+      check_readouts(orch, trace, "seed " .. seed .. ", turn " .. t)
     end
     if t == 200 then
       early:close()
