@@ -14,7 +14,10 @@
 -- service, aborts every barrier and steps until everything ends. It fails
 -- on any operation but a mistake that raises, on a mistake that raises an
 -- error not meant for the game, on a Handle still running at the end, or
--- on an echo that failed or came back changed. Thread timing makes no two runs
+-- on an echo that failed or came back changed. A load tracker counts a third
+-- of the requests in phases and a trace records everything: the bar may
+-- never go back, and at the end each phase's task counts must be its
+-- requests' ends, the bar full and the trace whole. Thread timing makes no two runs
 -- of a seed alike: this is a soak, not a spec (the specs pin each
 -- behaviour down).
 -- Inside LÖVE (spec/soak/love, `make soak-love`) the workers are LÖVE
@@ -25,7 +28,9 @@
 --   [SOAK_DRIVER=luv] lua spec/soak/threads.lua SEED [OPERATIONS]
 local stagehand = require "stagehand"
 local here = debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./"
-package.path = here .. "../fixtures/?.lua;" .. package.path -- (the service's module: fixture_worker)
+package.path = here .. "../fixtures/?.lua;" .. here .. "../?.lua;" .. package.path -- (the service's
+-- module: fixture_worker; and seeded, for its check of a trace)
+local seeded = require "seeded"
 
 local seed = tonumber(arg[1]) or os.time()
 local operations = tonumber(arg[2]) or 300
@@ -112,8 +117,25 @@ local DRIVER = os.getenv("SOAK_DRIVER") or "manual"
 local uv = DRIVER == "luv" and require "luv"
 local orch = stagehand.new { driver = DRIVER, stall_ms = 2000, log = function() end }
 
+-- A loading screen over the requests, and a trace of it all. A request's
+-- phase is its job's when the call started that job (the watcher heard
+-- its start at the call's depth: a request made by game code inside it,
+-- or a pool destroyed there, starts others); one that joins a keyed run
+-- counts nothing.
+local load, trace = stagehand.tracker(orch), orch:trace()
+local phase_of, ended_as, started_at, depth, shown = {}, {}, {}, 0, 0
+orch:watch(function(rec)
+  if rec.ended_at then ended_as[rec.id] = rec.state else started_at[rec.id] = depth end
+end)
+local function bar()
+  local f = load:fraction()
+  if f < shown or f > 1 then error(("seed %d: the bar went from %s to %s"):format(seed, shown, f), 0) end
+  shown = f
+end
+
 local function pump()
   if uv then uv.run("nowait") else orch:step() end
+  bar()
 end
 local pools, handles, echoes, ports, services, barriers = {}, {}, {}, {}, {}, {}
 
@@ -209,7 +231,16 @@ local function request()
   elseif R() < 0.3 then
     opts = { priority = meddler(R(0, 9)), key = R() < 0.5 and "k" .. R(5) or nil }
   end
-  handles[#handles + 1] = p:run(fn, x, opts)
+  if R() < 0.35 then
+    opts = opts or {}
+    opts.phase = R() < 0.5 and "fetch" or "decode"
+  end
+  depth = depth + 1
+  local ok, h = pcall(p.run, p, fn, x, opts)
+  depth = depth - 1
+  if not ok then error(h, 0) end
+  if started_at[h.id] == depth + 1 and phase_of[h.id] == nil then phase_of[h.id] = opts and opts.phase or false end
+  handles[#handles + 1] = h
   -- (a keyed request may join a run of the key made with another payload)
   if fn == "echo" and type(v) == "string" and not (opts and opts.key) then
     echoes[#echoes + 1] = { handles[#handles], v }
@@ -396,6 +427,26 @@ for _, e in ipairs(meddle_errors) do
   if internal(e) then fail("a priority function's call raised stagehand's own error: " .. e) end
   fail("a priority function's call raised: " .. e)
 end
+-- The load: each phase's tasks by state are its requests' ends; the bar
+-- is full, the load idle, and the trace whole.
+local want = {}
+for id, phase in pairs(phase_of) do
+  if phase then
+    want[phase] = want[phase] or { running = 0, done = 0, failed = 0, cancelled = 0, stalled = 0 }
+    local st = ended_as[id] or "running"
+    want[phase][st] = want[phase][st] + 1
+  end
+end
+for phase, w in pairs(want) do
+  local c = load:counts(phase)
+  for k, n in pairs(w) do
+    if c[k] ~= n then fail(("phase %s counts %d %s, its requests %d"):format(phase, c[k], k, n)) end
+  end
+end
+bar()
+if next(want) and load:fraction() ~= 1 then fail("the bar ends at " .. load:fraction()) end
+if load:idle():state() ~= "done" then fail("load:idle() is " .. load:idle():state()) end
+seeded.traced(trace, "seed " .. seed)
 for _, p in ipairs(pools) do orch:wait(p:destroy(), 5000) end
 orch:close()
 print(("seed %d: %d Handles ended, %d pools, %d services, %d round barriers, %d mistakes (%d refused),"
