@@ -118,6 +118,30 @@ describe("the luv driver", function()
     assert.is_true(warmed)
   end)
 
+  it("settles when_idle on the next pass once a task made by hand ends beside a tracked preloader", function()
+    -- A preloader counted in a phase waits for when_idle; the loading
+    -- screen's load also waits on a task the game finishes from a callback
+    -- (outside any step): nothing ends then, so the tracker must tell the
+    -- driver, or the loop waited for the stall check, 10 min on.
+    orch = stagehand.new { driver = "luv", stall_ms = 600000, check_ms = 600000 }
+    local load = stagehand.tracker(orch)
+    local manifest = load:task("fetch", { label = "manifest" })
+    local warmed = false
+    orch:run("warm the shader cache", function(job)
+      job:await(orch:when_idle())
+      warmed = true
+    end, { phase = "preload" })
+    local idle = load:idle()
+    local arrive = uv.new_timer()
+    arrive:start(0, 0, function()
+      arrive:close()
+      manifest:finish()
+    end)
+    run_guarded(orch)
+    assert.is_true(warmed)
+    assert.equal("done", idle:state())
+  end)
+
   it("wakes an orchestrator whose job awaits another's, when that one ends on the game's own loop", function()
     orch = stagehand.new { driver = "luv", stall_ms = 600000, check_ms = 300000 }
     local cache = stagehand.new { driver = "luv", stall_ms = 600000, check_ms = 300000 }
