@@ -77,7 +77,7 @@ local function scene(seed)
   local function mischief()
     if depth > 2 then return end
     depth = depth + 1
-    local what = r(15)
+    local what = r(17)
     local ok, err = pcall(function()
       if what == 1 then
         local h = any_handle()
@@ -137,6 +137,14 @@ local function scene(seed)
           load:counts()
           stagehand.format_timeline(load:timeline())
         end
+      elseif what == 16 then
+        -- the newest wins: an older call under the name is cancelled and
+        -- settles with the newer's end
+        handles[#handles + 1] = orch:newest("n" .. r(2), "newest", work,
+          { priority = pick(RANKS), key = r(4) == 1 and ("k" .. r(3)) or nil, phase = r(3) == 1 and pick(PHASES) or nil })
+      elseif what == 17 then
+        -- a loader with a deadline on this orchestrator's clock
+        handles[#handles + 1] = orch:run("timed", work, { signal = orch:timeout(r(400) - 1), priority = pick(RANKS) })
       elseif what == 15 then
         local k = r(5)
         if k == 1 or not trace then
