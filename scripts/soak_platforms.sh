@@ -38,6 +38,7 @@ case "$1" in
     cd build/windows || exit 1
     mkdir -p spec/soak spec/fixtures
     cp "$top/spec/soak/threads.lua" spec/soak/
+    cp "$top/spec/seeded.lua" spec/ # (its check of a trace)
     cp "$top"/spec/fixtures/*.lua spec/fixtures/
     export WINEDEBUG=-all
     unset LUA_PATH LUA_CPATH LUA_PATH_5_4 LUA_CPATH_5_4 # (test_windows.sh says why)
