@@ -4,17 +4,22 @@
 -- made), another loader's Handle, a `when` on a loader's key (running,
 -- ended or not started yet), `stagehand.all` of a mix of those and
 -- futures, a future, a sleep, a slot of a pool that is mostly closed, or a
--- barrier's `settled`. Between steps the game settles futures, moves the
+-- barrier's `settled`, or a load tracker's `load:idle()`. Between steps
+-- the game settles futures, moves the
 -- clock, arrives at barriers, opens and closes the pool, starts loaders,
 -- cancels loaders and `when_idle` waits, and makes `when_idle` waits and
--- `when`s of its own; now and then it asks for idle before anything ran.
+-- `when`s of its own, makes and ends tasks of the tracker by hand and asks
+-- it for `load:idle()`; now and then it asks for idle before anything ran.
+-- A third of the loaders count in a phase of the tracker.
 --
 -- The model: a loader is idle when it awaits a `when_idle`, or a loader
 -- that is idle (by its Handle or its key), or a group whose open parts are
 -- all of those; anything else it waits on (a future, a sleep, a slot, a
 -- barrier, a `when` whose run has not started, a part that is a future)
--- keeps it busy, as does running. The world is idle when every running
--- loader is, and no barrier or unstarted `when` is waiting.
+-- keeps it busy, as does running. A `load:idle()` is idle when no task
+-- made by hand runs and every loader counted in a phase is idle. The world
+-- is idle when every running loader is, every `load:idle()` still waiting
+-- is, and no barrier or unstarted `when` is waiting.
 -- - A `when_idle` that settles `done` does so while the world is idle.
 -- - After a step that settled none, the world is not idle while one waits.
 -- - After a step that did settle some, and whose woken loaders went idle
@@ -36,6 +41,7 @@ local function scene(seed, tally)
   local handles = {} -- every Handle, for the end
   local ctls = {} -- controllers of the scene's own when_idle waits
   local capacity, winding, turn = 0, false, 0
+  local load, hand, load_idles = stagehand.tracker(orch), {}, {} -- (tasks made by hand; idle Handles)
   local settled, violation = 0, nil
 
   -- The model.
@@ -49,6 +55,15 @@ local function scene(seed, tally)
     if alive(rec) then return rec end
   end
   local idle_of
+  local function load_idle(seen)
+    for _, task in ipairs(hand) do
+      if not task.ended then return false end
+    end
+    for _, rec in ipairs(loaders) do
+      if rec.phase and alive(rec) and not idle_of(rec, seen) then return false end
+    end
+    return true
+  end
   -- What a wait is on: {kind = "idle"|"job"|"when"|"future"|..., h =, rec =, key =, f =}.
   local function open(w)
     if w.kind == "future" then return w.f:state() == "pending" end
@@ -57,6 +72,7 @@ local function scene(seed, tally)
   local function idle_on(w, seen)
     if w.kind == "idle" then return true end
     if w.kind == "job" then return idle_of(w.rec, seen) end
+    if w.kind == "load" then return load_idle(seen) end
     if w.kind == "when" then
       local rec = loader_of_key(w.key)
       return rec ~= nil and idle_of(rec, seen) -- (else the when waits for its run to start: busy)
@@ -79,7 +95,7 @@ local function scene(seed, tally)
       -- (a when_idle the settle under way has ended still counts: the
       -- settle was decided before it ended any)
       v = running(on.h) or (in_batch and on.h:state() == "done")
-    elseif on.kind == "job" or on.kind == "when" then
+    elseif on.kind == "job" or on.kind == "when" or on.kind == "load" then
       v = open(on) and idle_on(on, seen)
     end -- a future, a sleep, a slot, a barrier: busy
     seen[rec] = v
@@ -95,6 +111,9 @@ local function scene(seed, tally)
     end
     for _, b in ipairs(barriers) do
       if running(b.b.settled) then return false, b.b.settled.label end
+    end
+    for _, h in ipairs(load_idles) do
+      if running(h) and not load_idle(seen) then return false, "the load going idle" end
     end
     return true
   end
@@ -119,6 +138,11 @@ local function scene(seed, tally)
         violation = ("seed %d, turn %d: a when_idle settled while %s was busy"):format(seed, turn, busy)
       end
     end)
+    return h
+  end
+  local function track_load_idle()
+    local h = load:idle()
+    load_idles[#load_idles + 1], handles[#handles + 1] = h, h
     return h
   end
   local function track_when(key)
@@ -163,6 +187,7 @@ local function scene(seed, tally)
       return { kind = "idle", h = track_idle(orch:when_idle()) }
     end
     if x <= 11 then
+      if r(3) == 1 then return { kind = "load", h = track_load_idle() } end
       local key = later_key(i)
       return { kind = "when", key = key, h = track_when(key) }
     end
@@ -189,7 +214,7 @@ local function scene(seed, tally)
   end
   local function start_loader()
     local i = #loaders + 1
-    local rec = {}
+    local rec = { phase = r(3) == 1 }
     loaders[i] = rec
     rec.h = orch:run("loader " .. i, function(job)
       job.signal:on_abort(function() rec.dead = true end)
@@ -208,7 +233,7 @@ local function scene(seed, tally)
         rec.on = nil
         if job.signal.aborted then return end
       end
-    end, { key = "k" .. i })
+    end, { key = "k" .. i, phase = rec.phase and "fetch" or nil })
     handles[#handles + 1] = rec.h
   end
 
@@ -249,6 +274,20 @@ local function scene(seed, tally)
       if ctl and r(2) == 1 then ctl:abort("menu closed") end
     end,
     function() track_when(later_key(0)) end, -- the game follows a key
+    function() -- the game makes a task by hand, or ends one, or asks for the load's idle
+      local x = r(3)
+      if x == 1 then
+        hand[#hand + 1] = { task = load:task("manifest") }
+      elseif x == 2 then
+        local t = hand[r(#hand + 1)]
+        if t and not t.ended then
+          t.ended = true
+          if r(3) == 1 then t.task:fail("no such file") else t.task:finish() end
+        end
+      else
+        track_load_idle()
+      end
+    end,
   }
 
   local function check()
@@ -286,6 +325,12 @@ local function scene(seed, tally)
   -- choose, and the world often turns idle.
   local function calm()
     seeded.resolve_pending(futures)
+    for _, t in ipairs(hand) do
+      if not t.ended then
+        t.ended = true
+        t.task:finish()
+      end
+    end
     for _, b in ipairs(barriers) do
       for _, k in ipairs(b.keys) do b.b:arrive(k) end
     end
