@@ -456,7 +456,9 @@ function GoingIdle:_follows(loose)
     if not job[F.STATE] then jobs[#jobs + 1] = job end
   end
   if not jobs[1] then return nil end
-  table.sort(jobs, F.by_id)
+  -- (in start order for a cycle's search, whose Error names the path it
+  -- found first; an idle check's answer does not hang on the order)
+  if loose then table.sort(jobs, F.by_id) end
   return jobs, not beside
 end
 
