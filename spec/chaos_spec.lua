@@ -86,6 +86,8 @@ local function check_load(load, phase_of, ended_as, where)
   end
 end
 
+local E = require "stagehand.engine.engine"
+
 -- What the game reads against what it can see another way: each slot
 -- pool's holders are the trace's open holds, its waiters the report's jobs
 -- waiting on a slot of it; a key runs while a running job has it.
@@ -94,9 +96,16 @@ local function check_readouts(orch, trace, where)
   for _, e in ipairs(trace:events()) do
     if e.kind == "hold" and e.to == false then held[e.what] = (held[e.what] or 0) + 1 end
   end
+  local now = E.now(orch)
   for _, rec in ipairs(orch:report()) do
     if rec.waiting_on then waiting[rec.waiting_on] = (waiting[rec.waiting_on] or 0) + 1 end
     if rec.key then keyed[rec.key] = true end
+    -- (times on the orchestrator's own clock, which never runs back)
+    local since = rec.waiting_since or rec.started_at
+    if rec.started_at > now or since < rec.started_at or since > now then
+      error(("%s: %s started at %s, waits since %s, at %s"):format(where, rec.label, rec.started_at,
+        tostring(rec.waiting_since), now))
+    end
   end
   for _, name in ipairs { "dressing", "layering" } do
     local what, p = "a slot of pool '" .. name .. "'", pools[name]
@@ -343,8 +352,6 @@ local function scene(seed)
   end
   return orch, handles, left
 end
-
-local E = require "stagehand.engine.engine"
 
 local function check(seed)
   -- Children started inside a job's first run go through the run queue
