@@ -52,6 +52,30 @@ describe(":newest", function()
     assert.same({ "done", "level 2" }, { screen:result() })
   end)
 
+  it("fails a newer run that awaits an older call's Handle, as a wait on itself, rather than hang", function()
+    -- The older Handle ends with the newer run's end: a newer run waiting
+    -- on it waits on its own end. Its first wait began before the call
+    -- took the older Handles over, so the cycle closes as the call ends.
+    local function is_cycle(h)
+      local st, err = h:result()
+      return st == "failed" and stagehand.is_error(err.cause, "cycle") and err.cause.message
+    end
+    local first = orch:newest("search", "search 1", function(job) return job:await(stagehand.future()) end)
+    local second = orch:newest("search", "search 2", function(job)
+      return job:await(stagehand.all { first, stagehand.future() })
+    end)
+    assert.matches("search 2", is_cycle(second))
+    assert.equal("failed", first:state())
+    -- and through another job awaiting the older Handle
+    local level1 = orch:newest("level", "level 1", function(job) return job:await(stagehand.future()) end)
+    local screen = orch:run("screen", function(job) return job:await(level1) end)
+    local level2 = orch:newest("level", "level 2", function(job) return job:await(screen) end)
+    assert.matches("level 2", is_cycle(level2))
+    orch:step()
+    assert.same({ "failed", "failed" }, { level1:state(), screen:state() })
+    assert.all_ended(orch)
+  end)
+
   it("leaves keyed work the older run shared with another caller running", function()
     local f, g = stagehand.future(), stagehand.future()
     local older = orch:newest("portrait", "portrait knight", function(job) return job:await(f) end,

@@ -17,9 +17,10 @@ local settle = require "stagehand.engine.settle"
 local sources = require "stagehand.rank.sources"
 local handle = require "stagehand.wait.handle"
 local errors = require "stagehand.engine.errors"
+local follows = require "stagehand.wait.follows"
 local each = require("stagehand.core.compat").each
 
-local STATE, OUT, H, TOLD, LABEL = F.STATE, F.OUT, F.H, F.TOLD, F.LABEL
+local STATE, OUT, H, TOLD, LABEL, W = F.STATE, F.OUT, F.H, F.TOLD, F.LABEL, F.W
 
 local M = {}
 
@@ -142,6 +143,16 @@ function M.run(o, name, label, work, opts)
     -- older one is cancelled. (Keyed work shared with another caller runs on.)
     if not job[STATE] then sources.move_awaiters(o, old, job) end
     E.cancel(old, "a newer run of '" .. name .. "' replaced it")
+  end
+  -- The older Handles end with the newer run's end now. A newer run whose
+  -- first wait (made before they came over) leads to one of them waits on
+  -- its own end: that cycle closed here, and every edge it gained leads to
+  -- the newer run, so a search from its wait finds any. It fails as an
+  -- await that closed a cycle would have.
+  local w = not job[STATE] and job[W]
+  if w and w._follows then
+    local ok, err = pcall(follows.check_follows, job, w)
+    if not ok then E.fail(job, err) end
   end
   if job[STATE] then finish(chain, job[STATE], job[OUT]) end -- (the newer ended inside its own call)
   return h
