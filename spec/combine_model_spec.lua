@@ -1,4 +1,4 @@
--- stagehand.all, all_settled and abortable, checked against a model that
+-- stagehand.all, all_settled, any, race and abortable, checked against a model that
 -- knows nothing of stagehand's insides. Seeded scenes build groups over
 -- futures, jobs' Handles and each other (a part may sit in several groups,
 -- and groups nest), some of them abortable by signals; then, one at a time,
@@ -11,7 +11,14 @@
 -- - all_settled: pending until every part has ended, then done with a
 --   {state, value, error} per part;
 -- - abortable: its part's outcome, or cancelled with the signal's reason
---   if the signal aborted first (or had aborted when it was made).
+--   if the signal aborted first (or had aborted when it was made);
+-- - race: as its first part to end ended (made over parts that had ended
+--   already, the first of them in its list);
+-- - any: done with the first part to end done (made over parts that had
+--   ended already, the first of them done in its list), or, once every
+--   part has ended otherwise, failed with an Error listing each part's.
+-- (Groups over futures, jobs, all and all_settled: race and any are never
+-- parts themselves, nor are abortables parts of them.)
 -- Parts that end in the same moment (one future under several groups, or
 -- a group that an abort ended beside an abortable on the same signal) may
 -- be heard in any order: a group's first failure is then any of them, and
@@ -68,6 +75,29 @@ local function scene(seed, tally)
         if not p.out then return end
       end
       node.out = { state = "done", settled = true, at = moment }
+    elseif k == "race" or k == "any" then
+      -- (the parts that count: any part for race, the done ones for any)
+      local ended, all_ended = {}, true
+      for _, p in ipairs(node.parts) do
+        if not p.out then
+          all_ended = false
+        elseif k == "race" or state_of(p) == "done" then
+          ended[#ended + 1] = p
+        end
+      end
+      if ended[1] and node.made == moment then
+        node.out = { from = ended[1], at = moment }
+      elseif ended[1] then
+        local first = ended[1].out.at
+        for _, p in ipairs(ended) do first = math.min(first, p.out.at) end
+        local ties = {}
+        for _, p in ipairs(ended) do
+          if p.out.at == first then ties[#ties + 1] = p end
+        end
+        node.out = ties[2] and { either = ties, at = moment } or { from = ties[1], at = moment }
+      elseif k == "any" and all_ended then
+        node.out = { state = "failed", every = true, at = moment }
+      end
     elseif k == "abortable" then
       local p = node.parts[1]
       -- (a signal aborted already when it was made wins, as it would over a
@@ -98,6 +128,28 @@ local function scene(seed, tally)
         out.state, out.value, out.err = "cancelled", nil, v
       end
       out.or_cancelled = nil
+    end
+    if out.either then -- ended as one of the parts that ended first, in one moment
+      for _, p in ipairs(out.either) do
+        local po = p.out
+        if st == po.state and (st == "done" and v == po.value or st ~= "done" and v == po.err) then
+          out.state, out.value, out.err, out.either = po.state, po.value, po.err, nil
+          return
+        end
+      end
+      fail(node.name .. " ended " .. st .. " " .. tostring(v) .. ", as none of the parts that ended first")
+    end
+    if out.every then -- every part failed: an Error listing each part's, in order
+      if st ~= "failed" or not stagehand.is_error(v) or type(v.errors) ~= "table" then
+        fail(node.name .. " is " .. st .. ", not failed with every part's error")
+      end
+      for i, p in ipairs(node.parts) do
+        if v.errors[i] ~= p.out.err then
+          fail(node.name .. "'s error " .. i .. " is " .. tostring(v.errors[i]) .. ", not " .. tostring(p.out.err))
+        end
+      end
+      out.err, out.every = v, nil
+      return
     end
     if out.ties then -- ended as one of its first failures
       for _, p in ipairs(out.ties) do
@@ -157,18 +209,34 @@ local function scene(seed, tally)
   end
   for i = 1, 2 do ctls[i] = stagehand.controller() end
   -- A group over what exists so far.
+  local SIMPLE = { future = true, job = true, all = true, all_settled = true }
   local function make_group()
-    local x = r(5)
-    if x <= 3 then
+    local x = r(7)
+    if x >= 6 then
+      local pool = {}
+      for _, n in ipairs(nodes) do
+        if SIMPLE[n.kind] then pool[#pool + 1] = n end
+      end
+      local parts, objs = {}, {}
+      for k = 1, r(4) do
+        parts[k] = pool[r(#pool)]
+        objs[k] = parts[k].obj
+      end
+      local kind = x == 6 and "race" or "any"
+      add({ kind = kind, obj = stagehand[kind](objs), parts = parts, made = moment })
+    elseif x <= 3 then
       local parts, objs = {}, {}
       for k = 1, r(5) - 1 do
-        parts[k] = nodes[r(#nodes)]
+        local p = nodes[r(#nodes)]
+        while not SIMPLE[p.kind] and p.kind ~= "abortable" do p = nodes[r(#nodes)] end
+        parts[k] = p
         objs[k] = parts[k].obj
       end
       local kind = x <= 2 and "all" or "all_settled"
       add({ kind = kind, obj = stagehand[kind](objs), parts = parts, made = moment })
     else
       local p = nodes[r(#nodes)]
+      while not SIMPLE[p.kind] and p.kind ~= "abortable" do p = nodes[r(#nodes)] end
       local ctl = ctls[r(2)]
       local node = add({ kind = "abortable", parts = { p }, ctl = ctl, made = moment,
         obj = stagehand.abortable(p.obj, ctl.signal) })
@@ -252,7 +320,7 @@ local function scene(seed, tally)
   return orch, handles
 end
 
-describe("stagehand.all, all_settled and abortable", function()
+describe("stagehand.all, all_settled, any, race and abortable", function()
   local which, seeds = seeded.seeds()
   it("end as a model of their parts says, nested and shared, as parts end one at a time" .. which, function()
     seeded.run_scenes("groups", seeds, scene, {}, "GROUP_TALLY")
