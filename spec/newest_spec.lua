@@ -76,6 +76,38 @@ describe(":newest", function()
     assert.all_ended(orch)
   end)
 
+  it("fails a newer run whose wait leads to an older Handle, when the older run keeps another caller", function()
+    -- The older keyed run lives on for its other caller, so whoever awaited
+    -- its newest call's Handle stays filed under it, though that Handle now
+    -- ends with the newer run: a cycle through it is still found, whether it
+    -- closed as the newer call took over or at a later await.
+    local function is_cycle(h)
+      local st, err = h:result()
+      return st == "failed" and stagehand.is_error(err.cause, "cycle") and err.cause.message
+    end
+    local f = stagehand.future()
+    local level1 = orch:newest("level", "level 1", function(job) return job:await(f) end, { key = "lvl" })
+    local again = orch:run("level 1 again", function() end, { key = "lvl" })
+    local screen = orch:run("screen", function(job) return job:await(level1) end)
+    local level2 = orch:newest("level", "level 2", function(job) return job:await(screen) end)
+    assert.matches("level 2", is_cycle(level2))
+    local g = stagehand.future()
+    local art1 = orch:newest("art", "art 1", function(job) return job:await(f) end, { key = "art" })
+    orch:run("art 1 again", function() end, { key = "art" })
+    local gallery = orch:run("gallery", function(job) return job:await(art1) end)
+    local art2 = orch:newest("art", "art 2", function(job)
+      job:await(g)
+      return job:await(gallery) -- (the cycle closes here, after the call)
+    end)
+    g:resolve()
+    orch:step()
+    assert.matches("art 2", is_cycle(art2))
+    f:resolve("loaded")
+    orch:step()
+    assert.equal("done", again:state())
+    assert.all_ended(orch)
+  end)
+
   it("leaves keyed work the older run shared with another caller running", function()
     local f, g = stagehand.future(), stagehand.future()
     local older = orch:newest("portrait", "portrait knight", function(job) return job:await(f) end,

@@ -11,7 +11,7 @@
 -- orchestrator (a shared cache) runs beside the first: jobs of each await
 -- Handles of the other, and callbacks act on both. The jobs' own waits are
 -- every kind a loader makes: slots, permits, futures, Handles, sleeps,
--- `all`, `abortable`, `when_idle` (of either orchestrator), `slice` and
+-- `all`, `any`, `race`, `abortable`, `when_idle` (of either orchestrator), `slice` and
 -- `job:call` answered from game code.
 -- CHAOS_SEEDS=n runs more (make chaos), CHAOS_SEED=s replays one.
 local stagehand = require "stagehand"
@@ -237,8 +237,9 @@ local function scene(seed)
             -- Groups of groups, a few deep, heard by game code on the way up.
             local g = any_handle() or pick(futures)
             for _ = 1, r(4) do
-              local k = r(3)
+              local k = r(5)
               g = k == 1 and stagehand.all { g, pick(futures) } or k == 2 and stagehand.all_settled { g }
+                or k == 3 and stagehand.any { pick(futures), g } or k == 4 and stagehand.race { g, any_handle() or g }
                 or stagehand.abortable(g, pick(ctls).signal)
               g:on_end(function() if r(3) == 1 then mischief() end end)
             end

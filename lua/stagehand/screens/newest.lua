@@ -158,4 +158,17 @@ function M.run(o, name, label, work, opts)
   return h
 end
 
+-- Whether `job` is a newest run that older Handles follow: a job that
+-- parked on one of them when it still followed an older run is filed as
+-- awaiting that run, not this one, so a search for a cycle an await by
+-- `job` may close cannot take the short way (follows.check_follows).
+E.on("followed_outside", function(o, job)
+  local names = rawget(o, "newest_names")
+  if not names then return false end
+  for _, chain in each, names do
+    if chain.run == job and not chain.over and chain.followers[1] ~= nil then return true end
+  end
+  return false
+end)
+
 return M
