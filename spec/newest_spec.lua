@@ -168,6 +168,30 @@ describe(":newest", function()
     orch:step()
   end)
 
+  it("raises the newer run for a job awaiting an older call's Handle, though the older run lives on", function()
+    -- The older keyed run keeps another caller, so it runs on; the loading
+    -- screen awaiting the older call's Handle now waits for the newer run,
+    -- and its rank goes with it.
+    local f = stagehand.future()
+    local level1 = orch:newest("level", "level 1", function(job) return job:await(f) end,
+      { key = "lvl", priority = "background" })
+    orch:run("level 1 again", function(job) return job:await(f) end, { key = "lvl", priority = "background" })
+    local screen = orch:run("screen", function(job)
+      return job:await(stagehand.all { level1, stagehand.future() })
+    end, { priority = "visible" })
+    orch:newest("level", "level 2", function(job) return job:await(f) end, { priority = "background" })
+    local ranks = {}
+    for _, rec in ipairs(orch:report()) do ranks[rec.label] = rec.priority end
+    assert.same({ ["level 1"] = "background", ["level 2"] = "visible", screen = "visible" }, ranks)
+    screen:cancel("menu")
+    ranks = {}
+    for _, rec in ipairs(orch:report()) do ranks[rec.label] = rec.priority end
+    assert.same({ ["level 1"] = "background", ["level 2"] = "background" }, ranks)
+    f:resolve()
+    orch:step()
+    assert.all_ended(orch)
+  end)
+
   it("ends the newest run once every call under the name withdrew", function()
     local hs = {}
     for i = 1, 3 do hs[i] = orch:newest("x", "x " .. i, function(job) return job:await(stagehand.future()) end) end

@@ -99,6 +99,40 @@ local function follow(chain, h)
   handle.relay(h, chain)
 end
 
+-- Every job parked on one of the chain's older Handles (directly, or
+-- through groups over it), filed again under what that Handle follows now:
+-- the newest run. (For a hand-over whose older run lives on, for another
+-- caller of its key: whoever awaited the older run only through those
+-- Handles awaits the newer one now, its rank with it.)
+local function refile(chain)
+  local o, seen, stack = chain.o, {}, {}
+  for i = 1, #chain.followers do
+    local h = chain.followers[i]
+    if h then stack[#stack + 1] = h end
+  end
+  while stack[1] do
+    local x = table.remove(stack)
+    local ls = { rawget(x, "_w1") }
+    local more = rawget(x, "_ls")
+    for i = 1, more and #more or 0 do ls[#ls + 1] = more[i] end
+    for i = 1, #ls do
+      local e = ls[i]
+      if type(e) == "table" and not seen[e] then
+        seen[e] = true
+        if F.is_job(e) then
+          if e[W] == x and not e[STATE] and sources.following(o, e) then
+            sources.unfollow(o, e)
+            local f = follows.follows_in(o, x, true)
+            if f ~= nil then sources.follow(o, e, f) end
+          end
+        elseif type(rawget(e, "g")) == "table" and not rawget(e.g, "_st") then
+          stack[#stack + 1] = e.g -- (a group over it: the jobs parked on the group)
+        end
+      end
+    end
+  end
+end
+
 -- Whether `h` still calls `job` (it may have withdrawn on its own).
 local function calls(h, job) return h[1] == job and not rawget(h, "_st") and not job[STATE] end
 
@@ -143,6 +177,8 @@ function M.run(o, name, label, work, opts)
     -- older one is cancelled. (Keyed work shared with another caller runs on.)
     if not job[STATE] then sources.move_awaiters(o, old, job) end
     E.cancel(old, "a newer run of '" .. name .. "' replaced it")
+  elseif old ~= job and not job[STATE] then
+    refile(chain)
   end
   -- The older Handles end with the newer run's end now. A newer run whose
   -- first wait (made before they came over) leads to one of them waits on
