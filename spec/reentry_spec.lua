@@ -154,8 +154,8 @@ local function scene(seed)
           trace:stop()
           trace, orch.tracer = nil, false -- (white-box: the grant watch alone)
           seeded.watch_grants(orch, faults)
-        else
-          trace:events()
+        elseif k == 3 then
+          trace:events() -- (a copy of all of it: now and then)
         end
       else
         handles[#handles + 1] = cache:run("cache load", work, { key = r(2) == 1 and ("c" .. r(2)) or nil })
