@@ -81,9 +81,9 @@ local hooks = {
   -- (o, job): whether a job with no work follows `job` unfiled (a load tracker's idle Handle)
   followed_outside = function() return false end,
 }
--- Hooks every registration adds to, in the order they came (an "any"
--- one is true when one of them says so); the others take one function.
-local CHAINED = { step_began = true, stalled = true, followed_outside = "any" }
+-- Hooks every registration adds to, in the order they came; the others
+-- take one function.
+local CHAINED = { step_began = true, stalled = true }
 
 -- The hooks every job's end calls, also kept in locals (set by E.on): a
 -- local is read faster than a table's field, and every job ends.
@@ -102,8 +102,7 @@ function E.on(name, fn)
   local prev = hooks[name]
   if prev == nil then error("stagehand: no engine hook named " .. tostring(name), 2) end
   if CHAINED[name] and prev ~= none then
-    hooks[name] = CHAINED[name] == "any" and function(a, b) return prev(a, b) or fn(a, b) end
-      or function(a, b, c) prev(a, b, c) fn(a, b, c) end
+    hooks[name] = function(a, b, c) prev(a, b, c) fn(a, b, c) end
   else
     hooks[name] = fn
   end

@@ -103,7 +103,8 @@ end
 -- through groups over it), filed again under what that Handle follows now:
 -- the newest run. (For a hand-over whose older run lives on, for another
 -- caller of its key: whoever awaited the older run only through those
--- Handles awaits the newer one now, its rank with it.)
+-- Handles awaits the newer one now, its rank with it, and a search for a
+-- cycle through them, which starts from what is filed, finds it.)
 local function refile(chain)
   local o, seen, stack = chain.o, {}, {}
   for i = 1, #chain.followers do
@@ -193,18 +194,5 @@ function M.run(o, name, label, work, opts)
   if job[STATE] then finish(chain, job[STATE], job[OUT]) end -- (the newer ended inside its own call)
   return h
 end
-
--- Whether `job` is a newest run that older Handles follow: a job that
--- parked on one of them when it still followed an older run is filed as
--- awaiting that run, not this one, so a search for a cycle an await by
--- `job` may close cannot take the short way (follows.check_follows).
-E.on("followed_outside", function(o, job)
-  local names = rawget(o, "newest_names")
-  if not names then return false end
-  for _, chain in each, names do
-    if chain.run == job and not chain.over and chain.followers[1] ~= nil then return true end
-  end
-  return false
-end)
 
 return M
