@@ -45,6 +45,16 @@ local function scene(seed, tally)
     if p.out.from then return state_of(p.out.from) end
     return p.out.state
   end
+  -- Of parts that have ended, those that ended first, in one moment.
+  local function first_to_end(ended)
+    local first = ended[1].out.at
+    for _, p in ipairs(ended) do first = math.min(first, p.out.at) end
+    local ties = {}
+    for _, p in ipairs(ended) do
+      if p.out.at == first then ties[#ties + 1] = p end
+    end
+    return ties
+  end
   local function evaluate(node)
     if node.out then return end
     local k = node.kind
@@ -60,13 +70,7 @@ local function scene(seed, tally)
         node.out = { from = failed[1], at = moment }
       elseif failed[1] then
         -- the first to end otherwise; those that ended in the same moment tie
-        local first = failed[1].out.at
-        for _, p in ipairs(failed) do first = math.min(first, p.out.at) end
-        local ties = {}
-        for _, p in ipairs(failed) do
-          if p.out.at == first then ties[#ties + 1] = p end
-        end
-        node.out = { state = "?", ties = ties, at = moment }
+        node.out = { state = "?", ties = first_to_end(failed), at = moment }
       elseif done == #node.parts then
         node.out = { state = "done", at = moment }
       end
@@ -88,12 +92,7 @@ local function scene(seed, tally)
       if ended[1] and node.made == moment then
         node.out = { from = ended[1], at = moment }
       elseif ended[1] then
-        local first = ended[1].out.at
-        for _, p in ipairs(ended) do first = math.min(first, p.out.at) end
-        local ties = {}
-        for _, p in ipairs(ended) do
-          if p.out.at == first then ties[#ties + 1] = p end
-        end
+        local ties = first_to_end(ended)
         node.out = ties[2] and { either = ties, at = moment } or { from = ties[1], at = moment }
       elseif k == "any" and all_ended then
         node.out = { state = "failed", every = true, at = moment }

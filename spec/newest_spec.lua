@@ -3,6 +3,19 @@
 local stagehand = require "stagehand"
 local T = require "stagehand.testing"
 
+-- The message of the cycle a run failed with, or false.
+local function is_cycle(h)
+  local st, err = h:result()
+  return st == "failed" and stagehand.is_error(err.cause, "cycle") and err.cause.message
+end
+
+-- Each running job's priority, by label.
+local function ranks_of(orch)
+  local ranks = {}
+  for _, rec in ipairs(orch:report()) do ranks[rec.label] = rec.priority end
+  return ranks
+end
+
 describe(":newest", function()
   local orch
   before_each(function() orch = T.new { log = function() end } end)
@@ -56,10 +69,6 @@ describe(":newest", function()
     -- The older Handle ends with the newer run's end: a newer run waiting
     -- on it waits on its own end. Its first wait began before the call
     -- took the older Handles over, so the cycle closes as the call ends.
-    local function is_cycle(h)
-      local st, err = h:result()
-      return st == "failed" and stagehand.is_error(err.cause, "cycle") and err.cause.message
-    end
     local first = orch:newest("search", "search 1", function(job) return job:await(stagehand.future()) end)
     local second = orch:newest("search", "search 2", function(job)
       return job:await(stagehand.all { first, stagehand.future() })
@@ -81,10 +90,6 @@ describe(":newest", function()
     -- its newest call's Handle stays filed under it, though that Handle now
     -- ends with the newer run: a cycle through it is still found, whether it
     -- closed as the newer call took over or at a later await.
-    local function is_cycle(h)
-      local st, err = h:result()
-      return st == "failed" and stagehand.is_error(err.cause, "cycle") and err.cause.message
-    end
     local f = stagehand.future()
     local level1 = orch:newest("level", "level 1", function(job) return job:await(f) end, { key = "lvl" })
     local again = orch:run("level 1 again", function() end, { key = "lvl" })
@@ -180,13 +185,9 @@ describe(":newest", function()
       return job:await(stagehand.all { level1, stagehand.future() })
     end, { priority = "visible" })
     orch:newest("level", "level 2", function(job) return job:await(f) end, { priority = "background" })
-    local ranks = {}
-    for _, rec in ipairs(orch:report()) do ranks[rec.label] = rec.priority end
-    assert.same({ ["level 1"] = "background", ["level 2"] = "visible", screen = "visible" }, ranks)
+    assert.same({ ["level 1"] = "background", ["level 2"] = "visible", screen = "visible" }, ranks_of(orch))
     screen:cancel("menu")
-    ranks = {}
-    for _, rec in ipairs(orch:report()) do ranks[rec.label] = rec.priority end
-    assert.same({ ["level 1"] = "background", ["level 2"] = "background" }, ranks)
+    assert.same({ ["level 1"] = "background", ["level 2"] = "background" }, ranks_of(orch))
     f:resolve()
     orch:step()
     assert.all_ended(orch)
