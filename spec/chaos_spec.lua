@@ -63,10 +63,8 @@ local function check_load(load, phase_of, ended_as, where)
       w[st] = w[st] + 1
     end
   end
-  load.seen = load.seen or {}
-  local all = load:fraction()
-  if all < (load.seen[true] or 0) or all > 1 then error(where .. ": the bar went from " .. tostring(load.seen[true]) .. " to " .. all) end
-  load.seen[true] = all
+  local _, back = seeded.bar(load)
+  if back then error(where .. ": " .. back) end
   for _, p in ipairs(PHASES) do
     local c, w = load:counts(p), want[p]
     for k, n in each, w do
@@ -75,9 +73,8 @@ local function check_load(load, phase_of, ended_as, where)
       end
     end
     local made = c.running + c.done + c.failed + c.cancelled + c.stalled
-    local f = load:fraction(p)
-    if f < (load.seen[p] or 0) or f > 1 then error(where .. ": " .. p .. "'s bar went from " .. tostring(load.seen[p]) .. " to " .. f) end
-    load.seen[p] = f
+    local f, went = seeded.bar(load, p)
+    if went then error(where .. ": " .. went) end
     if made > 0 and f < (made - c.running) / made - 1e-9 then
       error(("%s: %s's bar at %s behind its %d ended tasks of %d"):format(where, p, f, made - c.running, made))
     end

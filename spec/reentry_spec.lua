@@ -66,12 +66,8 @@ local function scene(seed)
   -- Loading screens and a trace, made, fed, read and closed from callbacks.
   local loads, tasks, trace = {}, {}, nil
   local function bar(load, phase)
-    local f, key = load:fraction(phase), phase or true
-    load.seen = load.seen or {}
-    if f < (load.seen[key] or 0) or f > 1 then
-      faults[#faults + 1] = ("a bar went from %s to %s"):format(tostring(load.seen[key]), tostring(f))
-    end
-    load.seen[key] = f
+    local _, back = seeded.bar(load, phase)
+    if back then faults[#faults + 1] = back end
   end
   -- What game code does from a callback.
   local function mischief()

@@ -419,6 +419,20 @@ function M.watch_grants(o, faults)
   }, { __index = function(t, name) local fn = pass(name) rawset(t, name, fn) return fn end })
 end
 
+--- Reads `load`'s bar (`phase`'s, or the whole load's when nil): its
+--- fraction, and a line saying how it went back, or out of 0..1, since the
+--- last reading made here (nil when it did not).
+local bars = setmetatable({}, { __mode = "k" })
+function M.bar(load, phase)
+  local seen = bars[load] or {}
+  bars[load] = seen
+  local key, f = phase or true, load:fraction(phase)
+  local was = seen[key] or 0
+  seen[key] = f
+  if f < was or f > 1 then return f, ("%s's bar went from %s to %s"):format(phase or "the load", was, f) end
+  return f
+end
+
 --- The trace of a scene whose jobs all ended: each job one start and one
 --- end, after it; its waits and holds closed, inside its life, one at a
 --- time; and the file it writes read back as JSON with a track for each.

@@ -123,14 +123,13 @@ local orch = stagehand.new { driver = DRIVER, stall_ms = 2000, log = function() 
 -- or a pool destroyed there, starts others); one that joins a keyed run
 -- counts nothing.
 local load, trace = stagehand.tracker(orch), orch:trace()
-local phase_of, ended_as, started_at, depth, shown = {}, {}, {}, 0, 0
+local phase_of, ended_as, started_at, depth = {}, {}, {}, 0
 orch:watch(function(rec)
   if rec.ended_at then ended_as[rec.id] = rec.state else started_at[rec.id] = depth end
 end)
 local function bar()
-  local f = load:fraction()
-  if f < shown or f > 1 then error(("seed %d: the bar went from %s to %s"):format(seed, shown, f), 0) end
-  shown = f
+  local _, back = seeded.bar(load)
+  if back then error(("seed %d: %s"):format(seed, back), 0) end
 end
 
 local function pump()
