@@ -87,7 +87,8 @@ local E = require "stagehand.engine.engine"
 
 -- What the game reads against what it can see another way: each slot
 -- pool's holders are the trace's open holds, its waiters the report's jobs
--- waiting on a slot of it; a key runs while a running job has it.
+-- waiting on a slot of it; a key runs while a running job has it (not a
+-- `when` still waiting for the key's run to start).
 local function check_readouts(orch, trace, where)
   local pools, held, waiting, keyed = orch:pools(), {}, {}, {}
   -- (white-box: the trace's open holds, not a copy of every event a turn)
@@ -95,7 +96,8 @@ local function check_readouts(orch, trace, where)
   local now = E.now(orch)
   for _, rec in ipairs(orch:report()) do
     if rec.waiting_on then waiting[rec.waiting_on] = (waiting[rec.waiting_on] or 0) + 1 end
-    if rec.key then keyed[rec.key] = true end
+    -- (a `when` placeholder shows its key too, waiting for a run of it to start)
+    if rec.key and rec.waiting_on ~= "a run of key " .. rec.key .. " to start" then keyed[rec.key] = true end
     -- (times on the orchestrator's own clock, which never runs back)
     local since = rec.waiting_since or rec.started_at
     if rec.started_at > now or since < rec.started_at or since > now then
