@@ -142,6 +142,28 @@ describe("the luv driver", function()
     assert.equal("done", idle:state())
   end)
 
+  it("fires a timeout whose only listener the game added after making it", function()
+    -- A timeout nobody listens to keeps no loop awake; one the game then
+    -- listens to (its own handler, or a caller joining keyed work with it
+    -- as its signal) must set the timer again, or the loop ended at once
+    -- and the handler never ran.
+    orch = stagehand.new { driver = "luv", stall_ms = 600000, check_ms = 300000 }
+    local slow = orch:timeout(1)
+    local told
+    slow:on_abort(function(reason) told = reason.kind end)
+    run_guarded(orch)
+    assert.equal("timeout", told)
+    -- (a caller joining a keyed run: withdrawn when its timeout ends, not
+    -- when the run does)
+    local atlas = stagehand.future("atlas")
+    local first = orch:run("atlas", function(job) return job:await(atlas) end, { key = "atlas" })
+    local impatient = orch:run("atlas", function() end, { key = "atlas", signal = orch:timeout(1) })
+    impatient:on_end(function() atlas:resolve("forest") end)
+    run_guarded(orch)
+    assert.equal("cancelled", impatient:state())
+    assert.same({ "done", "forest" }, { first:result() })
+  end)
+
   it("wakes an orchestrator whose job awaits another's, when that one ends on the game's own loop", function()
     orch = stagehand.new { driver = "luv", stall_ms = 600000, check_ms = 300000 }
     local cache = stagehand.new { driver = "luv", stall_ms = 600000, check_ms = 300000 }

@@ -27,14 +27,18 @@
 -- slot across waits (or hand its release to the game, which calls it
 -- later), take permits of an ops budget and of an ms budget,
 -- run busy (moving the clock) and slice, await one another, keyed `when`s,
--- a barrier, `stagehand.all` and `when_idle`, and fail; preloaders await
--- `when_idle` before each task. Some scenes give each step a budget_ms,
+-- a barrier, `stagehand.all`, `any`, `race` and `when_idle`, a future given
+-- up after an `orch:timeout`, a `job:call` the game answers later (or
+-- never) and the loading screen's `load:idle()`, and fail; some count in a
+-- phase of the screen's tracker, some are given up by a timeout of their
+-- own; preloaders await `when_idle` before each task. Some scenes give each step a budget_ms,
 -- which busy loaders overrun. The game starts loaders (some sharing a key)
 -- and bursts of finalizers that each take a permit, cancels callers, hides
 -- and shows the window, resizes the pool, changes priorities, arrives at
 -- the barrier, changes the budgets, makes `when`s and `when_idle`s of its
--- own (and cancels some), and makes gates (barriers) with stall clocks of
--- their own.
+-- own (and cancels some), makes gates (barriers) with stall clocks of
+-- their own, calls `orch:newest` under one name, and makes, advances and
+-- ends tasks of the tracker by hand.
 -- Stall checks run every millisecond (check_ms = 1), so every host checks
 -- at the same moments. (With a longer interval, a host that sleeps checks
 -- when a stall clock falls due, and one that steps every frame at the
@@ -72,16 +76,11 @@ local function draw(seed)
   }
   local event, future = seeded.drawers(r, sc, LAST_EVENT)
   local nloaders = 4 + r(6)
-  for i = 1, nloaders do
-    local rec = {
-      t = i <= 2 and 0 or r(LAST_EVENT) - 1,
-      key = r(3) == 1 and KEYS[r(#KEYS)] or nil,
-      priority = r(3) == 1 and r(3) or seeded.NAMES[r(3)], -- (a number: a function reading level[n])
-      stall_ms = STALLS[r(#STALLS)],
-      steps = {},
-    }
+  local ncalls, ntasks = 0, 0 -- (job:call callbacks handed to the game; tasks it makes by hand)
+  local function steps()
+    local list = {}
     for _ = 1, 1 + r(5) do
-      local x = r(15)
+      local x = r(20)
       local s
       if x == 1 then s = { "sleep", r(20) }
       elseif x == 2 then s = { "future", future() }
@@ -97,13 +96,51 @@ local function draw(seed)
       elseif x == 12 then s = { "fail" }
       elseif x == 13 then s = { "grind", 2 + r(5), r(2) } -- (that many slices of that many ms)
       elseif x == 14 then s = { "hand" } -- (hands its slot's release to the game, which calls it later)
+      elseif x == 16 then s = { "timed", future(), r(60) } -- (a future, given up after that many ms)
+      elseif x == 17 then
+        -- (an err-first callback the game calls later, or never)
+        ncalls = ncalls + 1
+        s = { "call", ncalls }
+        if r(4) > 1 then event(r(LAST_EVENT), "answer", { ncalls, r(3) == 1 }) end
+      elseif x == 18 then s = { "race", future(), r(nloaders) }
+      elseif x == 19 then s = { "any", future(), r(nloaders) }
+      elseif x == 20 then s = { "screen" } -- (awaits the loading screen's load:idle())
       else s = { "sleep", 0 }
       end
-      rec.steps[#rec.steps + 1] = s
+      list[#list + 1] = s
     end
+    return list
+  end
+  for i = 1, nloaders do
+    local rec = {
+      t = i <= 2 and 0 or r(LAST_EVENT) - 1,
+      key = r(3) == 1 and KEYS[r(#KEYS)] or nil,
+      priority = r(3) == 1 and r(3) or seeded.NAMES[r(3)], -- (a number: a function reading level[n])
+      stall_ms = STALLS[r(#STALLS)],
+      -- (counted in a phase of the loading screen; some given up after a timeout)
+      phase = r(3) == 1 and "fetch" or nil,
+      timeout = r(5) == 1 and r(200) or nil,
+    }
+    rec.steps = steps()
     if r(3) == 1 then event(rec.t + r(100), "cancel", i) end
     sc.loaders[i] = rec
     event(rec.t, "start", i)
+  end
+  -- Newest-wins calls the game makes under one name (a search box):
+  -- each cancels the one before.
+  sc.newest = {}
+  for i = 1, r(4) - 1 do
+    sc.newest[i] = { steps = steps(), priority = seeded.NAMES[r(3)] }
+    event(r(LAST_EVENT), "newest", i)
+  end
+  -- Tasks the game counts by hand on the loading screen: advanced, and
+  -- finished or failed later, or never (then load:idle() stalls).
+  for _ = 1, r(3) - 1 do
+    ntasks = ntasks + 1
+    local t = r(LAST_EVENT)
+    event(t, "task", ntasks)
+    if r(2) == 1 then event(t + r(80), "advance", ntasks) end
+    if r(5) > 1 then event(t + r(120), "finish", { ntasks, r(4) == 1 }) end
   end
   for _ = 1, r(4) - 1 do
     -- A burst of finalizers: each takes a permit, then runs a while.
@@ -174,6 +211,8 @@ local function play(seed, sc, host, tally)
   local handles, ctls, by_loader = { barrier.settled }, {}, {}
   local mine, gates = {}, {} -- the game's own whens and when_idles; its gates, by event
   local handed = {} -- slots' releases loaders handed to the game
+  local calls, tasks = {}, {} -- job:call callbacks handed to the game; its tasks by hand
+  local load = stagehand.tracker(orch)
   local function follow(h, name)
     handles[#handles + 1] = h
     h:on_end(function(st, v) say(("%s ended %s"):format(name, seeded.end_text(st, v))) end)
@@ -200,6 +239,14 @@ local function play(seed, sc, host, tally)
     elseif kind == "when" then return wait_on(job, orch:when(s[2]))
     elseif kind == "barrier" then return wait_on(job, barrier.settled)
     elseif kind == "idle" then return wait_on(job, orch:when_idle())
+    elseif kind == "timed" then return wait_on(job, stagehand.abortable(futures[s[2]], orch:timeout(s[3])))
+    elseif kind == "call" then
+      local ok, v = job:pcall(job.call, job, function(cb) calls[s[2]] = cb end)
+      return ok and "answered " .. tostring(v) or "raised " .. seeded.line(type(v) == "table" and v.kind or v)
+    elseif kind == "race" or kind == "any" then
+      local f, h = futures[s[2]], by_loader[s[3]]
+      return wait_on(job, stagehand[kind]({ f, h or f }))
+    elseif kind == "screen" then return wait_on(job, load:idle())
     end
   end
   local function loader(i) return seeded.loader(env, sc.loaders[i].steps, "L" .. i, i, more) end
@@ -222,7 +269,10 @@ local function play(seed, sc, host, tally)
       ctls[i] = ctl
       local prio = rec.priority
       if type(prio) == "number" then prio = fns[prio] end
-      local h = orch:run("L" .. i, loader(i), { key = rec.key, priority = prio, stall_ms = rec.stall_ms, signal = ctl.signal })
+      local signal = ctl.signal
+      if rec.timeout then signal = orch:timeout(rec.timeout) end -- (cancel then does nothing)
+      local h = orch:run("L" .. i, loader(i), { key = rec.key, priority = prio, stall_ms = rec.stall_ms, signal = signal,
+        phase = rec.phase })
       by_loader[i] = h
       follow(h, "L" .. i)
     end,
@@ -266,6 +316,19 @@ local function play(seed, sc, host, tally)
     end,
     open = function(x) gates[x[1]]:arrive(x[2]) end,
     give_back = function(n) if handed[n] then handed[n]() end end,
+    answer = function(x)
+      local cb = calls[x[1]]
+      if cb then if x[2] then cb("no reply") else cb(nil, x[1]) end end
+    end,
+    newest = function(i)
+      local label = "N" .. i
+      local h = orch:newest("search", label, seeded.loader(env, sc.newest[i].steps, label, i, more),
+        { priority = sc.newest[i].priority, stall_ms = 100 })
+      follow(h, label)
+    end,
+    task = function(n) tasks[n] = load:task("fetch", { label = "T" .. n, total = 2 }) end,
+    advance = function(n) tasks[n]:advance() end,
+    finish = function(x) if x[2] then tasks[x[1]]:fail("dropped") else tasks[x[1]]:finish() end end,
   }
 
   local events, ev = sc.events, 1
@@ -388,7 +451,8 @@ describe("next_wake", function()
     -- (every kind of wait, and every kind of end, over 20 scenes or more)
     if #seeds >= 20 then
       for _, kind in ipairs({ "sleep", "future", "slot", "permit", "busy", "grind", "await", "when", "barrier",
-        "all", "idle", "hand", "done", "failed", "cancelled", "stalled", "wakes" }) do
+        "all", "idle", "hand", "timed", "call", "race", "any", "screen", "done", "failed", "cancelled", "stalled",
+        "wakes" }) do
         assert.is_true((tally[kind] or 0) > 0, "none of: " .. kind)
       end
     end

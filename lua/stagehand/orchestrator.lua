@@ -485,6 +485,7 @@ function Orchestrator:timeout(ms)
   local sig = signal.new_signal(self.log)
   if ms == math.huge then return sig end
   timeouts.add(self, read_clock(self) + ms, sig, ms)
+  signal.timed_by(sig, self) -- (its first listener wakes the driver)
   if not self.stepping then self.driver.reschedule(self) end
   return sig
 end

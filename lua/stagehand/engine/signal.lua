@@ -38,6 +38,13 @@ function Signal:on_abort(fn)
   return function() M.unwatch(entry) end
 end
 
+-- orch:timeout's signals, each to its orchestrator (weak both ways: a
+-- signal the game keeps does not keep a dropped orchestrator alive).
+local timed = setmetatable({}, { __mode = "kv" })
+
+--- `sig` aborts at a time of `o`'s clock (orch:timeout).
+function M.timed_by(sig, o) timed[sig] = o end
+
 -- The subscription under on_abort, for stagehand's own use: fn(arg, reason)
 -- runs when `sig` aborts (fn(reason) when arg is nil). No closure is made:
 -- LuaJIT cannot compile making one, and every caller with a signal of its
@@ -48,6 +55,10 @@ function M.watch(sig, fn, arg)
   if not ls then
     ls = {}
     sig._ls = ls
+    -- A timeout nobody listened to kept no host awake (timeouts.next_due):
+    -- now that one listens, its orchestrator's driver must wake for it.
+    local o = timed[sig]
+    if o ~= nil and not o.stepping then o.driver.reschedule(o) end
   end
   local entry = { fn, arg, sig }
   ls[#ls + 1] = entry
