@@ -25,20 +25,23 @@
 --   once, no sooner than it started, with an error if it did not end done.
 -- Loaders sleep, await futures the game settles (or never does), hold a
 -- slot across waits (or hand its release to the game, which calls it
--- later), take permits of an ops budget and of an ms budget,
--- run busy (moving the clock) and slice, await one another, keyed `when`s,
--- a barrier, `stagehand.all`, `any`, `race` and `when_idle`, a future given
--- up after an `orch:timeout`, a `job:call` the game answers later (or
--- never) and the loading screen's `load:idle()`, and fail; some count in a
--- phase of the screen's tracker, some are given up by a timeout of their
--- own; preloaders await `when_idle` before each task. Some scenes give each step a budget_ms,
--- which busy loaders overrun. The game starts loaders (some sharing a key)
--- and bursts of finalizers that each take a permit, cancels callers, hides
--- and shows the window, resizes the pool, changes priorities, arrives at
--- the barrier, changes the budgets, makes `when`s and `when_idle`s of its
--- own (and cancels some), makes gates (barriers) with stall clocks of
--- their own, calls `orch:newest` under one name, and makes, advances and
--- ends tasks of the tracker by hand.
+-- later), take permits of an ops budget and of an ms budget, run busy
+-- (moving the clock) and slice, await one another, keyed `when`s, a
+-- barrier, `stagehand.all`, `any`, `race` and `when_idle`, a future given
+-- up after an `orch:timeout` or through the game's controller
+-- (`abortable`), a `job:call` the game answers later (or never) and the
+-- loading screen's `load:idle()`, and fail; some count in a phase of the
+-- screen's tracker, some are given up by a timeout of their own;
+-- preloaders await `when_idle` before each task. Some scenes give each
+-- step a budget_ms, which busy loaders overrun. The game starts loaders
+-- (some sharing a key) and bursts of finalizers that each take a permit,
+-- cancels callers, hides and shows the window, resizes the pool, changes
+-- priorities, arrives at the barrier, changes the budgets, makes `when`s
+-- and `when_idle`s of its own (some given up by a timeout, some
+-- cancelled), makes gates (barriers) with stall clocks of their own, calls
+-- `orch:newest` under one name, makes, advances and ends tasks of the
+-- tracker by hand, forgets keys, and aborts the controller some loaders'
+-- futures wait through.
 -- Stall checks run every millisecond (check_ms = 1), so every host checks
 -- at the same moments. (With a longer interval, a host that sleeps checks
 -- when a stall clock falls due, and one that steps every frame at the
@@ -80,7 +83,7 @@ local function draw(seed)
   local function steps()
     local list = {}
     for _ = 1, 1 + r(5) do
-      local x = r(20)
+      local x = r(21)
       local s
       if x == 1 then s = { "sleep", r(20) }
       elseif x == 2 then s = { "future", future() }
@@ -105,6 +108,7 @@ local function draw(seed)
       elseif x == 18 then s = { "race", future(), r(nloaders) }
       elseif x == 19 then s = { "any", future(), r(nloaders) }
       elseif x == 20 then s = { "screen" } -- (awaits the loading screen's load:idle())
+      elseif x == 21 then s = { "abortable", future() } -- (given up with the game's controller)
       else s = { "sleep", 0 }
       end
       list[#list + 1] = s
@@ -164,7 +168,12 @@ local function draw(seed)
     if r(4) > 1 then event(r(LAST_EVENT), "arrive", k) end
   end
   for _ = 1, r(3) - 1 do event(r(LAST_EVENT), "when", KEYS[r(#KEYS)]) end
-  for _ = 1, r(3) - 1 do event(r(LAST_EVENT), "idle") end
+  for _ = 1, r(3) - 1 do event(r(LAST_EVENT), "idle", r(3) == 1 and r(100) or nil) end -- (some given up after ms)
+  for _ = 1, r(3) - 1 do event(r(LAST_EVENT), "forget", KEYS[r(#KEYS)]) end
+  -- A download the game gives up on: loaders await a future through a
+  -- controller's signal, which the game aborts later, or never.
+  sc.gave_up = r(3) == 1 and r(LAST_EVENT) or nil
+  if sc.gave_up then event(sc.gave_up, "give_up") end
   for _ = 1, r(3) - 1 do event(r(LAST_EVENT), "drop", r(4)) end
   for n = 1, r(3) do event(r(LAST_EVENT), "give_back", n) end -- (cancels the game's nth when or when_idle)
   for _ = 1, r(3) - 1 do event(r(LAST_EVENT), "budget", { r(2) == 1 and "b" or "m", r(4) }) end
@@ -213,6 +222,7 @@ local function play(seed, sc, host, tally)
   local handed = {} -- slots' releases loaders handed to the game
   local calls, tasks = {}, {} -- job:call callbacks handed to the game; its tasks by hand
   local load = stagehand.tracker(orch)
+  local give_up = stagehand.controller()
   local function follow(h, name)
     handles[#handles + 1] = h
     h:on_end(function(st, v) say(("%s ended %s"):format(name, seeded.end_text(st, v))) end)
@@ -247,6 +257,7 @@ local function play(seed, sc, host, tally)
       local f, h = futures[s[2]], by_loader[s[3]]
       return wait_on(job, stagehand[kind]({ f, h or f }))
     elseif kind == "screen" then return wait_on(job, load:idle())
+    elseif kind == "abortable" then return wait_on(job, stagehand.abortable(futures[s[2]], give_up.signal))
     end
   end
   local function loader(i) return seeded.loader(env, sc.loaders[i].steps, "L" .. i, i, more) end
@@ -301,8 +312,8 @@ local function play(seed, sc, host, tally)
       mine[#mine + 1] = h
       follow(h, "when " .. key)
     end,
-    idle = function()
-      local h = orch:when_idle()
+    idle = function(ms)
+      local h = orch:when_idle(ms and orch:timeout(ms))
       mine[#mine + 1] = h
       follow(h, "when_idle")
     end,
@@ -328,6 +339,8 @@ local function play(seed, sc, host, tally)
     end,
     task = function(n) tasks[n] = load:task("fetch", { label = "T" .. n, total = 2 }) end,
     advance = function(n) tasks[n]:advance() end,
+    forget = function(key) orch:forget(key) end,
+    give_up = function() give_up:abort("the player gave up") end,
     finish = function(x) if x[2] then tasks[x[1]]:fail("dropped") else tasks[x[1]]:finish() end end,
   }
 
@@ -451,7 +464,7 @@ describe("next_wake", function()
     -- (every kind of wait, and every kind of end, over 20 scenes or more)
     if #seeds >= 20 then
       for _, kind in ipairs({ "sleep", "future", "slot", "permit", "busy", "grind", "await", "when", "barrier",
-        "all", "idle", "hand", "timed", "call", "race", "any", "screen", "done", "failed", "cancelled", "stalled",
+        "all", "idle", "hand", "timed", "call", "race", "any", "screen", "abortable", "done", "failed", "cancelled", "stalled",
         "wakes" }) do
         assert.is_true((tally[kind] or 0) > 0, "none of: " .. kind)
       end
