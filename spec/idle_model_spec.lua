@@ -2,18 +2,21 @@
 -- stagehand's insides. Seeded scenes run keyed loaders; each time one
 -- resumes it picks its next wait: a `when_idle` (its own or one the scene
 -- made), another loader's Handle, a `when` on a loader's key (running,
--- ended or not started yet), `stagehand.all` of a mix of those and
--- futures, a future, a sleep, a slot of a pool that is mostly closed, or a
+-- ended or not started yet), `stagehand.all`, `any` or `race` of a mix of
+-- those and futures, or one of them through `abortable`, a future, a
+-- sleep, a slot of a pool that is mostly closed, or a
 -- barrier's `settled`, or a load tracker's `load:idle()`. Between steps
 -- the game settles futures, moves the
--- clock, arrives at barriers, opens and closes the pool, starts loaders,
+-- clock, arrives at barriers, opens and closes the pool, starts loaders
+-- (some by `orch:newest`, each call cancelling the one before),
 -- cancels loaders and `when_idle` waits, and makes `when_idle` waits and
 -- `when`s of its own, makes and ends tasks of the tracker by hand and asks
 -- it for `load:idle()`; now and then it asks for idle before anything ran.
 -- A third of the loaders count in a phase of the tracker.
 --
 -- The model: a loader is idle when it awaits a `when_idle`, or a loader
--- that is idle (by its Handle or its key), or a group whose open parts are
+-- that is idle (by its Handle or its key; an older newest-wins call's
+-- Handle by the newest call's loader), or a group whose open parts are
 -- all of those; anything else it waits on (a future, a sleep, a slot, a
 -- barrier, a `when` whose run has not started, a part that is a future)
 -- keeps it busy, as does running. A `load:idle()` is idle when no task
@@ -69,9 +72,14 @@ local function scene(seed, tally)
     if w.kind == "future" then return w.f:state() == "pending" end
     return running(w.h)
   end
+  -- (an older newest-wins call's Handle follows the newest call's run)
+  local function latest(rec)
+    while rec.follow do rec = rec.follow end
+    return rec
+  end
   local function idle_on(w, seen)
     if w.kind == "idle" then return true end
-    if w.kind == "job" then return idle_of(w.rec, seen) end
+    if w.kind == "job" then return idle_of(latest(w.rec), seen) end
     if w.kind == "load" then return load_idle(seen) end
     if w.kind == "when" then
       local rec = loader_of_key(w.key)
@@ -86,7 +94,7 @@ local function scene(seed, tally)
     local on, v = rec.on, false
     if on == nil then
       v = false -- running, or queued to run
-    elseif on.kind == "all" then
+    elseif on.kind == "group" then
       v = true
       for _, part in ipairs(on.parts) do
         if open(part) and not idle_on(part, seen) then v = false end
@@ -192,11 +200,17 @@ local function scene(seed, tally)
       return { kind = "when", key = key, h = track_when(key) }
     end
     if x <= 14 then
+      -- (a group is idle while its open parts are: all, any, race, or
+      -- one part given up through a signal nobody aborts)
       local parts = {}
-      for k = 1, 1 + r(3) do parts[k] = a_part(i) end
+      local y = r(4)
+      for k = 1, y == 4 and 1 or 1 + r(3) do parts[k] = a_part(i) end
       local list = {}
       for k, part in ipairs(parts) do list[k] = part.f or part.h end
-      return { kind = "all", parts = parts, group = stagehand.all(list) }
+      local group
+      if y == 4 then group = stagehand.abortable(list[1], stagehand.controller().signal)
+      else group = stagehand[({ "all", "any", "race" })[y]](list) end
+      return { kind = "group", parts = parts, group = group }
     end
     if x <= 16 then local f = new_future() return { kind = "future", f = f, h = f } end
     if x == 17 then return { kind = "sleep" } end
@@ -207,16 +221,25 @@ local function scene(seed, tally)
     return { kind = "future", f = f, h = f }
   end
   local function wait(job, w)
-    if w.kind == "all" then return job:await(w.group) end
+    if w.kind == "group" then return job:await(w.group) end
     if w.kind == "sleep" then return job:sleep(1 + r(30)) end
     if w.kind == "slot" then return job:slot("p")() end
     return job:await(w.h)
   end
-  local function start_loader()
+  local search -- the newest-wins call under "search" made last
+  local function start_loader(newest)
     local i = #loaders + 1
     local rec = { phase = r(3) == 1 }
     loaders[i] = rec
-    rec.h = orch:run("loader " .. i, function(job)
+    local start = orch.run
+    if newest then
+      -- (the game searches again: the older call's run is cancelled,
+      -- unless a `when` on its key keeps it, and its Handle follows this)
+      if search then search.follow = rec end
+      search = rec
+      start = function(o, ...) return o:newest("search", ...) end
+    end
+    rec.h = start(orch, "loader " .. i, function(job)
       job.signal:on_abort(function() rec.dead = true end)
       while true do
         local w = next_wait(i)
@@ -274,6 +297,7 @@ local function scene(seed, tally)
       if ctl and r(2) == 1 then ctl:abort("menu closed") end
     end,
     function() track_when(later_key(0)) end, -- the game follows a key
+    function() start_loader(true) end, -- the game searches, newest wins
     function() -- the game makes a task by hand, or ends one, or asks for the load's idle
       local x = r(3)
       if x == 1 then

@@ -68,21 +68,46 @@ describe(":newest", function()
   it("fails a newer run that awaits an older call's Handle, as a wait on itself, rather than hang", function()
     -- The older Handle ends with the newer run's end: a newer run waiting
     -- on it waits on its own end. Its first wait began before the call
-    -- took the older Handles over, so the cycle closes as the call ends.
+    -- took the older Handles over, so the cycle closes as the call ends,
+    -- and that wait raises it on the run's next turn.
     local first = orch:newest("search", "search 1", function(job) return job:await(stagehand.future()) end)
     local second = orch:newest("search", "search 2", function(job)
       return job:await(stagehand.all { first, stagehand.future() })
     end)
+    orch:step()
     assert.matches("search 2", is_cycle(second))
     assert.equal("failed", first:state())
     -- and through another job awaiting the older Handle
     local level1 = orch:newest("level", "level 1", function(job) return job:await(stagehand.future()) end)
     local screen = orch:run("screen", function(job) return job:await(level1) end)
     local level2 = orch:newest("level", "level 2", function(job) return job:await(screen) end)
+    orch:step()
     assert.matches("level 2", is_cycle(level2))
     orch:step()
     assert.same({ "failed", "failed" }, { level1:state(), screen:state() })
     assert.all_ended(orch)
+  end)
+
+  it("raises the cycle a hand-over closed at the newer run's wait, where its work may catch it", function()
+    local cleaned = 0
+    local first = orch:newest("search", "search 1", function(job) return job:await(stagehand.future()) end)
+    local f = stagehand.future()
+    local second = orch:newest("search", "search 2", function(job)
+      local ok, err = job:pcall(job.await, job, first) -- (the older search's results, if they come first)
+      if not ok then
+        assert(stagehand.is_error(err, "cycle"), tostring(err))
+        cleaned = cleaned + 1
+      end
+      return "fresh " .. job:await(f)
+    end)
+    orch:step()
+    assert.equal(1, cleaned)
+    assert.equal("running", second:state())
+    f:resolve("results")
+    orch:step()
+    assert.same({ "done", "fresh results" }, { second:result() })
+    assert.same({ "done", "fresh results" }, { first:result() })
+    assert.no_leaks(orch)
   end)
 
   it("fails a newer run whose wait leads to an older Handle, when the older run keeps another caller", function()
@@ -95,6 +120,7 @@ describe(":newest", function()
     local again = orch:run("level 1 again", function() end, { key = "lvl" })
     local screen = orch:run("screen", function(job) return job:await(level1) end)
     local level2 = orch:newest("level", "level 2", function(job) return job:await(screen) end)
+    orch:step()
     assert.matches("level 2", is_cycle(level2))
     local g = stagehand.future()
     local art1 = orch:newest("art", "art 1", function(job) return job:await(f) end, { key = "art" })

@@ -18,6 +18,7 @@ local sources = require "stagehand.rank.sources"
 local handle = require "stagehand.wait.handle"
 local errors = require "stagehand.engine.errors"
 local follows = require "stagehand.wait.follows"
+local wait = require "stagehand.wait.wait"
 local each = require("stagehand.core.compat").each
 
 local STATE, OUT, H, TOLD, LABEL, W = F.STATE, F.OUT, F.H, F.TOLD, F.LABEL, F.W
@@ -184,12 +185,12 @@ function M.run(o, name, label, work, opts)
   -- The older Handles end with the newer run's end now. A newer run whose
   -- first wait (made before they came over) leads to one of them waits on
   -- its own end: that cycle closed here, and every edge it gained leads to
-  -- the newer run, so a search from its wait finds any. It fails as an
-  -- await that closed a cycle would have.
+  -- the newer run, so a search from its wait finds any. That wait raises
+  -- the cycle, as an await that closed one does (the work may catch it).
   local w = not job[STATE] and job[W]
   if w and w._follows then
     local ok, err = pcall(follows.check_follows, job, w)
-    if not ok then E.fail(job, err) end
+    if not ok then wait.raise_in(job, err) end
   end
   if job[STATE] then finish(chain, job[STATE], job[OUT]) end -- (the newer ended inside its own call)
   return h

@@ -107,9 +107,17 @@ function M.check_wait(job, what)
   end
 end
 
-local function settled_values(x)
-  local v = x._v
-  if x._st == "done" then return unpack(v, 1, v.n or 1) end
+-- Jobs woken from an await to raise, not to read what they awaited
+-- (M.raise_in), with what they raise.
+local raising = setmetatable({}, { __mode = "k" })
+
+local function settled_values(x, job)
+  local v, st = x._v, x._st
+  if st == "done" then return unpack(v, 1, v.n or 1) end
+  if not st then -- (not settled: woken by M.raise_in)
+    v = raising[job]
+    raising[job] = nil
+  end
   error(v, 0)
 end
 
@@ -158,7 +166,21 @@ function M.await(job, x)
   else
     check(B.clock_progress(o.cc, job[CID], E.current_at), "count progress")
   end
-  return settled_values(x)
+  return settled_values(x, job)
+end
+
+local wake -- (the settle hook below)
+
+--- Ends the await `job` is parked on with `err` raised there, as if the
+--- await had raised it when it was made: the job leaves what it awaited
+--- and runs on from its next turn (its code may catch it). For a cycle of
+--- waits that something other than the await closed (newest.lua's
+--- hand-over).
+function M.raise_in(job, err)
+  local x = job[W]
+  settle.unlisten(x, job)
+  raising[job] = err
+  wake(job, x)
 end
 
 --- Parks `job`, a job with no coroutine of its own, on `x`: work another
@@ -233,14 +255,15 @@ end
 -- left in the queue (a step's budget spent before its turn) counts its
 -- stall time from here, and a clock paused while it awaited jobs runs
 -- again from here. (Its resume counts once more: see M.await.)
-settle.on_wake(function(job, from)
+function wake(job, from)
   if job[W] ~= from then return end
   job[W] = QUEUED
   local o = job[ORCH]
   if sources.following(o, job) then sources.unfollow(o, job) end
   check(B.clock_resume(o.cc, job[CID], settle_time(o)), "resume a stall clock")
   enqueue(o, job)
-end)
+end
+settle.on_wake(wake)
 
 -- Called when a part of the group `g` that `job` is parked on settled and
 -- g did not (combine.lua). A wait of the job's that ended: progress, while
