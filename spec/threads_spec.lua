@@ -673,16 +673,47 @@ describe("stagehand.pool", function()
     end)
   end)
 
-  describe(":destroy", function()
-    -- Until a reply waits to be collected (the manual driver's next wake is
-    -- then 0), a millisecond at a time on a port nothing posts to.
-    local function until_a_reply_waits(idle_port)
-      local waited = 0
-      while orch:next_wake() ~= 0 and waited < WAIT do
-        idle_port:receive_within(1)
-        waited = waited + 1
-      end
+  -- Until a reply waits to be collected (the manual driver's next wake is
+  -- then 0), a millisecond at a time on a port nothing posts to.
+  local function until_a_reply_waits(idle_port)
+    local waited = 0
+    while orch:next_wake() ~= 0 and waited < WAIT do
+      idle_port:receive_within(1)
+      waited = waited + 1
     end
+  end
+
+  describe("with a trace recording", function()
+    -- Regression: the threads soak (seed 620) met a step that raised
+    -- "bad argument #2 to 'pool_remove'". A request done before the step
+    -- read that its worker took it is recorded as dispatched as its reply
+    -- is collected; the trace reads its priority then, and a priority
+    -- function that cancelled the request there left it in its pool's
+    -- queue after its end.
+    it("lets a priority function read as a reply is collected cancel that request", function()
+      local p = pool { size = 1 }
+      local tr = orch:trace()
+      local h
+      local armed = false
+      local function prio()
+        if armed then h:cancel("scrolled away") end
+        return "scene"
+      end
+      h = p:run("add", { a = 1, b = 2 }, { priority = prio })
+      orch:step() -- (offered to the worker, which takes it and replies)
+      until_a_reply_waits(stagehand.port())
+      armed = true
+      orch:step()
+      assert.equal("cancelled", h:state())
+      armed = false
+      assert.same({ "done", 7 }, { orch:wait(p:run("add", { a = 3, b = 4 }), WAIT) })
+      assert.equal(0, p:pending())
+      assert.no_leaks(orch)
+      tr:stop()
+    end)
+  end)
+
+  describe(":destroy", function()
 
     it("cancels queued and running requests, stops every worker and settles once all exited", function()
       local p = new_pool(orch, { size = 3 })

@@ -551,14 +551,16 @@ local function taken(pool, job)
   if not pool.holds[id] then return end
   local o = pool.orch
   local tr = o.tracer
-  if tr and job[WAITQ] and not job[STATE] then
+  local g = tr and job[WAITQ] and not job[STATE] and priority.set_of(o, job)
+  -- (out of the queue before the trace reads priority functions: game
+  -- code that cancels the request there ends a job that waits in none)
+  pool.holds[id] = nil
+  slots.leave(pool.q, job)
+  if g then
     -- (its rank as the last round read it; where it came from, found now)
-    local g = priority.set_of(o, job)
     local rank = o.fixed_rank[g] or pool.q.last[g] or priority.effective(job)
     tr:dispatched(job, priority.name(o, rank), priority.origin(job), o.now)
   end
-  pool.holds[id] = nil
-  slots.leave(pool.q, job)
 end
 
 local function started(pool, job)
