@@ -18,8 +18,9 @@
 -- and requests that wait on idle workers with nothing offered make
 -- next_wake 0 (a host that sleeps until then would never start them).
 -- (White-box: the offer is read from the pool's own fields; the spec says
--- nothing of how it is chosen.) CHAOS_SEEDS=n runs more, CHAOS_SEED=s
--- replays one.
+-- nothing of how it is chosen.) A trace records it all, and half the
+-- requests count in a phase of a loading screen, whose listener meddles
+-- as the functions do. CHAOS_SEEDS=n runs more, CHAOS_SEED=s replays one.
 local stagehand = require "stagehand"
 local T = require "stagehand.testing"
 local seeded = require "spec.seeded"
@@ -38,6 +39,9 @@ local function scene(seed)
   local level, random_source = seeded.priorities(r, true)
   local pool = stagehand.pool(orch, { module = "fixture_worker", size = 2 })
   local ud = pool.ud
+  -- (a trace and a loading screen beside it: each reads priorities, and
+  -- tells game code, at moments of its own)
+  local trace, load = orch:trace(), stagehand.tracker(orch)
   local started = stagehand.port()
   -- The workers held busy: { h = the hold's Handle, go = its port }.
   local holding = {}
@@ -93,7 +97,7 @@ local function scene(seed)
     return nil
   end
 
-  local reqs, by_id = {}, {}
+  local reqs, by_id, made = {}, {}, 0
   local function live(rec) return pool.reqs[rec.id] ~= nil end
   -- Waiting for a worker, as the workers' side has it now (one the last
   -- step offered may be running, its start not heard yet).
@@ -177,8 +181,9 @@ local function scene(seed)
   local ops = {
     function() -- a new request
       local prio, src = source()
-      local key = "req " .. (#reqs + 1)
-      local h = pool:run("echo", key, { key = key, priority = prio })
+      made = made + 1 -- (before the run: a listener told of its start may make one too)
+      local key = "req " .. made
+      local h = pool:run("echo", key, { key = key, priority = prio, phase = #reqs % 2 == 0 and "decode" or nil })
       src.h, src.caller = h, true
       local rec = { key = key, id = h.id, sources = { src } }
       reqs[#reqs + 1], by_id[h.id] = rec, rec
@@ -268,6 +273,9 @@ local function scene(seed)
   meddle = function()
     if r(3) == 1 then meddling[r(#meddling)]() end
   end
+  -- (the loading screen's listener meddles too, told as requests start,
+  -- move and end: inside the step's collect of replies, say)
+  load:on(function() meddle() end)
 
   for _ = 1, 40 do
     for _ = 1, r(5) do
@@ -291,6 +299,9 @@ local function scene(seed)
   end
   orch:wait(pool:destroy(), WAIT)
   assert.no_leaks(orch)
+  trace:stop()
+  seeded.traced(trace, "seed " .. seed)
+  if load:fraction() ~= 1 then error(("seed %d: the bar ends at %g"):format(seed, load:fraction())) end
   orch:close()
 end
 
