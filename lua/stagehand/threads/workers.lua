@@ -542,10 +542,8 @@ function Pool:destroy()
   return h
 end
 
--- A queued request's worker took it: its job waits for the reply now, and
--- its stall clock runs.
 -- A worker took a queued request: it leaves the dispatch queue (and a
--- trace records the priority it went at).
+-- trace records the priority it went at); its job waits for the reply.
 local function taken(pool, job)
   local id = job[ID]
   if not pool.holds[id] then return end
