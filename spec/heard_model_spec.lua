@@ -3,16 +3,18 @@
 -- await a download and then return or fail (now and then one fails at
 -- once, inside run). The game makes callers of them (run with a key,
 -- `when`), reads some Handles' results (and polls keys: a `when` read at
--- once), subscribes and unsubscribes `on_end`s, makes `all` and
--- `all_settled` groups and `abortable`s over them (and aborts their
--- signals), starts watchers (jobs that await a Handle, an abortable or a
--- group, under job:pcall), cancels watchers and callers, and settles
--- downloads.
+-- once), subscribes and unsubscribes `on_end`s, makes `all`,
+-- `all_settled`, `any` and `race` groups and `abortable`s over them (and
+-- aborts their signals), starts watchers (jobs that await a Handle, an
+-- abortable or a group, under job:pcall), cancels watchers and callers,
+-- opens and closes a loading screen (a load tracker; a third of the
+-- loaders count in one of its phases), and settles downloads.
 --
--- The model: a failure is heard if, when it happens, one of the job's
+-- The model: a failure is heard if, when it happens, the loading screen
+-- open as the job began counts it still (not closed), or one of the job's
 -- callers still in has had its result read, is awaited by a watcher parked
 -- on it, has an `on_end` still subscribed, has an `abortable` still
--- pending over it, or has been made a part of an `all` or `all_settled`.
+-- pending over it, or has been made a part of a group.
 -- A failure inside run is heard too if, before the next step ends, one of
 -- its Handles (a `when` on its key among them) is read, subscribed to,
 -- awaited or put in a group.
@@ -46,6 +48,7 @@ local function scene(seed, tally)
   local subs = {} -- {hrec =, unsubscribe =, done =}
   local handles = {} -- every Handle and group, for the end
   local later = {} -- job -> heard: runs that failed outside a step, reported at the next step's end
+  local screen -- the loading screen open now: {load =, closed =}, or nil
   local runs, turn = 0, 0
 
   -- (The model peeks at a Handle's state without h:state(): a game that
@@ -73,6 +76,8 @@ local function scene(seed, tally)
     return false
   end
   local function heard_now(j)
+    -- (a tracker that counted it from its start, and counts still)
+    if j.screen and not j.screen.closed then return true end
     for _, hrec in ipairs(j.callers) do
       if not hrec.left and (hrec.seen or listened(hrec)) then return true end
     end
@@ -120,6 +125,8 @@ local function scene(seed, tally)
     runs = runs + 1
     j = { label = "L" .. runs, key = key, f = stagehand.future(), fails = r(2) == 1, callers = {} }
     local at_once = r(5) == 1
+    local phase = r(3) == 1 and "fetch" or nil -- (counted by the loading screen, if one is open)
+    if phase then j.screen = screen end
     jobs[#jobs + 1] = j
     -- (the `when`s waiting for this key join the run before its work starts)
     for _, hrec in ipairs(pending_whens[key] or {}) do
@@ -134,7 +141,7 @@ local function scene(seed, tally)
       job:await(j.f)
       if j.fails then error("the atlas is corrupt", 0) end
       return key
-    end, { key = key })
+    end, { key = key, phase = phase })
     new_hrec(h, j, key)
     if at_once then
       j.over, j.ended = true, "failed"
@@ -197,7 +204,7 @@ local function scene(seed, tally)
         end
       end
       if #list == 0 then return end
-      handles[#handles + 1] = r(2) == 1 and stagehand.all(list) or stagehand.all_settled(list)
+      handles[#handles + 1] = stagehand[({ "all", "all_settled", "any", "race" })[r(4)]](list)
       for _, hrec in ipairs(parts) do mark(hrec) end
     end,
     function() -- an abortable over a Handle
@@ -250,6 +257,14 @@ local function scene(seed, tally)
         end
       elseif callers_in(j) == 0 then
         j.over, j.ended = true, "cancelled" -- (its last caller left)
+      end
+    end,
+    function() -- a loading screen opens, or the one open closes
+      if screen then
+        screen.load:close()
+        screen.closed, screen = true, nil
+      else
+        screen = { load = stagehand.tracker(orch), closed = false }
       end
     end,
     function() -- a download comes in

@@ -73,7 +73,8 @@ local hooks = {
   closed = none, -- (o): close begins, or orch:loop returns (threads name what they still wait on)
   -- A job run with opts.phase (job.phase) counts as a task of that phase
   -- for the load tracker: (o, job) it began, (job) it said how far it is,
-  -- (o, job, st) it ended.
+  -- (o, job, st) it ended (true if a tracker counted it: its failure is
+  -- heard).
   phase_began = none,
   phase_progressed = none,
   phase_ended = none,
@@ -219,7 +220,8 @@ function E.end_job(job, st, v)
   job[STATE], job[OUT] = st, v
   o.nrunning = o.nrunning - 1
   job_ended(o, job, st)
-  if rawget(job, "phase") then hooks.phase_ended(o, job, st) end
+  -- (a tracker counting it hears its failure: its loading screen shows it)
+  local tracked = rawget(job, "phase") and hooks.phase_ended(o, job, st)
   if st ~= "done" then
     local sig = rawget(job, "signal")
     -- (At once, unless this end is itself one that an end reached: then
@@ -234,7 +236,7 @@ function E.end_job(job, st, v)
   end
   local hs = job -- the callers' Handles live in the job's array part
   if st == "failed" then
-    local seen = false
+    local seen = tracked or false
     for i = H, #hs do
       local h = hs[i]
       if h._seen or settle.listened(h) then seen = true end

@@ -566,20 +566,22 @@ function M.new(orch)
 end
 
 -- Jobs with a phase: a task in each tracker of their orchestrator. Boxes
--- the collector emptied leave the list (prune).
+-- the collector emptied leave the list (prune). True if fn said so of
+-- any tracker.
 local function each_tracker(o, fn, a, b)
   local list = rawget(o, "trackers")
-  if not list then return end
-  local gone = false
+  if not list then return false end
+  local gone, any = false, false
   for i = 1, #list do
     local tr = list[i][1]
     if not tr then
       gone = true
     elseif not tr.closed then
-      fn(tr, a, b)
+      any = fn(tr, a, b) or any
     end
   end
   if gone and rawget(o, "trackers") == list then prune(o) end
+  return any
 end
 
 -- (Named functions, not a closure per event: every job with a phase calls
@@ -602,20 +604,21 @@ local function job_progressed(tr, job)
   event(task, "progress", now(tr))
 end
 
+-- (true: it counted the job, so a failure is heard)
 local function job_ended(tr, job, state)
   local task = tr.jobs[job]
-  if task then
-    tr.jobs[job] = nil
-    if state ~= "done" then task.error = job[F.OUT] end
-    finish(task, state, now(tr))
-    tr.job_tasks = tr.job_tasks - 1
-    idle_sync(tr)
-  end
+  if not task then return false end
+  tr.jobs[job] = nil
+  if state ~= "done" then task.error = job[F.OUT] end
+  finish(task, state, now(tr))
+  tr.job_tasks = tr.job_tasks - 1
+  idle_sync(tr)
+  return true
 end
 
 E.on("phase_began", function(o, job) each_tracker(o, job_began, job) end)
 E.on("phase_progressed", function(job) each_tracker(job[ORCH], job_progressed, job) end)
-E.on("phase_ended", function(o, job, st) each_tracker(o, job_ended, job, st) end)
+E.on("phase_ended", function(o, job, st) return each_tracker(o, job_ended, job, st) end)
 
 -- A row of load:timeline(): each field of the kind it has there, and no
 -- other field.
