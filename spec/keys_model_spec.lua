@@ -1,7 +1,8 @@
 -- Nothing loads twice, checked against a model that knows nothing of
 -- stagehand's insides. Seeded scenes ask for a few keys again and again:
 -- by `run` (joining a run of the key if one is going, else starting one,
--- now and then with a signal that has already aborted) and by `when`
+-- now and then with a signal that has already aborted; a third with
+-- `reuse`, which a remembered `done` outcome settles at once) and by `when`
 -- (following a run, settling from a remembered outcome, or waiting for a
 -- run to start). Between steps the game ends runs (done or failed), lets
 -- time pass so that runs and `when`s given a short stall time stall,
@@ -90,7 +91,7 @@ local function scene(seed, tally)
   end
 
   local function check(what)
-    if works[0] then fail("after " .. what .. ", a caller with an aborted signal ran its work") end
+    if works[0] then fail("after " .. what .. ", a caller that must not run its work (an aborted signal, a reuse) ran it") end
     for n, run in ipairs(runs) do
       if works[n] ~= 1 then fail(("after %s, run %d of %s worked %d times"):format(what, n, run.key, works[n] or 0)) end
     end
@@ -118,7 +119,7 @@ local function scene(seed, tally)
     end
   end
 
-  local function start_run(key, doomed)
+  local function start_run(key, doomed, reuse)
     local n = #runs + 1
     local run = { key = key, n = n, gate = stagehand.future(), callers = {} }
     runs[n] = run
@@ -133,7 +134,7 @@ local function scene(seed, tally)
       works[n] = (works[n] or 0) + 1
       job:await(run.gate)
       return n
-    end, { key = key, stall_ms = doomed and SHORT or nil })
+    end, { key = key, stall_ms = doomed and SHORT or nil, reuse = reuse })
     run.doomed = doomed
     local c = new_caller(h, key)
     c.run = run
@@ -153,8 +154,17 @@ local function scene(seed, tally)
         return "a run with an aborted signal"
       end
       local run = going[key]
+      local reuse = r(3) == 1 -- (get-or-load: a remembered `done` settles it, and no work runs)
       if not run then
-        start_run(key, r(4) == 1)
+        local m = reuse and remembered(key)
+        if m and m.run.outcome[1] == "done" then
+          local c = new_caller(orch:run("loading " .. key, function() works[0] = 1 end, { key = key, reuse = true }),
+            key)
+          c.expect = m.run.outcome
+          tally.reused = (tally.reused or 0) + 1
+          return "a run of " .. key .. " reusing run " .. m.run.n
+        end
+        start_run(key, r(4) == 1, reuse)
         return "a run of " .. key
       end
       local ctl = r(2) == 1 and stagehand.controller() or nil
