@@ -86,8 +86,8 @@ end
 local E = require "stagehand.engine.engine"
 
 -- What the game reads against what it can see another way: each slot
--- pool's holders are the trace's open holds, its waiters the report's jobs
--- waiting on a slot of it; a key runs while a running job has it (not a
+-- pool's holders are the trace's open holds, its waiters (and each
+-- budget's) the report's jobs waiting on a slot (a permit) of it; a key runs while a running job has it (not a
 -- `when` still waiting for the key's run to start).
 local function check_readouts(orch, trace, where)
   local pools, held, waiting, keyed = orch:pools(), {}, {}, {}
@@ -110,6 +110,12 @@ local function check_readouts(orch, trace, where)
     if p.in_use ~= (held[what] or 0) or p.waiting ~= (waiting[what] or 0) then
       error(("%s: pool %s reads %d in use, %d waiting; the trace holds %d, the report waits %d"):format(where, name,
         p.in_use, p.waiting, held[what] or 0, waiting[what] or 0))
+    end
+  end
+  for _, name in ipairs { "finalize", "upload" } do
+    local what, b = "a permit of budget '" .. name .. "'", pools[name]
+    if b.waiting ~= (waiting[what] or 0) then
+      error(("%s: budget %s reads %d waiting; the report waits %d"):format(where, name, b.waiting, waiting[what] or 0))
     end
   end
   for _, key in ipairs(KEYS) do
