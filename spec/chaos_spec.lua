@@ -87,8 +87,9 @@ local E = require "stagehand.engine.engine"
 
 -- What the game reads against what it can see another way: each slot
 -- pool's holders are the trace's open holds, its waiters (and each
--- budget's) the report's jobs waiting on a slot (a permit) of it; a key runs while a running job has it (not a
--- `when` still waiting for the key's run to start).
+-- budget's) the report's jobs waiting on a slot (a permit) of it; a key
+-- runs while a running job has it (not a `when` still waiting for the
+-- key's run to start).
 local function check_readouts(orch, trace, where)
   local pools, held, waiting, keyed = orch:pools(), {}, {}, {}
   -- (white-box: the trace's open holds, not a copy of every event a turn)
