@@ -120,6 +120,27 @@ describe(":watch", function()
     assert.matches("watcher bug", lines[1], 1, true)
   end)
 
+  -- Regression: a watcher that ended a job as it heard the start (the
+  -- player quit to the menu: orch:close) made the watchers after it hear
+  -- the end first, then the start: a list of loads in flight kept that one
+  -- for good.
+  it("tells every watcher a job's start before its end, though a watcher ends it at its start", function()
+    local orch = T.new { log = function() end }
+    local heard, loading = {}, {}
+    orch:watch(function(rec)
+      heard[#heard + 1] = "first " .. rec.state
+      if rec.state == "running" then orch:close("quit to menu") end
+    end)
+    orch:watch(function(rec)
+      heard[#heard + 1] = "second " .. rec.state
+      loading[rec.id] = rec.state == "running" or nil
+    end)
+    local h = orch:run("portrait", function(job) return job:await(stagehand.future()) end)
+    assert.equal("cancelled", h:state())
+    assert.same({ "first running", "second running", "first cancelled", "second cancelled" }, heard)
+    assert.is_nil(next(loading))
+  end)
+
   it("names a bad fn", function()
     local orch = T.new()
     assert.has_error(function() orch:watch(5) end, "bad argument 'fn' to watch: expected a function, got 5")

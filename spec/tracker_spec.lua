@@ -239,6 +239,35 @@ describe("stagehand.tracker", function()
       assert.equal(3, #events)
     end)
 
+    -- Regression: a listener told of a tracked job's start ran before the
+    -- job took its key, and before the tracker filed the task as the
+    -- job's: a listener that closed the orchestrator there (the player
+    -- quit to the menu) left the task running for good, so load:idle()
+    -- never settled, and the key running for good, so the asset never
+    -- loaded again (the callback scenes found it).
+    it("lets a listener told of a job's start end that job: its task and its key end with it", function()
+      -- (load, made first, is told of the start before screen's listener
+      -- ends the job; later is told after)
+      local screen = stagehand.tracker(orch)
+      screen:on(function(e)
+        if e.kind == "start" and e.label == "portrait" then orch:close("quit to menu") end
+      end)
+      local later = stagehand.tracker(orch)
+      local h = orch:run("portrait", function(job) return job:await(stagehand.future()) end,
+        { phase = "fetch", key = "portrait" })
+      orch:step()
+      assert.equal("cancelled", h:state())
+      assert.is_false(orch:running("portrait"))
+      for _, tr in ipairs { load, screen } do
+        assert.same({ running = 0, done = 0, failed = 0, cancelled = 1, stalled = 0 }, tr:counts())
+        assert.equal("done", tr:idle():state())
+      end
+      assert.equal(0, later:counts().cancelled) -- (it never saw the job start)
+      local again = orch:run("portrait", function() return "loaded" end, { key = "portrait" })
+      assert.same({ "done", "loaded" }, { again:result() })
+      assert.all_ended(orch)
+    end)
+
     it("logs a listener that raises, and goes on", function()
       load:on(function() error("the bar broke") end)
       local n = 0

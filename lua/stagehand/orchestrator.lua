@@ -198,10 +198,7 @@ local function enter(o, label, key, prio, sig, stall_ms, phase, co, setup)
   -- (Owned once started: a Handle filed under its owner before a start
   -- that ran out of memory was withdrawn later, ending a job never begun.)
   if E.current and E.in_job() then own(o, h, sig) end
-  if phase then
-    job.phase = phase
-    E.phase_began(o, job)
-  end
+  if phase then job.phase = phase end
   if o.closing_jobs then doom(o, job) end
   local waiting = false
   -- A caller withdrawn before it asked (its signal aborted already) starts
@@ -211,7 +208,12 @@ local function enter(o, label, key, prio, sig, stall_ms, phase, co, setup)
     waiting = keys.join_pending(o, key, job) or false
   end
   if setup then setup(job) end
+  -- (Game code from here on: the watchers told of the start, then the
+  -- trackers' listeners. The job is whole by now, its key taken: should
+  -- that code end it, close the orchestrator say, the key is let go, and a
+  -- tracker not yet told never counts it.)
   E.notify(o, job)
+  if phase and not job[STATE] then E.phase_began(o, job) end
   if waiting then
     for i = 1, #waiting do E.end_job(waiting[i], "done", settle_empty) end
   end

@@ -43,24 +43,41 @@ function M.record(job, ended_at, cache)
   return rec
 end
 
-function M.notify(o, job, ending)
-  local tr = o.tracer -- (orch:trace: recording, told first)
-  if tr then tr:told(job, ending, clock.now_or_last(o)) end
+-- Jobs whose start the watchers are being told, and the time of an end
+-- that came meanwhile (a watcher that closed the orchestrator): that end is
+-- told once every watcher has heard the start, so none hears a job end
+-- before it starts.
+local telling = setmetatable({}, { __mode = "k" })
+
+local function tell(o, rec)
   local ws = o.watchers
-  if ws[1] == nil then return end
-  local ended_at
-  if ending then
-    -- (A job's end is told in the middle of ending it: a clock that breaks
-    -- here gives way to the last good reading rather than stop the end.)
-    ended_at = clock.now_or_last(o)
-  end
-  local rec = M.record(job, ended_at)
   o.watching = o.watching + 1 -- (orch:step names a watcher that calls it)
   for i = 1, #ws do
     local fn = ws[i]
     if fn then logm.guard(o.log, "a watcher", fn, rec) end
   end
   o.watching = o.watching - 1
+end
+
+function M.notify(o, job, ending)
+  local tr = o.tracer -- (orch:trace: recording, told first)
+  if tr then tr:told(job, ending, clock.now_or_last(o)) end
+  if o.watchers[1] == nil then return end
+  if ending then
+    -- (A job's end is told in the middle of ending it: a clock that breaks
+    -- here gives way to the last good reading rather than stop the end.)
+    local ended_at = clock.now_or_last(o)
+    if telling[job] then
+      telling[job] = ended_at
+      return
+    end
+    return tell(o, M.record(job, ended_at))
+  end
+  telling[job] = true
+  tell(o, M.record(job))
+  local ended_at = telling[job]
+  telling[job] = nil
+  if ended_at ~= true then tell(o, M.record(job, ended_at)) end
 end
 
 function M.describe_wait(job)

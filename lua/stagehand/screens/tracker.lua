@@ -93,7 +93,7 @@ local function event(task, kind, t)
     state = kind == "end" and task.state or nil, t = t })
 end
 
-local function begin(tr, phase, label, total, t)
+local function begin(tr, phase, label, total, t, quiet)
   local ph = phase_of(tr, phase, t)
   local task = setmetatable({ tracker = tr, phase = phase, label = label, done = 0, total = total,
     state = "running", clamped = false }, Task)
@@ -107,7 +107,7 @@ local function begin(tr, phase, label, total, t)
   end
   ph.running = ph.running + 1
   tr.running = tr.running + 1
-  event(task, "start", t)
+  if not quiet then event(task, "start", t) end
   return task
 end
 
@@ -586,10 +586,17 @@ end
 
 -- (Named functions, not a closure per event: every job with a phase calls
 -- these at its start, its progress and its end.)
+-- (The task is the job's before its start is told: a listener that ends
+-- the job then ends its task. One that ended it while another tracker
+-- told its start leaves it to no later tracker.)
 local function job_began(tr, job)
-  tr.jobs[job] = begin(tr, job.phase, job[LABEL], 1, now(tr))
+  if job[F.STATE] then return end
+  local t = now(tr)
+  local task = begin(tr, job.phase, job[LABEL], 1, t, true)
+  tr.jobs[job] = task
   tr.job_tasks = tr.job_tasks + 1
   idle_sync(tr)
+  event(task, "start", t)
 end
 
 local function job_progressed(tr, job)
