@@ -711,10 +711,46 @@ describe("stagehand.pool", function()
       assert.no_leaks(orch)
       tr:stop()
     end)
+
+    -- Regression: the threads soak (seed 1298) met a step that raised
+    -- "attempt to compare number with nil". A request that said how far it
+    -- was and replied before the step read that its worker took it is
+    -- started as its progress is read; the trace read its priority then,
+    -- and a function that destroyed the pool there collected the pool's
+    -- events again, under the progress still being read.
+    it("lets a priority function read as a request's progress comes in destroy the pool", function()
+      local p = pool { size = 1 }
+      local tr = orch:trace()
+      local armed, destroyed = false, nil
+      local function prio()
+        if armed and not destroyed then destroyed = p:destroy() end
+        return "scene"
+      end
+      local ports = { ack = stagehand.port(), tick = stagehand.port(), n = 1 }
+      ports.tick:close() -- (it says 1 of 1, then returns at once)
+      local h = p:run("ticks", ports, { priority = prio })
+      -- (then enough quick requests that their replies fill more than the
+      -- batch a step reads the pool's events in: the destroy reads the
+      -- next batch into the same buffer)
+      local out, rest = stagehand.port(), {}
+      for i = 1, 300 do
+        rest[i] = i == 280 and p:run("mark", { out = out, name = "280th" }, { priority = "background" })
+          or p:run("nothing", true, { priority = "background" })
+      end
+      p.depth = 400 -- (white-box: the whole queue offered in one round)
+      orch:step() -- (offered to the worker, which takes them and replies)
+      assert.equal("280th", out:receive_within(WAIT))
+      armed = true
+      orch:step()
+      assert.is_not_nil(destroyed)
+      assert.same({ "done", "stopped" }, { h:result() })
+      assert.same({ "done" }, { orch:wait(destroyed, WAIT) })
+      for i = 1, 279 do assert.equal("done", rest[i]:state()) end -- (their replies came before the mark)
+      tr:stop()
+    end)
   end)
 
   describe(":destroy", function()
-
     it("cancels queued and running requests, stops every worker and settles once all exited", function()
       local p = new_pool(orch, { size = 3 })
       local a, b = holder(), holder()

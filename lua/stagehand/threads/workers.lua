@@ -289,8 +289,7 @@ local function request(pool, fn_name, label, run_opts, root, level, staged, err,
   return h
 end
 
--- The options of a request that names none: priority 0, the pool's stall
--- time (one table a pool, not one a request).
+-- A request's options when it names none: priority 0, the pool's stall time (one table a pool).
 local function plain_opts(pool)
   local po = pool.plain
   if not po then
@@ -350,8 +349,7 @@ function Pool:run(fn_name, payload, opts)
   end
   if self.destroyed then error("pool:run: " .. self:_describe() .. " was destroyed", 2) end
   run_opts = run_opts or plain_opts(self)
-  -- (The payload is copied now: one that cannot cross raises here, with
-  -- nothing queued.)
+  -- (The payload is copied now: one that cannot cross raises here, with nothing queued.)
   if not label then
     label = self.labels[fn_name]
     if not label then
@@ -633,9 +631,11 @@ function Pool:_collect_events()
       if job then started(self, job) end
     elseif kind == PROGRESS then
       if job and not job[STATE] then
-        started(self, job) -- (its start was read late, or dropped: started now)
-        local a = buf[k + 2]
-        if a >= 0 then job:progress(a, buf[k + 3]) else job:progress() end
+        local a, b = buf[k + 2], buf[k + 3] -- (first: game code in started() may read events into buf)
+        started(self, job) -- (its start was read late, or dropped: started now; that may end it)
+        if not job[STATE] then
+          if a >= 0 then job:progress(a, b) else job:progress() end
+        end
       end
     elseif kind == DONE or kind == FAILED then
       local a = packed or buf[k + 2] -- (packed above when the reply is one value, for a job still running)
