@@ -369,6 +369,28 @@ describe("the luv driver", function()
     assert.same({ "done", "directory" }, { orch:wait(h, 5000) })
   end)
 
+  -- Regression: a step pumped by a timer that was due as orch:wait ran
+  -- the loop once (the game's own, settling a download; inside LÖVE, the
+  -- timer that looks at the pure-Lua core's notifier) ended what it
+  -- waited on, and the loop then polled for the wait's whole timeout, or
+  -- a second, before orch:wait could see it. A watchdog 2 s on says
+  -- whether it did.
+  it("returns from orch:wait once a timer due as it waits ends what it waits on", function()
+    orch = stagehand.new { driver = "luv", stall_ms = 600000, check_ms = 300000 }
+    local arrive, watchdog, barked = uv.new_timer(), uv.new_timer(), false
+    watchdog:start(2000, 0, function() barked = true end)
+    for _ = 1, 3 do
+      local download = stagehand.future("atlas")
+      local h = orch:run("atlas", function(job) return job:await(download) end)
+      arrive:start(0, 0, function() download:resolve("bytes") end)
+      assert.same({ "done", "bytes" }, { orch:wait(h, 60000) })
+    end
+    assert.is_false(barked)
+    arrive:close()
+    watchdog:close()
+    uv.run("nowait")
+  end)
+
   it("uses the loop's time as its clock", function()
     orch = stagehand.new { driver = "luv" }
     uv.update_time()

@@ -49,6 +49,13 @@ end
 -- orchestrator alive) and closed by the reaper's callback, on the loop;
 -- at exit, luv closes what is left as it closes any open handle.
 local doomed = {}
+
+-- Whether a pass (orch:wait, orch:loop) is running the loop once. A step
+-- pumped inside it, from a timer, must end it: libuv runs timers before it
+-- polls, and the poll would then wait out the pass's whole timeout for
+-- nothing (the pure-Lua core's notifier inside LÖVE, looked at by a timer,
+-- made orch:wait take a second, or its whole timeout, after the reply).
+local passing = false
 local reaper = uv.new_timer() -- (made with the module: older than any orchestrator, so it outlives their finalizers)
 
 -- Whether a handle is still luv's to use. At lua_close luv finalizes
@@ -99,6 +106,7 @@ function M.new(clock)
       in_fire = true
       local ok, err = pcall(orch.step, orch, orch.slice_ms > 0 and orch.slice_ms or nil)
       in_fire = false
+      if passing then uv.stop() end
       if not ok then
         logm.guard(nil, "the log function", orch.log, "[stagehand] a step raised: " .. tostring(err))
         -- (unless the step closed the driver: the next reschedule starts one)
@@ -197,7 +205,9 @@ function M.new(clock)
   function d.pass(_, ms)
     local t = uv.new_timer()
     t:start(delay(ms, 0), 0, function() end)
+    passing = true
     uv.run("once")
+    passing = false
     if not t:is_closing() then t:close() end
     uv.run("nowait")
   end
