@@ -1,8 +1,9 @@
 -- Game code runs inside stagehand's own work: priority functions (read in
 -- the middle of a grant), watchers (told as a job starts and ends), on_end
--- and on_abort handlers, the log function. Each of them may do anything
--- the API allows: cancel, run, join, resize a pool, turn a budget from ops
--- to ms and back, settle a future, report, close an orchestrator, raise.
+-- and on_abort handlers, load trackers' listeners, the log function. Each
+-- of them may do anything the API allows: cancel, run, join, resize a
+-- pool, turn a budget from ops to ms and back, settle a future, report,
+-- close an orchestrator, raise.
 -- Seeded scenes do exactly that at random; afterwards every loader has
 -- ended, nothing stagehand-internal was raised, every waiting job is filed
 -- where its priority says, every slot and permit went to a job no waiting
@@ -114,7 +115,11 @@ local function scene(seed)
       elseif what == 14 then
         local k = r(8)
         if k == 1 or #loads == 0 then
-          loads[#loads + 1] = stagehand.tracker(pick({ orch, cache }))
+          local load = stagehand.tracker(pick({ orch, cache }))
+          loads[#loads + 1] = load
+          -- (its listener is game code too: told as tasks start, move and
+          -- end, in the middle of a job's start or end)
+          if r(2) == 1 then load:on(function() if r(4) == 1 then mischief() end end) end
         elseif k == 2 then
           tasks[#tasks + 1] = pick(loads):task(pick(PHASES), { total = r(4) })
         elseif k == 3 and #tasks > 0 then

@@ -19,7 +19,6 @@ local handle = require "stagehand.wait.handle"
 local errors = require "stagehand.engine.errors"
 local follows = require "stagehand.wait.follows"
 local wait = require "stagehand.wait.wait"
-local each = require("stagehand.core.compat").each
 
 local STATE, OUT, H, TOLD, LABEL, W = F.STATE, F.OUT, F.H, F.TOLD, F.LABEL, F.W
 
@@ -43,7 +42,7 @@ local function finish(chain, st, v)
   local names = rawget(chain.o, "newest_names")
   if names and names[chain.name] == chain then names[chain.name] = nil end
   local fs = chain.followers
-  chain.followers, chain.carriers, chain.count = {}, {}, {}
+  chain.followers, chain.carriers, chain.count, chain.keys = {}, {}, {}, {}
   for i = 1, #fs do
     local h = fs[i]
     if h then
@@ -91,6 +90,7 @@ local function follow(chain, h)
     settle.listen(c, { on_part = carrier_ends, chain = chain })
     if not job[STATE] then sources.add_caller(o, job, c) end
     chain.carriers[key] = c
+    chain.keys[#chain.keys + 1] = key
     chain.count[c] = 0
   end
   chain.count[c] = chain.count[c] + 1
@@ -152,21 +152,32 @@ function M.run(o, name, label, work, opts)
   if chain and (chain.over or chain.run[STATE]) then chain = nil end
   if not chain then
     names[name] = setmetatable({ o = o, name = name, run = job, head = h, followers = {}, carriers = {},
-      count = {}, over = false }, Chain)
+      keys = {}, count = {}, over = false }, Chain)
     return h
   end
   local old, head = chain.run, chain.head
   -- The carriers go over to the newer run (none when it ended already: the
   -- older Handles end now, below).
   if old ~= job then
-    for _, c in each, chain.carriers do
-      sources.remove_caller(o, old, c)
-      c[1] = job
-      if not job[STATE] then
-        sources.add_caller(o, job, c)
-        job[OUT] = TOLD -- (the carrier listens: the run's end tells it)
+    -- (in the order they came, not pairs': a source is a rank's name, a
+    -- function or a number's box, and the callers' order makes the run's
+    -- priority groups, and so the order their functions are read in)
+    local keys, kept, seen = chain.keys, {}, {}
+    for i = 1, #keys do
+      local key = keys[i]
+      local c = chain.carriers[key]
+      if c and not seen[key] then
+        seen[key] = true
+        kept[#kept + 1] = key
+        sources.remove_caller(o, old, c)
+        c[1] = job
+        if not job[STATE] then
+          sources.add_caller(o, job, c)
+          job[OUT] = TOLD -- (the carrier listens: the run's end tells it)
+        end
       end
     end
+    chain.keys = kept
   end
   chain.run, chain.head = job, h
   -- The older run's own caller follows the chain too.
