@@ -247,25 +247,41 @@ describe("stagehand.tracker", function()
     -- loaded again (the callback scenes found it).
     it("lets a listener told of a job's start end that job: its task and its key end with it", function()
       -- (load, made first, is told of the start before screen's listener
-      -- ends the job; later is told after)
+      -- ends the job; later is told after, and hears it start, then end)
       local screen = stagehand.tracker(orch)
       screen:on(function(e)
         if e.kind == "start" and e.label == "portrait" then orch:close("quit to menu") end
       end)
-      local later = stagehand.tracker(orch)
+      local later, heard = stagehand.tracker(orch), {}
+      later:on(function(e) heard[#heard + 1] = e.kind .. " " .. tostring(e.state) end)
       local h = orch:run("portrait", function(job) return job:await(stagehand.future()) end,
         { phase = "fetch", key = "portrait" })
       orch:step()
       assert.equal("cancelled", h:state())
       assert.is_false(orch:running("portrait"))
-      for _, tr in ipairs { load, screen } do
+      for _, tr in ipairs { load, screen, later } do
         assert.same({ running = 0, done = 0, failed = 0, cancelled = 1, stalled = 0 }, tr:counts())
         assert.equal("done", tr:idle():state())
       end
-      assert.equal(0, later:counts().cancelled) -- (it never saw the job start)
+      assert.same({ "start nil", "end cancelled" }, heard)
       local again = orch:run("portrait", function() return "loaded" end, { key = "portrait" })
       assert.same({ "done", "loaded" }, { again:result() })
       assert.all_ended(orch)
+    end)
+
+    -- Regression: the threads soak met requests that a watcher's game
+    -- code cancelled as it heard their start, which no tracker counted.
+    it("counts a job that a watcher ended as it heard its start, started and ended at once", function()
+      local heard = {}
+      load:on(function(e) heard[#heard + 1] = e.kind .. " " .. tostring(e.state) end)
+      orch:watch(function(rec)
+        if rec.state == "running" and rec.label == "banner" then orch:close("quit to menu") end
+      end)
+      local h = orch:run("banner", function(job) return job:await(stagehand.future()) end, { phase = "fetch" })
+      assert.equal("cancelled", h:state())
+      assert.same({ running = 0, done = 0, failed = 0, cancelled = 1, stalled = 0 }, load:counts("fetch"))
+      assert.same({ "start nil", "end cancelled" }, heard)
+      assert.equal(1, load:fraction())
     end)
 
     it("logs a listener that raises, and goes on", function()

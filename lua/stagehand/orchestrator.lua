@@ -211,9 +211,9 @@ local function enter(o, label, key, prio, sig, stall_ms, phase, co, setup)
   -- (Game code from here on: the watchers told of the start, then the
   -- trackers' listeners. The job is whole by now, its key taken: should
   -- that code end it, close the orchestrator say, the key is let go, and a
-  -- tracker not yet told never counts it.)
+  -- tracker told after counts it as started and ended at once.)
   E.notify(o, job)
-  if phase and not job[STATE] then E.phase_began(o, job) end
+  if phase then E.phase_began(o, job) end
   if waiting then
     for i = 1, #waiting do E.end_job(waiting[i], "done", settle_empty) end
   end

@@ -587,12 +587,19 @@ end
 -- (Named functions, not a closure per event: every job with a phase calls
 -- these at its start, its progress and its end.)
 -- (The task is the job's before its start is told: a listener that ends
--- the job then ends its task. One that ended it while another tracker
--- told its start leaves it to no later tracker.)
+-- the job then ends its task. A job that game code told of its start
+-- first (a watcher, another tracker's listener) has ended already counts
+-- all the same: it starts and ends at once.)
 local function job_began(tr, job)
-  if job[F.STATE] then return end
   local t = now(tr)
   local task = begin(tr, job.phase, job[LABEL], 1, t, true)
+  local st = job[F.STATE]
+  if st then
+    event(task, "start", t)
+    if st ~= "done" then task.error = job[F.OUT] end
+    finish(task, st, t)
+    return
+  end
   tr.jobs[job] = task
   tr.job_tasks = tr.job_tasks + 1
   idle_sync(tr)
