@@ -590,20 +590,16 @@ end
 -- the job then ends its task. A job that game code told of its start
 -- first (a watcher, another tracker's listener) has ended already counts
 -- all the same: it starts and ends at once.)
+local job_ended
 local function job_began(tr, job)
   local t = now(tr)
   local task = begin(tr, job.phase, job[LABEL], 1, t, true)
-  local st = job[F.STATE]
-  if st then
-    event(task, "start", t)
-    if st ~= "done" then task.error = job[F.OUT] end
-    finish(task, st, t)
-    return
-  end
   tr.jobs[job] = task
   tr.job_tasks = tr.job_tasks + 1
   idle_sync(tr)
   event(task, "start", t)
+  local st = job[F.STATE]
+  if st and tr.jobs[job] == task then job_ended(tr, job, st) end
 end
 
 local function job_progressed(tr, job)
@@ -619,7 +615,7 @@ local function job_progressed(tr, job)
 end
 
 -- (true: it counted the job, so a failure is heard)
-local function job_ended(tr, job, state)
+function job_ended(tr, job, state)
   local task = tr.jobs[job]
   if not task then return false end
   tr.jobs[job] = nil
