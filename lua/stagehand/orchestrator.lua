@@ -87,7 +87,7 @@ function Orchestrator.new(opts)
     slice_ms = v.slice_ms,
     ranks = v.ranks,
     rank_of = v.rank_of,
-    name_of = v.name_of,
+    rank_list = v.rank_list,
     default_rank = v.default_rank,
     num_box = setmetatable({}, { __mode = "v" }), -- number -> its box (priority.source)
     log = v.log or logm.stderr,

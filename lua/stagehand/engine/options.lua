@@ -80,10 +80,11 @@ end
 -- its names 50 apart, the last to 0 (the default list is visible = 100,
 -- scene = 50, background = 0); a table gives each name its number. Inside,
 -- a rank is the number negated (lower goes first, as the core's pools
--- order their groups): o.rank_of[name] is that, o.name_of[rank] the name
--- shown for it (the first by name where several share a number), o.ranks
--- the names from highest to lowest (for messages), o.default_rank the
--- rank of a caller that names no priority.
+-- order their groups): o.rank_of[name] is that, o.ranks the names from
+-- highest to lowest (for messages), o.rank_list[i] the rank of o.ranks[i]
+-- (a rank shows as the first name in that order that has it), o.default_rank
+-- the rank of a caller that names no priority. (A list, not a table keyed by
+-- rank: LuaJIT aborts a trace that looks up a negative integer key.)
 M.RANK_STEP = 50
 
 local function rank_key(v)
@@ -128,9 +129,9 @@ function M.ranks(o, ranks, dp, bad_option)
       return a < b
     end)
   end
-  local name_of = {}
-  for i = #names, 1, -1 do name_of[rank_of[names[i]]] = names[i] end
-  o.ranks, o.rank_of, o.name_of = names, rank_of, name_of
+  local rank_list = {}
+  for i = 1, #names do rank_list[i] = rank_of[names[i]] end
+  o.ranks, o.rank_of, o.rank_list = names, rank_of, rank_list
   if dp == nil then dp = rank_of.scene and "scene" or names[math.ceil(#names / 2)] end
   if type(dp) == "number" and dp == dp then
     o.default_rank = rank_key(dp)

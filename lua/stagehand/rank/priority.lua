@@ -40,8 +40,10 @@ local rank_key = require("stagehand.engine.options").rank_key
 
 --- What a rank shows as: its name, or the number it stands for.
 function M.name(o, r)
-  local name = o.name_of[r]
-  if name then return name end
+  local ranks = o.rank_list
+  for i = 1, #ranks do
+    if ranks[i] == r then return o.ranks[i] end
+  end
   r = -r
   if r == 0 then r = 0 end
   return r
