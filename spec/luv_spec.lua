@@ -226,6 +226,42 @@ describe("the luv driver", function()
     assert.equal("ran exit=0", (out:gsub("%s+$", "")))
   end)
 
+  it("lives on when the game's first orchestrator is made inside a coroutine it drops", function()
+    -- luv 1.44 runs every callback on the Lua thread that first required
+    -- it. Without the fix, the driver required luv in the scene's
+    -- coroutine (or the job's), and once that was collected the next
+    -- timer or the close at exit worked in freed memory: SIGSEGV on
+    -- LuaJIT and 5.4, "malloc(): unaligned tcache chunk" on 5.1.
+    local out = run_alone([[
+      local stagehand = require "stagehand"
+      -- (the native core leaves luv unloaded until an orchestrator needs it;
+      -- the pure-Lua core loads it here, on the main thread, for its clock)
+      assert(package.loaded.luv == nil or os.getenv("STAGEHAND_BACKEND") == "lua", "luv loaded before the scene")
+      local orch
+      local scene = coroutine.create(function()
+        orch = stagehand.new { stall_ms = 1000 }
+        coroutine.yield()
+        error("the scene script broke")
+      end)
+      assert(coroutine.resume(scene))
+      assert(not coroutine.resume(scene))
+      assert(orch.driver.name == "luv")
+      scene = nil
+      collectgarbage() collectgarbage()
+      local h = orch:run("load", function(job) job:sleep(2) return "loaded" end)
+      orch:loop()
+      local outer = stagehand.new { driver = "manual" }
+      local inner
+      outer:run("maker", function() inner = stagehand.new { driver = "luv" } end)
+      outer:loop()
+      collectgarbage() collectgarbage()
+      local h2 = inner:run("load", function(job) job:sleep(2) return "again" end)
+      inner:loop()
+      io.write(tostring(select(2, h:result())), " ", tostring(select(2, h2:result())))
+    ]])
+    assert.equal("loaded again exit=0", (out:gsub("%s+$", "")))
+  end)
+
   it("arms a new timer when shutdown code closed its own from outside", function()
     -- Without the fix, the closed timer was kept: a future resolved and a
     -- run made afterwards never ran under uv.run().

@@ -32,6 +32,35 @@ local function on_collect(fn)
   return setmetatable({}, { __gc = fn })
 end
 
+-- require_luv(): pcall(require, "luv"), made safe for a game that first
+-- reaches luv inside a coroutine (a scene script that makes the game's
+-- first orchestrator, a job that makes one). luv before 1.50 on Lua 5.2
+-- and later, and every luv on 5.1 and LuaJIT (Debian 12 ships 1.44), keeps
+-- the Lua thread that first required it and runs every callback on it
+-- (luvit/luv#503): once that coroutine is collected, the next callback or
+-- the close at exit works in freed memory, and the process dies. Off the
+-- main thread, luv is required inside a coroutine of its own that returns
+-- at once and is kept for the life of the state: a thread that has
+-- returned is as good as a new one to call functions on.
+local LUV_HOME = "stagehand.luv home thread"
+local homes = {} -- (where the registry is hidden, as in a sandbox)
+local function on_main_thread()
+  local co, main = coroutine.running()
+  return co == nil or main == true -- (nil: the main thread on 5.1 and LuaJIT)
+end
+local function require_luv()
+  local loaded = package.loaded.luv
+  if loaded then return true, loaded end
+  if on_main_thread() then return pcall(require, "luv") end
+  local home = coroutine.create(function() return require "luv" end)
+  local ok, uv = coroutine.resume(home)
+  if ok then
+    local reg = debug and debug.getregistry and debug.getregistry()
+    if type(reg) == "table" then reg[LUV_HOME] = home else homes[#homes + 1] = home end
+  end
+  return ok, uv
+end
+
 -- close_coroutine(co, err, died): Lua 5.4 does not unwind a coroutine that
 -- dies with an error or is never resumed, so its to-be-closed variables
 -- close only in coroutine.close. This closes co (dead or suspended) and
@@ -126,4 +155,4 @@ if next_unsafe then
 end
 
 return { each = each, on_collect = on_collect, close_coroutine = close_coroutine, next_unsafe = next_unsafe,
-  use_c_next = use_c_next }
+  use_c_next = use_c_next, require_luv = require_luv }

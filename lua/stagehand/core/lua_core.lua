@@ -11,7 +11,8 @@
 -- and round barriers need the native core, and raise saying so (init.lua),
 -- except inside LÖVE, where love_work.lua and love_ports.lua run them on
 -- LÖVE's threads and channels.
-local each = require("stagehand.core.compat").each
+local compat = require "stagehand.core.compat"
+local each = compat.each
 local clock = require "stagehand.core.lua_clock"
 local pool = require "stagehand.core.lua_pool"
 
@@ -138,7 +139,7 @@ local function find_system()
   end
   if ls and ls.getProcessorCount then cores = function() return ls.getProcessorCount() end end
   if not now then
-    local ok, uv = pcall(require, "luv")
+    local ok, uv = compat.require_luv() -- (compat.lua says why not require "luv")
     if ok and type(uv) == "table" and uv.hrtime then
       now = function() return uv.hrtime() / 1e6 end
       sleep = function(ms) uv.sleep(floor(ms)) end

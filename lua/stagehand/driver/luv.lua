@@ -1,10 +1,12 @@
 -- The luv driver: a uv timer pumps the orchestrator on the loop. The timer is
 -- set for the orchestrator's next wake (0 when work is queued) and stopped
 -- when nothing is pending, so the loop ends when the jobs do.
-local uv = require "luv"
+local compat = require "stagehand.core.compat"
+local found, uv = compat.require_luv() -- (not require "luv": compat.lua says why)
+if not found then error(uv, 0) end
 local logm = require "stagehand.engine.log"
 local E = require "stagehand.engine.engine"
-local on_collect = require("stagehand.core.compat").on_collect
+local on_collect = compat.on_collect
 
 local M = {}
 
