@@ -35,6 +35,11 @@ local function internal(err)
   return s:find("attempt to", 1, true) or s:find("stagehand/[%w_/]+%.lua:%d+") or s:find("core refused", 1, true)
 end
 
+-- Appends v, counted once the call that made it has returned: game code in
+-- that call's callbacks appends too, and `list[#list + 1] = call()` counts
+-- first, so the outer one wrote over what the inner one added.
+local function add(list, v) list[#list + 1] = v end
+
 local function scene(seed)
   local r = rng(seed)
   local clock = T.clock()
@@ -80,8 +85,8 @@ local function scene(seed)
         local h = any_handle()
         if h then h:cancel("from a callback") end
       elseif what == 2 then
-        handles[#handles + 1] = orch:run("callback run", work,
-          { priority = pick(RANKS), key = r(3) == 1 and ("k" .. r(3)) or nil })
+        add(handles, orch:run("callback run", work,
+          { priority = pick(RANKS), key = r(3) == 1 and ("k" .. r(3)) or nil }))
       elseif what == 3 then
         pick(futures):resolve("from a callback")
         futures[#futures + 1] = stagehand.future()
@@ -91,7 +96,7 @@ local function scene(seed)
       elseif what == 5 then
         orch:pool("p", r(4) - 1)
       elseif what == 6 then
-        handles[#handles + 1] = orch:when("k" .. r(3))
+        add(handles, orch:when("k" .. r(3)))
       elseif what == 7 then
         orch:forget("k" .. r(3))
       elseif what == 8 then
@@ -121,7 +126,7 @@ local function scene(seed)
           -- end, in the middle of a job's start or end)
           if r(2) == 1 then load:on(function() if r(4) == 1 then mischief() end end) end
         elseif k == 2 then
-          tasks[#tasks + 1] = pick(loads):task(pick(PHASES), { total = r(4) })
+          add(tasks, pick(loads):task(pick(PHASES), { total = r(4) }))
         elseif k == 3 and #tasks > 0 then
           local task, m = pick(tasks), r(3)
           if m == 1 then task:advance(r(3)) elseif m == 2 then task:finish() else task:fail("from a callback") end
@@ -130,7 +135,7 @@ local function scene(seed)
         elseif k == 5 then
           pick(loads):expect(pick(PHASES), r(3) - 1)
         elseif k == 6 then
-          handles[#handles + 1] = pick(loads):idle()
+          add(handles, pick(loads):idle())
         else
           local load = pick(loads)
           bar(load, r(3) < 3 and pick(PHASES) or nil)
@@ -141,11 +146,11 @@ local function scene(seed)
       elseif what == 16 then
         -- the newest wins: an older call under the name is cancelled and
         -- settles with the newer's end
-        handles[#handles + 1] = orch:newest("n" .. r(2), "newest", work,
-          { priority = pick(RANKS), key = r(4) == 1 and ("k" .. r(3)) or nil, phase = r(3) == 1 and pick(PHASES) or nil })
+        add(handles, orch:newest("n" .. r(2), "newest", work,
+          { priority = pick(RANKS), key = r(4) == 1 and ("k" .. r(3)) or nil, phase = r(3) == 1 and pick(PHASES) or nil }))
       elseif what == 17 then
         -- a loader with a deadline on this orchestrator's clock
-        handles[#handles + 1] = orch:run("timed", work, { signal = orch:timeout(r(400) - 1), priority = pick(RANKS) })
+        add(handles, orch:run("timed", work, { signal = orch:timeout(r(400) - 1), priority = pick(RANKS) }))
       elseif what == 15 then
         local k = r(5)
         if k == 1 or not trace then
@@ -159,7 +164,7 @@ local function scene(seed)
           trace:events() -- (a copy of all of it: now and then)
         end
       else
-        handles[#handles + 1] = cache:run("cache load", work, { key = r(2) == 1 and ("c" .. r(2)) or nil })
+        add(handles, cache:run("cache load", work, { key = r(2) == 1 and ("c" .. r(2)) or nil }))
       end
     end)
     note(ok, err)

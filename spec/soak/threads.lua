@@ -137,6 +137,10 @@ local function pump()
   bar()
 end
 local pools, handles, echoes, ports, services, barriers = {}, {}, {}, {}, {}, {}
+-- (appends v once the call that made it returned: a priority function read
+-- inside that call may append a request of its own, which
+-- `handles[#handles + 1] = call()` would write over)
+local function add(list, v) list[#list + 1] = v end
 
 local function new_pool()
   local p = stagehand.pool(orch, { module = "soak" .. #pools, source = SOURCE, size = R(1, 3),
@@ -264,7 +268,7 @@ meddle = {
   end,
   request,
   function()
-    if R() < 0.2 then handles[#handles + 1] = live_pool():destroy() end
+    if R() < 0.2 then add(handles, live_pool():destroy()) end
   end,
 }
 
@@ -292,7 +296,7 @@ local MISTAKES = {
   function() stagehand.port():drain_for(bad(), small(bad())) end,
   function() stagehand.port(bad()) end,
   function() stagehand.rounds(bad(), bad()) end,
-  function() handles[#handles + 1] = live_pool():run(bad(), bad(), bad()) end,
+  function() add(handles, live_pool():run(bad(), bad(), bad())) end,
   function() live_pool():reprioritise(bad()) end,
   function() stagehand.spawn(orch, bad(), bad()) end,
   function() stagehand.pool(orch, bad()) end,
@@ -333,13 +337,13 @@ local ops = {
   function() live_pool():resume() end,
   function() live_pool():reprioritise(rerank) end,
   function()
-    if R() < 0.3 then handles[#handles + 1] = live_pool():destroy() end
+    if R() < 0.3 then add(handles, live_pool():destroy()) end
   end,
   function() -- a worker posts to a port a job receives on
     local port = stagehand.port()
     ports[#ports + 1] = port
-    handles[#handles + 1] = live_pool():run("post", { port = port, v = { s = ("q"):rep(R(0, 300)) } })
-    handles[#handles + 1] = orch:run("listener", function() return port:receive() end)
+    add(handles, live_pool():run("post", { port = port, v = { s = ("q"):rep(R(0, 300)) } }))
+    add(handles, orch:run("listener", function() return port:receive() end))
   end,
   function()
     local port = ports[R(math.max(1, #ports))]
@@ -349,7 +353,7 @@ local ops = {
   end,
   function() -- a worker receives on a port, for at most a few ms
     local port = stagehand.port()
-    handles[#handles + 1] = live_pool():run("recv", { port = port, ms = R(0, 10) })
+    add(handles, live_pool():run("recv", { port = port, ms = R(0, 10) }))
     if R() < 0.5 then port:post(R(100)) end
   end,
   pump,
@@ -369,7 +373,7 @@ local ops = {
     local b = stagehand.rounds(2)
     barriers[#barriers + 1] = b
     for _ = 1, 2 do
-      handles[#handles + 1] = live_pool():run("arrive", b)
+      add(handles, live_pool():run("arrive", b))
     end
   end,
   function()
