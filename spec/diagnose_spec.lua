@@ -50,6 +50,54 @@ describe(":report", function()
     local orch = T.new()
     assert.same({}, orch:report())
   end)
+
+  it("names where a priority comes from though the priority functions it reads change the callers", function()
+    -- (The report reads a keyed job's callers' priority functions to find
+    -- where its rank comes from. Each runs once in the report; one first
+    -- read there, by a caller that joined as another was read, cancelled
+    -- a caller the loop had still to reach: the report raised "bad
+    -- argument #1 to 'rawget'" from stagehand's own file.)
+    local orch = T.new()
+    local download = stagehand.future()
+    local first = orch:run("load", function(job) return job:await(download) end,
+      { key = "castle", priority = "background" })
+    local armed, once = false, {}
+    local function first_time(name)
+      if armed and not once[name] then
+        once[name] = true
+        return true
+      end
+    end
+    local second, third, fourth
+    local function p4()
+      if first_time("p4") then third:cancel("the minimap closed") end
+      return "background"
+    end
+    local function p3()
+      if first_time("p3") then
+        fourth = orch:run("load", function() end, { key = "castle", priority = p4 })
+        second:cancel("the menu closed")
+      end
+      return "background"
+    end
+    local function p2()
+      if first_time("p2") then third = orch:run("load", function() end, { key = "castle", priority = p3 }) end
+      return "background"
+    end
+    second = orch:run("load", function() end, { key = "castle", priority = p2 })
+    local portrait = orch:run("portrait", function(job) return job:await(first) end, { priority = "visible" })
+    orch:step()
+    armed = true
+    local rows = orch:report()
+    assert.same({ p2 = true, p3 = true, p4 = true }, once)
+    assert.equal(2, #rows)
+    assert.equal("visible", rows[1].priority)
+    assert.equal("#" .. portrait.id .. " portrait", rows[1].priority_from)
+    assert.equal("running", fourth:state())
+    download:resolve("castle.png")
+    orch:step()
+    assert.equal("castle.png", select(2, fourth:result()))
+  end)
 end)
 
 describe(":watch", function()

@@ -157,8 +157,11 @@ function M.origin(job, cache)
   cache = cache or {}
   local o = job[ORCH]
   local rank = M.effective(job, cache)
+  -- (a priority function read here is game code, and may end one of the
+  -- callers: a caller gone from the list is passed over)
   for i = H, #job do
-    if M.source_rank(o, rawget(job[i], 2), cache) == rank then return nil end
+    local h = job[i]
+    if h and M.source_rank(o, rawget(h, 2), cache) == rank then return nil end
   end
   local through = {}
   local seen = { [job] = true }
@@ -179,7 +182,8 @@ function M.origin(job, cache)
     through[#through + 1] = "#" .. next_job[F.ID] .. " " .. next_job[F.LABEL]
     at = next_job
     for i = H, #at do
-      if M.source_rank(o, rawget(at[i], 2), cache) == rank then
+      local h = at[i]
+      if h and M.source_rank(o, rawget(h, 2), cache) == rank then
         local n = #through
         if n == 1 then return through[1] end
         local path = {}
