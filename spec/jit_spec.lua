@@ -29,14 +29,15 @@ local function watching(on_trace, fn)
   assert(ok, err)
 end
 
--- Trace aborts inside lua/stagehand/ on what the JIT cannot compile: a
--- bytecode, or (what) another of LuaJIT's NYI messages.
-local function nyi_aborts(fn, what)
+-- Trace aborts inside lua/stagehand/ on what the JIT cannot compile: any
+-- of LuaJIT's NYI messages but "return to lower frame" (a trace that began
+-- in a function called from a loop, a matter of where the JIT started).
+local function nyi_aborts(fn)
   local found = {}
   local function on_trace(event, _, func, pc, otr, oex)
     if event ~= "abort" then return end
     local msg = vmdef.traceerr[otr]
-    if type(msg) ~= "string" or not msg:find(what or "NYI: bytecode", 1, true) then return end
+    if type(msg) ~= "string" or not msg:find("NYI", 1, true) or msg:find("lower frame", 1, true) then return end
     local info = util.funcinfo(func, pc)
     local where = (info.source or "?") .. ":" .. tostring(info.currentline)
     if where:find("stagehand/", 1, true) and not where:find("/spec/", 1, true) then
@@ -98,7 +99,7 @@ describe("the JIT", function()
         end, { priority = p })
       end
       o:step()
-    end, "NYI")
+    end)
     assert.same({ 2000, 2000, 2000, 2000 }, read)
     assert.same({}, found)
   end)
