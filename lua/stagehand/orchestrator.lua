@@ -233,7 +233,7 @@ end
 ---@return stagehand.Handle
 function Orchestrator:run(label, work, opts)
   check_self(self, "run")
-  if type(label) ~= "string" or label == "" then options.fail("run", "label", "a non-empty string", label) end
+  if type(label) ~= "string" or label == "" then options.bad_label("run", label) end
   if type(work) ~= "function" then options.fail("run", "work", "a function", work) end
   local prio, sig, stall_ms, key
   if opts ~= nil then
@@ -311,7 +311,7 @@ end
 function Orchestrator:newest(name, label, work, opts)
   check_self(self, "newest")
   if type(name) ~= "string" or name == "" then options.fail("newest", "name", "a non-empty string", name) end
-  if type(label) ~= "string" or label == "" then options.fail("newest", "label", "a non-empty string", label) end
+  if type(label) ~= "string" or label == "" then options.bad_label("newest", label) end
   if type(work) ~= "function" then options.fail("newest", "work", "a function", work) end
   check_run_opts(self, opts, "newest", signal.is_signal, true)
   return require("stagehand.screens.newest").run(self, name, label, work, opts)

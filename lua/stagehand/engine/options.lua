@@ -51,6 +51,15 @@ function M.orch_hint(fn, got)
   end
 end
 
+--- A label that is not one (orch:run, orch:newest). Given a function, the
+--- work most likely came first, as other libraries take it: say so.
+function M.bad_label(fn, label)
+  local hint = type(label) == "function" and (fn == "newest" and
+    " (a name, then a label: orch:newest(name, label, work, opts))" or
+    " (the label comes first: orch:" .. fn .. "(label, work, opts))") or nil
+  M.fail(fn, "label", "a non-empty string", label, 3, hint)
+end
+
 --- A method called on something other than its object: most often a dot
 --- where a colon belongs (`orch.run("Loading", work)` for `orch:run(...)`),
 --- which shifts every argument by one. `method` is written as called
