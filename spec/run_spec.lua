@@ -98,6 +98,25 @@ describe(":run", function()
     assert.is_nil(err:find("comes first", 1, true))
   end)
 
+  it("names the option an unknown one most likely meant, and only one it takes", function()
+    local orch = T.new()
+    local function said(fn, ...)
+      local ok, err = pcall(fn, ...)
+      assert.is_false(ok)
+      return err
+    end
+    local err = said(orch.run, orch, "x", function() end, { stall = 100 })
+    assert.matches("bad argument 'opts.stall' to run: expected a known option (unknown field), got \"stall\" "
+      .. "(did you mean 'stall_ms'?)", err, 1, true)
+    assert.matches("(did you mean 'priority'?)", said(orch.run, orch, "x", function() end, { priorty = 1 }), 1, true)
+    assert.matches("(did you mean 'ranks'?)", said(stagehand.new, { rank = { "a" } }), 1, true)
+    -- (when takes no key nor phase: it names neither)
+    assert.is_nil(said(orch.when, orch, "k", "l", { key = "k" }):find("did you mean", 1, true))
+    assert.is_nil(said(orch.when, orch, "k", "l", { phases = 1 }):find("did you mean", 1, true))
+    assert.is_nil(said(orch.run, orch, "x", function() end, { colour = 1 }):find("did you mean", 1, true))
+    assert.equal(0, orch.nrunning)
+  end)
+
   it("gives each job a new id", function()
     local orch = T.new()
     local a = orch:run("a", function() end)

@@ -191,6 +191,43 @@ function M.first_non_list_key(t)
   end
 end
 
+-- How many one-letter edits turn a into b (both short: option names).
+local function edits(a, b)
+  local prev = {}
+  for j = 0, #b do prev[j] = j end
+  for i = 1, #a do
+    local cur = { [0] = i }
+    for j = 1, #b do
+      local cost = a:byte(i) == b:byte(j) and 0 or 1
+      cur[j] = math.min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + cost)
+    end
+    prev = cur
+  end
+  return prev[#b]
+end
+
+--- For an unknown option `k`: the known one (of the set `fields`) it most
+--- likely meant, said after the message (" (did you mean 'stall_ms'?)"),
+--- or nil. A known name that starts with k, or that k starts with, or one
+--- or two letters away from it.
+function M.meant(k, fields)
+  if type(k) ~= "string" or k == "" then return nil end
+  local best, best_d
+  for _, name in ipairs(M.sorted_keys(fields)) do
+    local d
+    if name == k then
+      d = nil -- (known, but not taken here: when has no key)
+    elseif type(name) == "string" and (name:sub(1, #k) == k or k:sub(1, #name) == name) then
+      d = 0
+    elseif type(name) == "string" and #k <= 40 then
+      d = edits(k:lower(), name)
+      if d > 2 or d >= #name then d = nil end
+    end
+    if d and (not best_d or d < best_d) then best, best_d = name, d end
+  end
+  return best and " (did you mean '" .. best .. "'?)" or nil
+end
+
 -- The unknown field of a caller's table, if it has any (see first_key).
 local function first_unknown(t, fields, allow_key)
   return M.first_key(t, function(k) return not fields[k] or (k == "key" and not allow_key) end)
@@ -203,16 +240,18 @@ local FIELDS = {
 
 --- Validates stagehand.new's options; returns a table of settled values.
 function M.new_options(opts, has_luv)
-  local function bad(field, expected, got, deeper)
-    error("bad option '" .. field .. "' to stagehand.new: expected " .. expected .. ", got " .. describe(got),
-      4 + (deeper or 0))
+  local function bad(field, expected, got, deeper, hint)
+    error("bad option '" .. field .. "' to stagehand.new: expected " .. expected .. ", got " .. describe(got)
+      .. (hint or ""), 4 + (deeper or 0))
   end
   if opts == nil then opts = {} end
   if type(opts) ~= "table" then
     error("bad argument 'options' to stagehand.new: expected a table, got " .. type(opts), 3)
   end
   local unknown = first_unknown(opts, FIELDS)
-  if unknown ~= nil then bad(M.field(nil, unknown), "a known option (unknown field)", unknown) end
+  if unknown ~= nil then
+    bad(M.field(nil, unknown), "a known option (unknown field)", unknown, nil, M.meant(unknown, FIELDS))
+  end
   local o = {}
   local driver = opts.driver
   if driver == nil then driver = has_luv() and "luv" or "manual" end
@@ -276,7 +315,8 @@ local function unknown_run_field(opts, fn, allow_key, lv)
   local k = M.first_key(opts, function(f)
     return not RUN_FIELDS[f] or ((f == "key" or f == "reuse" or f == "phase") and not allow_key)
   end)
-  M.fail(fn, M.field("opts", k), "a known option (unknown field)", k, lv + 1)
+  M.fail(fn, M.field("opts", k), "a known option (unknown field)", k, lv + 1,
+    M.meant(k, allow_key and RUN_FIELDS or WHEN_FIELDS))
 end
 
 -- The same check unrolled for run's six known fields: a run's table has
