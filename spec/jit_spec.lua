@@ -80,6 +80,38 @@ describe("the JIT", function()
     assert.same({}, found)
   end)
 
+  -- Game code is called protected (log.guard): a closure made there for
+  -- Lua 5.1 closed an upvalue at its every return, and no loop that told a
+  -- watcher, a tracker's listener or an on_end callback of anything
+  -- compiled (NYI: UCLO).
+  it("compiles a job's life told to a watcher, a tracker's listener and on_end callbacks", function()
+    local o = T.new { stall_ms = 1e12 }
+    local heard = 0
+    local function hear() heard = heard + 1 end
+    o:watch(hear)
+    local load = stagehand.tracker(o)
+    load:on(hear)
+    -- (subscribed before the watch: on_end returns a new function, and
+    -- making one is a bytecode LuaJIT does not compile, in the game's loop)
+    local fs = {}
+    for i = 1, 3000 do
+      fs[i] = stagehand.future()
+      fs[i]:on_end(hear)
+    end
+    local found = nyi_aborts(function()
+      for i = 1, 3000 do
+        local f = fs[i]
+        o:run("told", function(job) return job:await(f) end, { phase = "load" })
+        f:resolve(i)
+      end
+      o:step()
+    end)
+    assert.equal(0, o.nrunning)
+    assert.equal(3000, load:counts().done)
+    assert.equal(3000 * 5, heard) -- (the watcher and the listener: a start and an end each; on_end once)
+    assert.same({}, found)
+  end)
+
   -- A rank is a priority negated, so the default ranks are 0, -50 and -100.
   -- LuaJIT aborts a trace that looks up a negative integer key in a table
   -- ("NYI: mixed sparse/dense table"): a rank's name, once kept in a table

@@ -16,6 +16,15 @@ end
 local xpcall_args = select(2, xpcall(function(a) return a end, handler, true)) == true
 local unpack = unpack or table.unpack
 
+-- (Lua 5.1's way: a closure over the arguments. Its own function: a
+-- closure made in guard would close an upvalue at guard's every return,
+-- and LuaJIT cannot compile that (NYI: UCLO), so no loop that tells game
+-- code of anything would compile.)
+local function xpcall_packed(fn, ...)
+  local args = { n = select("#", ...), ... }
+  return xpcall(function() return fn(unpack(args, 1, args.n)) end, handler)
+end
+
 --- Calls fn(...) protected; an error is written through `log` with `what`:
 --- a string, or a settle-able whose callback this is (described only when
 --- it raised: building the text for every callback cost more than the call).
@@ -26,8 +35,7 @@ function M.guard(log, what, fn, ...)
   elseif xpcall_args then
     ok, err = xpcall(fn, handler, ...)
   else
-    local args = { n = select("#", ...), ... }
-    ok, err = xpcall(function() return fn(unpack(args, 1, args.n)) end, handler)
+    ok, err = xpcall_packed(fn, ...)
   end
   if not ok then
     if type(what) ~= "string" then what = "an on_end callback of " .. what:_describe() end
