@@ -112,6 +112,38 @@ describe("the JIT", function()
     assert.same({}, found)
   end)
 
+  -- LuaJIT's parser closes upvalues at every return of a function that
+  -- makes a closure anywhere in it, an error branch included (UCLO), and
+  -- its compiler aborts there: pool:run (a closure for its error message),
+  -- job:pcall (Lua 5.1's way, a closure too) and stagehand.all (its list
+  -- check) each stopped the game's loop around them from compiling.
+  it("compiles a game's loop of requests, job:pcall and stagehand.all", function()
+    local o = T.new { stall_ms = 1e12 }
+    local pool = stagehand.backend ~= "lua"
+      and stagehand.pool(o, { source = "return { echo = function(x) return x end }", size = 1 })
+    local opts = { priority = "visible", phase = "decode" }
+    local sum, parts = 0, {}
+    local found = nyi_aborts(function()
+      o:run("loader", function(job)
+        for i = 1, 2000 do
+          local ok, v = job:pcall(math.max, i, 1)
+          if ok then sum = sum + v end
+          parts[1] = stagehand.all({})
+          if pool and i % 4 == 0 then parts[#parts + 1] = pool:run("echo", i, opts) end
+        end
+      end)
+      o:step()
+    end)
+    assert.equal(2001000, sum)
+    if pool then
+      assert.equal(501, #parts)
+      o:wait(stagehand.all(parts), 10000)
+      assert.equal(2000, select(2, parts[501]:result()))
+      o:wait(pool:destroy(), 5000)
+    end
+    assert.same({}, found)
+  end)
+
   -- A rank is a priority negated, so the default ranks are 0, -50 and -100.
   -- LuaJIT aborts a trace that looks up a negative integer key in a table
   -- ("NYI: mixed sparse/dense table"): a rank's name, once kept in a table

@@ -229,6 +229,7 @@ function Pool:_offer_round(q) return dispatch.offer_round(self, q) end
 function Pool:_reranked(q, g, job, added) return dispatch.cut(self, q, g, job, added) end
 
 local RUN_FIELDS = { priority = true, signal = true, label = true, key = true, stall_ms = true, phase = true }
+local function not_run_field(f) return not RUN_FIELDS[f] end -- (no closure in pool:run: jit_spec says why)
 
 -- The request whose job orch:_external is making: park (its setup, called
 -- inside it, before any game code hears of the job) queues it under the
@@ -316,7 +317,7 @@ function Pool:run(fn_name, payload, opts)
   if opts ~= nil then
     if type(opts) ~= "table" then fail("pool:run", "opts", "a table", opts) end
     if not options.fields_within(opts, RUN_FIELDS) then
-      local k = options.first_key(opts, function(f) return not RUN_FIELDS[f] end)
+      local k = options.first_key(opts, not_run_field)
       fail("pool:run", options.field("opts", k), "one of priority, signal, label, key, stall_ms, phase", opts[k])
     end
     local prio = opts.priority

@@ -184,17 +184,13 @@ end)()
 
 local function call(fn, ...) return fn(...) end
 
---- A pcall that may wait inside fn, on every runtime.
----@param fn fun(...): any
----@return boolean ok
----@return any ...
-function Job:pcall(fn, ...)
-  check_self(self, "pcall")
-  if yieldable_pcall or E.current ~= self then return pcall(fn, ...) end
-  -- Lua 5.1: fn runs in a coroutine of its own, whose yields (a wait
-  -- parking) are passed up through the job's coroutine.
-  -- (The coroutine runs `call`, a Lua function: 5.1 makes coroutines of
-  -- Lua functions only, and fn may be a C function or a callable table.)
+-- Lua 5.1: fn runs in a coroutine of its own, whose yields (a wait
+-- parking) are passed up through the job's coroutine.
+-- (The coroutine runs `call`, a Lua function: 5.1 makes coroutines of
+-- Lua functions only, and fn may be a C function or a callable table.
+-- Its own function: a closure made in job:pcall would close an upvalue at
+-- its every return, which LuaJIT does not compile.)
+local function pcall_51(fn, ...)
   local co = coroutine.create(call)
   local function continue(ok, ...)
     if coroutine.status(co) == "dead" then return ok, ... end
@@ -203,6 +199,16 @@ function Job:pcall(fn, ...)
     return continue(coroutine.resume(co, coroutine.yield(...)))
   end
   return continue(coroutine.resume(co, fn, ...))
+end
+
+--- A pcall that may wait inside fn, on every runtime.
+---@param fn fun(...): any
+---@return boolean ok
+---@return any ...
+function Job:pcall(fn, ...)
+  check_self(self, "pcall")
+  if yieldable_pcall or E.current ~= self then return pcall(fn, ...) end
+  return pcall_51(fn, ...)
 end
 
 local methods = Job
