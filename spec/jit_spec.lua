@@ -115,10 +115,13 @@ describe("the JIT", function()
   -- LuaJIT's parser closes upvalues at every return of a function that
   -- makes a closure anywhere in it, an error branch included (UCLO), and
   -- its compiler aborts there: pool:run (a closure for its error message),
-  -- job:pcall (Lua 5.1's way, a closure too) and stagehand.all (its list
-  -- check) each stopped the game's loop around them from compiling.
-  it("compiles a game's loop of requests, job:pcall and stagehand.all", function()
+  -- job:pcall (Lua 5.1's way, a closure too), stagehand.all (its list
+  -- check) and load:task (its check of opts) each stopped the game's loop
+  -- around them from compiling.
+  it("compiles a game's loop of requests, job:pcall, stagehand.all and tasks made by hand", function()
     local o = T.new { stall_ms = 1e12 }
+    local load = stagehand.tracker(o)
+    local task_opts = { label = "shader", total = 2 }
     local pool = stagehand.backend ~= "lua"
       and stagehand.pool(o, { source = "return { echo = function(x) return x end }", size = 1 })
     local opts = { priority = "visible", phase = "decode" }
@@ -129,12 +132,14 @@ describe("the JIT", function()
           local ok, v = job:pcall(math.max, i, 1)
           if ok then sum = sum + v end
           parts[1] = stagehand.all({})
+          load:task("compile", task_opts):finish()
           if pool and i % 4 == 0 then parts[#parts + 1] = pool:run("echo", i, opts) end
         end
       end)
       o:step()
     end)
     assert.equal(2001000, sum)
+    assert.equal(2000, load:counts("compile").done)
     if pool then
       assert.equal(501, #parts)
       o:wait(stagehand.all(parts), 10000)

@@ -231,6 +231,7 @@ function Task:fail(err)
 end
 
 local TASK_FIELDS = { label = true, total = true }
+local function not_task_field(f) return not TASK_FIELDS[f] end -- (no closure in load:task: jit_spec says why)
 
 --- A task of `phase` made by hand: `opts.label` (default the phase),
 --- `opts.total` (a number > 0, default 1).
@@ -243,8 +244,10 @@ function Tracker:task(phase, opts)
   local label, total = phase, 1
   if opts ~= nil then
     if type(opts) ~= "table" then options.fail("load:task", "opts", "a table {label =, total =}", opts) end
-    local k = options.first_key(opts, function(f) return not TASK_FIELDS[f] end)
-    if k ~= nil then options.fail("load:task", options.field("opts", k), "one of label, total", opts[k]) end
+    if not options.fields_within(opts, TASK_FIELDS) then
+      local k = options.first_key(opts, not_task_field)
+      options.fail("load:task", options.field("opts", k), "one of label, total", opts[k])
+    end
     if opts.label ~= nil then
       if type(opts.label) ~= "string" or opts.label == "" then
         options.fail("load:task", "opts.label", "a non-empty string", opts.label)
