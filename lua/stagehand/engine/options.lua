@@ -182,19 +182,18 @@ end
 
 --- The first key of t in sorted order that is not an index of its list
 --- (1 to #t), or nil. A list, the usual case, is not sorted.
--- (no closure over n: LuaJIT closes upvalues at every return of a
--- function that makes one, and compiles no trace through that)
+-- (The closure over n is made in a function of its own, reached only
+-- once a key is found: LuaJIT closes upvalues at every return of a
+-- function that makes one, and compiles no trace through that.)
 local function not_index(k, n) return type(k) ~= "number" or k % 1 ~= 0 or k < 1 or k > n end
+local function first_not_index(t, n)
+  return M.first_key(t, function(k) return not_index(k, n) end)
+end
 function M.first_non_list_key(t)
   if is_list_c and is_list_c(t) then return nil end
   local n = #t
   for k in each, t do
-    if not_index(k, n) then
-      local ks = M.sorted_keys(t)
-      for i = 1, #ks do
-        if not_index(ks[i], n) then return ks[i] end
-      end
-    end
+    if not_index(k, n) then return first_not_index(t, n) end
   end
 end
 
