@@ -622,7 +622,6 @@ function job_ended(tr, job, state)
   local task = tr.jobs[job]
   if not task then return false end
   tr.jobs[job] = nil
-  if state ~= "done" then task.error = job[F.OUT] end
   finish(task, state, now(tr))
   tr.job_tasks = tr.job_tasks - 1
   idle_sync(tr)
