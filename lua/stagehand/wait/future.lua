@@ -52,7 +52,5 @@ function M.new(label)
   return setmetatable({ label = label, _st = false, _v = false, _w1 = false }, Future)
 end
 
-function M.is_future(v) return getmetatable(v) == Future end
-
 M.errors = errors
 return M
