@@ -449,8 +449,12 @@ describe(":step's count", function()
     end
     for i = 1, 3 do hs[i]:cancel("level unloaded") end
     assert.equal(0, orch.nrunning)
-    local steps = 0
-    while orch:step(0) > 0 do steps = steps + 1 end
+    local steps, left = 0, orch:step(0)
+    while left > 0 do
+      assert.equal(3 - cleaned, left) -- (each count is exactly the cleanups still queued)
+      steps = steps + 1
+      left = orch:step(0)
+    end
     assert.equal(3, cleaned)
     assert.is_true(steps >= 1)
     assert.equal(0, orch.qn)
