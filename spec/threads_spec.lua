@@ -780,6 +780,19 @@ describe("stagehand.pool", function()
       assert.matches("pool 'fixture_worker' was destroyed", err, 1, true)
     end)
 
+    it("leaves every other pool of the orchestrator taking requests", function()
+      local first, second, third = new_pool(orch, { size = 1 }), new_pool(orch, { size = 1 }),
+        new_pool(orch, { size = 1 })
+      assert.same({ "done" }, { orch:wait(second:destroy(), WAIT) })
+      local h1, h3 = first:run("add", { a = 1, b = 2 }), third:run("add", { a = 3, b = 4 })
+      assert.same({ "done", 3 }, { orch:wait(h1, WAIT) })
+      assert.same({ "done", 7 }, { orch:wait(h3, WAIT) })
+      orch:wait(first:destroy(), WAIT)
+      local h = third:run("add", { a = 5, b = 6 })
+      assert.same({ "done", 11 }, { orch:wait(h, WAIT) })
+      assert.same({ "done" }, { orch:wait(third:destroy(), WAIT) })
+    end)
+
     -- Regression: destroy cancelled a request whose reply had arrived and
     -- waited only for the step that collects it.
     it("ends done a request whose reply arrived before the destroy, with its values", function()
