@@ -703,6 +703,29 @@ describe("misplaced calls", function()
     end
   end)
 
+  it("job:await, sleep, call and slice called from outside the job name the caller's line", function()
+    local orch = quiet()
+    local kept
+    orch:run("x", function(job) kept = job job:sleep(10) end)
+    local calls = {
+      await = function() kept:await(stagehand.future()) end,
+      sleep = function() kept:sleep(5) end,
+      call = function() kept:call(function(cb) cb() end) end,
+      slice = function() kept:slice() end,
+    }
+    for name, call in pairs(calls) do
+      local ok, err = pcall(call) -- (from the spec's own code)
+      assert.is_false(ok)
+      assert.matches("^[^:]*game_code_spec.lua:%d+: job:" .. name .. " must be called from inside the job's own work",
+        err)
+      local co = coroutine.create(call) -- (from a coroutine of the game's own)
+      ok, err = coroutine.resume(co)
+      assert.is_false(ok)
+      assert.matches("^[^:]*game_code_spec.lua:%d+: job:" .. name .. " must be called from inside the job's own work",
+        err)
+    end
+  end)
+
   it("a watcher that calls step is told it is a watcher", function()
     local orch = quiet()
     local said
