@@ -61,10 +61,24 @@ describe("the job object", function()
       assert.no_leaks(orch)
     end)
 
+    it("calls a callable table as it calls a function", function()
+      local deliver
+      local reader = setmetatable({ root = "assets/" }, { __call = function(self, path, cb)
+        deliver = function() cb(nil, self.root .. path) end
+      end })
+      local h = orch:run("read", function(job) return job:call(reader, "hero.png") end)
+      deliver()
+      orch:step()
+      assert.same({ "done", "assets/hero.png" }, { h:result() })
+    end)
+
     it("names a bad fn", function()
       local h = orch:run("x", function(job) return job:call(5) end)
       local _, err = h:result()
       assert.matches("bad argument 'fn' to call", tostring(err.cause), 1, true)
+      local t = orch:run("x", function(job) return job:call({}) end) -- (a table with no __call)
+      _, err = t:result()
+      assert.matches("bad argument 'fn' to call: expected a function, got table", tostring(err.cause), 1, true)
     end)
   end)
 
