@@ -130,6 +130,8 @@ describe(":trace", function()
       "bad \255 byte", "lone \192 lead", "cut \226\130", "overlong \192\175", "surrogate \237\160\128",
       "past U+10FFFF \244\144\128\128", "control \1\2\31\127 bytes", "nul \0 inside", "fine é ✓ 🎮",
       "quote \" and \\ backslash", string.rep("\200", 3),
+      -- (each valid range's edges: U+0080, U+07FF, U+0800, U+D7FF, U+E000, U+FFFF, U+10000, U+10FFFF)
+      "edges \194\128 \223\191 \224\160\128 \237\159\191 \238\128\128 \239\191\191 \240\144\128\128 \244\143\191\191",
     }
     for i = 1, #labels do orch:run(labels[i], function() end) end
     orch:step()
@@ -152,6 +154,7 @@ describe(":trace", function()
     assert.equal("control \1\2\31\127 bytes #7", names[7]) -- (escaped, and read back as they were)
     assert.equal("quote \" and \\ backslash #10", names[10])
     assert.equal(string.rep("\239\191\189", 3) .. " #11", names[11])
+    assert.equal(labels[12] .. " #12", names[12]) -- (valid at every edge: stays as it was)
   end)
 
   it("starts a job already waiting, and its wait, where the recording starts", function()
