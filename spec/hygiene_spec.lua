@@ -285,6 +285,21 @@ describe("hygiene", function()
       assert.no_leaks(orch)
     end)
 
+    it("ends the when, when_idle and barrier that cleanup made while it closed", function()
+      local orch = quiet()
+      local made
+      orch:run("level", function(job)
+        if not job:pcall(job.sleep, job, 1000) then
+          made = { orch:when("save", "wait for the save"), orch:when_idle(), orch:barrier("tiles", { "a" }) }
+        end
+      end)
+      orch:close("quit")
+      assert.equal("cancelled", made[1]:state())
+      assert.equal("cancelled", made[2]:state())
+      assert.equal("cancelled", made[3].settled:state())
+      assert.no_leaks(orch)
+    end)
+
     -- It used to give up after 100 rounds, silently, leaving a continuation
     -- queued whose next step started a job close never ended.
     it("returns, with everything ended, even when every cleanup starts another job", function()
