@@ -51,6 +51,31 @@ describe(":report", function()
     assert.same({}, orch:report())
   end)
 
+  it("names the chain of awaits a priority comes down, from the job that gives it", function()
+    local orch = T.new()
+    local cloth = stagehand.future()
+    local garment = orch:run("garment", function(job) return job:await(cloth) end, { priority = "background" })
+    local cape = orch:run("cape", function(job) return job:await(garment) end, { priority = "background" })
+    local portrait = orch:run("portrait", function(job) return job:await(cape) end, { priority = "background" })
+    local screen = orch:run("screen", function(job) return job:await(portrait) end, { priority = "visible" })
+    orch:step()
+    local from = {}
+    for _, r in ipairs(orch:report()) do
+      assert.equal("visible", r.priority)
+      from[r.label] = r.priority_from or false
+    end
+    local function tag(h) return "#" .. h.id .. " " .. h.label end
+    assert.same({
+      screen = false, -- (its own caller gives it)
+      portrait = tag(screen),
+      cape = tag(screen) .. ", through " .. tag(portrait),
+      garment = tag(screen) .. ", through " .. tag(portrait) .. ", through " .. tag(cape),
+    }, from)
+    cloth:resolve("wool")
+    orch:step()
+    assert.equal("wool", select(2, screen:result()))
+  end)
+
   it("names where a priority comes from though the priority functions it reads change the callers", function()
     -- (The report reads a keyed job's callers' priority functions to find
     -- where its rank comes from. Each runs once in the report; one first
