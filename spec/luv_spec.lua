@@ -69,6 +69,31 @@ describe("the luv driver", function()
     assert.equal(5, done)
   end)
 
+  it("grants a slot the game frees from its own callback on the next pass, not at a stall check", function()
+    orch = stagehand.new { driver = "luv", stall_ms = 600000, check_ms = 300000, pools = { net = 1 } }
+    local reply = stagehand.future()
+    local free
+    local first = orch:run("first", function(job)
+      free = job:slot("net")
+      return job:await(reply)
+    end)
+    local second = orch:run("second", function(job)
+      job:slot("net")
+      reply:resolve("answered")
+      return "got the slot"
+    end)
+    orch:step()
+    assert.equal("running", second:state())
+    local t = uv.new_timer()
+    t:start(0, 0, function()
+      t:close()
+      free() -- (the game's download callback gives the connection back early)
+    end)
+    run_guarded(orch)
+    assert.same({ "done", "got the slot" }, { second:result() })
+    assert.same({ "done", "answered" }, { first:result() })
+  end)
+
   it("settles when_idle once a loader's download arrives, on the next pass, not at a stall check", function()
     orch = stagehand.new { driver = "luv", stall_ms = 600000, check_ms = 300000 }
     local download = stagehand.future("atlas")
