@@ -589,6 +589,21 @@ describe("slot pools", function()
       assert.no_leaks(orch)
     end)
 
+    it("holds nothing once it frees the slots of several pools itself, remembered outcome included", function()
+      local orch = quiet { pools = { cpu = 1, gpu = 1 } }
+      local h = orch:run("bake", function(job)
+        local cpu = job:slot("cpu")
+        local gpu = job:slot("gpu")
+        gpu()
+        cpu()
+        return "baked"
+      end, { key = "bake:castle" })
+      orch:step()
+      assert.same({ "done", "baked" }, { h:result() })
+      assert.same({ capacity = 1, in_use = 0, waiting = 0 }, orch:pools().cpu)
+      assert.no_leaks(orch) -- (the outcome the key remembers holds no slot)
+    end)
+
     it("raises a clear error for a slot wait made in a coroutine that is not the job's", function()
       local orch = quiet { pools = { p = 1 } }
       local seen
