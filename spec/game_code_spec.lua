@@ -773,4 +773,36 @@ describe("assert.no_leaks", function()
     assert.is_false(ok)
     assert.matches("1 waiter(s) in pool 'p' that no running job is", tostring(err), 1, true)
   end)
+
+  it("counts only the pool waiters no running job is, beside jobs that wait there", function()
+    local B = require "stagehand.core.backend"
+    local orch = quiet { pools = { p = 0 } }
+    local waiters = {}
+    for i = 1, 2 do waiters[i] = orch:run("waiter " .. i, function(job) job:slot("p") end) end
+    orch:step()
+    assert.equal(0, B.pool_enqueue(orch.pool_q.p.p, 77, 0)) -- what the fault left
+    local ok, err = pcall(function() assert.no_leaks(orch) end)
+    assert.is_false(ok)
+    assert.matches("3 waiter(s) in pool 'p';", tostring(err), 1, true)
+    assert.matches("1 waiter(s) in pool 'p' that no running job is", tostring(err), 1, true)
+    for i = 1, 2 do waiters[i]:cancel() end
+  end)
+
+  it("finds a remembered outcome that still holds a coroutine, a slot or a place in a queue", function()
+    local F = require "stagehand.engine.fields"
+    for _, case in ipairs {
+      { F.CO, "holds a live coroutine" },
+      { F.HELD, "still holds a slot" },
+      { F.WAITQ, "still waits in a queue" },
+    } do
+      local orch = quiet()
+      orch:run("load", function() return "loaded" end, { key = "castle" })
+      orch:step()
+      assert.no_leaks(orch)
+      orch.mem.castle[case[1]] = {} -- what the fault left
+      local ok, err = pcall(function() assert.no_leaks(orch) end)
+      assert.is_false(ok)
+      assert.matches("the remembered outcome of castle " .. case[2], tostring(err), 1, true)
+    end
+  end)
 end)
