@@ -219,6 +219,36 @@ describe("priorities", function()
     assert.no_leaks(orch)
   end)
 
+  it("leave the jobs of a failed all however deep the all_settled groups around it nest", function()
+    for depth = 1, 4 do
+      local orch = quiet()
+      local fy, open = stagehand.future("y"), {}
+      local xj
+      local x = orch:run("cloth", function(job)
+        xj = job
+        return job:await(stagehand.future("x"))
+      end, { priority = "background" })
+      local y = orch:run("dye", function(job) return job:await(fy) end, { priority = "background" })
+      local g = stagehand.all { y, x }
+      for d = 1, depth do
+        open[d] = stagehand.future("open " .. d) -- (keeps each group around it waiting)
+        g = stagehand.all_settled { g, open[d] }
+      end
+      local portrait = orch:run("Hero portrait", function(job) return job:await(g) end, { priority = "visible" })
+      assert.equal("visible", xj:priority())
+      fy:reject("no dye")
+      orch:step()
+      assert.equal("running", portrait:state())
+      assert.equal("background", xj:priority(), "nested " .. depth .. " deep")
+      for d = 1, depth do open[d]:resolve() end
+      orch:step()
+      assert.equal("done", portrait:state())
+      x:cancel()
+      orch:step()
+      assert.no_leaks(orch)
+    end
+  end)
+
   it("leave what a job awaited as soon as the wait ends, not at its next resume", function()
     local orch = quiet()
     local fa, fb = stagehand.future(), stagehand.future()
