@@ -237,6 +237,13 @@ describe("stagehand.tracker", function()
       off()
       load:task("fetch"):finish()
       assert.equal(3, #events)
+      assert.same({}, logged) -- (the listener is gone, not left as something that fails when called)
+      off() -- (a second call changes nothing)
+      local n = 0
+      load:on(function() n = n + 1 end)
+      load:task("fetch"):finish()
+      assert.equal(2, n)
+      assert.same({}, logged)
     end)
 
     -- Regression: a listener told of a tracked job's start ran before the
