@@ -383,6 +383,23 @@ describe("stagehand.pool", function()
       out:drain(function(v) order[#order + 1] = v end)
       assert.same({ "b", "d", "a", "c" }, order)
     end)
+
+    it("collects in one step every reply that came, however many batches they fill", function()
+      local p = pool { size = 1 }
+      local out, quick = stagehand.port(), {}
+      for i = 1, 600 do quick[i] = p:run("nothing", true) end
+      local last = p:run("mark", { out = out, name = "last" })
+      p.depth = 700 -- (white-box: the whole queue offered in one round)
+      orch:step() -- (offered to the worker, which takes them and replies in turn)
+      assert.equal("last", out:receive_within(WAIT)) -- (every quick reply was sent before it)
+      orch:step()
+      local left = 0
+      for i = 1, 600 do
+        if quick[i]:state() ~= "done" then left = left + 1 end
+      end
+      assert.equal(0, left)
+      orch:wait(last, WAIT)
+    end)
   end)
 
   -- Game code may run while pool:run makes a request's job: the
@@ -752,7 +769,7 @@ describe("stagehand.pool", function()
 
   describe(":destroy", function()
     it("cancels queued and running requests, stops every worker and settles once all exited", function()
-      local p = new_pool(orch, { size = 3 })
+      local p = new_pool(orch, { size = 3, close_timeout_ms = 10 * WAIT }) -- (fake ms: out of reach of a slow host)
       local a, b = holder(), holder()
       local ha, hb = p:run("hold", a), p:run("hold", b)
       started(a)
@@ -765,6 +782,7 @@ describe("stagehand.pool", function()
         assert.equal("cancelled", h:state(), ({ "ha", "hb", "q1", "q2" })[i] .. ": " .. tostring(h:result()))
       end
       assert.same({ "done" }, { orch:wait(d, WAIT) })
+      assert.same({}, logged) -- (every worker exited: none named as left running at the close timeout)
       assert.equal(0, p:pending())
       -- (its close timeout, armed while workers ran, keeps no host awake
       -- now: once what the workers sent last is collected, nothing is due)
