@@ -603,6 +603,19 @@ describe("stagehand.pool", function()
       assert.same({ "done", 2 }, { orch:wait(p:run("add", { a = 1, b = 1 }), WAIT) })
     end)
 
+    it("run on a fake clock in orch:wait once a real wait brought nothing from a busy worker", function()
+      -- (Fake time stands still while workers run, and orch:wait moves it
+      -- on when a real wait of up to a second, here to the next stall check,
+      -- brought nothing: the request stalls long before its worker's own
+      -- 3 s wait would end it.)
+      local o = T.new { stall_ms = 40, check_ms = 20, log = function() end }
+      local p = new_pool(o, { size = 1 })
+      local h = p:run("wait_within", { port = stagehand.port(), ms = 3000 })
+      assert.equal("stalled", (o:wait(h, WAIT)))
+      o:wait(p:destroy(), WAIT)
+      o:close()
+    end)
+
     it("keep a request alive while its worker reports progress", function()
       local p = pool { size = 1 }
       local ports = { ack = stagehand.port(), tick = stagehand.port(), n = 3 }
