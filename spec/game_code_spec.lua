@@ -547,6 +547,12 @@ describe("errors that point at the caller", function()
     assert.equal(plain, eb.cause)
     assert.equal("c failed: a custom error", ec.message)
     assert.matches("d failed: .*42", ed.message)
+    -- Keys of every kind, tables among them, in a stable order by kind.
+    local mixed = { code = 3, [2] = "two", [true] = 1, [{}] = {}, [{}] = {} }
+    local _, ee = orch:run("e", function() error(mixed) end):result()
+    assert.equal(mixed, ee.cause)
+    assert.matches('^e failed: a table {%[true%] = 1, %[2%] = "two", code = 3, %[table: [^%]]+%] = {...},'
+      .. ' %[table: [^%]]+%] = {...}}$', ee.message)
   end)
 end)
 
