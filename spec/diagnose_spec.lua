@@ -300,15 +300,23 @@ describe("a log function that raises", function()
     local ok, err = pcall(function()
       local orch = T.new { stall_ms = 1000, log = function() error("log sink down") end }
       local h = orch:run("Painting the floor", function(job) job:await(stagehand.future()) end)
+      h:on_end(function() error("the bar broke") end) -- (game code that raises, told through the broken log)
       assert.equal(0, T.settle(orch, 5000))
       assert.equal("stalled", h:state())
       assert.no_leaks(orch)
+      -- A log that works takes what game code raised; stderr gets none of it.
+      local lines = {}
+      local fine = T.new { log = function(line) lines[#lines + 1] = line end }
+      fine:run("Painting the walls", function() end):on_end(function() error("the brush broke") end)
+      assert.matches("the brush broke", table.concat(lines, "\n"), 1, true)
     end)
     io.stderr = real
     assert(ok, err)
     local all = table.concat(written)
     assert.matches("the log function raised", all, 1, true)
     assert.matches("log sink down", all, 1, true)
+    assert.matches("an on_end callback of .* raised: .*the bar broke", all)
+    assert.is_nil(all:find("the brush broke", 1, true))
   end)
 end)
 
