@@ -54,6 +54,42 @@ describe("LuaJIT with its compiler off", function()
   end)
 end)
 
+describe("the module names from before the folders", function()
+  it("still load, each as the module that took its place", function()
+    local n = 0
+    local files = io.popen("find lua/stagehand -mindepth 2 -name '*.lua' | sort")
+    for path in files:lines() do
+      local folder, name = path:match("^lua/stagehand/([%w_]+)/([%w_]+)%.lua$")
+      local old = "stagehand." .. name
+      if folder ~= "driver" and package.preload[old] then
+        n = n + 1
+        local loads, mod = pcall(require, "stagehand." .. folder .. "." .. name)
+        if loads then
+          assert.equal(mod, require(old), old)
+        else -- (the FFI backend, on a runtime with no FFI: the old name fails alike)
+          assert.is_false(pcall(require, old), old)
+        end
+      end
+    end
+    files:close()
+    assert.equal(42, n) -- (every module of the flat folder they came from)
+    assert.equal(require "stagehand.wait.slots", require "stagehand.slots")
+    assert.equal(require "stagehand.engine.engine", require "stagehand.engine")
+  end)
+
+  it("leave a module of the game's own under an old name alone", function()
+    local own = { "the game's own" }
+    package.loaded["stagehand.nest"] = nil
+    package.preload["stagehand.nest"] = function() return own end
+    package.loaded.stagehand = nil -- (stagehand loaded again: it registers the names as it loads)
+    require "stagehand"
+    assert.equal(own, require "stagehand.nest")
+    assert.equal(require "stagehand.engine.engine", require "stagehand.engine")
+    package.loaded["stagehand.nest"], package.preload["stagehand.nest"] = nil, nil
+    package.loaded.stagehand = stagehand
+  end)
+end)
+
 describe("the rockspec", function()
   it("lists every module under lua/, each at its own path", function()
     local fh = assert(io.open("rockspec/stagehand-scm-1.rockspec", "rb"))
