@@ -591,7 +591,17 @@ describe("stagehand.rounds", function()
   it("names bad arguments", function()
     assert.has_error(function() stagehand.rounds(0) end,
       "bad argument 'participants' to stagehand.rounds: expected an integer from 1 to 4096, got 0")
-    assert.has_error(function() stagehand.rounds(2, -1) end)
+    for _, bad in ipairs { 4097, 1.5, "2", -1 } do
+      assert.error_matches(function() stagehand.rounds(bad) end,
+        "bad argument 'participants' to stagehand.rounds: expected an integer from 1 to 4096", nil, true)
+    end
+    for _, bad in ipairs { -1, 65537, 1.5, "8", true } do
+      assert.error_matches(function() stagehand.rounds(2, bad) end,
+        "bad argument 'share_len' to stagehand.rounds: expected an integer from 0 to 65536, got "
+        .. (type(bad) == "string" and '"8"' or tostring(bad)), nil, true)
+    end
+    assert.is_false(stagehand.rounds(4096):aborted()) -- (each limit taken)
+    assert.is_false(stagehand.rounds(2, 65536):aborted())
     local orch = T.new()
     local b = stagehand.rounds(2, 2)
     local h = orch:run("bad share", function() return b:sum(1, 2, 1, { 1, "x" }, {}) end)
