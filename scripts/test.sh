@@ -276,7 +276,7 @@ cross_lane() {
     sh scripts/love_check.sh
   check "docs/guide.md's LÖVE programs, copied as written into games of real PNGs (one corrupt), under Xvfb, on the native and the pure-Lua core" \
     sh scripts/guide_love_check.sh
-  check "make love-dist: examples/love as a .love and a fused build, run from /tmp with no environment" \
+  check "make love-dist: examples/love as a .love and a fused build, run from /tmp with no environment, then again over the stale core an older build left in the save directory" \
     sh scripts/love_dist_check.sh
   check "make love-kit: its folder dropped into a game run from /tmp with no environment; its Windows cores under wine (the 32-bit one where this kernel runs 32-bit programs)" \
     sh scripts/love_kit_check.sh
