@@ -50,10 +50,15 @@ describe(":run", function()
     local h = orch:run("keyed", function(job)
       got = { job.id, job.label, job.key }
       err = select(2, pcall(function() job.label = "renamed" end))
+      for _, name in ipairs { "id", "key", "orch", "cid", "co", "w", "state", "out" } do
+        local ok, e = pcall(function() job[name] = "overwritten" end)
+        assert(not ok and tostring(e):find("job." .. name .. " is not writable", 1, true), name)
+      end
+      got[4] = { job.id, job.label, job.key }
       job.notes = "a field of the game's own" -- other names are the game's to use
       return job.notes
     end, { key = "armor:7" })
-    assert.same({ h.id, "keyed", "armor:7" }, got)
+    assert.same({ h.id, "keyed", "armor:7", { h.id, "keyed", "armor:7" } }, got)
     assert.equal("armor:7", h.key)
     assert.truthy(tostring(err):find("job.label is not writable", 1, true))
     assert.same({ "done", "a field of the game's own" }, { h:result() })
