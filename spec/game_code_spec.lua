@@ -518,6 +518,32 @@ describe("errors that point at the caller", function()
     assert.matches('job:sleep: "Loading x" has already ended %(at [^)]*game_code_spec.lua:%d+%)', tostring(err))
   end)
 
+  it("a wait on a job that was cancelled or stalled says how it ended, with the reason", function()
+    local orch, clock = T.new { stall_ms = 100, check_ms = 50, log = function() end }
+    local cancelled, stalled
+    local h1 = orch:run("Loading y", function(job)
+      cancelled = job
+      job:await(stagehand.future())
+    end)
+    local h2 = orch:run("Loading z", function(job)
+      stalled = job
+      job:await(stagehand.future())
+    end)
+    h1:cancel("the menu closed")
+    clock:advance(200)
+    orch:step()
+    assert.equal("stalled", h2:state())
+    local _, err = pcall(function() cancelled:sleep(5) end)
+    assert.is_true(stagehand.is_error(err, "cancelled"))
+    assert.equal("the menu closed", err.reason)
+    assert.equal(select(2, h1:result()), err.ended)
+    assert.matches('job:sleep: "Loading y" has already ended (cancelled)', tostring(err), 1, true)
+    _, err = pcall(function() stalled:await(stagehand.future()) end)
+    assert.is_true(stagehand.is_error(err, "stalled"))
+    assert.equal(select(2, h2:result()), err.ended)
+    assert.matches('job:await: "Loading z" has already ended (stalled)', tostring(err), 1, true)
+  end)
+
   it("an error raised through a tail call names the game's file, not stagehand's", function()
     local orch = quiet()
     local h = orch:run("tail", function(job)
