@@ -132,6 +132,7 @@ describe(":trace", function()
       "quote \" and \\ backslash", string.rep("\200", 3),
       -- (each valid range's edges: U+0080, U+07FF, U+0800, U+D7FF, U+E000, U+FFFF, U+10000, U+10FFFF)
       "edges \194\128 \223\191 \224\160\128 \237\159\191 \238\128\128 \239\191\191 \240\144\128\128 \244\143\191\191",
+      "héros \"quoted\"\tand \\ beside é", -- (escapes among multibyte characters)
     }
     for i = 1, #labels do orch:run(labels[i], function() end) end
     orch:step()
@@ -155,6 +156,7 @@ describe(":trace", function()
     assert.equal("quote \" and \\ backslash #10", names[10])
     assert.equal(string.rep("\239\191\189", 3) .. " #11", names[11])
     assert.equal(labels[12] .. " #12", names[12]) -- (valid at every edge: stays as it was)
+    assert.equal(labels[13] .. " #13", names[13])
   end)
 
   it("starts a job already waiting, and its wait, where the recording starts", function()
