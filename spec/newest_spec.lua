@@ -238,6 +238,26 @@ describe(":newest", function()
     assert.all_ended(orch)
   end)
 
+  it("raises the newer run for every job awaiting an older call's Handle, not only the first", function()
+    local f = stagehand.future()
+    local level1 = orch:newest("level", "level 1", function(job) return job:await(f) end,
+      { key = "lvl", priority = "background" })
+    orch:run("level 1 again", function(job) return job:await(f) end, { key = "lvl", priority = "background" })
+    local map = orch:run("map", function(job) return job:await(level1) end, { priority = "scene" })
+    local screen = orch:run("screen", function(job) return job:await(level1) end, { priority = "visible" })
+    local hud = orch:run("hud", function(job) return job:await(level1) end, { priority = "background" })
+    orch:newest("level", "level 2", function(job) return job:await(f) end, { priority = "background" })
+    assert.same({ ["level 1"] = "background", ["level 2"] = "visible", map = "scene", screen = "visible",
+      hud = "background" }, ranks_of(orch))
+    screen:cancel("menu")
+    assert.equal("scene", ranks_of(orch)["level 2"])
+    map:cancel("menu")
+    hud:cancel("menu")
+    f:resolve()
+    orch:step()
+    assert.all_ended(orch)
+  end)
+
   it("ends the newest run once every call under the name withdrew", function()
     local hs = {}
     for i = 1, 3 do hs[i] = orch:newest("x", "x " .. i, function(job) return job:await(stagehand.future()) end) end
