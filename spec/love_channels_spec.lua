@@ -29,7 +29,7 @@ local function thread()
   return t
 end
 
-describe("a LÖVE pool's outbox", function()
+describe("a LÖVE pool's channels", function()
   local saved_love = rawget(_G, "love")
   before_each(function() rawset(_G, "love", { thread = { newChannel = channel, newThread = thread } }) end)
   after_each(function() rawset(_G, "love", saved_love) end)
@@ -79,6 +79,21 @@ describe("a LÖVE pool's outbox", function()
     -- decoder names (nil), not hidden.
     reqs[4] = {}
     assert.is_nil(lt.fetch(4))
+  end)
+
+  it("drops from the inbox only the objects of the request that ended, not those it shares a channel with", function()
+    local a, b, c = 3, 3 + N, 3 + 2 * N -- (one channel's)
+    local lt = lt_for({})
+    love_threads.carry(lt, a, { "image of a" })
+    love_threads.carry(lt, b, { "image of b" })
+    love_threads.carry(lt, c, { "image of c" })
+    love_threads.forget(lt, b) -- (request b cancelled before a worker took it)
+    local inbox = lt.inbox[a % N + 1]
+    local ids = {}
+    for _ = 1, inbox:getCount() do ids[#ids + 1] = inbox:pop()[1] end
+    table.sort(ids)
+    assert.same({ a, c }, ids)
+    love_threads.forget(lt, b) -- (a second time: nothing carried, nothing taken)
   end)
 
   -- Regression: a pool still alive when its Lua state closed (LÖVE's
