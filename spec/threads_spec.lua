@@ -179,6 +179,13 @@ describe("stagehand.pool", function()
       ok, err = pcall(p.run, p, "echo", { ["a key"] = io.stdout })
       assert.is_false(ok)
       assert.matches('payload["a key"] is a userdata', err, 1, true)
+      -- (number keys as Lua would read them back: whole ones in full, others to 17 digits)
+      for key, path in pairs { [1.5] = "[1.5]", [-0.25] = "[-0.25]", [1e20] = "[1e+20]", [2 ^ 53] = "[9007199254740992]" } do
+        ok, err = pcall(p.run, p, "echo", { [key] = { x = print } })
+        assert.is_false(ok)
+        assert.matches("payload" .. path .. ".x is a function", err, 1, true)
+      end
+      assert.equal(0, p:pending())
     end)
 
     it("fails a request whose result cannot cross, naming it", function()
