@@ -161,6 +161,10 @@ describe("stagehand.port", function()
     assert.matches("bad argument 'ms' to port:receive_within: expected a number >= 0, got -1",
       err_of(function() p:receive_within(-1) end), 1, true)
     assert.matches("bad argument 'ms' to port:drain_for", err_of(function() p:drain_for(print, 0 / 0) end), 1, true)
+    assert.matches([[expected a number >= 0, got "a\nb\001\"c\\"]], err_of(function() p:receive_within("a\nb\1\"c\\") end),
+      1, true) -- (a string on one line, as Lua would read it back)
+    assert.matches('got "' .. string.rep("x", 57) .. '"... (70 bytes)',
+      err_of(function() p:receive_within(string.rep("x", 70)) end), 1, true)
     assert.matches("bad argument 'fn' to port:drain: expected a function, got 5", err_of(function() p:drain(5) end),
       1, true)
     assert.matches("bad self to port:post", err_of(function() p.post({}, 1) end), 1, true)
@@ -640,7 +644,7 @@ describe("stagehand.rounds", function()
     st, said, first = orch:wait(pool:run("bad_port_calls", stagehand.port()), WAIT)
     assert.equal("done", st)
     local expected = {
-      "bad argument 'ms' to port:receive_within: expected a number >= 0, got \"soon\"",
+      "bad argument 'ms' to port:receive_within: expected a number >= 0, got \"so\\non\\001\"",
       "bad argument 'ms' to port:receive_within: expected a number >= 0, got nan",
       "bad argument 'fn' to port:drain: expected a function, got 5",
       "bad argument 'fn' to port:drain_for: expected a function, got nil",
