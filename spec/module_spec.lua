@@ -337,6 +337,26 @@ describe("no native core anywhere", function()
     assert.matches("\nbackend lua\n", out, 1, true)
   end)
 
+  it("refuses worker threads at the game's line, saying why for a program, a game without love.thread, a browser", function()
+    local function refused(pre)
+      return io.popen("STAGEHAND_BACKEND= LUA_PATH='lua/?.lua;lua/?/init.lua' LUA_CPATH='/nowhere/?.so' " .. here
+        .. " -e '" .. pre .. " local s = require \"stagehand\"; local o = s.new { driver = \"manual\" }"
+        .. "\nprint(select(2, pcall(s.pool, o, { module = \"decode\" })))\nprint(select(2, pcall(s.port)))' 2>/dev/null")
+        :read("*a")
+    end
+    local out = refused("")
+    assert.matches("%(command line%):2: stagehand.pool: worker threads need stagehand's native core, and this program"
+      .. " runs on the pure%-Lua core: stagehand: cannot find its native core", out)
+    assert.matches("%(command line%):3: stagehand.port: worker threads need stagehand's native core", out)
+    out = refused("love = { system = { getOS = function() return \"Linux\" end } }")
+    assert.matches("stagehand.pool: worker threads need stagehand's native core or LÖVE's love.thread, and this game"
+      .. " runs on the pure-Lua core with love.thread turned off (t.modules.thread in conf.lua): ", out, 1, true)
+    out = refused("love = { system = { getOS = function() return \"Web\" end } }")
+    assert.matches("stagehand.pool: worker threads need stagehand's native core, and this program runs on the"
+      .. " pure-Lua core: stagehand: cannot find its native core (stagehand/_core.so) for web. LÖVE in a web browser",
+      out, 1, true)
+  end)
+
   it("names the browser as the reason in LÖVE on the web (love.js), with nothing to build", function()
     -- (love.system.getOS() is "Web" there, and no native library loads)
     local out = run_with("love = { system = { getOS = function() return \"Web\" end } }", "/nowhere/?.so")
