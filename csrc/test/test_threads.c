@@ -318,6 +318,10 @@ static void rounds_abort_releases_everyone(void) {
   b = sh_rounds_new(2, 1);
   CHECK(sh_rounds_new(0, 1) == NULL);
   CHECK(sh_rounds_arrive(b, 1, 3, SH_OP_COUNT, 0, NULL) == SH_EINVAL);
+  CHECK(sh_rounds_arrive(b, 1, 0, SH_OP_COUNT, 0, NULL) == SH_EINVAL);
+  CHECK(sh_rounds_arrive(b, 1, 2, SH_OP_COUNT - 1, 1, share) == SH_EINVAL); /* (no such operation) */
+  CHECK(sh_rounds_arrive(b, 1, 2, SH_OP_MAX + 1, 1, share) == SH_EINVAL);
+  CHECK(sh_rounds_arrive(b, 0.0 / 0.0, 2, SH_OP_COUNT, 0, NULL) == SH_EINVAL); /* (a NaN round) */
   CHECK(sh_rounds_arrive(b, 1, 2, SH_OP_SUM, 3, share) == SH_EINVAL);
   CHECK(sh_rounds_arrive(b, 1, 2, SH_OP_SUM, 1, share) == SH_OK);
   CHECK(sh_rounds_arrive(b, 1, 2, SH_OP_SUM, 1, share) == SH_ESTATE);
