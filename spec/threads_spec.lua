@@ -623,6 +623,26 @@ describe("stagehand.pool", function()
       o:close()
     end)
 
+    it("stall a hung request whose start came just before another request ended, both unread", function()
+      -- (A request that ends before the step reads that it started has
+      -- its start dropped as no news; only its own: the start of the
+      -- request beside it is what starts that one's stall clock.)
+      local p = pool { size = 2 }
+      local hold, out = holder(), stagehand.port()
+      local hung = p:run("hold", hold)
+      local quick = p:run("nothing", true)
+      local after = p:run("mark", { out = out, name = "after the quick one" }) -- (on the quick one's worker)
+      p.depth = 8 -- (white-box: all three offered in one round)
+      orch:step()
+      assert.is_not_nil(hold.started:receive_within(WAIT), "the worker never started")
+      assert.equal("after the quick one", out:receive_within(WAIT)) -- (the quick one ended before it)
+      assert.same({ "done" }, { orch:wait(quick, WAIT) })
+      orch:wait(after, WAIT)
+      clock:advance(1500)
+      orch:step()
+      assert.equal("stalled", hung:state())
+    end)
+
     it("keep a request alive while its worker reports progress", function()
       local p = pool { size = 1 }
       local ports = { ack = stagehand.port(), tick = stagehand.port(), n = 3 }
