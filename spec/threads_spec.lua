@@ -185,6 +185,13 @@ describe("stagehand.pool", function()
         assert.is_false(ok)
         assert.matches("payload" .. path .. ".x is a function", err, 1, true)
       end
+      -- (what a table used as a key holds is named under that key)
+      ok, err = pcall(p.run, p, "echo", { mesh = { [{ f = print }] = 1 } })
+      assert.is_false(ok)
+      assert.matches("payload.mesh[<table key>].f is a function", err, 1, true)
+      ok, err = pcall(p.run, p, "echo", { mesh = { [true] = print } })
+      assert.is_false(ok)
+      assert.matches("payload.mesh[<boolean key>] is a function", err, 1, true)
       assert.equal(0, p:pending())
     end)
 

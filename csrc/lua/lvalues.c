@@ -243,13 +243,9 @@ static void encode_table(enc *e, int idx, const seg *s, int depth) {
     int key = lua_gettop(L) - 1, val = lua_gettop(L);
     here.up = s;
     here.key = key;
-    if (lua_type(L, key) == LUA_TTABLE || lua_type(L, key) == LUA_TUSERDATA) {
-      /* (a table key is copied like any table; its path is its holder's) */
-      seg at_key = *s;
-      encode(e, key, &at_key, depth + 1);
-    } else {
-      encode(e, key, &here, depth + 1);
-    }
+    /* (a key is copied like any value; what a table key holds is named
+     * under it, "t[<table key>].f", as the pure-Lua core names it) */
+    encode(e, key, &here, depth + 1);
     if (!e->failed) encode(e, val, &here, depth + 1);
     lua_pop(L, 1);
     if (e->failed) {
