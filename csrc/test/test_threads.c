@@ -39,6 +39,17 @@ static void messages_hold_bytes_and_counted_refs(void) {
   CHECK(sh_msg_add_ref(m, 99, p) == SH_EINVAL);
   CHECK(sh_msg_nrefs(m) == 1 && sh_msg_ref(m, 0, &kind) == p && kind == SH_REF_PORT);
   CHECK(sh_msg_ref(m, 1, &kind) == NULL);
+  /* a u32 written in place: inside the bytes only, never past their end */
+  CHECK(sh_msg_set_u32(m, 1000, 0x01020304u) == SH_OK);
+  {
+    uint32_t back = 0;
+    memcpy(&back, sh_msg_data(m, &len) + 1000, sizeof back);
+    CHECK(back == 0x01020304u && len == 1004);
+  }
+  CHECK(sh_msg_set_u32(m, 1001, 7) == SH_EINVAL); /* (its last byte past the end) */
+  CHECK(sh_msg_set_u32(m, 1004, 7) == SH_EINVAL);
+  CHECK(sh_msg_set_u32(m, 5000, 7) == SH_EINVAL); /* (an offset past the end) */
+  CHECK(sh_msg_set_u32(m, (size_t)-1, 7) == SH_EINVAL);
   sh_port_unref(p); /* the message's count keeps it */
   CHECK(sh_port_post(p, int_msg(1)) == SH_OK);
   sh_msg_free(m); /* the last count: the port and its queue go */
@@ -329,6 +340,11 @@ static void rounds_abort_releases_everyone(void) {
   CHECK(sh_rounds_poll(b, 1, NULL) == SH_EAGAIN);
   CHECK(sh_rounds_wait(b, 1, NULL, 1000, &stop) == SH_ESTOPPED);
   CHECK(sh_rounds_wait(b, 1, NULL, 2, NULL) == SH_ETIMEDOUT);
+  sh_rounds_unref(b);
+  /* with no numbers to share, a sum needs no share: NULL is taken */
+  b = sh_rounds_new(1, 0);
+  CHECK(sh_rounds_arrive(b, 1, 1, SH_OP_SUM, 1, NULL) == SH_OK);
+  CHECK(sh_rounds_poll(b, 1, NULL) == SH_OK);
   sh_rounds_unref(b);
 }
 
