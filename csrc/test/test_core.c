@@ -321,6 +321,13 @@ static void cores_grow_into_the_arrays_freed_cores_kept(void) {
     CHECK(bytes <= SH__SPARE_MAX);
     CHECK(bytes > SH__SPARE_MAX / 2);
   }
+  /* a growth whose size in bytes overflows is refused, not wrapped to a
+   * small block that later writes run past */
+  {
+    size_t got = 0;
+    CHECK(sh__grow_kept(NULL, 0, SIZE_MAX / 8 + 2, 8, 0, &got) == NULL);
+    CHECK(sh__grow_kept(NULL, 0, 4, 0, 0, &got) == NULL);
+  }
 }
 
 static void clock_refuses_bad_input(void) {
