@@ -323,10 +323,12 @@ describe("no native core anywhere", function()
     assert.is_nil(out:find("backend lua", 1, true))
   end)
 
-  -- (pre is Lua run before the require; cpath the LUA_CPATH)
-  local function run_with(pre, cpath)
+  -- (pre is Lua run on the first line, before the require; cpath the
+  -- LUA_CPATH; after, what runs with stagehand as s, from the second line:
+  -- by default it prints the backend)
+  local function run_with(pre, cpath, after)
     return io.popen("STAGEHAND_BACKEND= LUA_PATH='lua/?.lua;lua/?/init.lua' LUA_CPATH='" .. cpath .. "' " .. here .. " -e '" .. pre
-      .. "; local s = require \"stagehand\"; print(\"backend \" .. s.backend)' 2>&1"):read("*a")
+      .. "\nlocal s = require \"stagehand\"; " .. (after or "print(\"backend \" .. s.backend)") .. "' 2>&1"):read("*a")
   end
 
   it("lists no empty search when package.cpath is empty", function()
@@ -339,15 +341,13 @@ describe("no native core anywhere", function()
 
   it("refuses worker threads at the game's line, saying why for a program, a game without love.thread, a browser", function()
     local function refused(pre)
-      return io.popen("STAGEHAND_BACKEND= LUA_PATH='lua/?.lua;lua/?/init.lua' LUA_CPATH='/nowhere/?.so' " .. here
-        .. " -e '" .. pre .. " local s = require \"stagehand\"; local o = s.new { driver = \"manual\" }"
-        .. "\nprint(select(2, pcall(s.pool, o, { module = \"decode\" })))\nprint(select(2, pcall(s.port)))' 2>/dev/null")
-        :read("*a")
+      return run_with(pre, "/nowhere/?.so", "local o = s.new { driver = \"manual\" }"
+        .. "\nprint(select(2, pcall(s.pool, o, { module = \"decode\" })))\nprint(select(2, pcall(s.port)))")
     end
     local out = refused("")
-    assert.matches("%(command line%):2: stagehand.pool: worker threads need stagehand's native core, and this program"
+    assert.matches("%(command line%):3: stagehand.pool: worker threads need stagehand's native core, and this program"
       .. " runs on the pure%-Lua core: stagehand: cannot find its native core", out)
-    assert.matches("%(command line%):3: stagehand.port: worker threads need stagehand's native core", out)
+    assert.matches("%(command line%):4: stagehand.port: worker threads need stagehand's native core", out)
     out = refused("love = { system = { getOS = function() return \"Linux\" end } }")
     assert.matches("stagehand.pool: worker threads need stagehand's native core or LÖVE's love.thread, and this game"
       .. " runs on the pure-Lua core with love.thread turned off (t.modules.thread in conf.lua): ", out, 1, true)
