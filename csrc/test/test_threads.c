@@ -365,6 +365,7 @@ int main(void) {
   work_queues_wake_as_many_workers_as_offered();
   work_queues_free_what_was_never_taken();
   work_queues_grow_into_what_a_freed_queue_kept();
+  work_queues_drop_only_the_start_of_a_request_that_ended();
   cores_freed_on_several_threads_keep_their_arrays();
   printf("threads: %d passed, %d failed\n", passed, failed);
   return failed ? 1 : 0;

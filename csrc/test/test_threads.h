@@ -44,6 +44,7 @@ void work_queues_wake_a_sleeping_worker(void);
 void work_queues_wake_as_many_workers_as_offered(void);
 void work_queues_free_what_was_never_taken(void);
 void work_queues_grow_into_what_a_freed_queue_kept(void);
+void work_queues_drop_only_the_start_of_a_request_that_ended(void);
 void cores_freed_on_several_threads_keep_their_arrays(void);
 void timed_waits_sleep_their_time(void);
 
