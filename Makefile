@@ -320,8 +320,15 @@ SANITIZED_RUN = LUA_PATH="$$top/lua/?.lua;$$top/lua/?/init.lua;;" LUA_CPATH="$$t
 	LD_PRELOAD="$$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file-name=libubsan.so)" \
 	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 
-sanitize: deps build build/sanitize/test_core build/sanitize/lua5.4/stagehand/_core.so build/sanitize/luajit/stagehand/_core.so
+# (the threads' C tests too, with leak checks on: the specs run with them
+# off, since a Lua state left open at exit is not a leak of the core's)
+build/sanitize/test_threads: $(CORE_SRC) $(CORE_HDR) $(THREADS_TEST) csrc/test/test_threads.h
+	@mkdir -p $(@D)
+	$(CC) -std=c99 -O1 -g $(WARN) $(PLAT) $(SANITIZE) -D_DEFAULT_SOURCE -o $@ $(CORE_SRC) $(THREADS_TEST) -lm -ldl -lpthread
+
+sanitize: deps build build/sanitize/test_core build/sanitize/test_threads build/sanitize/lua5.4/stagehand/_core.so build/sanitize/luajit/stagehand/_core.so
 	./build/sanitize/test_core
+	./build/sanitize/test_threads
 	@top=$$(pwd); out=$$(mktemp -d); \
 	( $(call SANITIZED_RUN,lua5.4) lua5.4 /usr/bin/busted -o utfTerminal spec >$$out/a 2>&1; echo $$? >$$out/a.rc ) & \
 	( $(call SANITIZED_RUN,luajit) luajit /usr/bin/busted -o utfTerminal spec >$$out/b 2>&1; echo $$? >$$out/b.rc; \
