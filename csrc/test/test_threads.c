@@ -39,6 +39,14 @@ static void messages_hold_bytes_and_counted_refs(void) {
   CHECK(sh_msg_add_ref(m, 99, p) == SH_EINVAL);
   CHECK(sh_msg_nrefs(m) == 1 && sh_msg_ref(m, 0, &kind) == p && kind == SH_REF_PORT);
   CHECK(sh_msg_ref(m, 1, &kind) == NULL);
+  /* (a round barrier too: the message's count is its last one below, and
+   * freeing the message lets it go; make sanitize checks nothing leaks) */
+  {
+    sh_rounds *r = sh_rounds_new(2, 8);
+    CHECK(r != NULL && sh_msg_add_ref(m, SH_REF_ROUNDS, r) == 1);
+    CHECK(sh_msg_nrefs(m) == 2 && sh_msg_ref(m, 1, &kind) == r && kind == SH_REF_ROUNDS);
+    sh_rounds_unref(r);
+  }
   /* a u32 written in place: inside the bytes only, never past their end */
   CHECK(sh_msg_set_u32(m, 1000, 0x01020304u) == SH_OK);
   {
