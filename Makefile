@@ -164,14 +164,24 @@ build/oom_host: csrc/test/oom_host.c
 	@mkdir -p $(@D)
 	$(CC) -std=c99 -O1 -g $(WARN) -I$(INC_lua5.4) -o $@ csrc/test/oom_host.c -llua5.4
 
-test-oom: deps build build/oom_host
+# And the core's own C allocations (csrc/test/oom_core.c): malloc, calloc
+# and realloc renamed to hooks that refuse one allocation a run, each in
+# turn, under ASan and UBSan with leak checks.
+build/oom_core: $(CORE_SRC) $(CORE_HDR) csrc/test/oom_core.c
+	@mkdir -p $(@D)
+	$(CC) -std=c99 -O1 -g $(WARN) $(PLAT) $(SANITIZE) -DSH_DEBUG_CHECKS -D_DEFAULT_SOURCE \
+	  -Dmalloc=sh_test_malloc -Dcalloc=sh_test_calloc -Drealloc=sh_test_realloc \
+	  -o $@ $(CORE_SRC) csrc/test/oom_core.c -lm -ldl -lpthread
+
+test-oom: deps build build/oom_host build/oom_core
+	./build/oom_core
 	@eval "$$(sh scripts/env.sh lua5.4)" && ./build/oom_host spec/oom/failing_alloc.lua \
 	  && ./build/oom_host spec/oom/failing_alloc_pools.lua
 
 # (what every section of make test needs is installed first, in one
 # apt-get: scripts/test.sh runs its sections in two lanes at once, and two
 # apt-get runs at once fight over dpkg's lock)
-test: test-deps build $(KIT_CORE) $(KIT_CORE_ARM64) build/test_core build/test_threads build/oom_host $(C_HOSTS)
+test: test-deps build $(KIT_CORE) $(KIT_CORE_ARM64) build/test_core build/test_threads build/oom_host build/oom_core $(C_HOSTS)
 	@sh scripts/test.sh $(RUNTIMES)
 test-deps:
 	@EXTRA_PKGS="$(WIN_PKGS) $(ARM64_PKGS) $(MSVC_PKGS) zip clang" sh scripts/deps.sh

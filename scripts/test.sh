@@ -211,6 +211,8 @@ native_lane() {
   for rt in "$@"; do
     case " $PURE_RUNTIMES " in *" $rt "*) busted_on_pure "$rt" ;; esac
   done
+  count "the core's C allocations refused, each in turn, under ASan and UBSan: every structure says so and stays whole, nothing leaks" \
+    ./build/oom_core
   count "Lua 5.4 under a failing allocator (every allocation of each operation in turn)" \
     sh -c 'eval "$(sh scripts/env.sh lua5.4)" && ./build/oom_host spec/oom/failing_alloc.lua'
   count "worker pools under a failing allocator (the main side's allocations, each in turn)" \

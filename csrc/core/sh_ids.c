@@ -49,24 +49,28 @@ void sh_ids_free(sh_ids *s) {
   free(s);
 }
 
-/* Makes room in both grown levels for id (zeroed: taken, no free bit). */
+/* Makes room in both grown levels for id (zeroed: taken, no free bit).
+ * bits1 grows first: out of memory for bits0 then leaves bits1 longer
+ * than needed, which is harmless, where the other order left bits0 with
+ * words that bits1 has no bit for. */
 static int grow(sh_ids *s, int32_t id) {
-  size_t need0 = (size_t)id / 64 + 1, need1, n;
-  if (need0 > s->words0) {
-    uint64_t *w;
-    n = s->words0 ? s->words0 : 4;
+  size_t need0 = (size_t)id / 64 + 1, need1, n = s->words0;
+  if (need0 > n) {
+    n = n ? n : 4;
     while (n < need0) n *= 2;
-    w = (uint64_t *)sh__grow_zeroed(s->bits0, s->words0, n, sizeof *w);
-    if (!w) return SH_ENOMEM;
-    s->bits0 = w;
-    s->words0 = n;
   }
-  need1 = (s->words0 + 63) / 64;
+  need1 = (n + 63) / 64;
   if (need1 > s->words1) {
     uint64_t *w = (uint64_t *)sh__grow_zeroed(s->bits1, s->words1, need1, sizeof *w);
     if (!w) return SH_ENOMEM;
     s->bits1 = w;
     s->words1 = need1;
+  }
+  if (n > s->words0) {
+    uint64_t *w = (uint64_t *)sh__grow_zeroed(s->bits0, s->words0, n, sizeof *w);
+    if (!w) return SH_ENOMEM;
+    s->bits0 = w;
+    s->words0 = n;
   }
   return SH_OK;
 }
