@@ -193,6 +193,11 @@ int32_t sh_work_live_workers(sh_work *w);
 /* A worker's side: take blocks for the next request (SH_OK with id and
  * payload, the caller frees it), or answers SH_ECLOSED: exit. */
 int sh_work_take(sh_work *w, int32_t worker, int64_t *id, sh_msg **payload);
+/* report queues an event for the owner (SH_OK: m is the owner's now). A
+ * request's end (SH_EV_DONE, SH_EV_FAILED) is never dropped: without
+ * memory to record it the worker waits until there is, as take does for a
+ * start, unless the queue is closed. Progress without memory answers
+ * SH_ENOMEM, and m stays the caller's. */
 int sh_work_report(sh_work *w, int32_t worker, int64_t id, int event, sh_msg *m, double a, double b);
 void sh_work_exited(sh_work *w, int32_t worker);
 /* The owner's side: the oldest event (SH_OK) or SH_EAGAIN. */

@@ -251,10 +251,18 @@ static void drop_unread_start(sh_work *w, int64_t id) {
 int sh_work_report(sh_work *w, int32_t i, int64_t id, int kind, sh_msg *m, double a, double b) {
   int rc, tell = 0;
   if (kind < SH_EV_STARTED || kind > SH_EV_FAILED) return SH_EINVAL;
-  sh__mutex_lock(&w->emu);
-  if (kind == SH_EV_DONE || kind == SH_EV_FAILED) drop_unread_start(w, id);
-  rc = sh__work_add_event(w, id, kind, i, m, a, b, &tell);
-  sh__mutex_unlock(&w->emu);
+  for (;;) {
+    sh__mutex_lock(&w->emu);
+    if (kind == SH_EV_DONE || kind == SH_EV_FAILED) drop_unread_start(w, id);
+    rc = sh__work_add_event(w, id, kind, i, m, a, b, &tell);
+    sh__mutex_unlock(&w->emu);
+    /* An end the owner is never told of leaves its request running for
+     * good (only a stall could end it): without memory for it, the worker
+     * waits, as a take waits to record a start, while the queue is open.
+     * (Progress is dropped: the next report says more.) */
+    if (rc != SH_ENOMEM || kind < SH_EV_DONE || sh_work_closed(w)) break;
+    sh_sleep_ms(1);
+  }
   if (tell) sh_notify_signal(w->owner);
   return rc;
 }
