@@ -238,6 +238,20 @@ static void notifiers_wake_a_waiter_and_its_descriptor(void) {
   sh_port_post(p, int_msg(4));
   CHECK(sh_notify_gen(n) == seen);
   sh_port_unref(p);
+  /* a round barrier it watches signals it when a round completes; a port
+   * and a barrier freed while still watching let go of it (make
+   * sanitize: nothing is left of the notifier after its last unref) */
+  {
+    sh_rounds *r = sh_rounds_new(1, 0);
+    sh_port *q = sh_port_new();
+    CHECK(sh_rounds_watch(r, n) == SH_OK && sh_port_watch(q, n) == SH_OK);
+    seen = sh_notify_gen(n);
+    CHECK(sh_rounds_arrive(r, 1, 1, SH_OP_COUNT, 0, NULL) == SH_OK);
+    CHECK(sh_notify_gen(n) != seen);
+    sh_rounds_leave(r, 1);
+    sh_rounds_unref(r);
+    sh_port_unref(q);
+  }
   sh_notify_unref(n);
 }
 
