@@ -160,9 +160,16 @@ test-x86-c:
 # every allocation of each operation in spec/oom/failing_alloc.lua (and of
 # worker pools' main side in failing_alloc_pools.lua) fails in turn, and the
 # orchestrator must raise "not enough memory" and stay whole.
+# (oom_host exports its C allocation hooks, -Wl,-E, to the module built
+# for it: build/oom/lua5.4, whose malloc, calloc and realloc on the main
+# thread count and fail with Lua's allocations)
 build/oom_host: csrc/test/oom_host.c
 	@mkdir -p $(@D)
-	$(CC) -std=c99 -O1 -g $(WARN) -I$(INC_lua5.4) -o $@ csrc/test/oom_host.c -llua5.4
+	$(CC) -std=c99 -O1 -g $(WARN) -I$(INC_lua5.4) -Wl,-E -o $@ csrc/test/oom_host.c -llua5.4 -lpthread
+build/oom/lua5.4/stagehand/_core.so: $(CORE_SRC) $(MODULE_SRC) $(CORE_HDR)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_CORE) -DSH_DEBUG_CHECKS -Dmalloc=sh_test_malloc -Dcalloc=sh_test_calloc -Drealloc=sh_test_realloc \
+	  -I$(INC_lua5.4) -shared -o $@ $(CORE_SRC) $(MODULE_SRC) -lm -ldl -lpthread
 
 # And the core's own C allocations (csrc/test/oom_core.c): malloc, calloc
 # and realloc renamed to hooks that refuse one allocation a run, each in
@@ -173,15 +180,16 @@ build/oom_core: $(CORE_SRC) $(CORE_HDR) csrc/test/oom_core.c
 	  -Dmalloc=sh_test_malloc -Dcalloc=sh_test_calloc -Drealloc=sh_test_realloc \
 	  -o $@ $(CORE_SRC) csrc/test/oom_core.c -lm -ldl -lpthread
 
-test-oom: deps build build/oom_host build/oom_core
+OOM_CPATH = LUA_CPATH="$(CURDIR)/build/oom/lua5.4/?.so;;"
+test-oom: deps build build/oom_host build/oom_core build/oom/lua5.4/stagehand/_core.so
 	./build/oom_core
-	@eval "$$(sh scripts/env.sh lua5.4)" && ./build/oom_host spec/oom/failing_alloc.lua \
+	@eval "$$(sh scripts/env.sh lua5.4)" && export $(OOM_CPATH) && ./build/oom_host spec/oom/failing_alloc.lua \
 	  && ./build/oom_host spec/oom/failing_alloc_pools.lua
 
 # (what every section of make test needs is installed first, in one
 # apt-get: scripts/test.sh runs its sections in two lanes at once, and two
 # apt-get runs at once fight over dpkg's lock)
-test: test-deps build $(KIT_CORE) $(KIT_CORE_ARM64) build/test_core build/test_threads build/oom_host build/oom_core $(C_HOSTS)
+test: test-deps build $(KIT_CORE) $(KIT_CORE_ARM64) build/test_core build/test_threads build/oom_host build/oom_core build/oom/lua5.4/stagehand/_core.so $(C_HOSTS)
 	@sh scripts/test.sh $(RUNTIMES)
 test-deps:
 	@EXTRA_PKGS="$(WIN_PKGS) $(ARM64_PKGS) $(MSVC_PKGS) zip clang" sh scripts/deps.sh

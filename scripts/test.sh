@@ -213,10 +213,12 @@ native_lane() {
   done
   count "the core's C allocations refused, each in turn, under ASan and UBSan: every structure says so and stays whole, nothing leaks" \
     ./build/oom_core
-  count "Lua 5.4 under a failing allocator (every allocation of each operation in turn)" \
-    sh -c 'eval "$(sh scripts/env.sh lua5.4)" && ./build/oom_host spec/oom/failing_alloc.lua'
-  count "worker pools under a failing allocator (the main side's allocations, each in turn)" \
-    sh -c 'eval "$(sh scripts/env.sh lua5.4)" && ./build/oom_host spec/oom/failing_alloc_pools.lua'
+  # (the module built for oom_host: its C allocations on the main thread
+  # fail with Lua's)
+  count "Lua 5.4 under a failing allocator (every allocation of each operation in turn, Lua's and the core's)" \
+    sh -c 'eval "$(sh scripts/env.sh lua5.4)" && LUA_CPATH="$PWD/build/oom/lua5.4/?.so;;" ./build/oom_host spec/oom/failing_alloc.lua'
+  count "worker pools under a failing allocator (the main side's allocations, Lua's and the core's, each in turn)" \
+    sh -c 'eval "$(sh scripts/env.sh lua5.4)" && LUA_CPATH="$PWD/build/oom/lua5.4/?.so;;" ./build/oom_host spec/oom/failing_alloc_pools.lua'
   check "luacheck (.luacheckrc): no warnings in lua/, spec/, bench/, examples/ and scripts/textures/" luacheck -q lua spec bench examples scripts/textures
   check "the shipped C: no warning from gcc, clang or MinGW-w64 (-Wall -Wextra ... -Werror), nothing from clang's or gcc's analyzer" \
     make -s check-warnings

@@ -2,13 +2,16 @@
  * A Lua 5.4 host whose allocator fails on demand, as Lua's own ltests
  * does: oom.fail_after(n) lets n more allocations (or growths) through and
  * fails every one after; oom.off() turns failing off and returns how many
- * went through. It runs the script named on its command line, which loads
- * stagehand and fails each allocation of each operation in turn.
+ * went through; oom.c_calls() counts the C allocations of a module built
+ * with the hooks below. It runs the script named on its command line,
+ * which loads stagehand and fails each allocation of each operation in
+ * turn.
  */
 #include <lauxlib.h>
 #include <lua.h>
 #include <lualib.h>
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -49,6 +52,30 @@ static void *oom_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
   return realloc(ptr, nsize);
 }
 
+/* The core's and the module's own C allocations, in a module built with
+ * malloc, calloc and realloc renamed to these (make test-oom's
+ * build/oom/lua5.4): on the main thread they count and fail with Lua's.
+ * Worker threads allocate freely, as their Lua states do. */
+static pthread_t main_thread;
+static long c_calls; /* the hooks' calls on the main thread: none when the module has no hooks */
+void *sh_test_malloc(size_t n);
+void *sh_test_calloc(size_t n, size_t size);
+void *sh_test_realloc(void *p, size_t n);
+static int c_allowed(void) {
+  if (!pthread_equal(pthread_self(), main_thread)) return 1;
+  c_calls++;
+  if (limit < 0) return 1;
+  if (used >= limit) {
+    tell_where();
+    return 0;
+  }
+  used++;
+  return 1;
+}
+void *sh_test_malloc(size_t n) { return c_allowed() ? malloc(n) : NULL; }
+void *sh_test_calloc(size_t n, size_t size) { return c_allowed() ? calloc(n, size) : NULL; }
+void *sh_test_realloc(void *p, size_t n) { return c_allowed() ? realloc(p, n) : NULL; }
+
 static int l_fail_after(lua_State *L) {
   limit = (long)luaL_checkinteger(L, 1);
   used = 0;
@@ -62,6 +89,11 @@ static int l_off(lua_State *L) {
   return 1;
 }
 
+static int l_c_calls(lua_State *L) {
+  lua_pushinteger(L, (lua_Integer)c_calls);
+  return 1;
+}
+
 static int traceback(lua_State *L) {
   const char *msg = lua_tostring(L, 1);
   luaL_traceback(L, L, msg ? msg : "(an error that is not a string)", 1);
@@ -71,11 +103,12 @@ static int traceback(lua_State *L) {
 int main(int argc, char **argv) {
   lua_State *L;
   int rc;
-  static const luaL_Reg fns[] = {{"fail_after", l_fail_after}, {"off", l_off}, {NULL, NULL}};
+  static const luaL_Reg fns[] = {{"fail_after", l_fail_after}, {"off", l_off}, {"c_calls", l_c_calls}, {NULL, NULL}};
   if (argc < 2) {
     fprintf(stderr, "usage: %s script.lua\n", argv[0]);
     return 2;
   }
+  main_thread = pthread_self();
   L = lua_newstate(oom_alloc, NULL);
   if (!L) return 1;
   main_state = L;

@@ -1,6 +1,8 @@
 -- What failing_alloc.lua and failing_alloc_pools.lua share: each runs its
 -- scenarios under build/oom_host's allocator, failing the first allocation,
--- then the second, and so on until an operation runs through. Each time it
+-- then the second, and so on until an operation runs through. The module
+-- make test-oom builds for it (build/oom/lua5.4) counts its C allocations
+-- on the main thread with Lua's, and fails them alike. Each time it
 -- must finish or raise "not enough memory"; then, with memory to spare,
 -- settle(s, fail) lets the dust settle (raising if that goes wrong, and
 -- calling fail(what) for anything it finds amiss), and the orchestrator
@@ -51,6 +53,10 @@ return function(scenarios, new_scene, settle, what)
       end
       if ok and used < n then break end -- it ran through with memory to spare
     end
+  end
+  if oom.c_calls() == 0 then
+    failures[#failures + 1] = "the core's C allocations were never counted: run with the module built for"
+      .. " oom_host on package.cpath (build/oom/lua5.4, as make test-oom does)"
   end
   if #failures > 0 then
     local shown = {}

@@ -5,9 +5,10 @@
 -- and once the dust settles every Handle it made has ended, on the
 -- orchestrator's own clock (a request whose reply was lost stalls; one left
 -- queued, whose clock is paused, would wait for good), and nothing is left
--- behind. The workers' own states use the system's allocator, so only the
--- main side's memory runs out: making requests, collecting replies,
--- destroying, receiving from a port.
+-- behind. The workers' own states and threads use the system's
+-- allocator, so only the main side's memory runs out (Lua's and the
+-- core's): making requests, collecting replies, destroying, receiving from
+-- a port.
 local stagehand = require "stagehand"
 local T = require "stagehand.testing"
 

@@ -329,8 +329,11 @@ end
 function M.wait(job, q)
   do -- (its locals end here, so the yield below sits just above job and q: see body in engine.lua)
     local o, slot = job[ORCH], job[CID]
-    file(o, q, job)
+    -- (Linked first: a link that runs out of memory after the filing left
+    -- a waiter in the core that no job waited as. A link left by a filing
+    -- that fails is dropped when the job's clock next starts.)
     check(B.clock_join(o.cc, slot, q.clock_group), "link a stall clock to a queue")
+    file(o, q, job)
     job[WAITQ] = q
     -- (A budget grants once a step has run everything: the step must know.
     -- A pool needs a round for a new waiter only when it has a slot free;
