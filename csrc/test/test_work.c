@@ -516,6 +516,20 @@ void work_queues_free_what_was_never_taken(void) {
   w = sh_work_new(n);
   for (i = 0; i < 700; i++) sh_work_push(w, i, 0, int_msg(i));
   sh_work_unref(w);
+  /* and, by the last unref, replies never read and requests held but
+   * never taken (make sanitize: no message leaks) */
+  w = sh_work_new(n);
+  CHECK(sh_work_add_worker(w) == 0);
+  for (i = 0; i < 3; i++) CHECK(sh_work_push(w, i, 0, int_msg(i)) == SH_OK);
+  for (i = 0; i < 3; i++) {
+    int64_t id;
+    sh_msg *m;
+    CHECK(sh_work_take(w, 0, &id, &m) == SH_OK && id == i);
+    CHECK(sh_work_report(w, 0, id, i == 1 ? SH_EV_FAILED : SH_EV_DONE, m, 0, 0) == SH_OK);
+  }
+  for (i = 0; i < 4; i++) CHECK(sh_work_hold(w, 10 + i, int_msg(i)) >= 0);
+  sh_work_exited(w, 0);
+  sh_work_unref(w);
   sh_notify_unref(n);
 }
 
