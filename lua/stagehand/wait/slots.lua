@@ -232,11 +232,15 @@ Release.__name = "stagehand.Release"
 Release.__call = function(r)
   local q = r[1]
   if not q then return end
-  r[1] = false
   local o, job = q.o, r[2]
   if not o.stepping then E.game_now(o) end -- (freed by the game: progress now)
   local tr = o.tracer
   if tr then tr:unhold(job, "a slot of pool '" .. q.name .. "'", o.now) end
+  -- (Marked released only now: what comes before may run out of memory,
+  -- and a release that raised must still be owed, to the job's end if not
+  -- to a second call. Below, only the driver's reschedule, last, may
+  -- allocate: the slot is back by then.)
+  r[1] = false
   local held = job[HELD]
   if held == r then
     job[HELD] = false
