@@ -28,6 +28,13 @@ describe("the core's statuses", function()
     assert.is_false(ok)
     assert.matches("(status -42)", err, 1, true)
   end)
+
+  it("say out of memory as Lua does, not as a fault of stagehand's", function()
+    local ok, err = pcall(B.check, B.SH_ENOMEM, "link a stall clock to a queue")
+    assert.is_false(ok)
+    assert.equal("stagehand: not enough memory to link a stall clock to a queue", err)
+    assert.has_no_error(function() B.check(B.SH_ENOMEM, "grow a list", B.SH_ENOMEM) end)
+  end)
 end)
 
 describe("the native core", function()

@@ -50,6 +50,11 @@ return function(scenarios, new_scene, settle, what)
         if s.orch.nrunning ~= 0 then fail(s.orch.nrunning .. " job(s) still running") end
         local leaks = T.leaks(s.orch)
         if #leaks > 0 then fail("left behind: " .. table.concat(leaks, "; ")) end
+        -- (a job that ran out of memory fails saying so, not as a fault of stagehand's)
+        for i, h in ipairs(s.handles or {}) do
+          local why = h._st ~= "done" and tostring(h._v) or ""
+          if why:find("internal error", 1, true) then fail("Handle " .. i .. " failed with " .. why) end
+        end
       end
       if ok and used < n then break end -- it ran through with memory to spare
     end

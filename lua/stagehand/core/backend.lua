@@ -32,9 +32,13 @@ local function with_statuses(M)
   --- what the Lua side's records said it would take, a fault of
   --- stagehand's own, raised rather than left to grow. `what` says what
   --- was asked ("queue job 12"); `also_fine`, a status the caller expects
-  --- at times and may ignore (named where it is passed).
+  --- at times and may ignore (named where it is passed). Out of memory is
+  --- no fault of stagehand's: it raises "not enough memory", as Lua's own
+  --- allocations do.
+  local ENOMEM = M.SH_ENOMEM
   function M.check(rc, what, also_fine)
     if rc == 0 or rc == also_fine then return end
+    if tonumber(rc) == ENOMEM then error("stagehand: not enough memory to " .. what, 0) end
     local name = names[tonumber(rc)] or "status " .. tostring(rc)
     error("stagehand: internal error: the core refused to " .. what .. " (" .. name
       .. (MEANING[name] and ": " .. MEANING[name] or "") .. ")", 0)
