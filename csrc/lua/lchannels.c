@@ -180,13 +180,19 @@ void shl_push_port(lua_State *L, sh_port *p) {
 /* port([name]): a name, for the log, is optional. */
 int shl_port_new(lua_State *L) {
   sh_port *p;
+  box *b;
   if (!lua_isnoneornil(L, 1) && lua_type(L, 1) != LUA_TSTRING)
     return luaL_error(L, "bad argument 'name' to port: expected a string or nil, got %s", got_of(L, 1));
+  /* (the box first, as shl_push_port makes it: a box that ran out of Lua
+   * memory after the port was made left the port never freed) */
+  b = (box *)lua_newuserdata(L, sizeof *b);
+  b->p = NULL, b->held = NULL;
+  luaL_getmetatable(L, PORT_MT);
+  lua_setmetatable(L, -2);
   p = sh_port_new();
   if (!p) return luaL_error(L, "not enough memory");
   if (lua_type(L, 1) == LUA_TSTRING) sh_port_set_name(p, lua_tostring(L, 1));
-  shl_push_port(L, p);
-  sh_port_unref(p);
+  b->p = p;
   return 1;
 }
 static int l_port_gc(lua_State *L) {
@@ -409,12 +415,17 @@ void shl_push_rounds(lua_State *L, sh_rounds *r) {
 int shl_rounds_new(lua_State *L) {
   lua_Number n = luaL_checknumber(L, 1), len = luaL_optnumber(L, 2, 0);
   sh_rounds *r;
+  box *b;
   if (!(n >= 1 && n <= 4096 && floor(n) == n)) return luaL_argerror(L, 1, "an integer from 1 to 4096");
   if (!(len >= 0 && len <= 65536 && floor(len) == len)) return luaL_argerror(L, 2, "an integer from 0 to 65536");
+  /* (the box first: see shl_port_new) */
+  b = (box *)lua_newuserdata(L, sizeof *b);
+  b->p = NULL, b->held = NULL;
+  luaL_getmetatable(L, ROUNDS_MT);
+  lua_setmetatable(L, -2);
   r = sh_rounds_new((int32_t)n, (int32_t)len);
   if (!r) return luaL_error(L, "not enough memory");
-  shl_push_rounds(L, r);
-  sh_rounds_unref(r);
+  b->p = r;
   return 1;
 }
 static int l_rounds_gc(lua_State *L) {

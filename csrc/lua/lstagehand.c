@@ -66,13 +66,18 @@ static int32_t check_id(lua_State *L, int arg) {
   return (int32_t)n;
 }
 
-static int new_obj(lua_State *L, void *p, const char *mt) {
-  box *b;
-  if (!p) return luaL_error(L, "stagehand: out of memory");
-  b = (box *)lua_newuserdata(L, sizeof *b);
-  b->p = p;
+/* The box first, empty (its __gc frees nothing), then the object: made
+ * the other way round, a box that ran out of Lua memory left the object
+ * unreachable and never freed. */
+static box *new_box(lua_State *L, const char *mt) {
+  box *b = (box *)lua_newuserdata(L, sizeof *b);
+  b->p = NULL;
   luaL_getmetatable(L, mt);
   lua_setmetatable(L, -2);
+  return b;
+}
+static int filled(lua_State *L, box *b) {
+  if (!b->p) return luaL_error(L, "stagehand: not enough memory");
   return 1;
 }
 
@@ -81,7 +86,11 @@ static int ret_int(lua_State *L, int v) {
   return 1;
 }
 
-static int l_clock_new(lua_State *L) { return new_obj(L, sh_clock_new(), CLOCK_MT); }
+static int l_clock_new(lua_State *L) {
+  box *b = new_box(L, CLOCK_MT);
+  b->p = sh_clock_new();
+  return filled(L, b);
+}
 static int l_clock_gc(lua_State *L) {
   box *b = (box *)luaL_checkudata(L, 1, CLOCK_MT);
   sh_clock_free((sh_clock *)b->p);
@@ -140,7 +149,11 @@ static int l_clock_stall_ms(lua_State *L) {
 static int l_clock_count(lua_State *L) { return ret_int(L, sh_clock_count(CLOCK(L))); }
 static int l_clock_check(lua_State *L) { return ret_int(L, sh_clock_check(CLOCK(L))); }
 
-static int l_ids_new(lua_State *L) { return new_obj(L, sh_ids_new(), IDS_MT); }
+static int l_ids_new(lua_State *L) {
+  box *b = new_box(L, IDS_MT);
+  b->p = sh_ids_new();
+  return filled(L, b);
+}
 static int l_ids_gc(lua_State *L) {
   box *b = (box *)luaL_checkudata(L, 1, IDS_MT);
   sh_ids_free((sh_ids *)b->p);
@@ -155,7 +168,11 @@ static int l_ids_give(lua_State *L) {
 static int l_ids_count(lua_State *L) { return ret_int(L, sh_ids_count(IDS(L))); }
 static int l_ids_check(lua_State *L) { return ret_int(L, sh_ids_check(IDS(L))); }
 
-static int l_timers_new(lua_State *L) { return new_obj(L, sh_timers_new(), TIMERS_MT); }
+static int l_timers_new(lua_State *L) {
+  box *b = new_box(L, TIMERS_MT);
+  b->p = sh_timers_new();
+  return filled(L, b);
+}
 static int l_timers_gc(lua_State *L) {
   box *b = (box *)luaL_checkudata(L, 1, TIMERS_MT);
   sh_timers_free((sh_timers *)b->p);
@@ -195,7 +212,11 @@ static int l_clock_touch(lua_State *L) {
   return ret_int(L, sh_clock_touch(c, check_id(L, 2), luaL_checknumber(L, 3)));
 }
 
-static int l_pool_new(lua_State *L) { return new_obj(L, sh_pool_new(), POOL_MT); }
+static int l_pool_new(lua_State *L) {
+  box *b = new_box(L, POOL_MT);
+  b->p = sh_pool_new();
+  return filled(L, b);
+}
 static int l_pool_gc(lua_State *L) {
   box *b = (box *)luaL_checkudata(L, 1, POOL_MT);
   sh_pool_free((sh_pool *)b->p);
@@ -282,9 +303,11 @@ static int l_pool_peek_end(lua_State *L) { return ret_int(L, sh_pool_peek_end(PO
 
 static int l_barrier_new(lua_State *L) {
   int32_t n = check_id(L, 1);
-  sh_barrier *b = n < 0 ? NULL : sh_barrier_new(n);
-  if (!b) return luaL_argerror(L, 1, "a barrier size from 0 to 2^24 - 1");
-  return new_obj(L, b, BARRIER_MT);
+  box *b;
+  if (n < 0) return luaL_argerror(L, 1, "a barrier size from 0 to 2^24 - 1");
+  b = new_box(L, BARRIER_MT);
+  b->p = sh_barrier_new(n); /* (NULL: out of memory, the size was checked) */
+  return filled(L, b);
 }
 static int l_barrier_gc(lua_State *L) {
   box *b = (box *)luaL_checkudata(L, 1, BARRIER_MT);

@@ -3,7 +3,7 @@
  * does: oom.fail_after(n) lets n more allocations (or growths) through and
  * fails every one after; oom.off() turns failing off and returns how many
  * went through; oom.c_calls() counts the C allocations of a module built
- * with the hooks below. It runs the script named on its command line,
+ * with the hooks below, and oom.refuse_c(n) refuses one of them alone. It runs the script named on its command line,
  * which loads stagehand and fails each allocation of each operation in
  * turn.
  */
@@ -61,9 +61,15 @@ static long c_calls; /* the hooks' calls on the main thread: none when the modul
 void *sh_test_malloc(size_t n);
 void *sh_test_calloc(size_t n, size_t size);
 void *sh_test_realloc(void *p, size_t n);
+static long c_refuse_at = -1, c_seen; /* oom.refuse_c: that C allocation alone, counted from 0 */
+static int c_refused;
 static int c_allowed(void) {
   if (!pthread_equal(pthread_self(), main_thread)) return 1;
   c_calls++;
+  if (c_refuse_at >= 0 && c_seen++ == c_refuse_at) {
+    c_refused = 1;
+    return 0;
+  }
   if (limit < 0) return 1;
   if (used >= limit) {
     tell_where();
@@ -89,6 +95,22 @@ static int l_off(lua_State *L) {
   return 1;
 }
 
+/* oom.refuse_c(n): the n-th C allocation from now (0: the next) is
+ * refused, and no other; oom.refuse_c() turns it off and says whether it
+ * was refused. (Lua has memory to spare: what the core's refusal does, not
+ * what a Lua allocation's does.) */
+static int l_refuse_c(lua_State *L) {
+  if (lua_isnoneornil(L, 1)) {
+    c_refuse_at = -1;
+    lua_pushboolean(L, c_refused);
+    return 1;
+  }
+  c_refuse_at = (long)luaL_checkinteger(L, 1);
+  c_seen = 0;
+  c_refused = 0;
+  return 0;
+}
+
 static int l_c_calls(lua_State *L) {
   lua_pushinteger(L, (lua_Integer)c_calls);
   return 1;
@@ -103,7 +125,8 @@ static int traceback(lua_State *L) {
 int main(int argc, char **argv) {
   lua_State *L;
   int rc;
-  static const luaL_Reg fns[] = {{"fail_after", l_fail_after}, {"off", l_off}, {"c_calls", l_c_calls}, {NULL, NULL}};
+  static const luaL_Reg fns[] = {{"fail_after", l_fail_after}, {"off", l_off}, {"c_calls", l_c_calls},
+                                   {"refuse_c", l_refuse_c}, {NULL, NULL}};
   if (argc < 2) {
     fprintf(stderr, "usage: %s script.lua\n", argv[0]);
     return 2;

@@ -7,7 +7,11 @@
 -- settle(s, fail) lets the dust settle (raising if that goes wrong, and
 -- calling fail(what) for anything it finds amiss), and the orchestrator
 -- s.orch must be whole: no job running, nothing left behind (T.leaks).
--- OOM_WHERE=1 in the environment prints where each failing run raised.
+-- Then each scenario runs again with one C allocation alone refused, the
+-- first, then the second..., while Lua has memory to spare: the same
+-- checks, and a job that failed for it says it ran out of memory, not that
+-- stagehand broke. OOM_WHERE=1 in the environment prints where each
+-- failing run raised.
 local T = require "stagehand.testing"
 local E = require "stagehand.engine.engine"
 
@@ -16,50 +20,73 @@ local E = require "stagehand.engine.engine"
 --- names the operations in that line.
 return function(scenarios, new_scene, settle, what)
   local oom = assert(rawget(_G, "oom"), "run me with build/oom_host")
-  local failures, ops = {}, 0
+  local failures, ops, refusals = {}, 0, 0
+
+  -- One run: s made with memory to spare, op(s) under `start()` (which
+  -- arms the failure), `stop()` (which disarms it and returns whether op
+  -- ran through what was armed), then the checks. Returns whether op went
+  -- past what was armed.
+  local function run(name, setup, op, label, start, stop)
+    local function fail(why) failures[#failures + 1] = ("%s, %s: %s"):format(name, label, why) end
+    local s = new_scene()
+    setup(s)
+    collectgarbage()
+    local where, past
+    local function handler(e)
+      past = stop() -- (first: the handler itself needs memory)
+      if os.getenv("OOM_WHERE") then where = debug.traceback("", 2):match("\n%s*([^\n]*stagehand/[^\n]*)") end
+      return e
+    end
+    start()
+    local ok, err = xpcall(op, handler, s)
+    local after = stop() -- (a memory error skips the handler: Lua calls none for it)
+    if past == nil then past = after end
+    if os.getenv("OOM_WHERE") and not ok then print(name, label, where) end
+    ops = ops + 1
+    if not ok and not tostring(err):find("not enough memory", 1, true) then
+      fail("raised something else: " .. tostring(err))
+    end
+    local settled, serr = pcall(settle, s, fail)
+    if not settled then
+      fail("settling afterwards raised: " .. tostring(serr))
+    else
+      if E.current ~= nil then fail("a job is still marked as running (E.current)") end
+      if s.orch.nrunning ~= 0 then fail(s.orch.nrunning .. " job(s) still running") end
+      local leaks = T.leaks(s.orch)
+      if #leaks > 0 then fail("left behind: " .. table.concat(leaks, "; ")) end
+      for i, h in ipairs(s.handles or {}) do
+        local why = h._st ~= "done" and tostring(h._v) or ""
+        if why:find("internal error", 1, true) then fail("Handle " .. i .. " failed with " .. why) end
+      end
+    end
+    return ok and past
+  end
+
   for _, sc in ipairs(scenarios) do
     local name, setup, op = sc[1], sc[2], sc[3]
     for n = 0, 100000 do
-      local function fail(why)
-        failures[#failures + 1] = ("%s, allocation %d failing: %s"):format(name, n, why)
+      local used
+      local function stop()
+        used = oom.off()
+        return used < n
       end
-      local s = new_scene()
-      setup(s)
-      collectgarbage()
-      local where, used
-      local off = oom.off
-      local function handler(e)
-        used = off() -- (first: the handler itself needs memory)
-        if os.getenv("OOM_WHERE") then where = debug.traceback("", 2):match("\n%s*([^\n]*stagehand/[^\n]*)") end
-        return e
+      -- (ran through with memory to spare: done)
+      if run(name, setup, op, ("allocation %d failing"):format(n), function() oom.fail_after(n) end, stop) then
+        break
       end
-      oom.fail_after(n)
-      local ok, err = xpcall(op, handler, s)
-      local after = off() -- (a memory error skips the handler: Lua calls none for it)
-      used = used or after
-      if os.getenv("OOM_WHERE") and not ok then print(name, n, where) end
-      ops = ops + 1
-      if not ok and not tostring(err):find("not enough memory", 1, true) then
-        fail("raised something else: " .. tostring(err))
+    end
+    for n = 0, 100000 do
+      local refused = false
+      local function stop()
+        refused = oom.refuse_c() or refused
+        return not refused
       end
-      local settled, serr = pcall(settle, s, fail)
-      if not settled then
-        fail("settling afterwards raised: " .. tostring(serr))
-      else
-        if E.current ~= nil then fail("a job is still marked as running (E.current)") end
-        if s.orch.nrunning ~= 0 then fail(s.orch.nrunning .. " job(s) still running") end
-        local leaks = T.leaks(s.orch)
-        if #leaks > 0 then fail("left behind: " .. table.concat(leaks, "; ")) end
-        -- (a job that ran out of memory fails saying so, not as a fault of stagehand's)
-        for i, h in ipairs(s.handles or {}) do
-          local why = h._st ~= "done" and tostring(h._v) or ""
-          if why:find("internal error", 1, true) then fail("Handle " .. i .. " failed with " .. why) end
-        end
-      end
-      if ok and used < n then break end -- it ran through with memory to spare
+      run(name, setup, op, ("C allocation %d alone refused"):format(n), function() oom.refuse_c(n) end, stop)
+      if not refused then break end -- (op made fewer than n + 1 C allocations)
+      refusals = refusals + 1
     end
   end
-  if oom.c_calls() == 0 then
+  if oom.c_calls() == 0 or refusals == 0 then
     failures[#failures + 1] = "the core's C allocations were never counted: run with the module built for"
       .. " oom_host on package.cpath (build/oom/lua5.4, as make test-oom does)"
   end
@@ -68,5 +95,6 @@ return function(scenarios, new_scene, settle, what)
     for i = 1, math.min(#failures, 40) do shown[i] = "  " .. failures[i] end
     error(("%d of %d failing runs went wrong:\n%s"):format(#failures, ops, table.concat(shown, "\n")), 0)
   end
-  print(("%d passed, 0 failed (%d %s, each allocation failing in turn)"):format(ops, #scenarios, what))
+  print(("%d passed, 0 failed (%d %s, each allocation failing in turn, then each C allocation alone: %d)")
+    :format(ops, #scenarios, what, refusals))
 end

@@ -144,35 +144,39 @@ for _, name in ipairs { "SH_OK", "SH_EINVAL", "SH_ENOMEM", "SH_ESTATE" } do M[na
 
 function M.clock_new()
   local c = C.sh_clock_new()
-  if c == nil then error("stagehand: out of memory", 2) end
+  if c == nil then error("stagehand: not enough memory", 2) end
   return ffi.gc(c, C.sh_clock_free)
 end
 function M.clock_free(c) C.sh_clock_free(ffi.gc(c, nil)) end
 
 function M.timers_new()
   local t = C.sh_timers_new()
-  if t == nil then error("stagehand: out of memory", 2) end
+  if t == nil then error("stagehand: not enough memory", 2) end
   return ffi.gc(t, C.sh_timers_free)
 end
 function M.timers_free(t) C.sh_timers_free(ffi.gc(t, nil)) end
 
 function M.pool_new()
   local p = C.sh_pool_new()
-  if p == nil then error("stagehand: out of memory", 2) end
+  if p == nil then error("stagehand: not enough memory", 2) end
   return ffi.gc(p, C.sh_pool_free)
 end
 function M.pool_free(p) C.sh_pool_free(ffi.gc(p, nil)) end
 
 function M.barrier_new(size)
   local b = C.sh_barrier_new(size)
-  if b == nil then error("stagehand: cannot make a barrier of " .. tostring(size) .. " keys", 2) end
+  if b == nil then
+    -- (a size in range that gave none: out of memory)
+    if size >= 0 and size < 2 ^ 24 then error("stagehand: not enough memory", 2) end
+    error("stagehand: cannot make a barrier of " .. tostring(size) .. " keys", 2)
+  end
   return ffi.gc(b, C.sh_barrier_free)
 end
 function M.barrier_free(b) C.sh_barrier_free(ffi.gc(b, nil)) end
 
 function M.ids_new()
   local s = C.sh_ids_new()
-  if s == nil then error("stagehand: out of memory", 2) end
+  if s == nil then error("stagehand: not enough memory", 2) end
   return ffi.gc(s, C.sh_ids_free)
 end
 function M.ids_free(s) C.sh_ids_free(ffi.gc(s, nil)) end

@@ -149,7 +149,7 @@ function E.alloc_slot(o)
   local s = ids_take(o.ids)
   if s < 0 then
     if s == ALL_TAKEN then errors.raise("stagehand: too many jobs running at once", 2) end
-    errors.raise("stagehand: out of memory", 2)
+    errors.raise("stagehand: not enough memory", 2)
   end
   return s
 end
