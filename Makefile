@@ -162,13 +162,15 @@ test-x86-c:
 # orchestrator must raise "not enough memory" and stay whole.
 # (oom_host exports its C allocation hooks, -Wl,-E, to the module built
 # for it: build/oom/lua5.4, whose malloc, calloc and realloc on the main
-# thread count and fail with Lua's allocations)
+# thread count and fail with Lua's allocations. Both are built with ASan
+# and UBSan: what a failure leaves unfreed, LeakSanitizer reports at exit.)
 build/oom_host: csrc/test/oom_host.c
 	@mkdir -p $(@D)
-	$(CC) -std=c99 -O1 -g $(WARN) -I$(INC_lua5.4) -Wl,-E -o $@ csrc/test/oom_host.c -llua5.4 -lpthread
+	$(CC) -std=c99 -O1 -g $(WARN) $(SANITIZE) -I$(INC_lua5.4) -Wl,-E -o $@ csrc/test/oom_host.c -llua5.4 -lpthread
 build/oom/lua5.4/stagehand/_core.so: $(CORE_SRC) $(MODULE_SRC) $(CORE_HDR)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS_CORE) -DSH_DEBUG_CHECKS -Dmalloc=sh_test_malloc -Dcalloc=sh_test_calloc -Drealloc=sh_test_realloc \
+	$(CC) -std=c99 -O1 -g -fPIC $(WARN) $(PLAT) $(SANITIZE) -DSH_DEBUG_CHECKS \
+	  -Dmalloc=sh_test_malloc -Dcalloc=sh_test_calloc -Drealloc=sh_test_realloc \
 	  -I$(INC_lua5.4) -shared -o $@ $(CORE_SRC) $(MODULE_SRC) -lm -ldl -lpthread
 
 # And the core's own C allocations (csrc/test/oom_core.c): malloc, calloc

@@ -122,7 +122,7 @@ static void set_waiting_port(lua_State *L, const sh_port *p) {
 
 int shl_notify_new(lua_State *L) {
   box *b = (box *)lua_newuserdata(L, sizeof *b);
-  b->p = NULL, b->held = NULL;
+  b->p = NULL, b->held = NULL, b->spare = NULL;
   luaL_getmetatable(L, NOTIFY_MT);
   lua_setmetatable(L, -2);
   b->p = sh_notify_new();
@@ -171,7 +171,7 @@ int shl_notify_clear(lua_State *L) {
 
 void shl_push_port(lua_State *L, sh_port *p) {
   box *b = (box *)lua_newuserdata(L, sizeof *b);
-  b->p = NULL, b->held = NULL;
+  b->p = NULL, b->held = NULL, b->spare = NULL;
   luaL_getmetatable(L, PORT_MT);
   lua_setmetatable(L, -2);
   sh_port_ref(p);
@@ -186,7 +186,7 @@ int shl_port_new(lua_State *L) {
   /* (the box first, as shl_push_port makes it: a box that ran out of Lua
    * memory after the port was made left the port never freed) */
   b = (box *)lua_newuserdata(L, sizeof *b);
-  b->p = NULL, b->held = NULL;
+  b->p = NULL, b->held = NULL, b->spare = NULL;
   luaL_getmetatable(L, PORT_MT);
   lua_setmetatable(L, -2);
   p = sh_port_new();
@@ -199,6 +199,8 @@ static int l_port_gc(lua_State *L) {
   box *b = (box *)lua_touserdata(L, 1);
   sh_msg_free(b->held);
   b->held = NULL;
+  sh_msg_free(b->spare);
+  b->spare = NULL;
   if (b->p) sh_port_unref((sh_port *)b->p);
   b->p = NULL;
   return 0;
@@ -275,15 +277,18 @@ static int fail_at(lua_State *L, int level, const char *fmt, ...) {
 
 /* port:post(v), raising at the line `level` up (see fail_at). */
 static int port_post_at(lua_State *L, int level) {
-  sh_port *p = (sh_port *)PORT_SELF(L, "post")->p;
+  box *b = PORT_SELF(L, "post");
+  sh_port *p = (sh_port *)b->p;
   sh_msg *m;
   int rc;
   luaL_checkany(L, 2);
   lua_settop(L, 2);
   if (lua_isnil(L, 2)) return fail_at(L, level, "port:post: nil cannot be posted (a closed port answers nil)");
-  m = shl_try_encode_values(L, 2, 2, "v", 0, NULL);
+  if (!b->spare && !(b->spare = sh_msg_new())) return luaL_error(L, "not enough memory");
+  m = shl_try_encode_values(L, 2, 2, "v", 0, b->spare);
   if (!m) /* (the reason, on the top) */
     return fail_at(L, level, "bad argument 'v' to port:post: %s", lua_tostring(L, -1));
+  b->spare = NULL; /* (the port's, or freed below) */
   rc = sh_port_post(p, m);
   if (rc != SH_OK) sh_msg_free(m);
   if (rc == SH_ENOMEM) return luaL_error(L, "not enough memory");
@@ -406,7 +411,7 @@ static int l_port_unwatch(lua_State *L) {
 
 void shl_push_rounds(lua_State *L, sh_rounds *r) {
   box *b = (box *)lua_newuserdata(L, sizeof *b);
-  b->p = NULL, b->held = NULL;
+  b->p = NULL, b->held = NULL, b->spare = NULL;
   luaL_getmetatable(L, ROUNDS_MT);
   lua_setmetatable(L, -2);
   sh_rounds_ref(r);
@@ -420,7 +425,7 @@ int shl_rounds_new(lua_State *L) {
   if (!(len >= 0 && len <= 65536 && floor(len) == len)) return luaL_argerror(L, 2, "an integer from 0 to 65536");
   /* (the box first: see shl_port_new) */
   b = (box *)lua_newuserdata(L, sizeof *b);
-  b->p = NULL, b->held = NULL;
+  b->p = NULL, b->held = NULL, b->spare = NULL;
   luaL_getmetatable(L, ROUNDS_MT);
   lua_setmetatable(L, -2);
   r = sh_rounds_new((int32_t)n, (int32_t)len);

@@ -224,16 +224,19 @@ static int l_pool_stage(lua_State *L) {
     lua_newtable(L);
     objs = lua_gettop(L);
   }
-  m = shl_try_encode_objects(L, 4, last, root, 1, NULL, objs);
+  /* Copied into the pool's own staging message (made here when a commit
+   * took the last one): a copy the Lua API cuts short for memory leaves
+   * it the pool's, where a new message would be lost. The number goes up
+   * first, so an earlier staging, overwritten now, is no longer taken. */
+  if (!p->staged && !(p->staged = sh_msg_new())) return luaL_error(L, "not enough memory");
+  p->staged_seq = p->staged_seq + 1;
+  m = shl_try_encode_objects(L, 4, last, root, 1, p->staged, objs);
   if (!m) {
     lua_pushnil(L);
     lua_insert(L, -2);
     return 2;
   }
-  sh_msg_free(p->staged);
-  p->staged = m;
   p->staged_prio = (double)prio;
-  p->staged_seq = p->staged_seq + 1;
   lua_pushnumber(L, p->staged_seq);
   if (objs && rawlen(L, objs) > 0) { /* (seq, nil, the LÖVE objects the request carries) */
     lua_pushnil(L);

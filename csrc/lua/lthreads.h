@@ -49,6 +49,10 @@ typedef struct box {
    * memory: the next receive through this box gives it, so it is neither
    * lost nor leaked (the box's __gc frees one never received). */
   sh_msg *held;
+  /* (a port's) The message a post copies its value into, made by the
+   * post: one that the Lua API cut short for memory stays here, for the
+   * next post or the box's __gc, instead of being lost. */
+  sh_msg *spare;
 } box;
 
 

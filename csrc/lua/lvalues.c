@@ -334,7 +334,8 @@ static void encode(enc *e, int idx, const seg *s, int depth) {
  * caller owns; or NULL, with the reason pushed, naming the first value
  * that cannot cross, and a new message freed (`into` stays the caller's,
  * as it does when the Lua API raises for memory; a new message is then
- * lost). */
+ * lost, which is why the main thread's callers, a pool's stage and a
+ * port's post, pass one they keep). */
 sh_msg *shl_try_encode_objects(lua_State *L, int first, int last, const char *root, int counted, sh_msg *into,
                                   int objs) {
   enc e;
