@@ -274,12 +274,13 @@ static void sh__trim_heap(void) {
 }
 
 /* A raised plain-data table at 2 and the traceback at 3 as a hosted
- * worker's failure: the LÖVE objects the table holds go as a result's
- * do. Leaves the stack as it was; the message, or NULL. */
-static sh_msg *hosted_failure(lua_State *L, worker_ctx *w) {
+ * worker's failure, written into `into`: the LÖVE objects the table holds
+ * go as a result's do. Leaves the stack as it was; the message, or NULL
+ * (`into` stays the caller's either way). */
+static sh_msg *hosted_failure(lua_State *L, worker_ctx *w, sh_msg *into) {
   sh_msg *m;
   lua_newtable(L); /* 4: the objects */
-  m = shl_try_encode_objects(L, 2, 3, "error", 1, NULL, 4);
+  m = shl_try_encode_objects(L, 2, 3, "error", 1, into, 4);
   if (!m) {
     lua_settop(L, 3); /* (the reason it cannot cross: it goes by what it says) */
     return NULL;
@@ -290,7 +291,7 @@ static sh_msg *hosted_failure(lua_State *L, worker_ctx *w) {
     lua_pushnumber(L, (lua_Number)w->request);
     lua_pushvalue(L, 4);
     if (lua_pcall(L, 2, 0, 0) != 0) { /* (out of memory: the table goes by what it says) */
-      sh_msg_free(m);
+      if (m != into) sh_msg_free(m);
       m = NULL;
     }
   }
@@ -302,9 +303,11 @@ static sh_msg *hosted_failure(lua_State *L, worker_ctx *w) {
  * table copied as it is, LÖVE objects in it included on a hosted worker,
  * anything else as the string it says of itself) and the traceback (the
  * function's, or the message again when the failure came before or after
- * it ran). */
+ * it ran). Written into *out, the request's message, as a reply is (a new
+ * one when it is NULL): a copy the Lua API cuts short for memory leaves
+ * it in *out, for run_request to free, where a new one would be lost. */
 static int failure_msg(lua_State *L) {
-  sh_msg **out = (sh_msg **)lua_touserdata(L, 1);
+  sh_msg **out = (sh_msg **)lua_touserdata(L, 1), *into = *out, *m;
   worker_ctx *w;
   lua_settop(L, 2); /* (what was raised at 2) */
   lua_getfield(L, LUA_REGISTRYINDEX, TRACEBACK_KEY);
@@ -316,16 +319,21 @@ static int failure_msg(lua_State *L) {
     w = shl_this_worker(L);
     if (lua_getmetatable(L, 2)) lua_pop(L, 1);
     else if (w && w->hosted) {
-      if ((*out = hosted_failure(L, w)) != NULL) return 0;
-    } else if ((*out = shl_try_encode_values(L, 2, 3, "error", 1, NULL)) != NULL) return 0;
-    else lua_pop(L, 1); /* (the reason it cannot cross: it goes by what it says) */
+      if ((m = hosted_failure(L, w, into)) != NULL) {
+        *out = m;
+        return 0;
+      }
+    } else if ((m = shl_try_encode_values(L, 2, 3, "error", 1, into)) != NULL) {
+      *out = m;
+      return 0;
+    } else lua_pop(L, 1); /* (the reason it cannot cross: it goes by what it says) */
   }
   if (lua_type(L, 2) != LUA_TSTRING) {
     push_said(L, 2);
     lua_replace(L, 2);
   }
   lua_settop(L, 3);
-  *out = shl_encode_values(L, 2, 3, "error", 1, NULL);
+  *out = shl_encode_values(L, 2, 3, "error", 1, into);
   return 0;
 }
 
@@ -346,12 +354,16 @@ static void run_request(lua_State *L, worker_ctx *w, int64_t id, sh_msg *payload
   if (rc == 0) {
     if (sh_work_report(w->work, w->index, id, SH_EV_DONE, r.result, 0, 0) != SH_OK) sh_msg_free(r.result);
   } else {
-    sh_msg *m = NULL;
-    if (r.payload) sh_msg_free(r.payload); /* (it failed before its reply took the payload) */
+    /* (it failed before its reply took the payload: the failure is
+     * written into it instead) */
+    sh_msg *m = r.payload;
+    r.payload = NULL;
     if (rc == LUA_ERRMEM || r.oom) {
       /* What the failed request allocated goes back now, not when the
        * worker's next request happens to collect it: the game's own state
        * may be the one short of memory. */
+      sh_msg_free(m);
+      m = NULL;
       lua_settop(L, 0);
       lua_gc(L, LUA_GCCOLLECT, 0);
       sh__trim_heap();
