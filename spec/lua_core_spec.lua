@@ -52,11 +52,59 @@ local CALLS_OF = {
 
 local CHECK = { clock = "clock_check", timers = "timers_check", pool = "pool_check", ids = "ids_check" }
 
-local function drive(kind, seed)
+-- Out of memory, as the pure-Lua core meets it: a write that adds a key to
+-- one of its tables raises "not enough memory" when fail() says so (a
+-- __newindex on each of them: it runs for exactly the writes that may make
+-- a table grow).
+local function starve(obj, fail)
+  local mt = {
+    __newindex = function(t, k, v)
+      if fail() then error("not enough memory", 0) end
+      rawset(t, k, v)
+    end,
+  }
+  local function walk(t, depth)
+    setmetatable(t, mt)
+    if depth < 2 then
+      for _, v in pairs(t) do
+        if type(v) == "table" then walk(v, depth + 1) end
+      end
+    end
+  end
+  walk(obj, 0)
+end
+
+-- Random calls made of both cores. With `starving`, one write in eight
+-- that adds a key to the Lua core's tables fails: the call raises, the
+-- core must still be whole (its check), and the call made again must
+-- answer as the native core's did, as though nothing had failed.
+local function drive(kind, seed, starving)
   local r = rng(seed * 7 + #kind)
   local size = r(16) - 1
   local c_obj = kind == "barrier" and C.barrier_new(size) or C[kind .. "_new"]()
   local l_obj = kind == "barrier" and L.barrier_new(size) or L[kind .. "_new"]()
+  local failing, failures = false, 0
+  if starving then
+    starve(l_obj, function() return failing and r(8) == 1 end)
+  end
+  local check = CHECK[kind]
+  -- The Lua core's answer to fn(...), made again until it runs through.
+  local function lua_call(fn, ...)
+    failing = starving
+    for _ = 1, 100 do
+      local got = table.pack(pcall(fn, ...))
+      if got[1] then
+        failing = false
+        return table.unpack(got, 2, got.n)
+      end
+      assert.equal("not enough memory", got[2])
+      failures = failures + 1
+      failing = false
+      assert.equal(0, L[check](l_obj), "the Lua " .. kind .. " after a write failed, seed " .. seed)
+      failing = starving
+    end
+    error("a call failed 100 times in a row")
+  end
   local now = r(1000)
   local odd = { 0 / 0, math.huge, -math.huge, 0.5, -1, 2 ^ 24, 2 ^ 31, 1e300 }
   local function draw(how)
@@ -93,39 +141,47 @@ local function drive(kind, seed)
     if name == "pool_peek" then -- (a worker pool's offer: the best n, then put back)
       local n = r(4)
       local got_c, got_l = {}, {}
-      for i = 1, n do got_c[i], got_l[i] = C.pool_peek_next(c_obj), L.pool_peek_next(l_obj) end
+      for i = 1, n do got_c[i], got_l[i] = C.pool_peek_next(c_obj), lua_call(L.pool_peek_next, l_obj) end
       ca, la = table.concat(got_c, ","), table.concat(got_l, ",")
-      if ca == la then ca, la = C.pool_peek_end(c_obj), L.pool_peek_end(l_obj) end
+      if ca == la then ca, la = C.pool_peek_end(c_obj), lua_call(L.pool_peek_end, l_obj) end
     elseif spec[2] == "best" then
       a = C.pool_best(c_obj)
-      local lb = L.pool_best(l_obj)
-      if a ~= lb then ca, la = a, lb else ca, la = C[name](c_obj, a), L[name](l_obj, a) end
+      local lb = lua_call(L.pool_best, l_obj)
+      if a ~= lb then ca, la = a, lb else ca, la = C[name](c_obj, a), lua_call(L[name], l_obj, a) end
     else
       a = spec[2] and draw(spec[2])
       b = spec[3] and draw(spec[3])
       local d = spec[4] and draw(spec[4])
       if d ~= nil then
-        ca, la = C[name](c_obj, a, b, d), L[name](l_obj, a, b, d)
+        ca, la = C[name](c_obj, a, b, d), lua_call(L[name], l_obj, a, b, d)
       else
-        ca, la = C[name](c_obj, a, b), L[name](l_obj, a, b)
+        ca, la = C[name](c_obj, a, b), lua_call(L[name], l_obj, a, b)
       end
     end
     if not same(ca, la) then
       error(("seed %d, call %d: %s(%s, %s) answered %s natively and %s in Lua"):format(seed, call, name,
         tostring(a), tostring(b), tostring(ca), tostring(la)))
     end
-    local check = CHECK[kind]
     if check and call % 25 == 0 then
       assert.equal(0, C[check](c_obj), "the native " .. kind .. "'s invariants, seed " .. seed .. " call " .. call)
       assert.equal(0, L[check](l_obj), "the Lua " .. kind .. "'s invariants, seed " .. seed .. " call " .. call)
     end
   end
+  return failures
 end
 
 describe("the pure-Lua core", function()
   for _, kind in ipairs { "clock", "timers", "pool", "ids", "barrier" } do
     it("answers every call of a " .. kind .. " as the native core does", function()
       for seed = 1, SEEDS do drive(kind, seed) end
+    end)
+  end
+
+  for _, kind in ipairs { "clock", "timers", "pool", "ids" } do
+    it("stays whole when a table of a " .. kind .. " cannot grow, and answers the same once it can", function()
+      local failures = 0
+      for seed = 1, SEEDS do failures = failures + drive(kind, seed, true) end
+      assert.is_true(failures > 100, "only " .. failures .. " writes failed")
     end)
   end
 

@@ -123,7 +123,11 @@ local function settle(s, fail)
   for _, f in ipairs(s.futures) do f:resolve("late") end
   T.settle(s.orch, 20000, 250)
   s.orch:close("the spec ends")
-  while s.orch:step() > 0 do end
+  local steps = 0
+  while s.orch:step() > 0 do
+    steps = steps + 1
+    if steps == 1000 then error("closed, and still running jobs after 1000 steps", 0) end
+  end
   local stepped, serr = pcall(other.step, other)
   if not stepped then fail("another orchestrator cannot step: " .. tostring(serr)) end
 end

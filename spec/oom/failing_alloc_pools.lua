@@ -118,7 +118,11 @@ local function settle(s, fail)
   if s.check then s.check(fail) end
   s.orch:wait(s.pool:destroy(), 10000)
   s.orch:close("the spec ends")
-  while s.orch:step() > 0 do end
+  local steps = 0
+  while s.orch:step() > 0 do
+    steps = steps + 1
+    if steps == 1000 then error("closed, and still running jobs after 1000 steps", 0) end
+  end
 end
 
 local here = debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./"

@@ -72,11 +72,17 @@ local function sift_down(h, i)
   pos[id + 1] = i
 end
 
+-- Out of memory: a write that makes a table grow raises, and the core's
+-- structures must stay whole, as the native core's do (it changes nothing
+-- until it has the memory). So each call writes what may need memory first,
+-- where nothing reads it yet (past len, an id's data before its state),
+-- and the writes that make it seen last; removing and moving entries
+-- writes only keys that exist, which needs none.
 local function heap_insert(h, id, key, tie)
   local i = h.len + 1
+  h.key[i], h.seq[i], h.ids[i] = key, tie, id -- (past len: unseen until it moves)
+  h.pos[id + 1] = i -- (the last write that may need memory)
   h.len = i
-  h.key[i], h.seq[i], h.ids[i] = key, tie, id
-  h.pos[id + 1] = i
   sift_up(h, i)
 end
 
@@ -153,18 +159,14 @@ local function start(c, id, stall_ms, now, order)
   if bad_id(id) then return EINVAL end
   local i = id + 1
   if c.state[i] then return ESTATE end
-  c.state[i] = RUNNING
+  -- (the id's data, then its filing, then its state: see heap_insert)
   c.stall[i] = stall_ms
   local last = vrecord(c, now)
   c.last[i] = last
   c.group[i] = -1
   c.joined[i] = c.joined[i] or 0
-  if not order then
-    order = c.starts + 1
-    c.starts = order
-  end
+  if not order then order = c.starts + 1 end
   c.order[i] = order
-  c.count = c.count + 1
   local h, due = c.heap, last + stall_ms
   local at = h.pos[i]
   if at then -- (filed still from a clock that stopped lazily: sh_clock.c's start says why)
@@ -172,6 +174,9 @@ local function start(c, id, stall_ms, now, order)
   else
     heap_insert(h, id, due, order)
   end
+  c.state[i] = RUNNING
+  if order > c.starts then c.starts = order end
+  c.count = c.count + 1
   return OK
 end
 
@@ -200,10 +205,11 @@ end
 function M.clock_resume(c, id, now)
   if not valid_time(now) or bad_id(id) or not c.state[id + 1] then return EINVAL end
   local i = id + 1
-  c.state[i] = RUNNING
   local last = vrecord(c, now)
-  c.last[i] = last
+  -- (filed first: see heap_insert; a paused id filed is passed over)
   if not c.heap.pos[i] then heap_insert(c.heap, id, last + c.stall[i], c.order[i]) end
+  c.state[i] = RUNNING
+  c.last[i] = last
   return OK
 end
 

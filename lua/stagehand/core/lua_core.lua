@@ -27,8 +27,10 @@ local bad_id = clock.bad_id
 local floor = math.floor
 
 -- Ids: always the lowest one free. Ids given back wait in a min-heap
--- (and a set, to refuse one given back twice); `high` is the next id
--- never taken.
+-- (and a set, free[id] true, to refuse one given back twice); `high` is
+-- the next id never taken. Giving an id back needs no memory (the engine
+-- gives ids back as jobs end, memory or none): taking an id for the first
+-- time makes its room in both, false until used.
 function M.ids_new() return { high = 0, taken = 0, heap = {}, len = 0, free = {} } end
 function M.ids_free() end
 
@@ -37,13 +39,14 @@ function M.ids_take(s)
   if len == 0 then
     local id = s.high
     if id >= MAX_ID then return ESTATE end
+    s.free[id], s.heap[id + 1] = false, false -- (room for its giving back; may need memory)
     s.high = id + 1
     s.taken = s.taken + 1
     return id
   end
   local heap = s.heap
   local id, last = heap[1], heap[len]
-  heap[len] = nil
+  heap[len] = false
   len = len - 1
   s.len = len
   if len > 0 then -- (last sifts down from the top)
@@ -58,7 +61,7 @@ function M.ids_take(s)
     end
     heap[i] = last
   end
-  s.free[id] = nil
+  s.free[id] = false
   s.taken = s.taken + 1
   return id
 end
@@ -85,9 +88,9 @@ function M.ids_count(s) return s.taken end
 
 function M.ids_check(s)
   local n = 0
-  for id in each, s.free do
+  for id, free in each, s.free do
     if id >= s.high then return ESTATE end
-    n = n + 1
+    if free then n = n + 1 end
   end
   if n ~= s.len then return ESTATE end
   for i = 2, s.len do

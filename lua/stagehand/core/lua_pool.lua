@@ -80,7 +80,7 @@ local function heap_del(p, g)
   local i = p.g_hpos[g + 1]
   local len = p.heap_len
   local last = p.heap[len]
-  p.heap[len] = nil
+  p.heap[len] = false -- (kept: see grow_groups)
   p.heap_len = len - 1
   p.g_hpos[g + 1] = 0
   if i < len then
@@ -125,16 +125,27 @@ function M.pool_reset_use(p)
   return OK
 end
 
+-- Out of memory: a write that makes a table grow raises, and the pool
+-- must stay whole, as the native core's does (it changes nothing until it
+-- has the memory). So the memory is made first: a group's entries, and
+-- room in the heap and the stack (each holds a group at most once), when
+-- the groups grow; a waiter's entries before it is linked (pool_enqueue).
+-- Linking, unlinking and moving then write only keys that exist, which
+-- needs none; entries that go are set to false or a value, never nil, so
+-- their keys stay.
 local function grow_groups(p, g)
   local have = p.ngroups
   if g < have then return end
   local n = have > 0 and have or 8
   while n <= g do n = n * 2 end
+  local heap, stack = p.heap, p.stack
   for k = have + 1, n do
     p.g_head[k], p.g_tail[k], p.g_prev[k], p.g_next[k] = -1, -1, -1, -1
     p.g_count[k], p.g_rank[k], p.g_fixed[k], p.g_hpos[k], p.g_read[k], p.g_unread[k] = 0, 0, 0, 0, 0, 0
+    if heap[k] == nil then heap[k] = false end
+    if stack[k] == nil then stack[k] = false end
   end
-  p.ngroups = n
+  p.ngroups = n -- (last: a growth cut short is made again)
 end
 
 local function waiting_id(p, id)
@@ -168,11 +179,13 @@ function M.pool_enqueue(p, id, g)
   local s = p.w_seq[i]
   if s ~= nil and s ~= 0 then return ESTATE end
   local k = g + 1
-  s = p.next_seq
-  p.next_seq = s + 1
-  p.w_seq[i], p.w_group[i], p.w_next[i] = s, g, -1
+  -- (its entries first, its seq, which says it waits, the last of them:
+  -- see grow_groups)
   local tail = p.g_tail[k]
-  p.w_prev[i] = tail
+  p.w_group[i], p.w_next[i], p.w_prev[i] = g, -1, tail
+  s = p.next_seq
+  p.w_seq[i] = s
+  p.next_seq = s + 1
   if tail >= 0 then p.w_next[tail + 1] = id else p.g_head[k] = id end
   p.g_tail[k] = id
   joined(p, g)
@@ -270,7 +283,7 @@ function M.pool_new_reads(p)
   local stack = p.stack
   for n = 1, p.stack_len do
     p.g_unread[stack[n] + 1] = 0
-    stack[n] = nil
+    stack[n] = false
   end
   p.stack_len = 0
   local heap = p.heap
@@ -283,7 +296,7 @@ function M.pool_next_unread(p)
   while p.stack_len > 0 do
     local n = p.stack_len
     local g = stack[n]
-    stack[n] = nil
+    stack[n] = false
     p.stack_len = n - 1
     local k = g + 1
     p.g_unread[k] = 0
@@ -341,8 +354,8 @@ function M.pool_peek_next(p)
   if p.heap_len == 0 then return -1 end
   local id = p.g_head[p.heap[1] + 1]
   local n = p.npeeked + 1
+  p.pk_id[n], p.pk_group[n], p.pk_seq[n] = id, p.w_group[id + 1], p.w_seq[id + 1] -- (then counted)
   p.npeeked = n
-  p.pk_id[n], p.pk_group[n], p.pk_seq[n] = id, p.w_group[id + 1], p.w_seq[id + 1]
   remove(p, id)
   return id
 end
