@@ -94,6 +94,29 @@ local scenarios = {
       if seen ~= "1,2,3,4" then fail("drained " .. seen .. " where 1,2,3,4 were posted") end
     end
   end, function(s) s.port:drain(s.keep) end },
+  -- A pool made under the failing allocator: its queue, notifier and
+  -- workers (each made in turn, their threads started or not); a pool that
+  -- raises is never handed out, and settling must leave no thread behind.
+  { "making a pool of two workers", function() end, function(s)
+    s.second = stagehand.pool(s.orch, { module = "w2", source = SOURCE, size = 2 })
+    s.handles[1] = s.second:run("echo", "first")
+  end },
+  { "posting forty values to a port, then receiving them", function(s)
+    s.port = stagehand.port()
+    s.posted = 0
+    s.check = function(fail)
+      for i = s.posted + 1, 40 do s.port:post(i) end -- (what the op did not post)
+      for i = 1, 40 do
+        local ok, v = s.port:try_receive()
+        if not ok or v ~= i then fail("value " .. i .. " came as " .. tostring(v)) return end
+      end
+    end
+  end, function(s)
+    for i = 1, 40 do
+      s.port:post(i)
+      s.posted = i
+    end
+  end },
   { "destroy with queued requests", function(s)
     s.pool:pause()
     for i = 1, 4 do s.handles[i] = s.pool:run("echo", i) end
@@ -116,6 +139,7 @@ local function settle(s, fail)
     if h:state() == "running" then fail("Handle " .. i .. " (" .. h.label .. ") never ended") end
   end
   if s.check then s.check(fail) end
+  if s.second then s.orch:wait(s.second:destroy(), 10000) end
   s.orch:wait(s.pool:destroy(), 10000)
   s.orch:close("the spec ends")
   local steps = 0
