@@ -105,6 +105,13 @@ local scenarios = {
     s.orch:run("sleeper", function(job) job:pcall(job.sleep, job, 1e6) end)
     s.orch:step()
   end, function(s) s.orch:close("level unloaded") end },
+  -- An orchestrator made under the failing allocator: its clock, timers,
+  -- ids and pools in the core; one that raises is never handed out.
+  { "making an orchestrator with two pools and a budget", function() end, function(s)
+    s.made = T.new { pools = { a = 2, b = 3 }, log = quiet_log }
+    s.made:budget("uploads", { ops = 2 })
+    s.handles[1] = s.made:run("first", function(job) job:sleep(1) return 1 end)
+  end },
   { "a timeout and progress", function() end, function(s)
     s.orch:run("baker", function(job)
       job:progress(1, 4)
@@ -122,6 +129,13 @@ local other = T.new { log = quiet_log }
 local function settle(s, fail)
   for _, f in ipairs(s.futures) do f:resolve("late") end
   T.settle(s.orch, 20000, 250)
+  if s.made then
+    T.settle(s.made, 20000, 250)
+    s.made:close("the spec ends")
+    s.made:step()
+    local leaks = T.leaks(s.made)
+    if #leaks > 0 then fail("the orchestrator made left behind: " .. table.concat(leaks, "; ")) end
+  end
   s.orch:close("the spec ends")
   local steps = 0
   while s.orch:step() > 0 do
