@@ -219,6 +219,10 @@ native_lane() {
     sh -c 'eval "$(sh scripts/env.sh lua5.4)" && LUA_CPATH="$PWD/build/oom/lua5.4/?.so;;" ./build/oom_host spec/oom/failing_alloc.lua'
   count "worker pools under a failing allocator (the main side's allocations, Lua's and the core's, each in turn)" \
     sh -c 'eval "$(sh scripts/env.sh lua5.4)" && LUA_CPATH="$PWD/build/oom/lua5.4/?.so;;" ./build/oom_host spec/oom/failing_alloc_pools.lua'
+  # (leak checks off: luv itself loses a handle that Lua's memory ran out
+  # under; the other two check for leaks)
+  count "the luv driver under a failing allocator (its timer and its watch of worker pools' replies)" \
+    sh -c 'eval "$(sh scripts/env.sh lua5.4)" && LUA_CPATH="$PWD/build/oom/lua5.4/?.so;;" ASAN_OPTIONS=detect_leaks=0 ./build/oom_host spec/oom/failing_alloc_luv.lua'
   check "luacheck (.luacheckrc): no warnings in lua/, spec/, bench/, examples/ and scripts/textures/" luacheck -q lua spec bench examples scripts/textures
   check "the shipped C: no warning from gcc, clang or MinGW-w64 (-Wall -Wextra ... -Werror), nothing from clang's or gcc's analyzer" \
     make -s check-warnings

@@ -309,6 +309,65 @@ describe("the luv driver", function()
     assert.equal("resolved ran exit=0", (out:gsub("%s+$", "")))
   end)
 
+  -- Out of memory in luv (a handle it cannot make or start) raises in the
+  -- call that rescheduled; the driver must not keep a deadline for a timer,
+  -- or a watch for a poll, that luv never made or started: without the fix
+  -- the loop then had nothing to run, and returned with the jobs waiting.
+  it("makes its timer at the next reschedule when luv could not make it, rather than wait on none", function()
+    local out = run_alone([[
+      local stagehand = require "stagehand"
+      local uv = require "luv"
+      local orch = stagehand.new { driver = "luv" }
+      local real = uv.new_timer
+      uv.new_timer = function()
+        uv.new_timer = real
+        error("not enough memory", 0)
+      end
+      local ok, err = pcall(orch.run, orch, "first", function(job) job:sleep(1) return "ran" end)
+      local again = orch:run("again", function(job) job:sleep(1) return "ran" end)
+      local guard = uv.new_timer()
+      guard:unref()
+      guard:start(5000, 0, function() orch:close("guard") end)
+      uv.run()
+      io.write(tostring(ok), " ", tostring(err), " ", again:state())
+      guard:close()
+      uv.run("nowait")
+    ]])
+    assert.equal("false not enough memory done exit=0", (out:gsub("%s+$", "")))
+  end)
+
+  if stagehand.backend ~= "lua" then -- (worker threads: not on the pure-Lua core outside LÖVE)
+    it("watches a worker pool's replies at the next reschedule when luv could not start its poll", function()
+      local out = run_alone([[
+        local stagehand = require "stagehand"
+        local uv = require "luv"
+        local orch = stagehand.new { driver = "luv" }
+        local pool = stagehand.pool(orch, { module = "w", source = "return { echo = function(x) return x end }", size = 1 })
+        local real = uv.new_poll
+        uv.new_poll = function(fd) -- (a poll whose start runs out of memory, once)
+          uv.new_poll = real
+          local h = real(fd)
+          return setmetatable({}, { __index = function(_, k)
+            if k == "start" then return function() error("not enough memory", 0) end end
+            return function(_, ...) return h[k](h, ...) end
+          end })
+        end
+        local ok, err = pcall(pool.run, pool, "echo", 1)
+        local again = pool:run("echo", 2)
+        local guard = uv.new_timer()
+        guard:unref()
+        guard:start(5000, 0, function() orch:close("guard") end)
+        uv.run()
+        io.write(tostring(ok), " ", tostring(err), " ", again:state())
+        guard:close()
+        orch:wait(pool:destroy(), 5000)
+        orch:close()
+        uv.run("nowait")
+      ]])
+      assert.equal("false not enough memory done exit=0", (out:gsub("%s+$", "")))
+    end)
+  end
+
   it("logs a step that raised and goes on pumping, rather than let luv end the process", function()
     local out = run_alone(ARMED_CLOCK .. [[
       local orch = stagehand.new { driver = "luv", clock = clock, log = log, check_ms = 1 } -- (the retry, 1 ms on)

@@ -144,12 +144,15 @@ function M.new(clock)
         -- is never another's by then.)
         local notifier = outside.notifier(o)
         local fd, kind = outside.fd(o)
+        -- (kept once started: out of memory in between left a handle that
+        -- was never started, which later calls took for a watch)
+        local made, ok, err
         if fd == nil then
           -- (no descriptor: the pure-Lua core's notifier inside LÖVE is a
           -- channel. A short timer looks at it, stepping only on news.)
           local gen, seen = outside.gen, nil
-          poll, timed = uv.new_timer(), true
-          poll:start(NO_FD_MS, NO_FD_MS, function()
+          made = uv.new_timer()
+          ok, err = pcall(made.start, made, NO_FD_MS, NO_FD_MS, function()
             local n = gen(notifier)
             if n ~= seen then
               seen = n
@@ -157,12 +160,17 @@ function M.new(clock)
             end
           end)
         else
-          poll, timed = kind == "socket" and uv.new_socket_poll(fd) or uv.new_poll(fd), false
-          poll:start("r", function()
+          made = kind == "socket" and uv.new_socket_poll(fd) or uv.new_poll(fd)
+          ok, err = pcall(made.start, made, "r", function()
             outside.clear(notifier) -- (even once the orchestrator is gone: a pipe left readable would fire on and on)
             pump()
           end)
         end
+        if not ok then
+          pcall(made.close, made)
+          error(err, 0)
+        end
+        poll, timed = made, fd == nil
       elseif timed then
         poll:again()
       else
@@ -198,9 +206,12 @@ function M.new(clock)
     local read, now = pcall(o.clock)
     local at = read and type(now) == "number" and now + nw or nil
     if due and at and due <= at then return end
-    due = at
+    -- (The timer made and started before `due` says so: out of memory in
+    -- either left `due` naming a timer that was never made or started, and
+    -- the next reschedule indexed a nil timer, or waited on nothing.)
     if not timer then timer = uv.new_timer() end
     timer:start(delay(nw, 0), 0, fire)
+    due = at
   end
 
   -- Runs the loop until something happens or `ms` passes.
