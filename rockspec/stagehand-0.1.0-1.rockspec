@@ -64,6 +64,7 @@ build = {
     ["stagehand.core.compat"] = "lua/stagehand/core/compat.lua",
     ["stagehand.engine.owners"] = "lua/stagehand/engine/owners.lua",
     ["stagehand.screens.tracker"] = "lua/stagehand/screens/tracker.lua",
+    ["stagehand.screens.timeline"] = "lua/stagehand/screens/timeline.lua",
     ["stagehand.screens.newest"] = "lua/stagehand/screens/newest.lua",
     ["stagehand.screens.trace"] = "lua/stagehand/screens/trace.lua",
     ["stagehand.engine.closing"] = "lua/stagehand/engine/closing.lua",

@@ -126,7 +126,7 @@ function M.tracker(orch) return require("stagehand.screens.tracker").new(orch) e
 --- The rows of load:timeline() as an aligned text table.
 ---@param rows table[]
 ---@return string
-function M.format_timeline(rows) return require("stagehand.screens.tracker").format_timeline(rows) end
+function M.format_timeline(rows) return require("stagehand.screens.timeline").format_timeline(rows) end
 
 --- The core in use: "ffi" (LuaJIT's FFI over the native core), "c" (the
 --- C module over it: on Lua 5.1 to 5.4, and on LuaJIT whose compiler is

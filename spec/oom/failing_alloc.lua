@@ -105,6 +105,30 @@ local scenarios = {
     s.orch:run("sleeper", function(job) job:pcall(job.sleep, job, 1e6) end)
     s.orch:step()
   end, function(s) s.orch:close("level unloaded") end },
+  -- A loading screen's tracker: its tasks, their phases and the fraction
+  -- its bar is drawn from (checked once settled: 1, and never above).
+  { "tracked loaders in two phases, and the bar's fraction", function(s)
+    s.load = stagehand.tracker(s.orch)
+    s.load:expect("decode", 2)
+    s.load:expect("upload", 1)
+  end, function(s)
+    for i = 1, 3 do s.handles[i] = loader(s, i, { phase = i < 3 and "decode" or "upload" }) end
+    s.bar = s.load:fraction()
+  end },
+  -- The newest run under a name takes over the older one's callers.
+  { "newest runs under one name", function(s)
+    s.handles[1] = s.orch:newest("scene", "scene 1", function(job) return job:await(future(s, "level 1")) end)
+  end, function(s)
+    s.handles[2] = s.orch:newest("scene", "scene 2", function(job) return job:await(future(s, "level 2")) end)
+    s.handles[3] = s.orch:newest("scene", "scene 3", function(job) job:sleep(1) return 3 end)
+  end },
+  -- A trace recording every wait of a loader and its slot.
+  { "a trace recording loaders", function(s)
+    s.trace = s.orch:trace()
+  end, function(s)
+    for i = 1, 2 do s.handles[i] = loader(s, i) end
+    s.orch:step()
+  end },
   -- An orchestrator made under the failing allocator: its clock, timers,
   -- ids and pools in the core; one that raises is never handed out.
   { "making an orchestrator with two pools and a budget", function() end, function(s)
@@ -129,6 +153,25 @@ local other = T.new { log = quiet_log }
 local function settle(s, fail)
   for _, f in ipairs(s.futures) do f:resolve("late") end
   T.settle(s.orch, 20000, 250)
+  if s.load then
+    -- (1 once every task expected came and ended; short of 1 while one
+    -- that the failure kept from being made is still expected; never
+    -- below what it read before)
+    local made = 0
+    for _, phase in ipairs { "decode", "upload" } do
+      local c = s.load:counts(phase)
+      if c.running ~= 0 then fail("a tracked " .. phase .. " task still runs") end
+      made = made + c.running + c.done + c.failed + c.cancelled + c.stalled
+    end
+    local f = s.load:fraction()
+    if made == 3 and f ~= 1 then fail("the bar's fraction is " .. tostring(f) .. " with every task ended") end
+    if made < 3 and not (f >= 0 and f < 1) then fail("the bar's fraction is " .. tostring(f) .. " with a task not made") end
+    if s.bar and not (s.bar >= 0 and s.bar <= f) then
+      fail("the bar's fraction read " .. tostring(s.bar) .. ", then " .. tostring(f))
+    end
+    s.load:close()
+  end
+  if s.trace then s.trace:stop() end
   if s.made then
     T.settle(s.made, 20000, 250)
     s.made:close("the spec ends")

@@ -336,12 +336,14 @@ end
 --- later resume hands the job itself back to its wait (the token check_wait
 --- relies on).
 function E.resume(job, now, work)
+  local o = job[ORCH]
+  -- (orch:trace: the wait it was parked on ends here. Told first: a record
+  -- that runs out of memory leaves E.current as it was.)
+  local tr = o.tracer
+  if tr then tr:resumed(job, now) end
   local prev, prev_at = E.current, E.current_at
   E.current, E.current_at = job, now
-  local o = job[ORCH]
   o.now = now
-  local tr = o.tracer -- (orch:trace: the wait it was parked on ends here)
-  if tr then tr:resumed(job, now) end
   local co = job[CO]
   local ok, a, done
   if work then

@@ -1,8 +1,9 @@
 -- Folder screens/ (layer 4): loading screens, and looking back at a load.
 -- tracker.lua (progress in phases, a bar that never moves back, the
--- timeline), newest.lua (orch:newest: the newest run wins), trace.lua
--- (orch:trace, written as Chrome Trace Event JSON). It hears jobs through
--- the engine's phase hooks; nothing below requires it.
+-- timeline), timeline.lua (stagehand.format_timeline), newest.lua
+-- (orch:newest: the newest run wins), trace.lua (orch:trace, written as
+-- Chrome Trace Event JSON). It hears jobs through the engine's phase
+-- hooks; nothing below requires it.
 --
 -- The load tracker: how far a load is, in phases, for a loading screen.
 -- Tasks are made by hand (load:task) or are jobs run with opts.phase (the
@@ -27,8 +28,6 @@ local M = {}
 -- counting every later job. (Closed ones leave the list: see close.)
 local BOX = { __mode = "v" }
 local PRUNE_MIN = 16
-
-local check_row -- (format_timeline's, below)
 
 -- o's trackers without the boxes the collector emptied, nor `without`: a
 -- new list, never the one a phase hook may be walking.
@@ -72,8 +71,15 @@ local function phase_of(tr, name, t)
   if not ph then
     ph = { name = name, live = {}, made = 0, done = 0, done_total = 0, failed = 0, cancelled = 0, stalled = 0,
       running = 0, start = t, finish = nil, busy = 0, spans = 0, since = nil }
-    tr.phases[name] = ph
-    tr.order[#tr.order + 1] = ph
+    -- (in the order, then by name: a name that runs out of memory takes
+    -- its place in the order back, so no phase is listed twice)
+    local order = tr.order
+    local n = #order + 1
+    order[n] = ph
+    if not pcall(rawset, tr.phases, name, ph) then
+      order[n] = nil
+      error("not enough memory", 0)
+    end
   end
   return ph
 end
@@ -96,11 +102,13 @@ end
 local function begin(tr, phase, label, total, t, quiet)
   local ph = phase_of(tr, phase, t)
   local task = setmetatable({ tracker = tr, phase = phase, label = label, done = 0, total = total,
-    state = "running", clamped = false }, Task)
-  ph.made = ph.made + 1
+    state = "running", clamped = false, at = false }, Task)
+  -- (its place made before it is counted: memory that runs out leaves no
+  -- task counted that is not there)
   local at = ph.running + 1
   ph.live[at] = task
   task.at = at
+  ph.made = ph.made + 1
   if ph.running == 0 then
     ph.spans = ph.spans + 1
     ph.since = t
@@ -596,6 +604,9 @@ end
 local job_ended
 local function job_began(tr, job)
   local t = now(tr)
+  -- (the job's place made first: a task begun and then not filed for want
+  -- of memory would run in the tracker for good)
+  tr.jobs[job] = false
   local task = begin(tr, job.phase, job[LABEL], 1, t, true)
   tr.jobs[job] = task
   tr.job_tasks = tr.job_tasks + 1
@@ -631,66 +642,5 @@ end
 E.on("phase_began", function(o, job) each_tracker(o, job_began, job) end)
 E.on("phase_progressed", function(job) each_tracker(job[ORCH], job_progressed, job) end)
 E.on("phase_ended", function(o, job, st) return each_tracker(o, job_ended, job, st) end)
-
--- A row of load:timeline(): each field of the kind it has there, and no
--- other field.
-local ROW_FIELDS = { phase = "a non-empty string", start_ms = "a number", end_ms = "a number or nil",
-  busy_ms = "a number", spans = "a whole number >= 0", tasks = "a whole number >= 0", failed = "a whole number >= 0" }
-
-local ROW_ORDER = { "phase", "start_ms", "end_ms", "busy_ms", "spans", "tasks", "failed" }
-
-local function row_field_ok(k, v)
-  if k == "phase" then return type(v) == "string" and v ~= "" end
-  if k == "end_ms" and v == nil then return true end
-  if type(v) ~= "number" or v ~= v then return false end
-  if k == "start_ms" or k == "end_ms" or k == "busy_ms" then return true end
-  return v >= 0 and v % 1 == 0
-end
-
-check_row = function(r, i)
-  local where = "rows[" .. i .. "]"
-  if type(r) ~= "table" then options.fail("stagehand.format_timeline", where, "a row of load:timeline()", r, 3) end
-  local odd = options.first_key(r, function(f) return not ROW_FIELDS[f] end)
-  if odd ~= nil then
-    options.fail("stagehand.format_timeline", options.field(where, odd),
-      "one of phase, start_ms, end_ms, busy_ms, spans, tasks, failed", r[odd], 3)
-  end
-  for j = 1, #ROW_ORDER do
-    local k = ROW_ORDER[j]
-    if not row_field_ok(k, r[k]) then
-      options.fail("stagehand.format_timeline", where .. "." .. k, ROW_FIELDS[k], r[k], 3)
-    end
-  end
-end
-
---- The rows of load:timeline() as an aligned text table.
----@param rows table[]
----@return string
-function M.format_timeline(rows)
-  if type(rows) ~= "table" then options.fail("stagehand.format_timeline", "rows", "a list of rows", rows) end
-  local head = { "phase", "start ms", "end ms", "busy ms", "spans", "tasks", "failed" }
-  local cells = { head }
-  local function ms(v) return v and string.format("%.1f", v) or "-" end
-  for i = 1, #rows do
-    local r = rows[i]
-    check_row(r, i)
-    cells[#cells + 1] = { r.phase, ms(r.start_ms), ms(r.end_ms), ms(r.busy_ms), tostring(r.spans or 0),
-      tostring(r.tasks or 0), tostring(r.failed or 0) }
-  end
-  local widths = {}
-  for _, row in ipairs(cells) do
-    for c, v in ipairs(row) do widths[c] = math.max(widths[c] or 0, #v) end
-  end
-  local lines = {}
-  for _, row in ipairs(cells) do
-    local parts = {}
-    for c, v in ipairs(row) do
-      -- (the phase to the left, the numbers to the right)
-      parts[c] = c == 1 and v .. string.rep(" ", widths[c] - #v) or string.rep(" ", widths[c] - #v) .. v
-    end
-    lines[#lines + 1] = table.concat(parts, "  ")
-  end
-  return table.concat(lines, "\n")
-end
 
 return M

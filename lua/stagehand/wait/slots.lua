@@ -385,14 +385,16 @@ local function grant_one(o, q, job)
   elseif q.ms then
     o.permit_of[job] = q
   end
+  if job[W] == q then
+    job[W] = E.QUEUED
+    E.enqueue(o, job)
+  end
+  -- (Told last: a trace's record needs memory, and one that runs out must
+  -- not leave the job parked on a queue that no longer holds it.)
   local tr = o.tracer
   if tr then
     if q.kind == "pool" then tr:hold(job, "a slot of pool '" .. q.name .. "'", o.now)
     else tr:permit(job, "a permit of budget '" .. q.name .. "'", o.now) end
-  end
-  if job[W] == q then
-    job[W] = E.QUEUED
-    E.enqueue(o, job)
   end
 end
 
