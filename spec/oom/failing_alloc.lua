@@ -105,6 +105,30 @@ local scenarios = {
     s.orch:run("sleeper", function(job) job:pcall(job.sleep, job, 1e6) end)
     s.orch:step()
   end, function(s) s.orch:close("level unloaded") end },
+  -- when_idle: settles once every running job waits on it.
+  { "when_idle beside loaders, then a step", function(s)
+    for i = 1, 3 do loader(s, i) end
+  end, function(s)
+    s.handles[1] = s.orch:when_idle()
+    s.orch:step()
+  end },
+  -- A controller's abort reaches every loader following its signal (the
+  -- ends an end reaches run in turn, not nested: nest.lua).
+  { "a controller aborting the loaders that follow it", function(s)
+    s.ctl = stagehand.controller()
+    for i = 1, 4 do s.handles[i] = loader(s, i, { signal = s.ctl.signal }) end
+  end, function(s) s.ctl:abort("the player left") end },
+  -- job:call (a callback's values), job:pcall (an error kept) and
+  -- job:slice (a turn given back) inside one job.
+  { "job:call, job:pcall and job:slice", function() end, function(s)
+    s.handles[1] = s.orch:run("caller", function(job)
+      local ok = job:pcall(function() error("kept") end)
+      local v = job:call(function(x, cb) cb(nil, x + 1) end, 41)
+      job:slice()
+      return ok, v
+    end)
+    s.orch:step()
+  end },
   -- A loading screen's tracker: its tasks, their phases and the fraction
   -- its bar is drawn from (checked once settled: 1, and never above).
   { "tracked loaders in two phases, and the bar's fraction", function(s)
