@@ -309,6 +309,16 @@ describe("the luv driver", function()
     assert.equal("resolved ran exit=0", (out:gsub("%s+$", "")))
   end)
 
+  -- (A script's uv.run(), with a guard that does not keep the loop alive
+  -- and closes `orch` after 5 s should the loop wait on: `guard` stays for
+  -- the script to close.)
+  local GUARDED_RUN = [[
+      local guard = uv.new_timer()
+      guard:unref()
+      guard:start(5000, 0, function() orch:close("guard") end)
+      uv.run()
+  ]]
+
   -- Out of memory in luv (a handle it cannot make or start) raises in the
   -- call that rescheduled; the driver must not keep a deadline for a timer,
   -- or a watch for a poll, that luv never made or started: without the fix
@@ -325,10 +335,7 @@ describe("the luv driver", function()
       end
       local ok, err = pcall(orch.run, orch, "first", function(job) job:sleep(1) return "ran" end)
       local again = orch:run("again", function(job) job:sleep(1) return "ran" end)
-      local guard = uv.new_timer()
-      guard:unref()
-      guard:start(5000, 0, function() orch:close("guard") end)
-      uv.run()
+    ]] .. GUARDED_RUN .. [[
       io.write(tostring(ok), " ", tostring(err), " ", again:state())
       guard:close()
       uv.run("nowait")
@@ -354,10 +361,7 @@ describe("the luv driver", function()
         end
         local ok, err = pcall(pool.run, pool, "echo", 1)
         local again = pool:run("echo", 2)
-        local guard = uv.new_timer()
-        guard:unref()
-        guard:start(5000, 0, function() orch:close("guard") end)
-        uv.run()
+      ]] .. GUARDED_RUN .. [[
         io.write(tostring(ok), " ", tostring(err), " ", again:state())
         guard:close()
         orch:wait(pool:destroy(), 5000)
