@@ -3,9 +3,9 @@
  * does: oom.fail_after(n) lets n more allocations (or growths) through and
  * fails every one after; oom.off() turns failing off and returns how many
  * went through; oom.c_calls() counts the C allocations of a module built
- * with the hooks below, and oom.refuse_c(n) refuses one of them alone. It runs the script named on its command line,
- * which loads stagehand and fails each allocation of each operation in
- * turn.
+ * with the hooks below, and oom.refuse_c(n) refuses one of them alone. It
+ * runs the script named on its command line, which loads stagehand and
+ * fails each allocation of each operation in turn.
  */
 #include <lauxlib.h>
 #include <lua.h>
