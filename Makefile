@@ -158,8 +158,12 @@ test-x86-c:
 
 # A Lua 5.4 host whose allocator fails on demand (as Lua's own ltests does):
 # every allocation of each operation in spec/oom/failing_alloc.lua (and of
-# worker pools' main side in failing_alloc_pools.lua) fails in turn, and the
-# orchestrator must raise "not enough memory" and stay whole.
+# worker pools' main side in failing_alloc_pools.lua, and of the luv driver
+# in failing_alloc_luv.lua) fails in turn, and the orchestrator must raise
+# "not enough memory" and stay whole.
+# (The C allocations of a build with ALLOC_HOOKS go through hooks its test
+# program defines: sh_test_malloc, sh_test_calloc, sh_test_realloc.)
+ALLOC_HOOKS := -Dmalloc=sh_test_malloc -Dcalloc=sh_test_calloc -Drealloc=sh_test_realloc
 # (oom_host exports its C allocation hooks, -Wl,-E, to the module built
 # for it: build/oom/lua5.4, whose malloc, calloc and realloc on the main
 # thread count and fail with Lua's allocations. Both are built with ASan
@@ -170,7 +174,7 @@ build/oom_host: csrc/test/oom_host.c
 build/oom/lua5.4/stagehand/_core.so: $(CORE_SRC) $(MODULE_SRC) $(CORE_HDR)
 	@mkdir -p $(@D)
 	$(CC) -std=c99 -O1 -g -fPIC $(WARN) $(PLAT) $(SANITIZE) -DSH_DEBUG_CHECKS \
-	  -Dmalloc=sh_test_malloc -Dcalloc=sh_test_calloc -Drealloc=sh_test_realloc \
+	  $(ALLOC_HOOKS) \
 	  -I$(INC_lua5.4) -shared -o $@ $(CORE_SRC) $(MODULE_SRC) -lm -ldl -lpthread
 
 # And the core's own C allocations (csrc/test/oom_core.c): malloc, calloc
@@ -179,7 +183,7 @@ build/oom/lua5.4/stagehand/_core.so: $(CORE_SRC) $(MODULE_SRC) $(CORE_HDR)
 build/oom_core: $(CORE_SRC) $(CORE_HDR) csrc/test/oom_core.c
 	@mkdir -p $(@D)
 	$(CC) -std=c99 -O1 -g $(WARN) $(PLAT) $(SANITIZE) -DSH_DEBUG_CHECKS -D_DEFAULT_SOURCE \
-	  -Dmalloc=sh_test_malloc -Dcalloc=sh_test_calloc -Drealloc=sh_test_realloc \
+	  $(ALLOC_HOOKS) \
 	  -o $@ $(CORE_SRC) csrc/test/oom_core.c -lm -ldl -lpthread
 
 OOM_CPATH = LUA_CPATH="$(CURDIR)/build/oom/lua5.4/?.so;;"

@@ -632,6 +632,21 @@ void timed_waits_sleep_their_time(void) {
   sh__mutex_destroy(&m);
 }
 
+/* Reads up to cap events waiting: their ids and kinds; how many (their
+ * messages freed). */
+static int read_events(sh_work *w, int64_t *ids, int *kinds, int cap) {
+  int64_t id;
+  int kind, n = 0;
+  int32_t wk;
+  sh_msg *m;
+  double a, b;
+  while (n < cap && sh_work_next_event(w, &id, &kind, &wk, &m, &a, &b) == SH_OK) {
+    ids[n] = id, kinds[n++] = kind;
+    if (m) sh_msg_free(m);
+  }
+  return n;
+}
+
 /* A request that ends before the owner read its start has that start
  * dropped, and only that one: the start of the request beside it, still
  * running, stays (the owner pauses a request's stall clock until it reads
@@ -642,21 +657,15 @@ void work_queues_drop_only_the_start_of_a_request_that_ended(void) {
   sh_notify *n = sh_notify_new();
   sh_work *w = sh_work_new(n);
   int64_t id, got[4];
-  int kind, kinds[4], count = 0;
-  int32_t wk;
-  sh_msg *m, *pa, *pb;
-  double a, b;
+  int kinds[4];
+  sh_msg *pa, *pb;
   CHECK(sh_work_add_worker(w) == 0 && sh_work_add_worker(w) == 1);
   CHECK(sh_work_push(w, 7, 0, int_msg(7)) == SH_OK);
   CHECK(sh_work_push(w, 8, 0, int_msg(8)) == SH_OK);
   CHECK(sh_work_take(w, 0, &id, &pa) == SH_OK && id == 7);
   CHECK(sh_work_take(w, 1, &id, &pb) == SH_OK && id == 8);
   CHECK(sh_work_report(w, 1, 8, SH_EV_DONE, pb, 0, 0) == SH_OK);
-  while (count < 4 && sh_work_next_event(w, &id, &kind, &wk, &m, &a, &b) == SH_OK) {
-    got[count] = id, kinds[count++] = kind;
-    if (m) sh_msg_free(m);
-  }
-  CHECK(count == 2);
+  CHECK(read_events(w, got, kinds, 4) == 2);
   CHECK(got[0] == 7 && kinds[0] == SH_EV_STARTED); /* (still running: its start is news) */
   CHECK(got[1] == 8 && kinds[1] == SH_EV_DONE);    /* (its start is not) */
   /* (a failure drops its start the same way) */
@@ -664,12 +673,7 @@ void work_queues_drop_only_the_start_of_a_request_that_ended(void) {
   CHECK(sh_work_take(w, 1, &id, &pb) == SH_OK && id == 9);
   CHECK(sh_work_report(w, 1, 9, SH_EV_FAILED, pb, 0, 0) == SH_OK);
   CHECK(sh_work_report(w, 0, 7, SH_EV_DONE, pa, 0, 0) == SH_OK);
-  count = 0;
-  while (count < 4 && sh_work_next_event(w, &id, &kind, &wk, &m, &a, &b) == SH_OK) {
-    got[count] = id, kinds[count++] = kind;
-    if (m) sh_msg_free(m);
-  }
-  CHECK(count == 2);
+  CHECK(read_events(w, got, kinds, 4) == 2);
   CHECK(got[0] == 9 && kinds[0] == SH_EV_FAILED);
   CHECK(got[1] == 7 && kinds[1] == SH_EV_DONE); /* (its start was read before) */
   sh_work_close(w);

@@ -87,20 +87,16 @@ return function(scenarios, new_scene, settle, what)
   for _, sc in ipairs(scenarios) do
     local name, setup, op = sc[1], sc[2], sc[3]
     for n = 0, 100000 do
-      local used
-      local function stop()
-        used = oom.off()
-        return used < n
-      end
+      local function stop() return oom.off() < n end
       -- (ran through with memory to spare: done)
       if run(name, setup, op, ("allocation %d failing"):format(n), function() oom.fail_after(n) end, stop) then
         break
       end
     end
     for n = 0, 100000 do
-      local refused = false
+      local refused
       local function stop()
-        refused = oom.refuse_c() or refused
+        refused = oom.refuse_c() -- (whether it was refused; the same at a second call)
         return not refused
       end
       run(name, setup, op, ("C allocation %d alone refused"):format(n), function() oom.refuse_c(n) end, stop)
