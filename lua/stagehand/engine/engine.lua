@@ -138,7 +138,6 @@ E.enqueue, E.init_queue = runqueue.push, runqueue.init
 
 ---------------------------------------------------------------------------
 -- Slots: small integers naming a running job in the C core.
-
 -- A new job takes the lowest id free, from the core: ids then stay as few
 -- and as ordered as the jobs running, and so do the reads of every array
 -- the core and by_slot keep by id (docs/performance.md, kept orchestrators).
@@ -387,13 +386,15 @@ end
 --- a watcher is game code, and may run, join, cancel or report anything.
 --- (On Lua 5.1 to 5.4 any call may need memory for its frame, so the id
 --- is taken inside a pcall: one that cannot be called has taken nothing,
---- and one that fails gives the id back, in frames that pcall made.)
+--- and one that fails gives the id back, in frames that pcall made. Its
+--- last step files the job, so by_slot holds nothing to clear: a nil
+--- stored under an absent key needs memory on LuaJIT and 5.1.)
 function E.start(o, job, stall_ms, now)
   local ok, err = pcall(take_id, o, job)
   if not ok then
     local slot = job[CID]
     if slot then
-      o.by_slot[slot], job[CID] = nil, false
+      job[CID] = false
       ids_give(o.ids, slot)
     end
     error(err, 0)
