@@ -156,26 +156,42 @@ test-x86-c:
 	@run=$$(sh scripts/x86_runs.sh || echo qemu-i386-static); \
 	  echo "(32-bit x86, $${run:-natively})"; $$run ./build/x86/test_core && $$run ./build/x86/test_threads
 
-# A Lua 5.4 host whose allocator fails on demand (as Lua's own ltests does):
+# A Lua host whose allocator fails on demand (as Lua's own ltests does):
 # every allocation of each operation in spec/oom/failing_alloc.lua (and of
 # worker pools' main side in failing_alloc_pools.lua, and of the luv driver
 # in failing_alloc_luv.lua) fails in turn, and the orchestrator must raise
-# "not enough memory" and stay whole.
+# "not enough memory" and stay whole. One host for each runtime whose
+# tables behave apart: Lua 5.4 (build/oom_host), LuaJIT, the runtime of
+# LÖVE and of the FFI backend (build/oom_host_luajit), and Lua 5.1
+# (build/oom_host_lua5.1); LuaJIT and 5.1 make a key for a nil stored
+# under an absent one, which 5.4 does not, so a cleanup can itself need
+# memory there.
 # (The C allocations of a build with ALLOC_HOOKS go through hooks its test
 # program defines: sh_test_malloc, sh_test_calloc, sh_test_realloc.)
 ALLOC_HOOKS := -Dmalloc=sh_test_malloc -Dcalloc=sh_test_calloc -Drealloc=sh_test_realloc
-# (oom_host exports its C allocation hooks, -Wl,-E, to the module built
-# for it: build/oom/lua5.4, whose malloc, calloc and realloc on the main
-# thread count and fail with Lua's allocations. Both are built with ASan
+OOM_RUNTIMES := lua5.4 luajit lua5.1
+OOM_HOSTS := build/oom_host build/oom_host_luajit build/oom_host_lua5.1
+OOM_MODULES := $(foreach rt,$(OOM_RUNTIMES),build/oom/$(rt)/stagehand/_core.so)
+LIB_lua5.4 := -llua5.4
+LIB_luajit := -lluajit-5.1
+LIB_lua5.1 := -llua5.1
+# (Each host exports its C allocation hooks, -Wl,-E, to the module built
+# for it: build/oom/<runtime>, whose malloc, calloc and realloc on the main
+# thread count and fail with Lua's allocations. All are built with ASan
 # and UBSan: what a failure leaves unfreed, LeakSanitizer reports at exit.)
-build/oom_host: csrc/test/oom_host.c
-	@mkdir -p $(@D)
-	$(CC) -std=c99 -O1 -g $(WARN) $(SANITIZE) -I$(INC_lua5.4) -Wl,-E -o $@ csrc/test/oom_host.c -llua5.4 -lpthread
-build/oom/lua5.4/stagehand/_core.so: $(CORE_SRC) $(MODULE_SRC) $(CORE_HDR)
-	@mkdir -p $(@D)
-	$(CC) -std=c99 -O1 -g -fPIC $(WARN) $(PLAT) $(SANITIZE) -DSH_DEBUG_CHECKS \
-	  $(ALLOC_HOOKS) \
-	  -I$(INC_lua5.4) -shared -o $@ $(CORE_SRC) $(MODULE_SRC) -lm -ldl -lpthread
+define oom_rule
+$(2): csrc/test/oom_host.c
+	@mkdir -p $$(@D)
+	$$(CC) -std=c99 -O1 -g $$(WARN) $$(SANITIZE) -I$$(INC_$(1)) -Wl,-E -o $$@ csrc/test/oom_host.c $$(LIB_$(1)) -lpthread
+build/oom/$(1)/stagehand/_core.so: $$(CORE_SRC) $$(MODULE_SRC) $$(CORE_HDR)
+	@mkdir -p $$(@D)
+	$$(CC) -std=c99 -O1 -g -fPIC $$(WARN) $$(PLAT) $$(SANITIZE) -DSH_DEBUG_CHECKS \
+	  $$(ALLOC_HOOKS) \
+	  -I$$(INC_$(1)) -shared -o $$@ $$(CORE_SRC) $$(MODULE_SRC) -lm -ldl -lpthread
+endef
+$(eval $(call oom_rule,lua5.4,build/oom_host))
+$(eval $(call oom_rule,luajit,build/oom_host_luajit))
+$(eval $(call oom_rule,lua5.1,build/oom_host_lua5.1))
 
 # And the core's own C allocations (csrc/test/oom_core.c): malloc, calloc
 # and realloc renamed to hooks that refuse one allocation a run, each in
@@ -186,17 +202,14 @@ build/oom_core: $(CORE_SRC) $(CORE_HDR) csrc/test/oom_core.c
 	  $(ALLOC_HOOKS) \
 	  -o $@ $(CORE_SRC) csrc/test/oom_core.c -lm -ldl -lpthread
 
-OOM_CPATH = LUA_CPATH="$(CURDIR)/build/oom/lua5.4/?.so;;"
-test-oom: deps build build/oom_host build/oom_core build/oom/lua5.4/stagehand/_core.so
+test-oom: deps build build/oom_core $(OOM_HOSTS) $(OOM_MODULES)
 	./build/oom_core
-	@eval "$$(sh scripts/env.sh lua5.4)" && export $(OOM_CPATH) && ./build/oom_host spec/oom/failing_alloc.lua \
-	  && ./build/oom_host spec/oom/failing_alloc_pools.lua \
-	  && ASAN_OPTIONS=detect_leaks=0 ./build/oom_host spec/oom/failing_alloc_luv.lua
+	@sh scripts/oom.sh
 
 # (what every section of make test needs is installed first, in one
 # apt-get: scripts/test.sh runs its sections in two lanes at once, and two
 # apt-get runs at once fight over dpkg's lock)
-test: test-deps build $(KIT_CORE) $(KIT_CORE_ARM64) build/test_core build/test_threads build/oom_host build/oom_core build/oom/lua5.4/stagehand/_core.so $(C_HOSTS)
+test: test-deps build $(KIT_CORE) $(KIT_CORE_ARM64) build/test_core build/test_threads build/oom_core $(OOM_HOSTS) $(OOM_MODULES) $(C_HOSTS)
 	@sh scripts/test.sh $(RUNTIMES)
 test-deps:
 	@EXTRA_PKGS="$(WIN_PKGS) $(ARM64_PKGS) $(MSVC_PKGS) zip clang" sh scripts/deps.sh

@@ -200,15 +200,6 @@ busted_on_pure() { # $1: runtime
 PURE_RUNTIMES="luajit lua5.4 lua5.1"
 
 # The native lane: what runs on this system's own runtimes.
-# Runs a failing-allocator script (spec/oom/) in build/oom_host, on the
-# module built for it, whose C allocations on the main thread fail with
-# Lua's; $1: the script, then NAME=value settings for its environment.
-on_oom_host() {
-  script=$1
-  shift
-  (eval "$(sh scripts/env.sh lua5.4)" && exec env LUA_CPATH="$top/build/oom/lua5.4/?.so;;" "$@" ./build/oom_host "$script")
-}
-
 native_lane() {
   count "C core tests" ./build/test_core
   count "C threads tests (messages, notifiers, ports, round barriers, work queues)" ./build/test_threads
@@ -222,14 +213,8 @@ native_lane() {
   done
   count "the core's C allocations refused, each in turn, under ASan and UBSan: every structure says so and stays whole, nothing leaks" \
     ./build/oom_core
-  count "Lua 5.4 under a failing allocator (every allocation of each operation in turn, Lua's and the core's)" \
-    on_oom_host spec/oom/failing_alloc.lua
-  count "worker pools under a failing allocator (the main side's allocations, Lua's and the core's, each in turn)" \
-    on_oom_host spec/oom/failing_alloc_pools.lua
-  # (leak checks off: luv itself loses a handle that Lua's memory ran out
-  # under; the other two check for leaks)
-  count "the luv driver under a failing allocator (its timer and its watch of worker pools' replies)" \
-    on_oom_host spec/oom/failing_alloc_luv.lua ASAN_OPTIONS=detect_leaks=0
+  count "under a failing allocator, every allocation of each operation in turn, Lua's and the core's: Lua 5.4, LuaJIT (C module, FFI, pure-Lua core) and 5.1; the core, worker pools' main side, the luv driver" \
+    sh scripts/oom.sh
   check "luacheck (.luacheckrc): no warnings in lua/, spec/, bench/, examples/ and scripts/textures/" luacheck -q lua spec bench examples scripts/textures
   check "the shipped C: no warning from gcc, clang or MinGW-w64 (-Wall -Wextra ... -Werror), nothing from clang's or gcc's analyzer" \
     make -s check-warnings

@@ -1,7 +1,7 @@
 -- What failing_alloc.lua and failing_alloc_pools.lua share: each runs its
--- scenarios under build/oom_host's allocator, failing the first allocation,
+-- scenarios under an oom_host's allocator, failing the first allocation,
 -- then the second, and so on until an operation runs through. The module
--- make test-oom builds for it (build/oom/lua5.4) counts its C allocations
+-- make test-oom builds for it (build/oom/<runtime>) counts its C allocations
 -- on the main thread with Lua's, and fails them alike. Each time it
 -- must finish or raise "not enough memory"; then, with memory to spare,
 -- settle(s, fail) lets the dust settle (raising if that goes wrong, and
@@ -39,7 +39,7 @@ end
 --- makes; raises listing what went wrong, else prints the count. `what`
 --- names the operations in that line.
 return function(scenarios, new_scene, settle, what)
-  local oom = assert(rawget(_G, "oom"), "run me with build/oom_host")
+  local oom = assert(rawget(_G, "oom"), "run me with build/oom_host (scripts/oom.sh)")
   local failures, ops, refusals = {}, 0, 0
 
   -- One run: s made with memory to spare, op(s) under `start()` (which
@@ -57,8 +57,9 @@ return function(scenarios, new_scene, settle, what)
       if os.getenv("OOM_WHERE") then where = debug.traceback("", 2):match("\n%s*([^\n]*stagehand/[^\n]*)") end
       return e
     end
+    local function go() return op(s) end -- (Lua 5.1's xpcall passes no arguments)
     start()
-    local ok, err = xpcall(op, handler, s)
+    local ok, err = xpcall(go, handler)
     local after = stop() -- (a memory error skips the handler: Lua calls none for it)
     if past == nil then past = after end
     if os.getenv("OOM_WHERE") and not ok then print(name, label, where) end
@@ -107,7 +108,7 @@ return function(scenarios, new_scene, settle, what)
   -- (the pure-Lua core, STAGEHAND_BACKEND=lua, has no C allocations)
   if B.name ~= "lua" and (oom.c_calls() == 0 or refusals == 0) then
     failures[#failures + 1] = "the core's C allocations were never counted: run with the module built for"
-      .. " oom_host on package.cpath (build/oom/lua5.4, as make test-oom does)"
+      .. " its oom_host on package.cpath (build/oom/<runtime>, as scripts/oom.sh does)"
   end
   if #failures > 0 then
     local shown = {}

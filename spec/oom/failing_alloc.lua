@@ -1,5 +1,6 @@
--- Run by build/oom_host (csrc/test/oom_host.c), a Lua 5.4 host whose
--- allocator fails on demand: `make test-oom`. Each operation below runs
+-- Run by scripts/oom.sh in build/oom_host (csrc/test/oom_host.c), a Lua
+-- host whose allocator fails on demand, one for each of Lua 5.4, LuaJIT
+-- and 5.1: `make test-oom`. Each operation below runs
 -- with its first allocation failing, then its second, and so on until it
 -- runs through. Each time it must either finish or raise "not enough
 -- memory" cleanly, and once the dust settles (futures resolved, the clock

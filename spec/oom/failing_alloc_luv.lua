@@ -1,4 +1,4 @@
--- Run by build/oom_host after failing_alloc_pools.lua (`make test-oom`):
+-- Run by scripts/oom.sh after failing_alloc_pools.lua (`make test-oom`):
 -- the luv driver under an allocator that fails on demand. Each operation
 -- runs with its first allocation failing, then its second, and so on until
 -- it runs through (then each C allocation alone); each time it must finish

@@ -1,4 +1,4 @@
--- Run by build/oom_host after failing_alloc.lua (`make test-oom`): worker
+-- Run by scripts/oom.sh after failing_alloc.lua (`make test-oom`): worker
 -- pools and ports under an allocator that fails on demand. Each operation
 -- runs with its first allocation failing, then its second, and so on until
 -- it runs through; each time it must finish or raise "not enough memory",
