@@ -46,14 +46,28 @@ end
 -- (A new list, never the one a step may be walking: a source removed while
 -- step_began walks them, a service whose worker exited, shifted the next
 -- one out of that walk, and its reply went unheard until a timeout.)
-function M.remove(o, src)
-  local s = states_of(o)
-  if not s then return end
-  local list, kept = s.sources, {}
+local function without(list, src)
+  local kept = {}
   for i = 1, #list do
     if list[i] ~= src then kept[#kept + 1] = list[i] end
   end
-  s.sources = kept
+  return kept
+end
+
+function M.remove(o, src)
+  local s = states_of(o)
+  if not s then return end
+  local list = s.sources
+  local ok, kept = pcall(without, list, src)
+  if ok then
+    s.sources = kept
+  else
+    -- (memory ran out making the new list: removed in place, which needs
+    -- none; a walk under way may then miss one source until next step)
+    for i = #list, 1, -1 do
+      if list[i] == src then table.remove(list, i) end
+    end
+  end
 end
 
 local gen = native.notifier_gen

@@ -201,15 +201,15 @@ function M.new_pool(orch, opts, start_workers)
     ev_more = false, -- whether the queue may hold more than the batch did
     labels = {}, -- fn_name -> "module.fn_name", the default label
     run_opts = {}, -- a request's options, filled by each pool:run
-    nreq = 0,
+    nreq = 0, live = 0, -- requests in flight; worker threads running
     workers = {}, -- worker number -> true while its thread runs
-    live = 0,
     destroyed = false, -- the Handle destroy returned (its job: destroy_job)
     destroy_job = false,
     destroy_reason = false, -- what its requests are cancelled with
     destroy_done = false, -- its requests all cancelled, and its end armed
     destroy_ended = false,
     is_paused = false, -- (pool:paused)
+    service = false, -- a long-lived worker's "module.function" (spawn.lua)
   }, Pool)
   self.love = kind == "love" and love_threads.new(self) -- (its LÖVE threads and channels)
   local name = self:_describe()
