@@ -11,7 +11,8 @@
 -- first, then the second..., while Lua has memory to spare: the same
 -- checks, and a job that failed for it says it ran out of memory, not that
 -- stagehand broke. OOM_WHERE=1 in the environment prints where each
--- failing run raised.
+-- failing run raised; OOM_ONLY=text runs the scenarios whose name holds
+-- it, OOM_SKIP=text all the others.
 local T = require "stagehand.testing"
 local E = require "stagehand.engine.engine"
 local B = require "stagehand.core.backend"
@@ -40,6 +41,19 @@ end
 --- names the operations in that line.
 return function(scenarios, new_scene, settle, what)
   local oom = assert(rawget(_G, "oom"), "run me with build/oom_host (scripts/oom.sh)")
+  -- (OOM_ONLY: the scenarios whose name holds it, alone; OOM_SKIP: all
+  -- but those, as scripts/oom.sh asks where the runtime itself crashes)
+  local only, skip = os.getenv("OOM_ONLY"), os.getenv("OOM_SKIP")
+  if only or skip then
+    local kept = {}
+    for _, sc in ipairs(scenarios) do
+      local name = sc[1]
+      if (not only or name:find(only, 1, true)) and not (skip and name:find(skip, 1, true)) then
+        kept[#kept + 1] = sc
+      end
+    end
+    scenarios = kept
+  end
   local failures, ops, refusals = {}, 0, 0
 
   -- One run: s made with memory to spare, op(s) under `start()` (which

@@ -11,6 +11,11 @@
 -- a port.
 local stagehand = require "stagehand"
 local T = require "stagehand.testing"
+local outside = require "stagehand.threads.outside"
+
+if not package.path:find("spec/fixtures/?.lua", 1, true) then -- (fixture_worker, for spawn)
+  package.path = "spec/fixtures/?.lua;" .. package.path
+end
 
 local SOURCE = [[
 local M = {}
@@ -117,6 +122,29 @@ local scenarios = {
       s.posted = i
     end
   end },
+  -- A long-lived worker doubling what comes in on one port onto another.
+  { "spawning a long-lived worker between two ports", function(s)
+    require "stagehand.threads.spawn" -- (loaded with memory to spare, as any game's first spawn)
+    s.inbox, s.outbox = stagehand.port(), stagehand.port()
+  end, function(s)
+    s.service = stagehand.spawn(s.orch, "fixture_worker.service", s.inbox, s.outbox)
+    s.handles[1] = s.service.done
+    s.inbox:post(21)
+  end },
+  -- Two jobs meeting in a round and summing their shares: one the failure
+  -- kept from being made leaves the other waiting until its clock stalls.
+  { "two jobs summing their shares in a round", function(s)
+    s.rounds = stagehand.rounds(2, 1)
+  end, function(s)
+    for i = 1, 2 do
+      s.handles[i] = s.orch:run("participant " .. i, function()
+        local out = {}
+        assert(s.rounds:sum(1, 2, i, { i }, out), "the round was aborted")
+        return out[1]
+      end)
+    end
+    s.orch:step()
+  end },
   { "destroy with queued requests", function(s)
     s.pool:pause()
     for i = 1, 4 do s.handles[i] = s.pool:run("echo", i) end
@@ -130,6 +158,21 @@ local scenarios = {
 -- destroyed and the orchestrator closed.
 local function settle(s, fail)
   if not s.pool.destroyed then s.pool:resume() end
+  if s.service then
+    s.service:stop()
+    s.orch:wait(s.service.done, 10000)
+    local st = s.service:state()
+    if st ~= "stopped" and st ~= "failed" then fail("the long-lived worker is " .. st .. " once stopped") end
+  end
+  if s.inbox then
+    -- (a long-lived worker's pool leaves the orchestrator once its worker
+    -- exits, or at once when none could start)
+    let_workers_answer(5)
+    s.orch:step()
+    for _, src in ipairs(outside.sources(s.orch)) do
+      if src.service then fail("a long-lived worker's pool is still the orchestrator's: " .. src.service) end
+    end
+  end
   let_workers_answer(5)
   T.settle(s.orch, 20000, 250)
   for _, h in ipairs(s.handles) do
@@ -139,6 +182,16 @@ local function settle(s, fail)
     if h:state() == "running" then fail("Handle " .. i .. " (" .. h.label .. ") never ended") end
   end
   if s.check then s.check(fail) end
+  if s.rounds then
+    -- (both ran: each got the sum of both shares)
+    if s.handles[2] and s.handles[1]:state() == "done" and s.handles[2]:state() == "done" then
+      for i = 1, 2 do
+        local v = select(2, s.orch:wait(s.handles[i], 0))
+        if v ~= 3 then fail("participant " .. i .. " summed " .. tostring(v)) end
+      end
+    end
+    s.rounds:abort()
+  end
   if s.second then s.orch:wait(s.second:destroy(), 10000) end
   s.orch:wait(s.pool:destroy(), 10000)
   s.orch:close("the spec ends")
