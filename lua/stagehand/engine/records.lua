@@ -49,14 +49,23 @@ end
 -- before it starts.
 local telling = setmetatable({}, { __mode = "k" })
 
-local function tell(o, rec)
+local function tell_each(o, rec)
   local ws = o.watchers
-  o.watching = o.watching + 1 -- (orch:step names a watcher that calls it)
   for i = 1, #ws do
     local fn = ws[i]
     if fn then logm.guard(o.log, "a watcher", fn, rec) end
   end
-  o.watching = o.watching - 1
+end
+
+-- (orch:step names a watcher that calls it: o.watching counts the tells
+-- under way, and is put back whatever a tell raises, memory running out
+-- while a watcher's error was logged included, or no step would run again)
+local function tell(o, rec)
+  local before = o.watching
+  o.watching = before + 1
+  local ok, err = pcall(tell_each, o, rec)
+  o.watching = before
+  if not ok then error(err, 0) end
 end
 
 function M.notify(o, job, ending)
