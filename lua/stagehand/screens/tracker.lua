@@ -102,7 +102,7 @@ end
 local function begin(tr, phase, label, total, t, quiet)
   local ph = phase_of(tr, phase, t)
   local task = setmetatable({ tracker = tr, phase = phase, label = label, done = 0, total = total,
-    state = "running", clamped = false, at = false }, Task)
+    state = "running", clamped = false, at = false, by_hand = false }, Task)
   -- (its place made before it is counted: memory that runs out leaves no
   -- task counted that is not there)
   local at = ph.running + 1
@@ -238,6 +238,11 @@ function Task:fail(err)
   return ended
 end
 
+local function announce(tr, task, t)
+  event(task, "start", t)
+  idle_sync(tr)
+end
+
 local TASK_FIELDS = { label = true, total = true }
 local function not_task_field(f) return not TASK_FIELDS[f] end -- (no closure in load:task: jit_spec says why)
 
@@ -271,9 +276,16 @@ function Tracker:task(phase, opts)
     end
   end
   if self.closed then error("load:task: the load tracker was closed (load:close())", 2) end
-  local task = begin(self, phase, label, total, now(self))
+  local t = now(self)
+  local task = begin(self, phase, label, total, t, true)
   task.by_hand = true
-  idle_sync(self)
+  -- (Told once it is counted. Memory that runs out then cancels it: no
+  -- task is left running that the game never had to finish.)
+  local ok, err = pcall(announce, self, task, t)
+  if not ok then
+    pcall(finish, task, "cancelled", t)
+    error(err, 0)
+  end
   return task
 end
 
