@@ -134,7 +134,7 @@ E.now, E.game_now, E.finite = clock.now, clock.game_now, clock.finite
 
 -- The run queue (runqueue.lua): jobs whose continuation is due, oldest first.
 local enqueue, dequeue = runqueue.push, runqueue.pop
-E.enqueue, E.init_queue = runqueue.push, runqueue.init
+E.enqueue, E.init_queue, E.make_room = runqueue.push, runqueue.init, runqueue.room
 
 ---------------------------------------------------------------------------
 -- Slots: small integers naming a running job in the C core.

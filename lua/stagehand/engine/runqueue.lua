@@ -26,6 +26,12 @@ function M.push(o, job)
   if not o.stepping then o.driver.reschedule(o) end
 end
 
+--- Makes room for one more job now, so that the push that follows needs
+--- no memory (a grant's: slots.lua).
+function M.room(o)
+  if o.qn == o.qcap then grow(o) end
+end
+
 function M.pop(o)
   local h = o.qh
   local job = o.q[h]

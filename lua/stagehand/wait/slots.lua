@@ -236,6 +236,9 @@ Release.__call = function(r)
   if not o.stepping then E.game_now(o) end -- (freed by the game: progress now)
   local tr = o.tracer
   if tr then tr:unhold(job, "a slot of pool '" .. q.name .. "'", o.now) end
+  -- (The queue's touch, the freed slot's progress for its waiters, comes
+  -- before the slot is back: the core's clock may need memory for it.)
+  touch(o, q)
   -- (Marked released only now: what comes before may run out of memory,
   -- and a release that raised must still be owed, to the job's end if not
   -- to a second call. Below, only the driver's reschedule, last, may
@@ -250,7 +253,6 @@ Release.__call = function(r)
     if held.n == 0 then job[HELD] = false end
   end
   check(B.pool_release(q.p), "release a slot")
-  touch(o, q)
   dirty(o, q)
   if not o.stepping then o.driver.reschedule(o) end
 end
@@ -372,19 +374,24 @@ local function best(o, q)
 end
 
 local function grant_one(o, q, job)
+  -- What needs memory comes before the core counts the grant (the hold's
+  -- tables, the queue's touch, an ms permit's note, room in the run
+  -- queue): memory that runs out leaves the job waiting where it was, not
+  -- granted and parked on a queue that no longer holds it.
   local release, held
+  local ms = q.kind ~= "pool" and q.ms
   if q.kind == "pool" then release, held = prepare_hold(job, q) end
-  check(B.pool_grant(q.p, job[CID]), "grant a slot")
   -- Touched before the job leaves the group, so leaving takes the grant's
   -- time as its own progress: the wait that ends is progress.
   touch(o, q)
+  if ms then o.permit_of[job] = q end
+  if job[W] == q then E.make_room(o) end
+  local rc = B.pool_grant(q.p, job[CID])
+  if rc ~= B.SH_OK and ms then o.permit_of[job] = nil end
+  check(rc, "grant a slot")
   check(B.clock_join(o.cc, job[CID], -1), "unlink a stall clock from a queue")
   job[WAITQ] = false
-  if q.kind == "pool" then
-    hold(job, q, release, held)
-  elseif q.ms then
-    o.permit_of[job] = q
-  end
+  if q.kind == "pool" then hold(job, q, release, held) end
   if job[W] == q then
     job[W] = E.QUEUED
     E.enqueue(o, job)
@@ -556,6 +563,15 @@ end
 
 --- A new step: every budget's permits count from zero again.
 function M.new_step(o)
+  -- (A holder whose run memory cut short ends later, by its stall or a
+  -- close, and no run gives its permit back: forgotten once it has ended,
+  -- the count being zeroed below.)
+  local permit_of = o.permit_of
+  if each(permit_of) ~= nil then
+    for job in each, permit_of do
+      if job[STATE] then permit_of[job] = nil end
+    end
+  end
   local budgets = o.budget_list
   for i = 1, #budgets do
     local q = budgets[i]
@@ -590,7 +606,8 @@ function M.release_all(_, job)
   end
   -- An ms-budget permit is given back by the step that ran its holder
   -- (engine.drain), which counts the time it ran; the holder is always
-  -- queued to run once more, ended or not.
+  -- queued to run once more, ended or not. (Unless memory ran out between
+  -- its grant and that run: new_step forgets the permits of ended jobs.)
 end
 
 --- orch:pools(): {[name] = {capacity =, in_use =, waiting =}} for each
