@@ -16,13 +16,28 @@ end
 local xpcall_args = select(2, xpcall(function(a) return a end, handler, true)) == true
 local unpack = unpack or table.unpack
 
--- (Lua 5.1's way: a closure over the arguments. Its own function: a
--- closure made in guard would close an upvalue at guard's every return,
--- and LuaJIT cannot compile that (NYI: UCLO), so no loop that tells game
--- code of anything would compile.)
+-- (Lua 5.1's way. The arguments wait in a table made once, for a function
+-- made once that unpacks them before anything else runs: the call needs
+-- no memory before it is protected, so memory running out never skips a
+-- callback, an on_end's included. A guard nested in the callback may
+-- reuse the table: the outer call's arguments are on its stack by then.
+-- Beyond HELD_N arguments, a closure over a table of their own.)
+local HELD_N = 8
+local held_fn, held_n, held = nil, 0, {}
+for i = 1, HELD_N do held[i] = false end
+local function call_held() return held_fn(unpack(held, 1, held_n)) end
 local function xpcall_packed(fn, ...)
-  local args = { n = select("#", ...), ... }
-  return xpcall(function() return fn(unpack(args, 1, args.n)) end, handler)
+  local n = select("#", ...)
+  if n > HELD_N then
+    local args = { n = n, ... }
+    return xpcall(function() return fn(unpack(args, 1, args.n)) end, handler)
+  end
+  for i = 1, n do held[i] = (select(i, ...)) end
+  held_fn, held_n = fn, n
+  local ok, err = xpcall(call_held, handler)
+  for i = 1, n do held[i] = false end -- (no callback's arguments kept alive)
+  held_fn = nil
+  return ok, err
 end
 
 --- Calls fn(...) protected; an error is written through `log` with `what`:
