@@ -182,6 +182,49 @@ local scenarios = {
     s.handles[4] = loader(s, 4)
     s.unwatch()
   end },
+  -- on_end callbacks on parked loaders (each must be called once, as its
+  -- loader ends), then one of them cancelled.
+  { "on_end callbacks, then a cancel", function(s)
+    for i = 1, 3 do s.handles[i] = loader(s, i) end
+    s.orch:step()
+    s.subscribed, s.told = 0, 0
+  end, function(s)
+    for i = 1, 3 do
+      s.handles[i]:on_end(function() s.told = s.told + 1 end)
+      s.subscribed = i
+    end
+    s.handles[2]:cancel("scrolled away")
+  end },
+  -- Futures rejected under loaders an all_settled gathers, in a job that
+  -- raises its own priority while it waits.
+  { "rejected futures gathered by all_settled", function(s)
+    for i = 1, 3 do s.handles[i] = loader(s, i) end
+    s.orch:step()
+  end, function(s)
+    local hs = { s.handles[1], s.handles[2], s.handles[3] }
+    s.handles[4] = s.orch:run("gather", function(job)
+      local got = job:await(stagehand.all_settled(hs))
+      return #got, job:priority()
+    end, { priority = "visible" })
+    s.futures[1]:reject("404")
+    s.futures[2]:reject("timed out")
+    s.orch:step()
+  end },
+  -- A budget of milliseconds: permits granted while the step's time lasts.
+  { "a budget in milliseconds", function(s)
+    s.orch:budget("frame", { ms = 2 })
+  end, function(s)
+    for i = 1, 3 do
+      s.handles[i] = s.orch:run("uploader " .. i, function(job)
+        job:permit("frame")
+        s.clock:advance(1)
+        job:permit("frame")
+        return i
+      end)
+    end
+    s.orch:step()
+    s.orch:step()
+  end },
   -- The newest run under a name takes over the older one's callers.
   { "newest runs under one name", function(s)
     s.handles[1] = s.orch:newest("scene", "scene 1", function(job) return job:await(future(s, "level 1")) end)
@@ -220,6 +263,14 @@ local other = T.new { log = quiet_log }
 local function settle(s, fail)
   for _, f in ipairs(s.futures) do f:resolve("late") end
   if s.task then s.task:finish() end -- (the game's own task: finished, whatever the op did)
+  if s.subscribed then
+    T.settle(s.orch, 20000, 250)
+    -- (each on_end made was called once, its loader ended; one the failure
+    -- cut short of being made, never)
+    if s.told < s.subscribed or s.told > 3 then
+      fail(s.subscribed .. " on_end callbacks made, " .. s.told .. " called")
+    end
+  end
   T.settle(s.orch, 20000, 250)
   if s.load then
     -- (1 once every task expected came and ended; short of 1 while one
