@@ -384,8 +384,8 @@ local function grant_one(o, q, job)
   -- Touched before the job leaves the group, so leaving takes the grant's
   -- time as its own progress: the wait that ends is progress.
   touch(o, q)
-  if ms then o.permit_of[job] = q end
   if job[W] == q then E.make_room(o) end
+  if ms then o.permit_of[job] = q end -- (last: nothing after it needs memory)
   local rc = B.pool_grant(q.p, job[CID])
   if rc ~= B.SH_OK and ms then o.permit_of[job] = nil end
   check(rc, "grant a slot")
