@@ -158,8 +158,9 @@ int main(int argc, char **argv) {
   /* LuaJIT's interpreter only: the LuaJIT 2.1 this runs on (Debian's,
    * 2022) crashes when memory runs out inside a compiled trace (lj_err_mem,
    * called from a trace's table allocation, reads a frame the trace never
-   * wrote back; a loop that fills tables is enough), which no Lua code can
-   * prevent. The interpreter runs the same code in the same order. */
+   * wrote back; a loop that fills tables is enough; upstream's of 2026
+   * does not), which no Lua code can prevent. The interpreter runs the
+   * same code in the same order. */
   luaJIT_setmode(L, 0, LUAJIT_MODE_ENGINE | LUAJIT_MODE_OFF);
 #endif
   luaL_newlib(L, fns);
