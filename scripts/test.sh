@@ -6,7 +6,7 @@
 # (C tests, busted on each runtime and backend, the examples, the
 # sanitizers, the rock) and the cross lane (Windows under wine, MinGW's
 # builds and MSVC's, 32-bit x86 and ARM under qemu, LÖVE under Xvfb, the kit,
-# Debian 13). No section of one lane touches what a section of the other
+# Debian 13, and the failing allocator, for balance). No section of one lane touches what a section of the other
 # builds or runs in (build/ folders, the wine prefix, X displays, LÖVE's
 # save folder). The cross lane's output is kept and printed after the
 # native lane's; the seeded scenes' ends are compared once both have ended.
@@ -211,10 +211,6 @@ native_lane() {
   for rt in "$@"; do
     case " $PURE_RUNTIMES " in *" $rt "*) busted_on_pure "$rt" ;; esac
   done
-  count "the core's C allocations refused, each in turn, under ASan and UBSan: every structure says so and stays whole, nothing leaks" \
-    ./build/oom_core
-  count "under a failing allocator, every allocation of each operation in turn, Lua's and the core's: Lua 5.4, LuaJIT (C module, FFI, pure-Lua core) and 5.1; the core, worker pools' main side, the luv driver" \
-    sh scripts/oom.sh
   check "luacheck (.luacheckrc): no warnings in lua/, spec/, bench/, examples/ and scripts/textures/" luacheck -q lua spec bench examples scripts/textures
   check "the shipped C: no warning from gcc, clang or MinGW-w64 (-Wall -Wextra ... -Werror), nothing from clang's or gcc's analyzer" \
     make -s check-warnings
@@ -249,6 +245,13 @@ native_lane() {
 # under Xvfb. The Windows builds come before the kit, which ships their
 # cores.
 cross_lane() {
+  # (The failing allocator runs in this lane, the shorter of the two: it
+  # reads only build/oom*, made before the lanes start, which the native
+  # lane never touches.)
+  count "the core's C allocations refused, each in turn, under ASan and UBSan: every structure says so and stays whole, nothing leaks" \
+    ./build/oom_core
+  count "under a failing allocator, every allocation of each operation in turn, Lua's and the core's: Lua 5.4, LuaJIT (C module, FFI, pure-Lua core) and 5.1; the core, worker pools' main side, the luv driver" \
+    sh scripts/oom.sh
   count "the core's C tests on Windows: cross-built with MinGW-w64, run under wine" make -s test-windows-c
   count "the specs on Windows under wine: LuaJIT (both backends) and Lua 5.4, and 32-bit LuaJIT (both backends) where this kernel runs 32-bit programs, cross-built from Debian's sources" \
     sh -c 'make -s windows windows-x86 >/dev/null && sh scripts/test_windows.sh'
@@ -298,7 +301,7 @@ sh scripts/win_sources.sh build/windows/src >/dev/null ||
 lanes=${STAGEHAND_TEST_LANES:-2}
 cores=$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1)
 if [ "$lanes" -ge 2 ] && [ "$cores" -ge 2 ]; then
-  echo "(two lanes side by side: the cross lane's sections, Windows, 32-bit x86 and ARM, LÖVE and the kit, print after these)"
+  echo "(two lanes side by side: the cross lane's sections, the failing allocator, Windows, 32-bit x86 and ARM, LÖVE and the kit, print after these)"
   # (the cross lane counts in its own subshell and hands its counts back
   # through cross.counts)
   # shellcheck disable=SC2030,SC2031
