@@ -3,7 +3,7 @@
 # builds (csrc/test/oom_host.c), each on the module built for its host,
 # whose C allocations on the main thread fail with Lua's.
 #   sh scripts/oom.sh RUNTIME BACKEND SCRIPT   one run (lua5.4|luajit|lua5.1,
-#                                              c|ffi, a script in spec/oom/)
+#                                              c|ffi|lua, a script in spec/oom/)
 #   sh scripts/oom.sh                          every run make test-oom makes
 # Each run prints "N passed, 0 failed" or what went wrong, and exits non-zero
 # on a failure.
