@@ -99,7 +99,9 @@ local function event(task, kind, t)
     state = kind == "end" and task.state or nil, t = t })
 end
 
-local function begin(tr, phase, label, total, t, quiet)
+-- (Counted only: each caller tells the listeners once its own filing of
+-- the task is done.)
+local function begin(tr, phase, label, total, t)
   local ph = phase_of(tr, phase, t)
   local task = setmetatable({ tracker = tr, phase = phase, label = label, done = 0, total = total,
     state = "running", clamped = false, at = false, by_hand = false }, Task)
@@ -115,7 +117,6 @@ local function begin(tr, phase, label, total, t, quiet)
   end
   ph.running = ph.running + 1
   tr.running = tr.running + 1
-  if not quiet then event(task, "start", t) end
   return task
 end
 
@@ -277,7 +278,7 @@ function Tracker:task(phase, opts)
   end
   if self.closed then error("load:task: the load tracker was closed (load:close())", 2) end
   local t = now(self)
-  local task = begin(self, phase, label, total, t, true)
+  local task = begin(self, phase, label, total, t)
   task.by_hand = true
   -- (Told once it is counted. Memory that runs out then cancels it: no
   -- task is left running that the game never had to finish.)
@@ -619,7 +620,7 @@ local function job_began(tr, job)
   -- (the job's place made first: a task begun and then not filed for want
   -- of memory would run in the tracker for good)
   tr.jobs[job] = false
-  local task = begin(tr, job.phase, job[LABEL], 1, t, true)
+  local task = begin(tr, job.phase, job[LABEL], 1, t)
   tr.jobs[job] = task
   tr.job_tasks = tr.job_tasks + 1
   idle_sync(tr)
