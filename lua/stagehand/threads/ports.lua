@@ -82,18 +82,21 @@ local function abandon(box)
   box._st = "cancelled" -- (never told to anyone: its job has gone)
 end
 
--- Takes each wait's answer, if it has come, oldest first: the answered
--- leave the list, and are told once the walk is over (what they wake may
--- make new waits, which join the list's end).
+-- Takes each wait's answer, if it has come, oldest first, then tells the
+-- answered in that order (what they wake may make new waits, which join
+-- the list's end). An answer is kept on its wait (box.value), which leaves
+-- the list only as it is told: one that memory running out kept from
+-- being told is told by the next collect (dirty stays set until then).
 function Waits:collect()
   local n = gen(outside.notifier(self.o))
   if n == self.seen and not self.dirty then return end
-  self.seen, self.dirty = n, false -- (before polling: what comes meanwhile signals again)
-  local list, answered, values = self.list, nil, nil
-  local kept = 0
+  self.seen, self.dirty = n, true -- (before polling: what comes meanwhile signals again)
+  local list, found = self.list, false
   for i = 1, #list do
     local box = list[i]
-    if box then
+    if box and box.answered then
+      found = true
+    elseif box then
       local done, v = false, nil
       if box.round then
         local st = box.obj:_poll(box.round, box.out)
@@ -110,28 +113,32 @@ function Waits:collect()
         end
       end
       if done then
+        box.answered, box.value = true, v
+        found = true
         unwatch(box)
-        box.answered = true
-        answered, values = answered or {}, values or {}
-        local k = #answered + 1
-        answered[k], values[k] = box, v
-      else
-        kept = kept + 1
-        list[kept], box.at = box, kept
       end
     end
   end
-  for i = #list, kept + 1, -1 do list[i] = nil end
-  -- (counted again: a finalizer the walk's allocations ran may have
-  -- cancelled a job that waits here, marking its wait)
-  local live = 0
-  for i = 1, kept do
-    if list[i] then live = live + 1 end
+  if found then
+    for i = 1, #list do
+      local box = list[i]
+      if box and box.answered then
+        local packed = settle.pack(box.value) -- (first: it needs memory)
+        list[i], box.value = false, false
+        self.live, self.dead = self.live - 1, self.dead + 1
+        settle.settle(box, "done", packed)
+      end
+    end
+    compact(self)
+    -- (counted again: a finalizer the walk's allocations ran may have
+    -- cancelled a job that waits here, marking its wait)
+    local live = 0
+    for i = 1, #list do
+      if list[i] then live = live + 1 end
+    end
+    self.live, self.dead = live, 0
   end
-  self.live, self.dead = live, kept - live
-  if answered then
-    for i = 1, #answered do settle.settle(answered[i], "done", settle.pack(values[i])) end
-  end
+  self.dirty = false
 end
 
 function Waits:outside_pending() return self.live > 0 end
@@ -144,6 +151,7 @@ local function park(job, obj, what, round, out)
   local box = settle.box(what)
   box.obj, box.round, box.out, box.owner = obj, round, out, waits_of(o)
   box._abandon = abandon
+  box.answered, box.value = false, false -- (their places made now: collect needs no memory for them)
   obj:_watch(outside.notifier(o))
   local w = box.owner
   local list = w.list
