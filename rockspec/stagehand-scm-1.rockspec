@@ -54,6 +54,7 @@ build = {
     ["stagehand.wait.follows"] = "lua/stagehand/wait/follows.lua",
     ["stagehand.wait.idle"] = "lua/stagehand/wait/idle.lua",
     ["stagehand.engine.marks"] = "lua/stagehand/engine/marks.lua",
+    ["stagehand.engine.mend"] = "lua/stagehand/engine/mend.lua",
     ["stagehand.engine.timeouts"] = "lua/stagehand/engine/timeouts.lua",
     ["stagehand.wait.wait"] = "lua/stagehand/wait/wait.lua",
     ["stagehand.engine.runqueue"] = "lua/stagehand/engine/runqueue.lua",

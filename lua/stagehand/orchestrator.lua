@@ -21,6 +21,7 @@ local JobMT = jobm.JobMT
 local F = require "stagehand.engine.fields"
 local ORCH, CO, W, STATE, LABEL, SINCE, H = F.ORCH, F.CO, F.W, F.STATE, F.LABEL, F.SINCE, F.H
 local settle_empty = require("stagehand.engine.settle").pack()
+local mend = require "stagehand.engine.mend"
 local new_handle = handle.new
 local read_clock = E.now
 local setmetatable, type = setmetatable, type
@@ -122,6 +123,7 @@ function Orchestrator.new(opts)
     timeouts = {}, timeout_seq = 0, -- orch:timeout's signals still to abort: a heap by due time (timeouts.lua)
     watching = 0, -- watchers being told of a start or an end now (engine.notify)
     tracer = false, -- the Trace recording, while orch:trace() records (trace.lua)
+    mended = 0, -- the errors its jobs were last looked over after (mend.lua)
     track_waits = E.track_waits and setmetatable({}, { __mode = "k" }), -- (engine.track_waits)
   }, Orchestrator)
   E.init_queue(o)
@@ -207,7 +209,9 @@ local function enter(o, label, key, prio, sig, stall_ms, phase, co, setup)
     -- (`when` waiters for this key become callers before the work starts)
     waiting = keys.join_pending(o, key, job) or false
   end
-  if setup then setup(job) end
+  local ok, err = true, nil
+  if setup then ok, err = pcall(setup, job) end
+  if not ok then mend.unmade(job) error(err, 0) end -- (memory ran out: the next step fails it, mend.lua)
   -- (Game code from here on: the watchers told of the start, then the
   -- trackers' listeners. The job is whole by now, its key taken: should
   -- that code end it, close the orchestrator say, the key is let go, and a

@@ -3,10 +3,12 @@
 -- fields.lua and marks.lua (where a job keeps its fields, what it is
 -- parked on), nest.lua, settle.lua (the base of every awaitable),
 -- signal.lua, timeouts.lua, owners.lua, closing.lua, records.lua (what
--- report, dump and watch show), errors.lua, options.lua, log.lua, list.lua.
+-- report, dump and watch show), errors.lua, options.lua, log.lua, list.lua,
+-- mend.lua (what memory running out left undone, mended at the next step).
 -- It offers the layers above engine.on (a job ending, its holds released,
--- idleness, other threads' work), settle.on_wake, fields.define_jobs,
--- records.describe_priority_with, engine.orchestrators_are.
+-- idleness, other threads' work), settle.on_wake, settle.on_recount,
+-- fields.define_jobs, records.describe_priority_with,
+-- engine.orchestrators_are.
 --
 -- A job parks on one thing at a time (job[W]): a settle-able (settle.lua),
 -- SLEEP (a C timer under its slot) or QUEUED (in the run queue); what it
@@ -25,6 +27,8 @@ local marks = require "stagehand.engine.marks"
 local clock = require "stagehand.engine.clock"
 local runqueue = require "stagehand.engine.runqueue"
 local records = require "stagehand.engine.records"
+local mend_m = require "stagehand.engine.mend"
+local mend, mend_due = mend_m.mend, mend_m.due
 
 local ORCH, CID, CO, W, STATE, OUT, LABEL, H =
   F.ORCH, F.CID, F.CO, F.W, F.STATE, F.OUT, F.LABEL, F.H
@@ -318,6 +322,7 @@ local function after_resume(job, co, prev, prev_at, ok, a, done)
     return
   end
   if not ok then
+    if a == "not enough memory" then settle.note_broken() end -- (it may have left more undone: mend.lua)
     if job[W] and not job[STATE] then unpark(job) end -- (a wait that raised after it parked)
     job[CO] = false
     if job[STATE] then closed(co, a, a) return end -- (its cleanup after an abort)
@@ -590,6 +595,7 @@ end
 -- here (a clock that broke mid-step, a fault of stagehand's own) ends the
 -- step, and E.step passes it on.
 local function step_body(o, now, deadline)
+  if mend_due(o) then mend(o, E) end -- (after memory ran out: mend.lua)
   E.wake_sleeps(o, now)
   hooks.step_began(o, now)
   drain(o, deadline)
@@ -636,25 +642,16 @@ function E.step(o, budget_ms)
   o.stepping = false
   E.current, E.current_at = cur, cur_at
   E.report_unhandled(o)
-  if not ok then error(err, 0) end
+  if not ok then
+    settle.note_broken() -- (it may have left a job that nothing moves: mend.lua)
+    error(err, 0)
+  end
   o.driver.reschedule(o)
   if o.qn > 0 then return o.nrunning + E.cleanups_queued(o) end
   return o.nrunning
 end
 
---- Ended jobs whose cleanup (the resume after their aborted wait) is still
---- queued: a step that left them counts them, so `while step(0) > 0`
---- leaves nothing behind.
-function E.cleanups_queued(o)
-  local q, cap, i, n = o.q, o.qcap, o.qh, 0
-  for _ = 1, o.qn do
-    local job = q[i]
-    if job and job[STATE] and job[CO] and job[W] == QUEUED then n = n + 1 end
-    i = i + 1
-    if i > cap then i = 1 end
-  end
-  return n
-end
+E.cleanups_queued = runqueue.cleanups
 
 --- A job with a phase began (its job.phase is set), or said how far it is.
 function E.phase_began(o, job) return hooks.phase_began(o, job) end

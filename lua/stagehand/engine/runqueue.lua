@@ -1,6 +1,10 @@
 -- The run queue: a ring buffer of the jobs whose continuation is due, oldest
 -- first (o.q, o.qcap, o.qh, o.qt, o.qn). Queueing from outside a step
 -- tells the driver, so the host steps soon.
+local F = require "stagehand.engine.fields"
+local QUEUED = require("stagehand.engine.marks").QUEUED
+local STATE, CO, W = F.STATE, F.CO, F.W
+
 local M = {}
 
 local function grow(o)
@@ -41,6 +45,31 @@ function M.pop(o)
   o.qh = h
   o.qn = o.qn - 1
   return job
+end
+
+--- Each queued job in turn, oldest first: `for job in M.queued(o)`.
+function M.queued(o)
+  local q, cap, i, left = o.q, o.qcap, o.qh, o.qn
+  return function()
+    while left > 0 do
+      local job = q[i]
+      left = left - 1
+      i = i + 1
+      if i > cap then i = 1 end
+      if job then return job end
+    end
+  end
+end
+
+--- Ended jobs whose cleanup (the resume after their aborted wait) is still
+--- queued: a step that left them counts them, so `while step(0) > 0`
+--- leaves nothing behind.
+function M.cleanups(o)
+  local n = 0
+  for job in M.queued(o) do
+    if job[STATE] and job[CO] and job[W] == QUEUED then n = n + 1 end
+  end
+  return n
 end
 
 function M.init(o)

@@ -28,9 +28,10 @@ local M = {}
 -- not (combine.lua).
 local wake = function() end
 local changed = function() end
-function M.on_wake(fn) wake = fn end
+function M.on_wake(fn) local was = wake; wake = fn; return was end -- (the one it replaced)
 function M.on_changed(fn) changed = fn end
 function M.changed(job, g, freed, left) return changed(job, g, freed, left) end
+function M.wake(job, from) return wake(job, from) end
 -- Counts settles, in order: every fire below, and each partial settle of
 -- a group (combine.lua: M.stamp). Everything one settle tells happens at
 -- one moment (engine.settle_time). Read it; only this module writes it.
@@ -45,6 +46,43 @@ end
 
 -- _w1 once its listener left: later listeners still come after it.
 local VACANT = setmetatable({}, { __name = "stagehand.VACANT" })
+
+-- Fires cut short. Memory can run out while a settle tells its listeners
+-- (a job's wake grows the run queue, a group's count makes a table), and
+-- the error leaves the rest untold: a job awaiting a Handle, whose clock
+-- is paused while the job it awaits runs, would wait for good. So each
+-- fire under way sits on `firing` (made at load, 128 deep: pushing needs
+-- no memory), its listeners leave only once told, and a fire that an
+-- error cut short is set aside (`unfinished`) when next seen: by the next
+-- step (M.recover), or by the game's function it ran inside. M.recover
+-- tells what is left: a job again (a wake of one woken already does
+-- nothing), a group by counting its parts again (M.on_recount). M.broken
+-- counts what M.recover found, so every orchestrator looks its own jobs
+-- over once (engine.lua). `base`: the depth under way when a game's
+-- function was called (it may step).
+local firing = {}
+for i = 1, 128 do firing[i] = false end
+local depth, base = 0, 0
+local unfinished = {}
+M.broken = 0
+local recount = function() end
+function M.on_recount(fn) recount = fn end
+function M.recount(g) return recount(g) end
+--- Counts an error that may have left something undone (a step's).
+function M.note_broken() M.broken = M.broken + 1 end
+--- Whether a fire was cut short (outside any: read by a step's start).
+function M.cut_short() return depth ~= base or unfinished[1] ~= nil end
+
+local function set_aside(from)
+  if depth <= from then return end
+  for i = from + 1, depth do
+    local o = firing[i]
+    firing[i] = false
+    if o then unfinished[#unfinished + 1] = o end
+  end
+  depth = from
+  M.broken = M.broken + 1
+end
 
 -- Listener fields are read raw: a Handle's __index is a function, and these
 -- run for every wait and every end.
@@ -117,11 +155,18 @@ local function tell(o, entry, st, v)
     fn = rawget(entry, "on_part")
     if fn == nil then return wake(entry, o) end
     return fn(entry, st, v)
-  elseif st == "done" then
+  end
+  -- (A game's function: it may step an orchestrator, whose step must not
+  -- take the fires under way here for fires cut short; see M.recover.)
+  local was = base
+  base = depth
+  if st == "done" then
     logm.guard(o:_log(), o, fn, st, unpack(v, 1, v.n or 1))
   else
     logm.guard(o:_log(), o, fn, st, v)
   end
+  set_aside(base) -- (fires cut short inside it, whose error it kept)
+  base = was
 end
 
 --- Settles `o` once: st is "done" with v a packed list, or another state with
@@ -137,21 +182,63 @@ end
 --- already readable (stored by settle, or derived, as a Handle's are).
 function M.fire(o, st, v)
   M.seq = M.seq + 1
+  local d = depth + 1
+  firing[d] = o
+  depth = d
+  -- (Each listener leaves once told, not before: a fire that memory
+  -- running out cuts short leaves the rest listening, for M.recover.)
   local w1 = rawget(o, "_w1")
   if w1 then
-    o._w1 = VACANT
     if w1 ~= VACANT then tell(o, w1, st, v) end
+    o._w1 = VACANT
   end
   local ls = rawget(o, "_ls")
   if ls then
-    o._ls, o._li = nil, nil
     for i = 1, #ls do
       local e = ls[i]
-      if e then tell(o, e, st, v) end
+      if e then
+        tell(o, e, st, v)
+        ls[i] = false
+      end
     end
+    o._ls, o._li = nil, nil
   end
   local settled = o._settled -- (read once: on a Handle each read calls its __index)
   if settled then settled(o) end
+  firing[d] = false
+  depth = d - 1
+end
+
+--- At the start of a step (never inside a fire): sets aside the fires cut
+--- short, and tells their listeners what is left, a group by counting its
+--- parts again. Returns M.broken, for engine.lua's look over its jobs.
+function M.recover()
+  set_aside(base)
+  local u = unfinished
+  while #u > 0 do
+    local o = u[#u]
+    local st, v = o._st, o._v
+    local w1 = rawget(o, "_w1")
+    if w1 and w1 ~= VACANT then
+      if rawget(w1, "on_part") then recount(w1.g) else tell(o, w1, st, v) end
+      o._w1 = VACANT
+    end
+    local ls = rawget(o, "_ls")
+    if ls then
+      for i = 1, #ls do
+        local e = ls[i]
+        if e then
+          if rawget(e, "on_part") then recount(e.g) else tell(o, e, st, v) end
+          ls[i] = false
+        end
+      end
+      o._ls, o._li = nil, nil
+    end
+    local settled = o._settled
+    if settled then settled(o) end -- (as much of it as had run does nothing twice)
+    u[#u] = nil
+  end
+  return M.broken
 end
 
 --- The common methods: state, result, on_end. `Class` gets them unless it

@@ -284,7 +284,8 @@ end
 -- until the group has settled. A part settled already reports at once; no
 -- parts at all settle the group at once, done with an empty list.
 local function gather(parts, what, on_part)
-  local g = setmetatable({ _group = true, parts = parts, what = what, values = {}, left = #parts }, Group)
+  local g = setmetatable({ _group = true, parts = parts, what = what, values = {}, left = #parts,
+    on_part = on_part }, Group)
   if #parts == 0 then settle.settle(g, "done", settle.pack(g.values)) end
   -- (what holds it open is counted here: a gather of Handles only, the
   -- usual gather of loads, then asks nothing more of a part that settles)
@@ -409,7 +410,7 @@ function M.abortable(awaitable, sig)
   -- may stop being open first)
   local open = holds_open(part) and 1 or 0
   local g = setmetatable({ _group = true, parts = { part }, what = "abortable " .. part:_describe(), open = open,
-    open_at = open == 1 and { true } or nil }, Group)
+    open_at = open == 1 and { true } or nil, on_part = abortable_part }, Group)
   if sig.aborted then
     settle.settle(g, "cancelled", sig.reason)
   elseif part._st then
@@ -422,5 +423,64 @@ function M.abortable(awaitable, sig)
   end
   return g
 end
+
+-- A group whose parts' ends a fire cut short may not have heard (settle.lua:
+-- M.recover), or one a job is parked on after memory ran out (engine.lua):
+-- counted again from its parts' states, as its on_part would have, groups
+-- below first. Idempotent: a part heard already counts the same again.
+local function count_again(g)
+  if g._st then return end
+  local fn, parts, values = g.on_part, g.parts, g.values
+  local left = #parts
+  for i = 1, #parts do
+    local p = parts[i]
+    local st = p._st
+    if st then
+      local v = p._v
+      if fn == race_part or fn == abortable_part then
+        return settle_group(g, st, v)
+      elseif fn == all_part then
+        if st ~= "done" then return settle_group(g, st, v) end
+        values[i] = v[1]
+      elseif fn == any_part then
+        if st == "done" then return settle_group(g, "done", v) end
+        values[i] = v
+      elseif values[i] == nil then -- (all_settled)
+        values[i] = st == "done" and { state = st, value = v[1] } or { state = st, error = v }
+      end
+      left = left - 1
+    end
+  end
+  g.left = left
+  if left == 0 then
+    if fn == any_part then return settle_group(g, "failed", M.every_part_failed(g.what, values)) end
+    return settle_group(g, "done", settle.pack(values))
+  end
+  -- (parts that held it open and ended unheard: their waiters hear it now)
+  local at = g.open_at
+  if at then
+    for i = 1, #parts do
+      local st = parts[i]._st
+      if st and at[i] then part_settled(g, i, st) end
+    end
+  end
+end
+
+function M.recount(g)
+  local order, n, k = { g }, 1, 1
+  while k <= n do
+    local parts = order[k].parts
+    for i = 1, #parts do
+      local p = parts[i]
+      if getmetatable(p) == Group and not p._st then
+        n = n + 1
+        order[n] = p
+      end
+    end
+    k = k + 1
+  end
+  for j = n, 1, -1 do count_again(order[j]) end
+end
+settle.on_recount(M.recount)
 
 return M

@@ -1,0 +1,121 @@
+-- Mending after memory ran out. Every operation that needs memory makes
+-- it before it changes anything, where it can (the C core, a grant, a
+-- start); what cannot be ordered so is mended here, at the start of the
+-- next step of each orchestrator, so that every job still ends:
+--
+-- * fires cut short: the settles whose listeners were not all told
+--   (settle.recover tells them);
+-- * then, once after each such error (settle.broken counts them: a fire
+--   cut short, a step that raised), a look over this orchestrator's
+--   running jobs for one that nothing will move again:
+--   - parked on an awaitable that has settled, or on a group whose parts
+--     have (counted again): woken;
+--   - queued, but not in the run queue (its wake was cut short): queued;
+--   - waiting on a slot queue or a budget: every queue grants again;
+--   - marked as parked on nothing, not running: its resume, or the end of
+--     its work, was cut short (taken off the queue, its coroutine left
+--     suspended or dead), or a reply from another thread was. It fails
+--     with "not enough memory": what it would have done is lost.
+-- The look over costs a walk of the running jobs, after an error only.
+local settle = require "stagehand.engine.settle"
+local runqueue = require "stagehand.engine.runqueue"
+local F = require "stagehand.engine.fields"
+local marks = require "stagehand.engine.marks"
+local each = require("stagehand.core.compat").each
+
+local W, CO, STATE, ORCH, CID = F.W, F.CO, F.STATE, F.ORCH, F.CID
+local timers_cancel = require("stagehand.core.backend").timers_cancel
+local QUEUED, MARK = marks.QUEUED, settle.MARK
+local co_status, getinfo = coroutine.status, debug.getinfo
+local cut_short = settle.cut_short
+
+local M = {}
+
+-- Jobs whose making memory cut short (orch:_external's setup): a running
+-- job no Handle of which reached the game, waiting on something that may
+-- be half made. Noted without memory (the list is made at load; past 16
+-- at once, the rest are left to their stall clocks), failed by the next
+-- step of their orchestrator.
+local unmade, UNMADE_N = {}, 16
+for i = 1, UNMADE_N do unmade[i] = false end
+
+--- Notes `job`, whose making was cut short: the next step fails it.
+function M.unmade(job)
+  for i = 1, UNMADE_N do
+    if not unmade[i] then
+      unmade[i] = job
+      break
+    end
+  end
+  settle.note_broken()
+end
+
+--- Whether `o`'s next step must mend first: a fire left cut short, or an
+--- error since its last look over its jobs. (A read and a call a step.)
+function M.due(o)
+  return o.mended ~= settle.broken or cut_short()
+end
+
+local function look_over(o, E)
+  -- (a grant round cut short may have left waiters a slot is free for,
+  -- with nothing marked for a round: every queue gets one)
+  o.grantable, o.budget_due = true, true
+  local queued = {}
+  for job in runqueue.queued(o) do queued[job] = true end
+  local lost = {}
+  for i = 1, UNMADE_N do
+    local job = unmade[i]
+    if job and job[ORCH] == o then
+      unmade[i] = false
+      lost[#lost + 1] = job
+    end
+  end
+  for _, job in each, o.by_slot do
+    if not job[STATE] then
+      local w, co = job[W], job[CO]
+      if w == false then
+        -- (one whose coroutine runs, a job inside whose run this step
+        -- was called, is where it should be)
+        if not co or co_status(co) == "suspended" then lost[#lost + 1] = job end
+      elseif w == QUEUED then
+        if co and not queued[job] then runqueue.push(o, job) end
+      elseif type(w) == "table" and w.__settle == MARK and not rawget(w, "_standing") then
+        if rawget(w, "_group") and not w._st then settle.recount(w) end
+        if w._st then settle.wake(job, w) end
+      end
+    end
+  end
+  for i = 1, #lost do
+    local job = lost[i]
+    if not job[STATE] then
+      -- (a sleep whose timer was set before memory ran out, the job not
+      -- yet parked on it: its end would not find it)
+      timers_cancel(o.tm, job[CID])
+      E.fail(job, "not enough memory")
+      -- (its coroutine: one that never ran is dropped; one suspended in
+      -- its work gets a cleanup resume, as an end gives a parked job, so
+      -- its wait raises the end and its to-be-closed variables close)
+      local co = job[CO]
+      if co and job[W] == false then
+        if getinfo(co, 0, "l") == nil then
+          job[CO] = false
+        else
+          job[W] = QUEUED
+          runqueue.push(o, job)
+        end
+      end
+    end
+  end
+end
+
+--- Mends what memory running out left undone (see above); `E` is the
+--- engine, whose fail it calls.
+function M.mend(o, E)
+  local broken = settle.recover()
+  if o.mended ~= broken then
+    look_over(o, E)
+    o.mended = broken
+  end
+end
+
+return M

@@ -1,0 +1,177 @@
+-- engine/mend.lua and settle.recover: what memory running out can leave
+-- undone, mended at the next step so that every job still ends. The
+-- failing allocator (spec/oom, `make test-oom`) reaches these states by
+-- failing real allocations; here each is made by hand, one at a time, so
+-- each mend is seen to work on all three runtimes and both cores.
+local stagehand = require "stagehand"
+local T = require "stagehand.testing"
+local settle = require "stagehand.engine.settle"
+local mend = require "stagehand.engine.mend"
+local F = require "stagehand.engine.fields"
+
+local W, QUEUED = F.W, require("stagehand.engine.marks").QUEUED
+
+local function quiet() end
+
+-- Settles `f` as a fire that memory cut short before it told anyone:
+-- its state is readable, its listeners were never told.
+local function settled_untold(f, ...)
+  rawset(f, "_st", "done")
+  rawset(f, "_v", settle.pack(...))
+end
+
+local function awaiting(orch, f, label)
+  return orch:run(label, function(job) return job:await(f) end)
+end
+
+describe("mending after memory ran out", function()
+  it("tells the listeners a fire left untold at the next step, each once", function()
+    local orch = T.new { log = quiet }
+    local f = stagehand.future("atlas")
+    local hs = {}
+    for i = 1, 3 do hs[i] = awaiting(orch, f, "sprite " .. i) end
+    orch:step()
+    local woken = 0
+    local real
+    real = settle.on_wake(function(job, from)
+      woken = woken + 1
+      if woken == 2 then error("not enough memory", 0) end -- (the second wake's push)
+      return real(job, from)
+    end)
+    local ok, err = pcall(f.resolve, f, "atlas bytes")
+    settle.on_wake(real)
+    assert.is_false(ok)
+    assert.equal("not enough memory", err)
+    assert.equal("done", f:state())
+    assert.is_true(mend.due(orch))
+    T.settle(orch, 1000)
+    for i = 1, 3 do
+      assert.equal("done", hs[i]:state(), "sprite " .. i)
+      assert.equal("atlas bytes", select(2, hs[i]:result()))
+    end
+    assert.is_false(mend.due(orch))
+    assert.same({}, T.leaks(orch))
+  end)
+
+  it("has a group that a cut-short fire left untold count its parts again", function()
+    local orch = T.new { log = quiet }
+    local f, g = stagehand.future("f"), stagehand.future("g")
+    local first = awaiting(orch, f, "first") -- (told first: its wake raises)
+    local both = orch:run("both", function(job) return job:await(stagehand.all { f, g }) end)
+    orch:step()
+    local real
+    real = settle.on_wake(function() error("not enough memory", 0) end)
+    local ok = pcall(f.resolve, f, "F")
+    settle.on_wake(real)
+    assert.is_false(ok)
+    g:resolve("G")
+    T.settle(orch, 1000)
+    assert.equal("done", first:state())
+    assert.equal("done", both:state())
+    assert.same({ "F", "G" }, select(2, both:result()))
+  end)
+
+  it("wakes a job parked on an awaitable that settled unheard", function()
+    local orch = T.new { log = quiet }
+    local f = stagehand.future("level")
+    local h = awaiting(orch, f, "scene")
+    orch:step()
+    settled_untold(f, "level data")
+    orch:step()
+    assert.equal("running", h:state()) -- (nothing told it, and nothing says anything went wrong)
+    settle.note_broken()
+    T.settle(orch, 1000)
+    assert.equal("done", h:state())
+    assert.equal("level data", select(2, h:result()))
+  end)
+
+  it("counts a group's parts again when one ended unheard, and the group ends with every value", function()
+    local orch = T.new { log = quiet }
+    local a, b, c = stagehand.future("a"), stagehand.future("b"), stagehand.future("c")
+    local h = orch:run("gather", function(job)
+      return job:await(stagehand.all { a, stagehand.all_settled { b, c } })
+    end)
+    orch:step()
+    settled_untold(a, "A")
+    settled_untold(b, "B") -- (inside the nested group)
+    settle.note_broken()
+    orch:step()
+    assert.equal("running", h:state())
+    c:resolve("C") -- (heard as usual: the groups finish their count)
+    T.settle(orch, 1000)
+    assert.equal("done", h:state())
+    local _, got = h:result()
+    assert.equal("A", got[1])
+    assert.same({ state = "done", value = "B" }, got[2][1])
+    assert.same({ state = "done", value = "C" }, got[2][2])
+  end)
+
+  it("settles a race whose winner ended unheard", function()
+    local orch = T.new { log = quiet }
+    local a, b = stagehand.future("a"), stagehand.future("b")
+    local h = orch:run("race", function(job) return job:await(stagehand.race { a, b }) end)
+    orch:step()
+    settled_untold(b, "second first")
+    settle.note_broken()
+    T.settle(orch, 1000)
+    assert.equal("done", h:state())
+    assert.equal("second first", select(2, h:result()))
+  end)
+
+  it("queues a job marked queued whose push never happened", function()
+    local orch = T.new { log = quiet }
+    local f = stagehand.future("mesh")
+    local h = awaiting(orch, f, "prop")
+    orch:step()
+    local job = h[1]
+    settle.unlisten(f, job)
+    settled_untold(f, "mesh data")
+    job[W] = QUEUED -- (as a wake marks it before its push)
+    settle.note_broken()
+    T.settle(orch, 1000)
+    assert.equal("done", h:state())
+    assert.equal("mesh data", select(2, h:result()))
+  end)
+
+  it("fails a job taken off the run queue whose resume never ran, and runs its cleanup", function()
+    local orch = T.new { log = quiet }
+    local f = stagehand.future("texture")
+    local h = awaiting(orch, f, "loader")
+    orch:step()
+    local job = h[1]
+    settle.unlisten(f, job)
+    job[W] = false -- (taken off the queue: its resume never came)
+    settle.note_broken()
+    T.settle(orch, 1000)
+    assert.equal("failed", h:state())
+    assert.matches("not enough memory", tostring(select(2, h:result())), 1, true)
+    assert.same({}, T.leaks(orch)) -- (its coroutine ran its cleanup and is gone)
+    assert.equal(0, orch.nrunning)
+  end)
+
+  it("fails a job whose making was cut short, at the next step", function()
+    local orch = T.new { log = quiet }
+    local made
+    local ok, err = pcall(orch._external, orch, "request", nil, function(job)
+      made = job
+      error("not enough memory", 0)
+    end)
+    assert.is_false(ok)
+    assert.equal("not enough memory", err)
+    assert.equal(1, orch.nrunning) -- (a job no Handle of which reached the game)
+    orch:step()
+    assert.equal(0, orch.nrunning)
+    assert.equal("failed", made[F.STATE])
+    assert.same({}, T.leaks(orch))
+  end)
+
+  it("looks nothing over while nothing went wrong", function()
+    local orch = T.new { log = quiet }
+    local f = stagehand.future("x")
+    awaiting(orch, f, "a")
+    orch:step()
+    f:resolve(1)
+    orch:step()
+    assert.is_false(mend.due(orch))
+  end)
+end)
