@@ -39,8 +39,7 @@ local pool_peek_next, pool_peek_end, pool_waiting = B.pool_peek_next, B.pool_pee
 local M = {}
 
 -- Events a pool's queue reports (csrc/core/sh_threads.h, enum sh_work_event).
-local STARTED, PROGRESS, DONE, FAILED, EXITED = 1, 2, 3, 4, 5
-local DONE_ONE = 6 -- (_drain's: a reply of one value, not packed)
+local STARTED, PROGRESS, DONE, FAILED, EXITED, DONE_ONE = 1, 2, 3, 4, 5, 6 -- (DONE_ONE, _drain's: a reply of one value)
 
 --- The default number of worker threads: one fewer than the cores, at
 --- least 1, at most 4.
@@ -242,10 +241,11 @@ local function park(job)
   local pool, id = st_pool, job[ID]
   local ud = pool.ud
   local objs = st_objs
+  job[W] = pool.w_queued -- (first: a job whose making is cut short leaves through _abandon)
   pool.reqs[id] = job
+  pool.nreq = pool.nreq + 1
   if st_payload ~= nil then pool.payloads[id] = st_payload end
   pool.own[id] = job[H]
-  pool.nreq = pool.nreq + 1
   -- Held for a grant round, or (a long-lived worker's) committed to be
   -- taken at once: either way its LÖVE objects go first.
   if objs then love_threads.carry(pool.love, id, objs) end
