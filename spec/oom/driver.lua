@@ -41,6 +41,7 @@ end
 --- names the operations in that line.
 return function(scenarios, new_scene, settle, what)
   local oom = assert(rawget(_G, "oom"), "run me with build/oom_host (scripts/oom.sh)")
+  if os.getenv("OOM_WHERE") then io.stdout:setvbuf("no") end -- (in step with the host's lines on stderr)
   -- (OOM_ONLY: the scenarios whose name holds it, alone; OOM_SKIP: all
   -- but those, as scripts/oom.sh asks where the runtime itself crashes)
   local only, skip = os.getenv("OOM_ONLY"), os.getenv("OOM_SKIP")

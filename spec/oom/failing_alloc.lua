@@ -55,7 +55,7 @@ local scenarios = {
       return job:await(stagehand.all({ a, b, c }))
     end)
   end },
-  { "when on a key nobody started", function() end, function(s)
+  { "when on a key nobody started", function(s) s.may_stall = true end, function(s)
     s.handles[1] = s.orch:when("later", nil, { stall_ms = 100 })
   end },
   { "get-or-load from memory", function(s)
@@ -272,6 +272,11 @@ local function settle(s, fail)
     end
   end
   T.settle(s.orch, 20000, 250)
+  if s.made then T.settle(s.made, 20000, 250) end
+  for i, h in ipairs(s.handles) do
+    if h._st == "stalled" and not s.may_stall then fail("Handle " .. i .. " stalled: " .. tostring(h._v)) end
+    if h._st == nil or h._st == "running" then fail("Handle " .. i .. " still runs: " .. tostring(h._st)) end
+  end
   if s.load then
     -- (1 once every task expected came and ended; short of 1 while one
     -- that the failure kept from being made is still expected; never

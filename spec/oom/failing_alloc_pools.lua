@@ -12,6 +12,7 @@
 local stagehand = require "stagehand"
 local T = require "stagehand.testing"
 local outside = require "stagehand.threads.outside"
+local E = require "stagehand.engine.engine"
 
 if not package.path:find("spec/fixtures/?.lua", 1, true) then -- (fixture_worker, for spawn)
   package.path = "spec/fixtures/?.lua;" .. package.path
@@ -132,9 +133,14 @@ local scenarios = {
     s.inbox:post(21)
   end },
   -- Two jobs meeting in a round and summing their shares: one the failure
-  -- kept from being made leaves the other waiting until its clock stalls.
+  -- kept from being made, or that failed, leaves the other waiting until
+  -- its clock stalls (and only then may it stall).
   { "two jobs summing their shares in a round", function(s)
     s.rounds = stagehand.rounds(2, 1)
+    s.may_stall = function(i)
+      local other = s.handles[3 - i]
+      return other == nil or other:state() == "failed"
+    end
   end, function(s)
     for i = 1, 2 do
       s.handles[i] = s.orch:run("participant " .. i, function()
@@ -173,13 +179,26 @@ local function settle(s, fail)
       if src.service then fail("a long-lived worker's pool is still the orchestrator's: " .. src.service) end
     end
   end
-  let_workers_answer(5)
+  -- (the workers answer in real time, up to 2 s, on a fake clock that
+  -- stands still meanwhile: a request stalls only if its reply was lost)
+  local function answered(pool) return not pool or pool.destroyed or pool:pending() == 0 end
+  for _ = 1, 400 do -- (each a wait of 5 ms at most)
+    if answered(s.pool) then break end -- (the scene's pool, whose workers run: not one made under the failure)
+    E.outside_wait(s.orch, 5) -- (blocks until a worker sends something: the workers get the cores)
+    s.orch:step()
+  end
   T.settle(s.orch, 20000, 250)
+  if not s.pool.destroyed and s.pool:pending() > 0 then
+    fail("pool:pending() is " .. s.pool:pending() .. " once every request has ended")
+  end
   for _, h in ipairs(s.handles) do
     if h:state() == "running" then s.orch:wait(h, 10000) end
   end
   for i, h in ipairs(s.handles) do
     if h:state() == "running" then fail("Handle " .. i .. " (" .. h.label .. ") never ended") end
+    if h:state() == "stalled" and not (s.may_stall and s.may_stall(i)) then
+      fail("Handle " .. i .. " (" .. h.label .. ") stalled: " .. tostring(h._v))
+    end
   end
   if s.check then s.check(fail) end
   if s.rounds then
