@@ -21,13 +21,14 @@ local settle = require "stagehand.engine.settle"
 local runqueue = require "stagehand.engine.runqueue"
 local F = require "stagehand.engine.fields"
 local marks = require "stagehand.engine.marks"
-local each = require("stagehand.core.compat").each
 
 local W, CO, STATE, ORCH, CID = F.W, F.CO, F.STATE, F.ORCH, F.CID
 local timers_cancel = require("stagehand.core.backend").timers_cancel
 local QUEUED, MARK = marks.QUEUED, settle.MARK
 local co_status, getinfo = coroutine.status, debug.getinfo
 local cut_short = settle.cut_short
+local compat = require "stagehand.core.compat"
+local each, close_coroutine = compat.each, compat.close_coroutine
 
 local M = {}
 
@@ -75,8 +76,9 @@ local function look_over(o, E)
       local w, co = job[W], job[CO]
       if w == false then
         -- (one whose coroutine runs, a job inside whose run this step
-        -- was called, is where it should be)
-        if not co or co_status(co) == "suspended" then lost[#lost + 1] = job end
+        -- was called, is where it should be; a dead one is a resume whose
+        -- aftermath could not be called)
+        if not co or co_status(co) ~= "running" and co_status(co) ~= "normal" then lost[#lost + 1] = job end
       elseif w == QUEUED then
         if co and not queued[job] then runqueue.push(o, job) end
       elseif type(w) == "table" and w.__settle == MARK and not rawget(w, "_standing") then
@@ -92,13 +94,15 @@ local function look_over(o, E)
       -- yet parked on it: its end would not find it)
       timers_cancel(o.tm, job[CID])
       E.fail(job, "not enough memory")
-      -- (its coroutine: one that never ran is dropped; one suspended in
-      -- its work gets a cleanup resume, as an end gives a parked job, so
-      -- its wait raises the end and its to-be-closed variables close)
+      -- (its coroutine: one dead, or that never ran, is closed and
+      -- dropped; one suspended in its work gets a cleanup resume, as an
+      -- end gives a parked job, so its wait raises the end and its
+      -- to-be-closed variables close)
       local co = job[CO]
       if co and job[W] == false then
-        if getinfo(co, 0, "l") == nil then
+        if co_status(co) == "dead" or getinfo(co, 0, "l") == nil then
           job[CO] = false
+          close_coroutine(co)
         else
           job[W] = QUEUED
           runqueue.push(o, job)
