@@ -40,6 +40,13 @@ local function xpcall_packed(fn, ...)
   return ok, err
 end
 
+-- Called when a guarded call ran out of memory: what it was doing (an
+-- abort's handlers settle groups) may be left undone, for the next step to
+-- mend (settle.lua registers it).
+local out_of_memory = function() end
+function M.on_out_of_memory(fn) out_of_memory = fn end
+local find = string.find
+
 --- Calls fn(...) protected; an error is written through `log` with `what`:
 --- a string, or a settle-able whose callback this is (described only when
 --- it raised: building the text for every callback cost more than the call).
@@ -53,6 +60,8 @@ function M.guard(log, what, fn, ...)
     ok, err = xpcall_packed(fn, ...)
   end
   if not ok then
+    if type(err) == "string" and (find(err, "not enough memory", 1, true)
+      or find(err, "error in error handling", 1, true)) then out_of_memory() end
     if type(what) ~= "string" then what = "an on_end callback of " .. what:_describe() end
     local logged = pcall(log or M.stderr, "[stagehand] " .. what .. " raised: " .. tostring(err))
     if not logged then M.stderr("[stagehand] " .. what .. " raised: " .. tostring(err)) end

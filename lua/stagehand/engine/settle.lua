@@ -70,6 +70,7 @@ function M.on_recount(fn) recount = fn end
 function M.recount(g) return recount(g) end
 --- Counts an error that may have left something undone (a step's).
 function M.note_broken() M.broken = M.broken + 1 end
+logm.on_out_of_memory(M.note_broken)
 --- Whether a fire was cut short (outside any: read by a step's start).
 function M.cut_short() return depth ~= base or unfinished[1] ~= nil end
 
