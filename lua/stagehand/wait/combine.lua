@@ -384,13 +384,16 @@ end
 
 -- abortable: the part ended first (e is its listener), or the signal
 -- aborted first (e is the same table, watched by the signal).
+-- (The group settles first, then stops listening: memory running out in
+-- between leaves a listener that finds it settled, not a group nobody
+-- will settle.)
 local function abortable_part(e, st, v)
-  signal.unwatch(e.sub)
   settle_group(e.g, st, v)
+  signal.unwatch(e.sub)
 end
 local function abortable_signal(e, reason)
-  settle.unlisten(e.part, e)
   settle_group(e.g, "cancelled", reason)
+  settle.unlisten(e.part, e)
 end
 
 --- Ends with `awaitable`'s outcome, or is cancelled with the signal's
@@ -410,7 +413,7 @@ function M.abortable(awaitable, sig)
   -- may stop being open first)
   local open = holds_open(part) and 1 or 0
   local g = setmetatable({ _group = true, parts = { part }, what = "abortable " .. part:_describe(), open = open,
-    open_at = open == 1 and { true } or nil, on_part = abortable_part }, Group)
+    open_at = open == 1 and { true } or nil, on_part = abortable_part, signal = sig }, Group)
   if sig.aborted then
     settle.settle(g, "cancelled", sig.reason)
   elseif part._st then
@@ -431,6 +434,8 @@ end
 local function count_again(g)
   if g._st then return end
   local fn, parts, values = g.on_part, g.parts, g.values
+  local sig = fn == abortable_part and g.signal
+  if sig and sig.aborted then return settle_group(g, "cancelled", sig.reason) end
   local left = #parts
   for i = 1, #parts do
     local p = parts[i]
