@@ -232,6 +232,60 @@ local scenarios = {
     s.handles[2] = s.orch:newest("scene", "scene 2", function(job) return job:await(future(s, "level 2")) end)
     s.handles[3] = s.orch:newest("scene", "scene 3", function(job) job:sleep(1) return 3 end)
   end },
+  -- A job awaiting a loader's Handle (its own clock paused while the
+  -- loader runs: a wake lost there would leave it waiting for good), the
+  -- loader cancelled.
+  { "a job awaiting a loader that is cancelled", function(s)
+    s.handles[1] = loader(s, 1)
+    local h1 = s.handles[1]
+    s.handles[2] = s.orch:run("waiter", function(job) return job:await(h1) end)
+    s.orch:step()
+  end, function(s)
+    s.handles[1]:cancel("scrolled away")
+    s.orch:step()
+  end },
+  -- Five jobs each awaiting the next, the last a download; and an on_end
+  -- beside a job on the same Handle: one end tells both.
+  { "a chain of five jobs awaiting each other, and an on_end beside one", function(s)
+    local f = future(s, "download")
+    local prev = s.orch:run("link 5", function(job) return job:await(f) end)
+    s.handles[5] = prev
+    for i = 4, 1, -1 do
+      local next_one = prev
+      prev = s.orch:run("link " .. i, function(job) return job:await(next_one) end)
+      s.handles[i] = prev
+    end
+    s.told = 0
+    s.handles[5]:on_end(function() s.told = s.told + 1 end)
+    s.orch:step()
+    s.f = f
+  end, function(s)
+    s.f:resolve("bytes")
+    s.orch:step()
+  end },
+  -- A job awaiting the first of three loaders to load, given up on when
+  -- a controller aborts, one loader failing before.
+  { "abortable over any of three loaders, then an abort", function(s)
+    s.ctl = stagehand.controller()
+    for i = 1, 3 do s.handles[i] = loader(s, i) end
+    local hs = { s.handles[1], s.handles[2], s.handles[3] }
+    s.handles[4] = s.orch:run("pick", function(job)
+      return job:await(stagehand.abortable(stagehand.any(hs), s.ctl.signal))
+    end)
+    s.orch:step()
+  end, function(s)
+    s.futures[1]:reject("404")
+    s.orch:step()
+    s.ctl:abort("the player left")
+    s.orch:step()
+  end },
+  -- A loader whose signal is a timeout of the orchestrator's clock.
+  { "a loader ended by orch:timeout", function() end, function(s)
+    s.handles[1] = loader(s, 1, { signal = s.orch:timeout(100) })
+    s.orch:step()
+    s.clock:advance(200)
+    s.orch:step()
+  end },
   -- A trace recording every wait of a loader and its slot.
   { "a trace recording loaders", function(s)
     s.trace = s.orch:trace()
