@@ -39,19 +39,10 @@ local function known_rank(o, q, g)
   return nil
 end
 
-function M.offer_round(pool, q)
-  if pool.destroyed then return end
-  local o, p = pool.orch, q.p
-  if pool_waiting(p) == 0 then return end
-  -- (Paused, no worker takes anything: reading 20,000 closures a step would
-  -- be for nothing. The first round after resume reads them, and re-offers
-  -- if a rank moved meanwhile.)
-  if pool.is_paused then return end
-  slots.read_ranks(o, q) -- (each priority function once a step: runs game code)
-  if pool.destroyed or q ~= pool.q or pool.is_paused then return end -- (game code paused it, say)
-  local ud = pool.ud
-  if not q.stale and ud:_offered() > 0 then return end -- (unchanged, and not yet taken up)
-  local want = pool.live + pool.depth
+-- Lists the best `want` waiters of q (peeked in the core) with a slot
+-- held for their payload, in pool.offer_list and their ranks in
+-- pool.offer_ranks; returns how many.
+local function list_best(pool, o, p, q, want)
   local list, ranks, k = pool.offer_list, pool.offer_ranks, 0
   local holds, by_slot, fixed, last = pool.holds, o.by_slot, o.fixed_rank, q.last
   while k < want do
@@ -67,7 +58,29 @@ function M.offer_round(pool, q)
       ranks[k] = fixed[g] or last[g] or math.huge
     end
   end
+  return k
+end
+
+function M.offer_round(pool, q)
+  if pool.destroyed then return end
+  local o, p = pool.orch, q.p
+  if pool_waiting(p) == 0 then return end
+  -- (Paused, no worker takes anything: reading 20,000 closures a step would
+  -- be for nothing. The first round after resume reads them, and re-offers
+  -- if a rank moved meanwhile.)
+  if pool.is_paused then return end
+  slots.read_ranks(o, q) -- (each priority function once a step: runs game code)
+  if pool.destroyed or q ~= pool.q or pool.is_paused then return end -- (game code paused it, say)
+  local ud = pool.ud
+  if not q.stale and ud:_offered() > 0 then return end -- (unchanged, and not yet taken up)
+  local want = pool.live + pool.depth
+  -- (The peek takes each waiter out of the core's queue until peek_end
+  -- puts them back: it ends whatever the listing raises, memory running
+  -- out as the lists grow, say, or the waiters would be lost.)
+  local ok, k = pcall(list_best, pool, o, p, q, want)
   check(pool_peek_end(p), "end a peek")
+  if not ok then error(k, 0) end
+  local list = pool.offer_list
   local left = ud:_offer(list, k)
   local per = pool.size
   if left == 0 and pool.offer_k >= pool.offer_want and pool.offer_want > 0 then
