@@ -123,10 +123,12 @@ function Waits:collect()
     for i = 1, #list do
       local box = list[i]
       if box and box.answered then
-        local packed = settle.pack(box.value) -- (first: it needs memory)
+        -- (told before it leaves the list: a settle that memory cut short
+        -- before its state was written leaves it to the next collect,
+        -- and one cut short while it told its job, to the next step)
+        if not box._st then settle.settle(box, "done", settle.pack(box.value)) end
         list[i], box.value = false, false
         self.live, self.dead = self.live - 1, self.dead + 1
-        settle.settle(box, "done", packed)
       end
     end
     compact(self)
