@@ -151,6 +151,40 @@ local scenarios = {
     end
     s.orch:step()
   end },
+  -- A paused pool resumed: its queued requests go to the workers, one of
+  -- them awaited by a job (whose clock is paused while it waits).
+  { "resuming a paused pool, a job awaiting a request", function(s)
+    s.pool:pause()
+    for i = 1, 3 do s.handles[i] = s.pool:run("echo", i) end
+    local r = s.handles[1]
+    s.handles[4] = s.orch:run("awaiter", function(job) return job:await(r) end)
+    s.orch:step()
+  end, function(s)
+    s.pool:resume()
+    s.orch:step()
+  end },
+  -- A job awaiting a queued request that its caller cancels.
+  { "cancelling a queued request a job awaits", function(s)
+    s.pool:pause()
+    s.handles[1] = s.pool:run("echo", "mesh")
+    local r = s.handles[1]
+    s.handles[2] = s.orch:run("awaiter", function(job) return job:await(r) end)
+    s.orch:step()
+  end, function(s)
+    s.handles[1]:cancel("scrolled away")
+    s.orch:step()
+  end },
+  -- Jobs receiving from a port that is closed: each gets nil (and may
+  -- stall only if the close itself could not be made).
+  { "closing a port two jobs receive from", function(s)
+    s.port = stagehand.port()
+    s.may_stall = function() return not s.port:closed() end
+    for i = 1, 2 do s.handles[i] = s.orch:run("receiver " .. i, function() return s.port:receive() end) end
+    s.orch:step()
+  end, function(s)
+    s.port:close()
+    s.orch:step()
+  end },
   { "destroy with queued requests", function(s)
     s.pool:pause()
     for i = 1, 4 do s.handles[i] = s.pool:run("echo", i) end
