@@ -177,6 +177,24 @@ describe("mending after memory ran out", function()
     assert.equal(0, orch.nrunning)
   end)
 
+  it("fails a job whose end was cut short before its state was written", function()
+    local orch = T.new { log = quiet }
+    local f = stagehand.future("texture")
+    local h = awaiting(orch, f, "loader")
+    orch:step()
+    local job = h[1]
+    settle.entered(job) -- (as an end begins; it never gets to settle.left)
+    settle.unlisten(f, job)
+    job[W] = false -- (it left what it awaited, then memory ran out)
+    assert.is_true(mend.due(orch))
+    T.settle(orch, 1000)
+    assert.equal("failed", h:state())
+    assert.matches("not enough memory", tostring(select(2, h:result())), 1, true)
+    assert.same({}, T.leaks(orch))
+    f:resolve("late") -- (heard by nobody: the job left it)
+    assert.is_false(mend.due(orch))
+  end)
+
   it("fails a job whose making was cut short, at the next step", function()
     local orch = T.new { log = quiet }
     local made

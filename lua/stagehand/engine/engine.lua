@@ -27,8 +27,8 @@ local marks = require "stagehand.engine.marks"
 local clock = require "stagehand.engine.clock"
 local runqueue = require "stagehand.engine.runqueue"
 local records = require "stagehand.engine.records"
-local mend_m = require "stagehand.engine.mend"
-local mend, mend_due = mend_m.mend, mend_m.due
+local mend = require "stagehand.engine.mend"
+local settle_entered, settle_left = settle.entered, settle.left
 
 local ORCH, CID, CO, W, STATE, OUT, LABEL, H =
   F.ORCH, F.CID, F.CO, F.W, F.STATE, F.OUT, F.LABEL, F.H
@@ -180,8 +180,9 @@ local function unpark(job)
   elseif w == marks.IDLE or rawget(w, "_standing") then
     return -- a job with no work of its own (when_idle, a barrier): nothing to leave
   else
-    settle.unlisten(w, job)
+    -- (wait_left first: one that runs out of memory leaves the job listening)
     hooks.wait_left(job[ORCH], job)
+    settle.unlisten(w, job)
     if w._abandon then w:_abandon(job) end -- it waited in a slot or budget queue
   end
   job[W] = false
@@ -205,6 +206,7 @@ local ends = nest.new(1)
 --- Handles read (handle.lua), so ending writes nothing into them.
 function E.end_job(job, st, v)
   if job[STATE] then return false end
+  local level = settle_entered(job) -- (until its state is written: mend.lua)
   local o = job[ORCH]
   local slot = job[CID]
   -- A job already queued (woken, not yet resumed) keeps its place: that
@@ -221,6 +223,7 @@ function E.end_job(job, st, v)
   job[CID] = false
   local told = job[OUT] == TOLD
   job[STATE], job[OUT] = st, v
+  settle_left(level)
   o.nrunning = o.nrunning - 1
   job_ended(o, job, st)
   -- (a tracker counting it hears its failure: its loading screen shows it)
@@ -595,7 +598,7 @@ end
 -- here (a clock that broke mid-step, a fault of stagehand's own) ends the
 -- step, and E.step passes it on.
 local function step_body(o, now, deadline)
-  if mend_due(o) then mend(o, E) end -- (after memory ran out: mend.lua)
+  if mend.due(o) then mend.mend(o, E) end -- (after memory ran out: mend.lua)
   E.wake_sleeps(o, now)
   hooks.step_began(o, now)
   drain(o, deadline)

@@ -17,6 +17,7 @@ local logm = require "stagehand.engine.log"
 local raise = require("stagehand.engine.errors").raise
 local options = require "stagehand.engine.options"
 local each = require("stagehand.core.compat").each
+local is_job = require("stagehand.engine.fields").is_job
 
 local unpack = unpack or table.unpack
 
@@ -73,6 +74,21 @@ function M.note_broken() M.broken = M.broken + 1 end
 logm.on_out_of_memory(M.note_broken)
 --- Whether a fire was cut short (outside any: read by a step's start).
 function M.cut_short() return depth ~= base or unfinished[1] ~= nil end
+
+--- An end under way (engine.lua's, until the job's state is written) sits
+--- on the same stack: one cut short has its orchestrator look its jobs
+--- over (the job is found waiting on nothing, and failed). Returns the
+--- level for M.left.
+function M.entered(job)
+  local d = depth + 1
+  firing[d] = job
+  depth = d
+  return d
+end
+function M.left(d)
+  firing[d] = false
+  depth = d - 1
+end
 
 local function set_aside(from)
   if depth <= from then return end
@@ -210,33 +226,40 @@ function M.fire(o, st, v)
   depth = d - 1
 end
 
+-- What a fire cut short left untold, told now: each listener left, a
+-- group by counting its parts again.
+local function tell_rest(o)
+  local st, v = o._st, o._v
+  local w1 = rawget(o, "_w1")
+  if w1 and w1 ~= VACANT then
+    if rawget(w1, "on_part") then recount(w1.g) else tell(o, w1, st, v) end
+    o._w1 = VACANT
+  end
+  local ls = rawget(o, "_ls")
+  if ls then
+    for i = 1, #ls do
+      local e = ls[i]
+      if e then
+        if rawget(e, "on_part") then recount(e.g) else tell(o, e, st, v) end
+        ls[i] = false
+      end
+    end
+    o._ls, o._li = nil, nil
+  end
+  local settled = o._settled
+  if settled then settled(o) end -- (as much of it as had run does nothing twice)
+end
+
 --- At the start of a step (never inside a fire): sets aside the fires cut
---- short, and tells their listeners what is left, a group by counting its
---- parts again. Returns M.broken, for engine.lua's look over its jobs.
+--- short, and tells their listeners what is left. An end cut short (a
+--- job) needs nothing here: the look over its jobs that M.broken asks of
+--- its orchestrator finds it. Returns M.broken (engine/mend.lua).
 function M.recover()
   set_aside(base)
   local u = unfinished
   while #u > 0 do
     local o = u[#u]
-    local st, v = o._st, o._v
-    local w1 = rawget(o, "_w1")
-    if w1 and w1 ~= VACANT then
-      if rawget(w1, "on_part") then recount(w1.g) else tell(o, w1, st, v) end
-      o._w1 = VACANT
-    end
-    local ls = rawget(o, "_ls")
-    if ls then
-      for i = 1, #ls do
-        local e = ls[i]
-        if e then
-          if rawget(e, "on_part") then recount(e.g) else tell(o, e, st, v) end
-          ls[i] = false
-        end
-      end
-      o._ls, o._li = nil, nil
-    end
-    local settled = o._settled
-    if settled then settled(o) end -- (as much of it as had run does nothing twice)
+    if not is_job(o) then tell_rest(o) end
     u[#u] = nil
   end
   return M.broken
