@@ -286,6 +286,62 @@ local scenarios = {
     s.clock:advance(200)
     s.orch:step()
   end },
+  -- A battle awaiting a barrier whose soldiers arrive from their own jobs.
+  { "a job awaiting a barrier that jobs arrive at", function(s)
+    s.b = s.orch:barrier("armies", { "a", "b", "c" })
+    local settled = s.b.settled
+    s.handles[1] = s.orch:run("battle", function(job) return job:await(settled) end)
+    for i, k in ipairs { "a", "b" } do
+      s.handles[i + 1] = s.orch:run("soldier " .. k, function(job)
+        job:sleep(10)
+        s.b:arrive(k)
+      end)
+    end
+    s.orch:step()
+  end, function(s)
+    s.orch:run("soldier c", function() s.b:arrive("c") end)
+    s.clock:advance(20)
+    s.orch:step()
+  end },
+  -- A scene that made loaders of its own, cancelled: the callers it made
+  -- are withdrawn with it, and a visible job awaiting one of them keeps
+  -- its own Handle.
+  { "cancelling a scene whose loaders a visible job awaits", function(s)
+    s.handles[1] = s.orch:run("scene", function(job)
+      s.inner = loader(s, 1)
+      return job:await(s.inner)
+    end)
+    s.orch:step()
+    local inner = s.inner
+    s.handles[2] = s.orch:run("hud", function(job) return job:await(inner) end, { priority = "visible" })
+    s.orch:step()
+  end, function(s)
+    s.handles[1]:cancel("level left")
+    s.orch:step()
+  end },
+  -- A loader holding slots of two pools, the second granted when a
+  -- holder releases it.
+  { "slots of two pools, one granted on a release", function(s)
+    s.orch:pool("q", 1)
+    local f = future(s, "hold")
+    s.handles[1] = s.orch:run("holder", function(job)
+      local release = job:slot("q")
+      job:await(f)
+      release()
+    end)
+    s.handles[2] = s.orch:run("two pools", function(job)
+      local r1 = job:slot("p")
+      local r2 = job:slot("q")
+      r2()
+      r1()
+      return 2
+    end)
+    s.orch:step()
+    s.f = f
+  end, function(s)
+    s.f:resolve()
+    s.orch:step()
+  end },
   -- A trace recording every wait of a loader and its slot.
   { "a trace recording loaders", function(s)
     s.trace = s.orch:trace()
