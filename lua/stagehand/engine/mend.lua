@@ -5,17 +5,20 @@
 --
 -- * fires cut short: the settles whose listeners were not all told
 --   (settle.recover tells them);
--- * then, once after each such error (settle.broken counts them: a fire
---   cut short, a step that raised), a look over this orchestrator's
---   running jobs for one that nothing will move again:
+-- * then, once after each error that may have left something undone
+--   (settle.broken counts them: a fire or an end cut short, a step that
+--   raised, a job's work that ran out of memory, a guarded call that did,
+--   a job whose making raised), a look over this orchestrator's running
+--   jobs for one that nothing will move again:
 --   - parked on an awaitable that has settled, or on a group whose parts
 --     have (counted again): woken;
 --   - queued, but not in the run queue (its wake was cut short): queued;
 --   - waiting on a slot queue or a budget: every queue grants again;
---   - marked as parked on nothing, not running: its resume, or the end of
---     its work, was cut short (taken off the queue, its coroutine left
---     suspended or dead), or a reply from another thread was. It fails
---     with "not enough memory": what it would have done is lost.
+--   - marked as parked on nothing, not running: its resume, its end or
+--     the end of its work was cut short (taken off the queue, its
+--     coroutine left suspended or dead), or a reply from another thread
+--     was; or its making was (M.unmade). It fails with "not enough
+--     memory": what it would have done is lost.
 -- The look over costs a walk of the running jobs, after an error only.
 local settle = require "stagehand.engine.settle"
 local runqueue = require "stagehand.engine.runqueue"
