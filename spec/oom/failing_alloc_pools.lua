@@ -206,12 +206,20 @@ local function settle(s, fail)
   end
   if s.inbox then
     -- (a long-lived worker's pool leaves the orchestrator once its worker
-    -- exits, or at once when none could start)
-    let_workers_answer(5)
-    s.orch:step()
-    for _, src in ipairs(outside.sources(s.orch)) do
-      if src.service then fail("a long-lived worker's pool is still the orchestrator's: " .. src.service) end
+    -- exits, or at once when none could start: its exit is given up to
+    -- 2 s, a busy machine's thread may take that long to end)
+    local function listed()
+      for _, src in ipairs(outside.sources(s.orch)) do
+        if src.service then return src.service end
+      end
     end
+    for _ = 1, 400 do
+      if not listed() then break end
+      E.outside_wait(s.orch, 5)
+      s.orch:step()
+    end
+    local still = listed()
+    if still then fail("a long-lived worker's pool is still the orchestrator's: " .. still) end
   end
   -- (the workers answer in real time, up to 2 s, on a fake clock that
   -- stands still meanwhile: a request stalls only if its reply was lost)
