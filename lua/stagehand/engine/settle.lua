@@ -58,9 +58,10 @@ local VACANT = setmetatable({}, { __name = "stagehand.VACANT" })
 -- step (M.recover), or by the game's function it ran inside. M.recover
 -- tells what is left: a job again (a wake of one woken already does
 -- nothing), a group by counting its parts again (M.on_recount). M.broken
--- counts what M.recover found, so every orchestrator looks its own jobs
--- over once (engine.lua). `base`: the depth under way when a game's
--- function was called (it may step).
+-- counts the errors that may have left something undone, these and the
+-- others engine/mend.lua lists: after each, every orchestrator looks its
+-- own jobs over once. `base`: the depth under way when a game's function
+-- was called (it may step).
 local firing = {}
 for i = 1, 128 do firing[i] = false end
 local depth, base = 0, 0
