@@ -14,6 +14,7 @@
 --     have (counted again): woken;
 --   - queued, but not in the run queue (its wake was cut short): queued;
 --   - waiting on a slot queue or a budget: every queue grants again;
+--   - waiting on when_idle: the idle check is made again;
 --   - marked as parked on nothing, not running: its resume, its end or
 --     the end of its work was cut short (taken off the queue, its
 --     coroutine left suspended or dead), or a reply from another thread
@@ -64,6 +65,7 @@ local function look_over(o, E)
   -- (a grant round cut short may have left waiters a slot is free for,
   -- with nothing marked for a round: every queue gets one)
   o.grantable, o.budget_due = true, true
+  o.idle_dirty = true -- (and when_idle's check is made again)
   local queued = {}
   for job in runqueue.queued(o) do queued[job] = true end
   local lost = {}

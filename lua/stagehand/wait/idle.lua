@@ -110,19 +110,27 @@ end
 
 --- The when_idle waiters to settle, in start order, once each running job
 --- waits on one; nil while the world is busy (or no check is due).
+--- (The check stays due until it has an answer: one that memory running
+--- out cut short is made again, not forgotten with a waiter left waiting.)
 function M.settled(o)
   if o.nidle == 0 or not o.idle_dirty then return nil end
-  o.idle_dirty = false
   for _, job in each, o.by_slot do
-    if surely_busy(o, job) then return nil end
+    if surely_busy(o, job) then
+      o.idle_dirty = false
+      return nil
+    end
   end
   local memo = {}
   for _, job in each, o.by_slot do
-    if not idle_blocked(o, job, memo) then return nil end
+    if not idle_blocked(o, job, memo) then
+      o.idle_dirty = false
+      return nil
+    end
   end
   local waiters = {}
   for job in each, o.idle do waiters[#waiters + 1] = job end
   table.sort(waiters, by_id)
+  o.idle_dirty = false
   return waiters
 end
 
