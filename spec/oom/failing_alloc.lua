@@ -342,6 +342,23 @@ local scenarios = {
     s.f:resolve()
     s.orch:step()
   end },
+  -- A preloader awaiting when_idle while loaders finish, and a job whose
+  -- job:call's callback comes later, from the game's code.
+  { "a preloader awaiting when_idle, and a callback that comes later", function(s)
+    for i = 1, 2 do s.handles[i] = loader(s, i) end
+    s.handles[3] = s.orch:run("preloader", function(job) return job:await(s.orch:when_idle()) end)
+    s.cb = false -- (its field made now; the dust settling calls it, as the game would)
+    s.handles[4] = s.orch:run("caller", function(job)
+      return job:call(function(cb) s.cb = cb end)
+    end)
+    s.orch:step()
+  end, function(s)
+    s.futures[1]:resolve("a")
+    s.futures[2]:resolve("b")
+    s.orch:step()
+    s.cb(nil, "called back")
+    s.orch:step()
+  end },
   -- A trace recording every wait of a loader and its slot.
   { "a trace recording loaders", function(s)
     s.trace = s.orch:trace()
@@ -373,6 +390,7 @@ local other = T.new { log = quiet_log }
 local function settle(s, fail)
   for _, f in ipairs(s.futures) do f:resolve("late") end
   if s.task then s.task:finish() end -- (the game's own task: finished, whatever the op did)
+  if s.cb then s.cb(nil, "late") end -- (the game's callback: called, whatever the op did; a second call is ignored)
   if s.subscribed then
     T.settle(s.orch, 20000, 250)
     -- (each on_end made was called once, its loader ended; one the failure
