@@ -159,13 +159,17 @@ local function hand_ended(tr)
   if not o.stepping then o.driver.reschedule(o) end
 end
 
+-- (Each waits in the list until it has ended, and those a listener adds
+-- meanwhile stay: an end that memory cut short leaves the rest listed,
+-- and the next step ends them, below.)
 local function settle_idle(tr)
   local waiting = tr.idle_jobs
-  tr.idle_jobs = {}
-  for i = 1, #waiting do
+  local n = #waiting
+  for i = 1, n do
     local job = waiting[i]
     if not job[F.STATE] then E.end_job(job, "done", settle.pack()) end
   end
+  for i = 1, #waiting do waiting[i] = waiting[i + n] end
 end
 
 local function finish(task, state, t)
@@ -652,6 +656,11 @@ function job_ended(tr, job, state)
   return true
 end
 
+-- (A load gone idle whose Handles could not all be ended then: now.)
+local function idle_left(tr)
+  if tr.running == 0 and tr.idle_jobs[1] then settle_idle(tr) end
+end
+E.on("step_began", function(o) each_tracker(o, idle_left) end)
 E.on("phase_began", function(o, job) each_tracker(o, job_began, job) end)
 E.on("phase_progressed", function(job) each_tracker(job[ORCH], job_progressed, job) end)
 E.on("phase_ended", function(o, job, st) return each_tracker(o, job_ended, job, st) end)
