@@ -359,6 +359,20 @@ local scenarios = {
     s.cb(nil, "called back")
     s.orch:step()
   end },
+  -- A loading screen awaiting its load going idle while tracked loaders,
+  -- one failing, finish.
+  { "a job awaiting load:idle() while tracked loaders finish, one failing", function(s)
+    s.load = stagehand.tracker(s.orch)
+    s.expect_tasks = 2
+    for i = 1, 2 do s.handles[i] = loader(s, i, { phase = "decode" }) end
+    local load = s.load
+    s.handles[3] = s.orch:run("loading screen", function(job) return job:await(load:idle()) end)
+    s.orch:step()
+  end, function(s)
+    s.futures[1]:reject("corrupt")
+    s.futures[2]:resolve("pixels")
+    s.orch:step()
+  end },
   -- A trace recording every wait of a loader and its slot.
   { "a trace recording loaders", function(s)
     s.trace = s.orch:trace()
