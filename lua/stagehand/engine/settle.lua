@@ -228,12 +228,18 @@ function M.fire(o, st, v)
 end
 
 -- What a fire cut short left untold, told now: each listener left, a
--- group by counting its parts again.
+-- group (a part's listener {on_part =, g =}: combine.lua) by counting its
+-- parts again; any other told as a fire tells it.
+local function tell_again(o, e, st, v)
+  local g = rawget(e, "on_part") and rawget(e, "g")
+  if g then return recount(g) end
+  return tell(o, e, st, v)
+end
 local function tell_rest(o)
   local st, v = o._st, o._v
   local w1 = rawget(o, "_w1")
   if w1 and w1 ~= VACANT then
-    if rawget(w1, "on_part") then recount(w1.g) else tell(o, w1, st, v) end
+    tell_again(o, w1, st, v)
     o._w1 = VACANT
   end
   local ls = rawget(o, "_ls")
@@ -241,7 +247,7 @@ local function tell_rest(o)
     for i = 1, #ls do
       local e = ls[i]
       if e then
-        if rawget(e, "on_part") then recount(e.g) else tell(o, e, st, v) end
+        tell_again(o, e, st, v)
         ls[i] = false
       end
     end
