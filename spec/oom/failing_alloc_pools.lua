@@ -163,6 +163,16 @@ local scenarios = {
     s.pool:resume()
     s.orch:step()
   end },
+  -- Requests withdrawn by their signal, queued and running.
+  { "a controller aborting requests", function(s)
+    s.ctl = stagehand.controller()
+    s.pool:pause()
+    for i = 1, 3 do s.handles[i] = s.pool:run("echo", i, { signal = s.ctl.signal }) end
+    s.orch:step()
+  end, function(s)
+    s.ctl:abort("the player left")
+    s.orch:step()
+  end },
   -- A job awaiting a queued request that its caller cancels.
   { "cancelling a queued request a job awaits", function(s)
     s.pool:pause()
