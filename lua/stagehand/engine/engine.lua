@@ -206,7 +206,7 @@ local ends = nest.new(1)
 --- Handles read (handle.lua), so ending writes nothing into them.
 function E.end_job(job, st, v)
   if job[STATE] then return false end
-  local level = settle_entered(job) -- (until its state is written: mend.lua)
+  local level = settle_entered(job) -- (until its Handles are told: mend.lua)
   local o = job[ORCH]
   local slot = job[CID]
   -- A job already queued (woken, not yet resumed) keeps its place: that
@@ -223,7 +223,6 @@ function E.end_job(job, st, v)
   job[CID] = false
   local told = job[OUT] == TOLD
   job[STATE], job[OUT] = st, v
-  settle_left(level)
   o.nrunning = o.nrunning - 1
   job_ended(o, job, st)
   -- (a tracker counting it hears its failure: its loading screen shows it)
@@ -255,6 +254,7 @@ function E.end_job(job, st, v)
   if told then
     for i = H, #hs do settle.fire(hs[i], st, v) end
   end
+  settle_left(level)
   notify(o, job, true) -- (job[STARTED] is read only for a watcher: see fields.lua)
   owned_left(o, job)
   job_gone(o, job)

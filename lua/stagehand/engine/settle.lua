@@ -17,7 +17,8 @@ local logm = require "stagehand.engine.log"
 local raise = require("stagehand.engine.errors").raise
 local options = require "stagehand.engine.options"
 local each = require("stagehand.core.compat").each
-local is_job = require("stagehand.engine.fields").is_job
+local F = require "stagehand.engine.fields"
+local is_job, STATE, H = F.is_job, F.STATE, F.H
 
 local unpack = unpack or table.unpack
 
@@ -76,7 +77,7 @@ logm.on_out_of_memory(M.note_broken)
 --- Whether a fire was cut short (outside any: read by a step's start).
 function M.cut_short() return depth ~= base or unfinished[1] ~= nil end
 
---- An end under way (engine.lua's, until the job's state is written) sits
+--- An end under way (engine.lua's, until its Handles are told) sits
 --- on the same stack: one cut short has its orchestrator look its jobs
 --- over (the job is found waiting on nothing, and failed). Returns the
 --- level for M.left.
@@ -259,14 +260,20 @@ end
 
 --- At the start of a step (never inside a fire): sets aside the fires cut
 --- short, and tells their listeners what is left. An end cut short (a
---- job) needs nothing here: the look over its jobs that M.broken asks of
---- its orchestrator finds it. Returns M.broken (engine/mend.lua).
+--- job) before its state was written needs nothing here: the look over
+--- its jobs that M.broken asks of its orchestrator finds it; one cut short
+--- after has each of its Handles tell what is left. Returns M.broken
+--- (engine/mend.lua).
 function M.recover()
   set_aside(base)
   local u = unfinished
   while #u > 0 do
     local o = u[#u]
-    if not is_job(o) then tell_rest(o) end
+    if not is_job(o) then
+      tell_rest(o)
+    elseif o[STATE] then
+      for i = H, #o do tell_rest(o[i]) end
+    end
     u[#u] = nil
   end
   return M.broken
