@@ -35,21 +35,30 @@ Chain.__index = Chain
 -- The job a relayed Handle follows now (for whoever awaits it).
 function Chain:job() return self.run end
 
--- Every older Handle still following ends as the newest run ended.
+-- Every older Handle still following ends as the newest run ended. (The
+-- empty lists are made first; the followers wait in chain.ending until
+-- each is settled: a finish that memory cut short goes on when its
+-- carrier is told again, settle.recover.)
 local function finish(chain, st, v)
-  if chain.over then return end
-  chain.over = true
-  local names = rawget(chain.o, "newest_names")
-  if names and names[chain.name] == chain then names[chain.name] = nil end
-  local fs = chain.followers
-  chain.followers, chain.carriers, chain.count, chain.keys = {}, {}, {}, {}
+  local fs = chain.ending
+  if not fs then
+    if chain.over then return end
+    local nf, nc, nn, nk = {}, {}, {}, {}
+    fs = chain.followers
+    chain.ending, chain.over = fs, true
+    local names = rawget(chain.o, "newest_names")
+    if names and names[chain.name] == chain then names[chain.name] = nil end
+    chain.followers, chain.carriers, chain.count, chain.keys = nf, nc, nn, nk
+  end
   for i = 1, #fs do
     local h = fs[i]
     if h then
+      fs[i] = false
       handle.unrelay(h)
       settle.settle(h, st, v)
     end
   end
+  chain.ending = false
 end
 
 -- A carrier's listener: the run it stands in ended. (settle reads a
@@ -152,7 +161,7 @@ function M.run(o, name, label, work, opts)
   if chain and (chain.over or chain.run[STATE]) then chain = nil end
   if not chain then
     names[name] = setmetatable({ o = o, name = name, run = job, head = h, followers = {}, carriers = {},
-      keys = {}, count = {}, over = false }, Chain)
+      keys = {}, count = {}, over = false, ending = false }, Chain)
     return h
   end
   local old, head = chain.run, chain.head
@@ -181,9 +190,12 @@ function M.run(o, name, label, work, opts)
   end
   chain.run, chain.head = job, h
   -- The older run's own caller follows the chain too.
+  -- (It follows first, then leaves: following needs memory, and one that
+  -- runs out leaves it its old run's caller, not a caller of nothing.
+  -- Leaving never raises.)
   if head ~= h and calls(head, old) then
-    sources.remove_caller(o, old, head)
     follow(chain, head)
+    sources.remove_caller(o, old, head)
   end
   if old ~= job and not old[STATE] and rawget(old, H) == nil then
     -- Nobody else calls it: whoever awaited it awaits the newer run; the

@@ -176,6 +176,7 @@ function M.is_handle(v) return getmetatable(v) == HandleMT end
 --- calls, which follow whichever run is newest).
 function M.relay(h, relay)
   rawset(h, "_st", false) -- (its own state from now on, not its job's)
+  rawset(h, "_v", false) -- (its place made now: settling it needs no memory)
   rawset(h, "_relay", relay)
 end
 
