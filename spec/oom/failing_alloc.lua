@@ -373,6 +373,21 @@ local scenarios = {
     s.futures[2]:resolve("pixels")
     s.orch:step()
   end },
+  -- A job awaiting the first of two newest runs, handed over to the
+  -- second, which then loads.
+  { "a job awaiting a newest run that is handed over", function(s)
+    local f1 = future(s, "level 1")
+    s.handles[1] = s.orch:newest("scene", "scene 1", function(job) return job:await(f1) end)
+    local first = s.handles[1]
+    s.handles[2] = s.orch:run("hud", function(job) return job:await(first) end)
+    s.orch:step()
+  end, function(s)
+    local f2 = future(s, "level 2")
+    s.handles[3] = s.orch:newest("scene", "scene 2", function(job) return job:await(f2) end)
+    s.orch:step()
+    f2:resolve("level 2 data")
+    s.orch:step()
+  end },
   -- A trace recording every wait of a loader and its slot.
   { "a trace recording loaders", function(s)
     s.trace = s.orch:trace()
