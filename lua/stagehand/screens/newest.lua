@@ -53,9 +53,9 @@ local function finish(chain, st, v)
   for i = 1, #fs do
     local h = fs[i]
     if h then
-      fs[i] = false
       handle.unrelay(h)
-      settle.settle(h, st, v)
+      settle.settle(h, st, v) -- (told again, one settled already does nothing)
+      fs[i] = false
     end
   end
   chain.ending = false
