@@ -199,16 +199,14 @@ end
 
 --- Tells o's listeners it settled, for an object whose _st and _v are
 --- already readable (stored by settle, or derived, as a Handle's are).
-function M.fire(o, st, v)
-  M.seq = M.seq + 1
-  local d = depth + 1
-  firing[d] = o
-  depth = d
-  -- (Each listener leaves once told, not before: a fire that memory
-  -- running out cuts short leaves the rest listening, for M.recover.)
+-- Tells each listener still listening to o with teller(o, entry, st, v),
+-- then o's own _settled. Each listener leaves once told, not before: a
+-- fire that memory running out cuts short leaves the rest listening, for
+-- M.recover (whose _settled call does nothing twice what had run).
+local function tell_listening(o, st, v, teller)
   local w1 = rawget(o, "_w1")
   if w1 then
-    if w1 ~= VACANT then tell(o, w1, st, v) end
+    if w1 ~= VACANT then teller(o, w1, st, v) end
     o._w1 = VACANT
   end
   local ls = rawget(o, "_ls")
@@ -216,7 +214,7 @@ function M.fire(o, st, v)
     for i = 1, #ls do
       local e = ls[i]
       if e then
-        tell(o, e, st, v)
+        teller(o, e, st, v)
         ls[i] = false
       end
     end
@@ -224,39 +222,27 @@ function M.fire(o, st, v)
   end
   local settled = o._settled -- (read once: on a Handle each read calls its __index)
   if settled then settled(o) end
+end
+
+function M.fire(o, st, v)
+  M.seq = M.seq + 1
+  local d = depth + 1
+  firing[d] = o
+  depth = d
+  tell_listening(o, st, v, tell)
   firing[d] = false
   depth = d - 1
 end
 
--- What a fire cut short left untold, told now: each listener left, a
--- group (a part's listener {on_part =, g =}: combine.lua) by counting its
--- parts again; any other told as a fire tells it.
+-- What a fire cut short left untold, told now: a group (a part's listener
+-- {on_part =, g =}: combine.lua) by counting its parts again; any other
+-- listener as a fire tells it.
 local function tell_again(o, e, st, v)
   local g = rawget(e, "on_part") and rawget(e, "g")
   if g then return recount(g) end
   return tell(o, e, st, v)
 end
-local function tell_rest(o)
-  local st, v = o._st, o._v
-  local w1 = rawget(o, "_w1")
-  if w1 and w1 ~= VACANT then
-    tell_again(o, w1, st, v)
-    o._w1 = VACANT
-  end
-  local ls = rawget(o, "_ls")
-  if ls then
-    for i = 1, #ls do
-      local e = ls[i]
-      if e then
-        tell_again(o, e, st, v)
-        ls[i] = false
-      end
-    end
-    o._ls, o._li = nil, nil
-  end
-  local settled = o._settled
-  if settled then settled(o) end -- (as much of it as had run does nothing twice)
-end
+local function tell_rest(o) return tell_listening(o, o._st, o._v, tell_again) end
 
 --- At the start of a step (never inside a fire): sets aside the fires cut
 --- short, and tells their listeners what is left. An end cut short (a
