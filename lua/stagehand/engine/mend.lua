@@ -67,7 +67,7 @@ local function look_over(o, E)
   o.grantable, o.budget_due = true, true
   o.idle_dirty = true -- (and when_idle's check is made again)
   local queued = {}
-  for job in runqueue.queued(o) do queued[job] = true end
+  for _, job in runqueue.queued(o) do queued[job] = true end
   local lost = {}
   for i = 1, UNMADE_N do
     local job = unmade[i]

@@ -47,26 +47,28 @@ function M.pop(o)
   return job
 end
 
---- Each queued job in turn, oldest first: `for job in M.queued(o)`.
-function M.queued(o)
-  local q, cap, i, left = o.q, o.qcap, o.qh, o.qn
-  return function()
-    while left > 0 do
-      local job = q[i]
-      left = left - 1
-      i = i + 1
-      if i > cap then i = 1 end
-      if job then return job end
-    end
+-- (k: how many entries from the head were walked; no closure is made, for
+-- a step cut short by its budget counts its cleanups with it)
+local function next_queued(o, k)
+  local cap = o.qcap
+  while k < o.qn do
+    local i = o.qh + k
+    if i > cap then i = i - cap end
+    k = k + 1
+    local job = o.q[i]
+    if job then return k, job end
   end
 end
+
+--- Each queued job in turn, oldest first: `for _, job in M.queued(o)`.
+function M.queued(o) return next_queued, o, 0 end
 
 --- Ended jobs whose cleanup (the resume after their aborted wait) is still
 --- queued: a step that left them counts them, so `while step(0) > 0`
 --- leaves nothing behind.
 function M.cleanups(o)
   local n = 0
-  for job in M.queued(o) do
+  for _, job in M.queued(o) do
     if job[STATE] and job[CO] and job[W] == QUEUED then n = n + 1 end
   end
   return n
