@@ -201,6 +201,17 @@ local scenarios = {
   end, function(s) s.handles[#s.handles + 1] = s.pool:destroy() end },
 }
 
+-- Steps s.orch while the workers answer in real time, until done() or 2 s
+-- have passed: each wait blocks until a worker sends something, or 5 ms,
+-- so the workers get the cores.
+local function step_until(s, done)
+  for _ = 1, 400 do
+    if done() then return end
+    E.outside_wait(s.orch, 5)
+    s.orch:step()
+  end
+end
+
 -- The dust settles with memory to spare: the orchestrator's clock run on
 -- past every stall time, and the workers given real time for what is
 -- still queued (a queued request's clock is paused: only a worker, or the
@@ -223,22 +234,14 @@ local function settle(s, fail)
         if src.service then return src.service end
       end
     end
-    for _ = 1, 400 do
-      if not listed() then break end
-      E.outside_wait(s.orch, 5)
-      s.orch:step()
-    end
+    step_until(s, function() return not listed() end)
     local still = listed()
     if still then fail("a long-lived worker's pool is still the orchestrator's: " .. still) end
   end
-  -- (the workers answer in real time, up to 2 s, on a fake clock that
-  -- stands still meanwhile: a request stalls only if its reply was lost)
-  local function answered(pool) return not pool or pool.destroyed or pool:pending() == 0 end
-  for _ = 1, 400 do -- (each a wait of 5 ms at most)
-    if answered(s.pool) then break end -- (the scene's pool, whose workers run: not one made under the failure)
-    E.outside_wait(s.orch, 5) -- (blocks until a worker sends something: the workers get the cores)
-    s.orch:step()
-  end
+  -- (the workers of the scene's pool, not of one made under the failure,
+  -- answer in real time on a fake clock that stands still meanwhile: a
+  -- request stalls only if its reply was lost)
+  step_until(s, function() return s.pool.destroyed or s.pool:pending() == 0 end)
   T.settle(s.orch, 20000, 250)
   if not s.pool.destroyed and s.pool:pending() > 0 then
     fail("pool:pending() is " .. s.pool:pending() .. " once every request has ended")
