@@ -30,9 +30,8 @@ local records = require "stagehand.engine.records"
 local mend = require "stagehand.engine.mend"
 local settle_entered, settle_left = settle.entered, settle.left
 
-local ORCH, CID, CO, W, STATE, OUT, LABEL, H =
-  F.ORCH, F.CID, F.CO, F.W, F.STATE, F.OUT, F.LABEL, F.H
-local SINCE, STARTED = F.SINCE, F.STARTED
+local ORCH, CID, CO, W, STATE, OUT, LABEL, H, SINCE, STARTED =
+  F.ORCH, F.CID, F.CO, F.W, F.STATE, F.OUT, F.LABEL, F.H, F.SINCE, F.STARTED
 
 local co_create, co_resume = coroutine.create, coroutine.resume
 local traceback = debug.traceback
@@ -206,7 +205,7 @@ local ends = nest.new(1)
 --- Handles read (handle.lua), so ending writes nothing into them.
 function E.end_job(job, st, v)
   if job[STATE] then return false end
-  local level = settle_entered(job) -- (until its Handles are told: mend.lua)
+  local level = settle_entered(job) -- (until all of it is done: mend.lua)
   local o = job[ORCH]
   local slot = job[CID]
   -- A job already queued (woken, not yet resumed) keeps its place: that
@@ -254,16 +253,17 @@ function E.end_job(job, st, v)
   if told then
     for i = H, #hs do settle.fire(hs[i], st, v) end
   end
-  settle_left(level)
   notify(o, job, true) -- (job[STARTED] is read only for a watcher: see fields.lua)
   owned_left(o, job)
   job_gone(o, job)
+  settle_left(level)
   return true
 end
 
 --- Runs fn(a, b) as an end that an end reached: at once, unless this end
 --- is itself one that an end reached; then after it (see `ends`).
 function E.after_end(fn, a, b) return ends:call(fn, a, b) end
+E.hooks = hooks -- (read by mend.lua, which finishes an end cut short)
 
 function E.fail(job, cause, tb)
   return E.end_job(job, "failed", errors.failed(job[LABEL], cause, tb))

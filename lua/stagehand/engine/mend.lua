@@ -4,7 +4,8 @@
 -- next step of each orchestrator, so that every job still ends:
 --
 -- * fires cut short: the settles whose listeners were not all told
---   (settle.recover tells them);
+--   (settle.recover tells them), a signal's abort likewise, and an end
+--   cut short once its state was written (end_rest below finishes it);
 -- * then, once after each error that may have left something undone
 --   (settle.broken counts them: a fire or an end cut short, a step that
 --   raised, a job's work that ran out of memory, a guarded call that did,
@@ -25,6 +26,7 @@ local settle = require "stagehand.engine.settle"
 local runqueue = require "stagehand.engine.runqueue"
 local F = require "stagehand.engine.fields"
 local marks = require "stagehand.engine.marks"
+local signal = require "stagehand.engine.signal"
 
 local W, CO, STATE, ORCH, CID = F.W, F.CO, F.STATE, F.ORCH, F.CID
 local timers_cancel = require("stagehand.core.backend").timers_cancel
@@ -117,10 +119,44 @@ local function look_over(o, E)
   end
 end
 
+-- The rest of an end cut short after its state was written (engine.lua's
+-- end_job: it stays on settle's stack until all of it is done). Each part
+-- does nothing twice: keys forget the job, a tracker ends its task, its
+-- signal aborts (or finishes telling its handlers), a coroutine left
+-- suspended gets its cleanup resume, the callers it made leave. (Its
+-- watchers' record of the end and the report's note of an unheard failure
+-- are not made again: a second would repeat them.)
+local engine
+local function end_rest(job)
+  local o, st, v = job[ORCH], job[STATE], job[F.OUT]
+  local hooks = engine.hooks
+  hooks.job_ended(o, job, st)
+  if rawget(job, "phase") then hooks.phase_ended(o, job, st) end
+  local sig = st ~= "done" and rawget(job, "signal")
+  if sig then engine.after_end(signal.abort, sig, v) end
+  local co = job[CO]
+  if co and co_status(co) == "suspended" then
+    local queued = false
+    for _, j in runqueue.queued(o) do
+      if j == job then queued = true end
+    end
+    if not queued then
+      job[W] = QUEUED
+      runqueue.push(o, job)
+    end
+  end
+  hooks.owned_left(o, job)
+  hooks.job_gone(o, job)
+end
+
 --- Mends what memory running out left undone (see above); `E` is the
 --- engine, whose fail it calls.
+local function nothing() end
 function M.mend(o, E)
-  local broken = settle.recover()
+  engine = E
+  -- (ends an end reached, left pending by one that raised: run now)
+  E.after_end(nothing)
+  local broken = settle.recover(end_rest)
   if o.mended ~= broken then
     look_over(o, E)
     o.mended = broken

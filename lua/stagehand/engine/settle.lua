@@ -248,16 +248,24 @@ local function tell_rest(o) return tell_listening(o, o._st, o._v, tell_again) en
 --- short, and tells their listeners what is left. An end cut short (a
 --- job) before its state was written needs nothing here: the look over
 --- its jobs that M.broken asks of its orchestrator finds it; one cut short
---- after has each of its Handles tell what is left. Returns M.broken
---- (engine/mend.lua).
-function M.recover()
+--- after has end_rest(job) finish what else its end does (engine/mend.lua),
+--- then each of its Handles tell what is left. Anything else on the stack
+--- whose metatable was given a function by M.on_rest (a signal's abort)
+--- has that function finish it. Returns M.broken.
+local rests = {}
+function M.on_rest(mt, fn) rests[mt] = fn end
+function M.recover(end_rest)
   set_aside(base)
   local u = unfinished
   while #u > 0 do
     local o = u[#u]
-    if not is_job(o) then
+    local rest = rests[getmetatable(o)]
+    if rest then
+      rest(o)
+    elseif not is_job(o) then
       tell_rest(o)
     elseif o[STATE] then
+      end_rest(o)
       for i = H, #o do tell_rest(o[i]) end
     end
     u[#u] = nil

@@ -645,12 +645,15 @@ local function job_progressed(tr, job)
   event(task, "progress", now(tr))
 end
 
--- (true: it counted the job, so a failure is heard)
+-- (true: it counted the job, so a failure is heard.) The job leaves the
+-- list only once its task is finished: an end that memory running out
+-- cuts short calls this again at the next step (engine/mend.lua), and a
+-- task dropped from the list unfinished would run in the tracker for good.
 function job_ended(tr, job, state)
   local task = tr.jobs[job]
   if not task then return false end
+  if task.state == "running" then finish(task, state, now(tr)) end
   tr.jobs[job] = nil
-  finish(task, state, now(tr))
   tr.job_tasks = tr.job_tasks - 1
   idle_sync(tr)
   return true
