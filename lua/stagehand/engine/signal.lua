@@ -3,6 +3,7 @@
 local errors = require "stagehand.engine.errors"
 local logm = require "stagehand.engine.log"
 local options = require "stagehand.engine.options"
+local settle = require "stagehand.engine.settle"
 
 local M = {}
 
@@ -94,12 +95,14 @@ function Signal:throw_if_aborted()
   if self.aborted then error(self.reason, 0) end
 end
 
--- Aborts `sig` with `reason`; returns false if it had already aborted.
-function M.abort(sig, reason)
-  if sig.aborted then return false end
-  sig.aborted, sig.reason = true, reason
+-- Tells the handlers of an aborted signal that are not told yet. Each
+-- leaves the list once told, not before (marked as unwatch marks it): an
+-- abort that memory running out cuts short sits on settle's stack, and the
+-- next step's settle.recover tells the rest. (The handlers run guarded, so
+-- only the guard's own call can raise.)
+local function tell_handlers(sig)
+  local reason = sig.reason
   local ls = sig._ls
-  sig._ls = nil
   if ls then
     for i = 1, #ls do
       local entry = ls[i]
@@ -110,8 +113,20 @@ function M.abort(sig, reason)
       else
         logm.guard(sig._log, "an on_abort handler", fn, arg, reason)
       end
+      entry[1] = nil
     end
   end
+  sig._ls = nil
+end
+settle.on_rest(Signal, tell_handlers)
+
+-- Aborts `sig` with `reason`; returns false if it had already aborted.
+function M.abort(sig, reason)
+  if sig.aborted then return false end
+  sig.aborted, sig.reason = true, reason
+  local level = settle.entered(sig)
+  tell_handlers(sig)
+  settle.left(level)
   return true
 end
 
