@@ -6,6 +6,7 @@
 -- runs sub-jobs for a whole session keeps none of the finished ones.
 local E = require "stagehand.engine.engine"
 local list = require "stagehand.engine.list"
+local settle = require "stagehand.engine.settle"
 local F = require "stagehand.engine.fields"
 
 local ORCH, STATE = F.ORCH, F.STATE
@@ -41,11 +42,24 @@ function M.settled(h)
   end
 end
 
--- Withdraws the callers a job made that still run, in the order it made
--- them. (Its own function, not a closure made at each end.)
-local function withdraw(owned, v)
+-- Withdraws the callers the ended `job` made that still run, in the order
+-- it made them; each leaves the set as it settles (M.settled), and the set
+-- goes with the last (or after them all). (Its own function, not a closure made at each end.)
+-- Memory that runs out partway leaves the rest in the set, and the job on
+-- settle's stack: the next step finishes its end (engine/mend.lua), which
+-- withdraws them.
+local function withdraw(o, job)
+  local owned = o.owned[job]
+  if not owned then return end
+  local level = settle.entered(job)
   local hs = list.members(owned, function(a, b) return owned[a] < owned[b] end)
+  local v = job[F.OUT]
   for i = 1, #hs do hs[i]:cancel(v) end
+  if o.owned[job] then -- (a caller that had settled, its leaving cut short)
+    o.owned[job] = nil
+    o.nowners = o.nowners - 1
+  end
+  settle.left(level)
 end
 
 -- Once a job's end is told: the callers it made leave with it unless it
@@ -54,11 +68,10 @@ end
 -- every end an end reaches: E.after_end.)
 E.on("owned_left", function(o, job)
   local owned = o.nowners > 0 and o.owned[job]
-  if owned then
-    o.owned[job] = nil
-    o.nowners = o.nowners - 1
-    if job[STATE] ~= "done" then E.after_end(withdraw, owned, job[F.OUT]) end
-  end
+  if not owned then return end
+  if job[STATE] ~= "done" then return E.after_end(withdraw, o, job) end
+  o.owned[job] = nil
+  o.nowners = o.nowners - 1
 end)
 
 return M
