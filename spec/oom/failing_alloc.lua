@@ -117,6 +117,7 @@ local scenarios = {
   -- ends an end reaches run in turn, not nested: nest.lua).
   { "a controller aborting the loaders that follow it", function(s)
     s.ctl = stagehand.controller()
+    s.followers = { true, true, true, true }
     for i = 1, 4 do s.handles[i] = loader(s, i, { signal = s.ctl.signal }) end
   end, function(s) s.ctl:abort("the player left") end },
   -- job:call (a callback's values), job:pcall (an error kept) and
@@ -388,6 +389,119 @@ local scenarios = {
     f2:resolve("level 2 data")
     s.orch:step()
   end },
+  -- A slot held, background loaders queued behind it, then a visible job
+  -- awaiting the last of them (raising it) and the holder releasing: the
+  -- raised one is granted first, and every loader ends.
+  { "a visible job raising a queued loader, then a slot released", function(s)
+    s.orch:pool("one", 1)
+    local f = future(s, "held")
+    s.handles[1] = s.orch:run("holder", function(job)
+      local release = job:slot("one")
+      job:await(f)
+      release()
+    end)
+    for i = 2, 4 do
+      s.handles[i] = s.orch:run("background " .. i, function(job)
+        local release = job:slot("one")
+        release()
+        return i
+      end, { priority = "background" })
+    end
+    s.orch:step()
+    s.f = f
+  end, function(s)
+    local last = s.handles[4]
+    s.handles[5] = s.orch:run("portrait", function(job) return job:await(last) end, { priority = "visible" })
+    s.orch:step()
+    s.f:resolve()
+    s.orch:step()
+  end },
+  -- A priority function that changes its answer between steps, read when
+  -- a slot is granted, and a job raising itself by awaiting a keyed run
+  -- another job started.
+  { "priorities read live while slots are granted", function(s)
+    s.orch:pool("one", 1)
+    s.near = false
+    for i = 1, 3 do
+      s.handles[i] = loader(s, i, {
+        priority = function() return (s.near == i) and "visible" or "background" end,
+      })
+    end
+    s.orch:step()
+  end, function(s)
+    s.near = 3
+    s.handles[4] = s.orch:run("keyed", function(job) return job:await(s.futures[1]) end, { key = "k" })
+    s.handles[5] = s.orch:run("joiner", function(job) return job:await(s.orch:when("k")) end,
+      { priority = "visible" })
+    s.orch:step()
+    s.futures[2]:resolve("b")
+    s.orch:step()
+  end },
+  -- A loading screen's tracker over newest runs: the second hands the
+  -- first's callers over, and the tracker's bar still reaches 1.
+  { "a tracker over newest runs under one name", function(s)
+    s.load = stagehand.tracker(s.orch)
+    s.expect_tasks = 0
+    local f1 = future(s, "level 1")
+    s.handles[1] = s.orch:newest("scene", "scene 1", function(job) return job:await(f1) end,
+      { phase = "decode" })
+    s.orch:step()
+  end, function(s)
+    local f2 = future(s, "level 2")
+    s.handles[2] = s.orch:newest("scene", "scene 2", function(job) return job:await(f2) end,
+      { phase = "decode" })
+    s.orch:step()
+    f2:resolve("level 2 data")
+    s.orch:step()
+  end },
+  -- Closing with newest runs handed over and jobs awaiting their Handles.
+  { "close with newest runs handed over and awaited", function(s)
+    for i = 1, 2 do
+      local f = future(s, "level " .. i)
+      s.handles[i] = s.orch:newest("scene", "scene " .. i, function(job) return job:await(f) end)
+    end
+    local first = s.handles[1]
+    s.handles[3] = s.orch:run("hud", function(job) return job:await(first) end)
+    s.orch:step()
+  end, function(s) s.orch:close("level unloaded") end },
+  -- Tracked, keyed jobs parked inside a job:pcall, cancelled: each is
+  -- resumed once more, its wait raising its end, and puts back what it
+  -- took (checked once settled: every one whose wait began cleaned up,
+  -- and the handler on its signal heard the cancel).
+  { "cancelling tracked jobs parked in job:pcall, each cleaning up", function(s)
+    s.waiting, s.cleaned, s.heard = {}, {}, {}
+    s.load = stagehand.tracker(s.orch)
+    s.expect_tasks = 4
+    s.orch:watch(function() end)
+    for i = 1, 4 do
+      s.waiting[i], s.cleaned[i], s.heard[i] = false, false, false
+      local f = future(s, "asset " .. i)
+      s.handles[i] = s.orch:run("holder " .. i, function(job)
+        job.signal:on_abort(function() s.heard[i] = true end)
+        job:pcall(function()
+          s.waiting[i] = true
+          job:await(f)
+        end)
+        s.cleaned[i] = true
+      end, { phase = "decode", key = "asset " .. i })
+    end
+    s.orch:step()
+  end, function(s)
+    for i = 1, 4 do s.handles[i]:cancel("scrolled away") end
+  end },
+  -- A scene that made loaders of its own, cancelled: the loaders it made
+  -- are withdrawn with it (checked once settled: none finished).
+  { "cancelling a scene withdraws the loaders it made", function(s)
+    s.made_by_scene = {}
+    s.handles[1] = s.orch:run("scene", function(job)
+      for i = 1, 3 do s.made_by_scene[i] = loader(s, i) end
+      return job:await(stagehand.all(s.made_by_scene))
+    end)
+    s.orch:step()
+  end, function(s)
+    s.handles[1]:cancel("level left")
+    s.orch:step()
+  end },
   -- A trace recording every wait of a loader and its slot.
   { "a trace recording loaders", function(s)
     s.trace = s.orch:trace()
@@ -433,6 +547,25 @@ local function settle(s, fail)
   for i, h in ipairs(s.handles) do
     if h._st == "stalled" and not s.may_stall then fail("Handle " .. i .. " stalled: " .. tostring(h._v)) end
     if h._st == nil or h._st == "running" then fail("Handle " .. i .. " still runs: " .. tostring(h._st)) end
+  end
+  -- (an abort that began reaches every loader following it; a cleanup
+  -- whose wait began runs; a scene that ended cancelled takes the
+  -- loaders it made with it)
+  if s.ctl and s.ctl.signal.aborted then
+    for i, h in ipairs(s.handles) do
+      if s.followers and s.followers[i] and h._st == "done" then fail("Handle " .. i .. " finished after its abort") end
+    end
+  end
+  for i, began in ipairs(s.waiting or {}) do
+    if began and not s.cleaned[i] then fail("job " .. i .. " never cleaned up after its wait") end
+    if began and s.handles[i]._st == "cancelled" and not s.heard[i] then
+      fail("job " .. i .. "'s signal never told its handler of the cancel")
+    end
+  end
+  if s.made_by_scene and s.handles[1]._st == "cancelled" then
+    for i, h in ipairs(s.made_by_scene) do
+      if h._st == "done" then fail("the scene's loader " .. i .. " finished after the scene was cancelled") end
+    end
   end
   if s.load then
     -- (1 once every task expected came and ended; short of 1 while one
