@@ -502,6 +502,34 @@ local scenarios = {
     s.handles[1]:cancel("level left")
     s.orch:step()
   end },
+  -- Keyed loaders finishing while the orchestrator remembers two
+  -- outcomes: each end files its key as the newest and evicts the oldest
+  -- (checked once settled: the list of remembered keys is whole, and a
+  -- get-or-load of each key still answers).
+  { "keyed loaders ending, remembered two at a time", function(s)
+    s.orch.remember = 2
+    for i = 1, 4 do s.handles[i] = loader(s, i, { key = "asset " .. i }) end
+    s.orch:step()
+    s.check = function(fail)
+      local o, seen, n, k = s.orch, {}, 0, s.orch.mem_oldest
+      while k ~= nil and n <= 10 do
+        seen[k], n = true, n + 1
+        k = o.mem_newer[k]
+      end
+      if n ~= o.mem_count or n > 2 then fail(("remembers %d keys, its list links %d"):format(o.mem_count, n)) end
+      for key in pairs(o.mem) do
+        if not seen[key] then fail("remembers " .. tostring(key) .. " outside its list") end
+      end
+      for i = 1, 4 do
+        local h = o:run("again " .. i, function() return "again" end, { key = "asset " .. i, reuse = true })
+        T.settle(o, 1000)
+        if h:state() ~= "done" then fail("a get-or-load of asset " .. i .. " ended " .. h:state()) end
+      end
+    end
+  end, function(s)
+    for i = 1, 4 do s.futures[i]:resolve("bytes " .. i) end
+    s.orch:step()
+  end },
   -- A trace recording every wait of a loader and its slot.
   { "a trace recording loaders", function(s)
     s.trace = s.orch:trace()
@@ -587,6 +615,7 @@ local function settle(s, fail)
     end
     s.load:close()
   end
+  if s.check then s.check(fail) end
   if s.trace then s.trace:stop() end
   if s.made then
     T.settle(s.made, 20000, 250)

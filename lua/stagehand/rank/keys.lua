@@ -38,12 +38,24 @@ function M.forget(o, key)
 end
 
 --- Remembers an ended keyed job as the newest outcome of its key.
+-- (The writes that may need memory, made together: one that runs out
+-- leaves the others to be taken back.)
+local function link(o, key, job, newest)
+  o.mem_older[key] = newest
+  if newest ~= nil then o.mem_newer[newest] = key end
+  o.mem[key] = job
+end
+
 function M.remember(o, key, job)
   M.forget(o, key)
-  o.mem[key] = job
   local newest = o.mem_newest
-  o.mem_older[key] = newest
-  if newest ~= nil then o.mem_newer[newest] = key else o.mem_oldest = key end
+  local ok, err = pcall(link, o, key, job, newest)
+  if not ok then -- (taking back needs no memory: the key is not remembered)
+    o.mem[key], o.mem_older[key] = nil, nil
+    if newest ~= nil then o.mem_newer[newest] = nil end
+    error(err, 0)
+  end
+  if newest == nil then o.mem_oldest = key end
   o.mem_newest = key
   o.mem_count = o.mem_count + 1
   while o.mem_count > o.remember do unlink(o, o.mem_oldest) end
