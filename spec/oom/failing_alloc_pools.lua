@@ -195,6 +195,39 @@ local scenarios = {
     s.port:close()
     s.orch:step()
   end },
+  -- Requests queued behind a paused pool, one raised by a visible job
+  -- awaiting it and one followed by a `when` on its key, then the pool
+  -- resumed: every request is still answered.
+  { "a visible job and a when raising queued requests", function(s)
+    s.pool:pause()
+    for i = 1, 4 do
+      s.handles[i] = s.pool:run("echo", i, { priority = "background", key = "r" .. i })
+    end
+  end, function(s)
+    local last = s.handles[4]
+    s.handles[5] = s.orch:run("portrait", function(job) return job:await(last) end, { priority = "visible" })
+    s.handles[6] = s.orch:when("r3", "following r3", { priority = "visible" })
+    s.orch:step()
+    s.pool:resume()
+    s.orch:step()
+  end },
+  -- Requests whose priority functions are read as workers come free, one
+  -- joined by key from a job at a higher rank.
+  { "requests with priority functions, one joined by key", function(s)
+    s.near = 0
+    for i = 1, 4 do
+      s.handles[i] = s.pool:run("echo", i, {
+        key = "q" .. i,
+        priority = function() return s.near == i and 100 or i end,
+      })
+    end
+  end, function(s)
+    s.near = 2
+    s.handles[5] = s.orch:run("joiner", function(job)
+      return job:await(s.pool:run("echo", 0, { key = "q1", priority = "visible" }))
+    end)
+    s.orch:step()
+  end },
   { "destroy with queued requests", function(s)
     s.pool:pause()
     for i = 1, 4 do s.handles[i] = s.pool:run("echo", i) end
