@@ -3,9 +3,10 @@
 -- runs with its first allocation failing, then its second, and so on until
 -- it runs through (then each C allocation alone); each time it must finish
 -- or raise "not enough memory", and once luv's loop has run with memory to
--- spare, every Handle it made has ended on the loop's own time (a job whose
--- end was lost stalls, at 200 ms), the loop has nothing left to run, and
--- nothing is left behind. The driver's timer and its watch of the worker
+-- spare, every Handle it made has ended on the loop's own time, none of
+-- them stalled (a wake, an answer or an end that was lost shows as a
+-- stall, at 2 s: ten times what any of them takes on a busy machine), the
+-- loop has nothing left to run, and nothing is left behind. The driver's timer and its watch of the worker
 -- pool's notifier are what the manual driver's scenarios never reach.
 -- (Run with LeakSanitizer off: luv itself loses a handle when Lua's memory
 -- runs out between its malloc and its registry reference, in uv.new_poll.
@@ -22,7 +23,7 @@ return M
 local function quiet_log() end
 
 local function new_scene()
-  local orch = stagehand.new { driver = "luv", log = quiet_log, stall_ms = 200, check_ms = 20 }
+  local orch = stagehand.new { driver = "luv", log = quiet_log, stall_ms = 2000, check_ms = 20 }
   return { orch = orch, futures = {}, handles = {} }
 end
 
@@ -47,6 +48,14 @@ local scenarios = {
     s.handles[1] = s.pool:run("echo", { 1, 2 })
     s.handles[2] = s.orch:run("awaits it", function(job) return job:await(s.pool:run("echo", 3)) end)
   end },
+  -- A preloader awaiting when_idle while sleepers run on the loop, one of
+  -- them cancelled: the driver's timer must still come for the rest.
+  { "when_idle beside sleepers, one cancelled, on the loop", function(s)
+    for i = 1, 3 do s.handles[i] = s.orch:run("sleeper " .. i, function(job) job:sleep(2 * i) return i end) end
+  end, function(s)
+    s.handles[4] = s.orch:run("preloader", function(job) return job:await(s.orch:when_idle()) end)
+    s.handles[2]:cancel("scrolled away")
+  end },
 }
 
 -- The loop runs until it has nothing left, or 10 s pass: every Handle must
@@ -68,6 +77,7 @@ local function settle(s, fail)
   end
   for i, h in ipairs(s.handles) do
     if h:state() == "running" then fail("Handle " .. i .. " (" .. h.label .. ") never ended") end
+    if h:state() == "stalled" then fail("Handle " .. i .. " (" .. h.label .. ") stalled: " .. tostring(h._v)) end
   end
   if s.pool then s.orch:wait(s.pool:destroy(), 10000) end
   s.orch:close("the spec ends")
