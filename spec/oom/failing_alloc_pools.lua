@@ -22,6 +22,11 @@ local SOURCE = [[
 local M = {}
 function M.echo(x) return x end
 function M.boom() error("boom") end
+function M.steps(n)
+  local w = require "stagehand.worker"
+  for i = 1, n do w.progress(i, n) end
+  return n
+end
 return M
 ]]
 
@@ -228,6 +233,22 @@ local scenarios = {
     end)
     s.orch:step()
   end },
+  -- Tracked requests whose workers report their progress: collecting
+  -- the reports and the replies (checked once settled: no task of the
+  -- loading screen still runs, and its bar is full).
+  { "collecting progress and replies of tracked requests", function(s)
+    s.load = stagehand.tracker(s.orch)
+    s.load:expect("decode", 3)
+    for i = 1, 3 do s.handles[i] = s.pool:run("steps", 4, { phase = "decode" }) end
+    s.check = function(fail)
+      local c = s.load:counts("decode")
+      if c.running ~= 0 then fail(c.running .. " tracked request(s) still run") end
+      if s.load:fraction() ~= 1 then fail("the bar's fraction is " .. tostring(s.load:fraction())) end
+      s.load:close()
+    end
+    s.orch:step() -- (the requests go to the workers)
+    let_workers_answer(20)
+  end, function(s) s.orch:step() end },
   { "destroy with queued requests", function(s)
     s.pool:pause()
     for i = 1, 4 do s.handles[i] = s.pool:run("echo", i) end

@@ -21,8 +21,11 @@ local B = require "stagehand.core.backend"
 local F = require "stagehand.engine.fields"
 local priority = require "stagehand.rank.priority"
 local slots = require "stagehand.wait.slots"
+local options = require "stagehand.engine.options"
+local handle = require "stagehand.wait.handle"
+local sources = require "stagehand.rank.sources"
 
-local ID = F.ID
+local ID, WAITQ, STATE, LABEL = F.ID, F.WAITQ, F.STATE, F.LABEL
 
 local M = {}
 
@@ -164,6 +167,70 @@ function M.queue(pool, job)
   local r = known_rank(o, q, g)
   if r == nil or k < pool.offer_want then q.stale = true end
   if r ~= nil and k > 0 and r < pool.offer_ranks[k] then M.cut(pool, q, g) end
+end
+
+---------------------------------------------------------------------------
+-- pool:reprioritise: each queued request's own caller gets the priority
+-- the game's function gives it; the next round offers by the new ranks.
+
+-- Lists in `jobs` the requests still held in core queue p, peeked.
+local function list_held(pool, p, jobs)
+  local holds, ud, by_slot, cid = pool.holds, pool.ud, pool.orch.by_slot, pool_peek_next(p)
+  while cid >= 0 do
+    local job = by_slot[cid] -- (still held: one a worker took, its start not yet read, is running)
+    if ud:_held(holds[job[ID]], job[ID]) then jobs[#jobs + 1] = job end
+    cid = pool_peek_next(p)
+  end
+end
+
+--- pool:reprioritise(fn), its arguments checked.
+function M.reprioritise(pool, fn)
+  local o, jobs, q = pool.orch, {}, pool.q -- (in queue order: by rank as last read, then arrival)
+  if q and not pool.destroyed then
+    -- (the peek takes each out of the core's queue until peek_end puts
+    -- them back: ended whatever the listing raises, memory running out)
+    local ok, err = pcall(list_held, pool, q.p, jobs)
+    check(pool_peek_end(q.p), "end a peek")
+    if not ok then error(err, 0) end
+  end
+  local new = {}
+  for i = 1, #jobs do
+    local job = jobs[i]
+    local h = pool.own[job[ID]]
+    local src = h and rawget(h, 2)
+    if type(src) == "table" then src = src[1] end -- (a number's box)
+    local p = fn(pool.payloads[job[ID]], src == nil and 0 or src)
+    if not options.is_priority(o, p) then
+      error("pool:reprioritise: fn returned " .. options.describe(p) .. " for a request of " .. job[LABEL]
+        .. "; expected a rank name (" .. table.concat(o.ranks, ", ") .. "), a number or a function", 3)
+    end
+    new[i] = p
+  end
+  for i = 1, #jobs do
+    local job = jobs[i]
+    local h = pool.own[job[ID]]
+    -- (its own caller still in: a caller that left took its priority along)
+    if job[WAITQ] and h and not job[STATE] and rawget(job, rawget(h, 3)) == h then
+      local p = new[i]
+      if type(p) == "number" then p = handle.box(o, p) end
+      local old = rawget(h, 2)
+      sources.remove_caller(o, job, h)
+      rawset(h, 2, p)
+      local ok, err = pcall(sources.add_caller, o, job, h)
+      if not ok then
+        -- (memory ran out: the caller goes back as it was, and the counts
+        -- are made anew from the callers before anything reads them)
+        rawset(h, 2, old)
+        local n = #job + 1
+        job[n] = h
+        rawset(h, 3, n)
+        o.prio_broken = true
+        error(err, 0)
+      end
+    end
+  end
+  if pool.q then slots.dirty(o, pool.q) end
+  if not o.stepping then o.driver.reschedule(o) end
 end
 
 return M

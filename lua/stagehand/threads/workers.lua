@@ -1,5 +1,6 @@
 -- Folder threads/ (layer 4): work on other threads. workers.lua (pools),
--- dispatch.lua (offering queued requests in the grant rounds), spawn.lua
+-- dispatch.lua (offering queued requests in the grant rounds, and
+-- re-ranking them for pool:reprioritise), spawn.lua
 -- (long-lived workers), ports.lua (ports and round barriers in jobs),
 -- outside.lua (collecting what threads send; waking the step),
 -- love_threads.lua (pools on LÖVE's threads). It offers outside.add, for
@@ -24,17 +25,14 @@ local signal = require "stagehand.engine.signal"
 local logm = require "stagehand.engine.log"
 local B = require "stagehand.core.backend"
 local errors = require "stagehand.engine.errors"
-local failed = errors.failed
 local slots = require "stagehand.wait.slots"
 local dispatch = require "stagehand.threads.dispatch"
 local priority = require "stagehand.rank.priority"
-local handle = require "stagehand.wait.handle"
-local sources = require "stagehand.rank.sources"
 local love_threads = require "stagehand.threads.love_threads"
 
-local STATE, WAITQ, H = F.STATE, F.WAITQ, F.H
-local check, fail = B.check, options.fail
-local pool_peek_next, pool_peek_end, pool_waiting = B.pool_peek_next, B.pool_peek_end, B.pool_waiting
+local STATE, WAITQ, H, ID, LABEL, W, CID = F.STATE, F.WAITQ, F.H, F.ID, F.LABEL, F.W, F.CID
+local failed = errors.failed
+local fail, pool_waiting = options.fail, B.pool_waiting
 
 local M = {}
 
@@ -54,7 +52,6 @@ function M.threads() return native.default_threads() end
 -- pool:run that made it in `own`. The job is parked on one of its pool's
 -- two Waiting objects, `w_queued` until a worker takes it, then
 -- `w_running`: a request makes no table of its own.
-local ID, LABEL, W, CID = F.ID, F.LABEL, F.W, F.CID
 
 local Waiting = {}
 Waiting.__index = Waiting
@@ -64,7 +61,11 @@ function Waiting:_describe() return self.what end
 -- worker is told to stop, and its reply is dropped when it comes.
 function Waiting:_abandon(job)
   local pool, id = self.pool, job[ID]
-  if pool.reqs[id] ~= job then return end
+  if pool.reqs[id] ~= job then -- (its reply came; a take memory cut short left it queued)
+    if job[WAITQ] then slots.leave(job[WAITQ], job) end
+    pool.holds[id] = nil
+    return
+  end
   pool.reqs[id] = nil
   pool.payloads[id], pool.own[id] = nil, nil
   pool.nreq = pool.nreq - 1
@@ -410,59 +411,7 @@ end
 function Pool:reprioritise(fn)
   check_pool(self, "reprioritise")
   if type(fn) ~= "function" then fail("pool:reprioritise", "fn", "a function", fn) end
-  local o = self.orch
-  -- In queue order: by rank as last read, then arrival.
-  local jobs = {}
-  local holds, ud, q = self.holds, self.ud, self.q
-  if q and not self.destroyed then
-    local cid = pool_peek_next(q.p)
-    while cid >= 0 do
-      local job = o.by_slot[cid]
-      local id = job[ID]
-      -- (still held: one a worker took, its start not yet read, is running)
-      if ud:_held(holds[id], id) then jobs[#jobs + 1] = job end
-      cid = pool_peek_next(q.p)
-    end
-    check(pool_peek_end(q.p), "end a peek")
-  end
-  local new = {}
-  for i = 1, #jobs do
-    local job = jobs[i]
-    local h = self.own[job[ID]]
-    local src = h and rawget(h, 2)
-    if type(src) == "table" then src = src[1] end -- (a number's box)
-    local p = fn(self.payloads[job[ID]], src == nil and 0 or src)
-    if not options.is_priority(o, p) then
-      error("pool:reprioritise: fn returned " .. options.describe(p) .. " for a request of " .. job[LABEL]
-        .. "; expected a rank name (" .. table.concat(o.ranks, ", ") .. "), a number or a function", 2)
-    end
-    new[i] = p
-  end
-  for i = 1, #jobs do
-    local job = jobs[i]
-    local h = self.own[job[ID]]
-    -- (its own caller still in: a caller that left took its priority along)
-    if job[WAITQ] and h and not job[STATE] and rawget(job, rawget(h, 3)) == h then
-      local p = new[i]
-      if type(p) == "number" then p = handle.box(o, p) end
-      local old = rawget(h, 2)
-      sources.remove_caller(o, job, h)
-      rawset(h, 2, p)
-      local ok, err = pcall(sources.add_caller, o, job, h)
-      if not ok then
-        -- (memory ran out: the caller goes back as it was, and the counts
-        -- are made anew from the callers before anything reads them)
-        rawset(h, 2, old)
-        local n = #job + 1
-        job[n] = h
-        rawset(h, 3, n)
-        o.prio_broken = true
-        error(err, 0)
-      end
-    end
-  end
-  if self.q then slots.dirty(o, self.q) end
-  if not o.stepping then o.driver.reschedule(o) end
+  dispatch.reprioritise(self, fn)
 end
 
 -- Ends the destroy: every worker exited, or close_timeout_ms passed (the
@@ -550,9 +499,10 @@ local function taken(pool, job)
   local tr = o.tracer
   local g = tr and job[WAITQ] and not job[STATE] and priority.set_of(o, job)
   -- (out of the queue before the trace reads priority functions: game
-  -- code that cancels the request there ends a job that waits in none)
-  pool.holds[id] = nil
+  -- code that cancels the request there ends a job that waits in none; a
+  -- leave memory cuts short is made by its end: Waiting:_abandon)
   slots.leave(pool.q, job)
+  pool.holds[id] = nil
   if g then
     -- (its rank as the last round read it; where it came from, found now)
     local rank = o.fixed_rank[g] or pool.q.last[g] or priority.effective(job)
