@@ -530,6 +530,16 @@ local scenarios = {
     for i = 1, 4 do s.futures[i]:resolve("bytes " .. i) end
     s.orch:step()
   end },
+  -- A loading screen's tracker closed while Handles of load:idle() wait
+  -- on its loaders: each ends cancelled, none waits for good.
+  { "closing a tracker that load:idle() Handles wait on", function(s)
+    local load = stagehand.tracker(s.orch)
+    for i = 1, 2 do s.handles[i] = loader(s, i, { phase = "decode" }) end
+    for i = 3, 5 do s.handles[i] = load:idle() end
+    s.handles[6] = s.orch:run("loading screen", function(job) return job:await(load:idle()) end)
+    s.orch:step()
+    s.closing = load
+  end, function(s) s.closing:close() end },
   -- A trace recording every wait of a loader and its slot.
   { "a trace recording loaders", function(s)
     s.trace = s.orch:trace()

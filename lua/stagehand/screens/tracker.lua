@@ -548,6 +548,23 @@ E.on("stalled", function(job, err)
   if left[1] then err.message = err.message .. " Still running: " .. errors.list_keys(left) .. "." end
 end)
 
+-- What closing does once the tracker is marked closed. Its idle Handles
+-- leave the list only once each has ended: memory that runs out partway
+-- leaves the close on settle's stack, and the next step's settle.recover
+-- calls this again (each part does nothing twice), so no loading screen
+-- waits on a closed tracker for good.
+local function close_rest(tr)
+  prune(tr.orch, tr)
+  tr.jobs, tr.job_tasks = {}, 0
+  local waiting = tr.idle_jobs
+  for i = 1, #waiting do
+    local job = waiting[i]
+    if not job[F.STATE] then E.cancel(job, CLOSED) end
+  end
+  for i = #waiting, 1, -1 do waiting[i] = nil end
+end
+settle.on_rest(Tracker, close_rest)
+
 --- Stops tracking: later jobs and tasks change nothing, and what was
 --- recorded stays readable (progress, counts, timeline). Handles from
 --- load:idle() still waiting end cancelled. A tracker the game drops
@@ -556,14 +573,9 @@ function Tracker:close()
   check_tracker(self, "close")
   if self.closed then return end
   self.closed = true
-  prune(self.orch, self)
-  self.jobs, self.job_tasks = {}, 0
-  local waiting = self.idle_jobs
-  self.idle_jobs = {}
-  for i = 1, #waiting do
-    local job = waiting[i]
-    if not job[F.STATE] then E.cancel(job, CLOSED) end
-  end
+  local level = settle.entered(self)
+  close_rest(self)
+  settle.left(level)
 end
 
 --- A load tracker over `orch`: tasks by hand (load:task), and every job
