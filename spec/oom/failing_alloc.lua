@@ -281,8 +281,10 @@ local scenarios = {
     s.orch:step()
   end },
   -- A loader whose signal is a timeout of the orchestrator's clock.
-  { "a loader ended by orch:timeout", function() end, function(s)
-    s.handles[1] = loader(s, 1, { signal = s.orch:timeout(100) })
+  -- (checked once settled, the clock run past it: the timeout aborted)
+  { "a loader ended by orch:timeout", function(s) s.timeout = false end, function(s)
+    s.timeout = s.orch:timeout(100)
+    s.handles[1] = loader(s, 1, { signal = s.timeout })
     s.orch:step()
     s.clock:advance(200)
     s.orch:step()
@@ -626,6 +628,11 @@ local function settle(s, fail)
     s.load:close()
   end
   if s.check then s.check(fail) end
+  if s.timeout then -- (a step once its time is long past, jobs running or not)
+    s.clock:advance(1000)
+    s.orch:step()
+    if not s.timeout.aborted then fail("the timeout never aborted, its time long past") end
+  end
   if s.trace then s.trace:stop() end
   if s.made then
     T.settle(s.made, 20000, 250)

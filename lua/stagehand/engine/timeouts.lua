@@ -57,13 +57,17 @@ local function pop(h)
 end
 
 --- Aborts every timeout due by `now`, earliest first (and one made by an
---- abort handler meanwhile, if it is due too).
+--- abort handler meanwhile, if it is due too). Each leaves the heap only
+--- once its Error is made (popping needs no memory; the abort, once
+--- begun, is finished by the next step should memory run out in it), so
+--- memory running out loses no timeout: the next step fires it.
 function M.fire(o, now)
   local h = o.timeouts
   while h[1] ~= nil and h[1][1] <= now do
-    local t = pop(h)
-    signal.abort(t[3], errors.new("timeout", "orch:timeout",
-      "timed out after " .. errors.ms(t[4]) .. " ms", { ms = t[4] }))
+    local t = h[1]
+    local err = errors.new("timeout", "orch:timeout", "timed out after " .. errors.ms(t[4]) .. " ms", { ms = t[4] })
+    pop(h)
+    signal.abort(t[3], err)
   end
 end
 
