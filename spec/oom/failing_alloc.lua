@@ -542,6 +542,22 @@ local scenarios = {
     s.orch:step()
     s.closing = load
   end, function(s) s.closing:close() end },
+  -- A job failing with nobody waiting on it: its failure is logged at the
+  -- end of the step (checked once settled: logged once).
+  { "a failure nobody waited on, logged at the step's end", function(s)
+    s.reported = 0
+    s.made = T.new { log = function(msg)
+      if msg:find("nobody waited", 1, true) then s.reported = s.reported + 1 end
+    end }
+    s.check = function(fail)
+      if s.handles[1] and s.handles[1]._st == "failed" and s.reported ~= 1 then
+        fail("a failure nobody waited on was logged " .. s.reported .. " time(s)")
+      end
+    end
+  end, function(s)
+    s.handles[1] = s.made:run("doomed", function() error("corrupt file") end)
+    s.made:step()
+  end },
   -- A trace recording every wait of a loader and its slot.
   { "a trace recording loaders", function(s)
     s.trace = s.orch:trace()

@@ -108,25 +108,31 @@ end
 
 --- Logs each job of o.unhandled (ended failed in this step) that nobody
 --- has heard of by the step's end: its label, cause and traceback.
+--- (Each leaves the list once reported, marked false, and the list is
+--- emptied in place at the end: memory that runs out while a line is
+--- made leaves the rest for the next step's report.)
 function M.report_unhandled(o)
   local failed = o.unhandled
   if failed[1] == nil then return end
-  o.unhandled = {}
   for i = 1, #failed do
     local job = failed[i]
-    job.unheard = nil
-    local seen = false
-    for j = H, #job do
-      if job[j]._seen then seen = true end
-    end
-    if not seen then
-      local err = job[OUT]
-      local msg = "[stagehand] " .. job[LABEL] .. " failed and nobody waited on it: "
-        .. errors.describe_raised(err.cause)
-      if err.traceback then msg = msg .. "\n" .. err.traceback end
-      logm.guard(nil, "the log function", o.log, msg)
+    if job then
+      local seen = false
+      for j = H, #job do
+        if job[j]._seen then seen = true end
+      end
+      if not seen then
+        local err = job[OUT]
+        local msg = "[stagehand] " .. job[LABEL] .. " failed and nobody waited on it: "
+          .. errors.describe_raised(err.cause)
+        if err.traceback then msg = msg .. "\n" .. err.traceback end
+        logm.guard(nil, "the log function", o.log, msg)
+      end
+      job.unheard = nil
+      failed[i] = false
     end
   end
+  for i = #failed, 1, -1 do failed[i] = nil end
 end
 
 return M
