@@ -234,6 +234,91 @@ describe("mending after memory ran out", function()
     assert.same({}, T.leaks(orch))
   end)
 
+  it("finishes an end cut short after its state was written: task, cleanup, abort and the loaders it made", function()
+    local E = require "stagehand.engine.engine"
+    local orch = T.new { log = quiet }
+    local load = stagehand.tracker(orch)
+    local f = stagehand.future("level")
+    local inner, cleaned, heard
+    local scene = orch:run("scene", function(job)
+      inner = orch:run("prop", function(j) return j:await(stagehand.future("mesh")) end)
+      job.signal:on_abort(function() heard = true end)
+      job:pcall(job.await, job, f)
+      cleaned = true
+    end, { phase = "decode" })
+    orch:step()
+    local real = E.hooks.phase_ended
+    E.hooks.phase_ended = function() error("not enough memory", 0) end -- (the tracker's part of the end)
+    local ok, err = pcall(scene.cancel, scene, "level left")
+    E.hooks.phase_ended = real
+    assert.is_false(ok)
+    assert.equal("not enough memory", err)
+    assert.equal("cancelled", scene:state()) -- (its state was written: the rest was cut short)
+    assert.is_nil(cleaned)
+    assert.is_true(mend.due(orch))
+    T.settle(orch, 1000)
+    assert.equal(0, load:counts("decode").running)
+    assert.equal(1, load:counts("decode").cancelled)
+    assert.is_true(heard)
+    assert.is_true(cleaned)
+    assert.equal("cancelled", inner:state())
+    assert.same({}, T.leaks(orch))
+    load:close()
+  end)
+
+  it("tells the rest of a signal's handlers when its abort was cut short", function()
+    local logm = require "stagehand.engine.log"
+    local orch = T.new { log = quiet }
+    local ctl = stagehand.controller()
+    local hs = {}
+    for i = 1, 3 do
+      hs[i] = orch:run("follower " .. i, function(job) return job:await(stagehand.future("f" .. i)) end,
+        { signal = ctl.signal })
+    end
+    orch:step()
+    local real, calls = logm.guard, 0
+    logm.guard = function(...)
+      calls = calls + 1
+      if calls == 2 then error("not enough memory", 0) end -- (the second handler's guard)
+      return real(...)
+    end
+    local ok = pcall(ctl.abort, ctl, "the player left")
+    logm.guard = real
+    assert.is_false(ok)
+    assert.is_true(ctl.signal.aborted)
+    assert.equal("cancelled", hs[1]:state())
+    assert.equal("running", hs[2]:state())
+    orch:step()
+    for i = 1, 3 do assert.equal("cancelled", hs[i]:state(), "follower " .. i) end
+    T.settle(orch, 1000)
+  end)
+
+  it("ends the load:idle() Handles of a tracker whose close was cut short", function()
+    local E = require "stagehand.engine.engine"
+    local orch = T.new { log = quiet }
+    local load = stagehand.tracker(orch)
+    local f = stagehand.future("pixels")
+    orch:run("decoder", function(job) return job:await(f) end, { phase = "decode" })
+    orch:step()
+    local idles = { load:idle(), load:idle(), load:idle() }
+    local real, calls = E.cancel, 0
+    E.cancel = function(...)
+      calls = calls + 1
+      if calls == 2 then error("not enough memory", 0) end
+      return real(...)
+    end
+    local ok = pcall(load.close, load)
+    E.cancel = real
+    assert.is_false(ok)
+    assert.equal("cancelled", idles[1]:state())
+    assert.equal("running", idles[2]:state())
+    orch:step()
+    for i = 1, 3 do assert.equal("cancelled", idles[i]:state(), "idle Handle " .. i) end
+    f:resolve("late")
+    T.settle(orch, 1000)
+    assert.same({}, T.leaks(orch))
+  end)
+
   it("looks nothing over while nothing went wrong", function()
     local orch = T.new { log = quiet }
     local f = stagehand.future("x")
