@@ -98,4 +98,25 @@ describe("a Nest", function()
       assert.equal("dead", coroutine.status(co))
     end)
   end
+  it("keeps a waiting call that raised for the next outermost call, and flush runs it", function()
+    local ns = nest.new(1)
+    local ran, tries = {}, 0
+    local function flaky()
+      tries = tries + 1
+      if tries == 1 then error("not enough memory", 0) end
+      ran[#ran + 1] = "flaky"
+    end
+    local ok, err = pcall(ns.call, ns, function()
+      ns:call(function() ran[#ran + 1] = "after" end) -- (waits: runs after flaky, pushed later)
+      ns:call(flaky)
+    end)
+    assert.is_false(ok)
+    assert.equal("not enough memory", err)
+    assert.same({}, ran) -- (flaky raised as it ran first, and is still waiting, with the other)
+    nest.flush()
+    assert.same({ "flaky", "after" }, ran)
+    assert.equal(2, tries)
+    nest.flush() -- (nothing waits: nothing runs)
+    assert.same({ "flaky", "after" }, ran)
+  end)
 end)

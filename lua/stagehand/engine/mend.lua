@@ -27,6 +27,7 @@ local runqueue = require "stagehand.engine.runqueue"
 local F = require "stagehand.engine.fields"
 local marks = require "stagehand.engine.marks"
 local signal = require "stagehand.engine.signal"
+local nest = require "stagehand.engine.nest"
 
 local W, CO, STATE, ORCH, CID = F.W, F.CO, F.STATE, F.ORCH, F.CID
 local timers_cancel = require("stagehand.core.backend").timers_cancel
@@ -151,11 +152,9 @@ end
 
 --- Mends what memory running out left undone (see above); `E` is the
 --- engine, whose fail it calls.
-local function nothing() end
 function M.mend(o, E)
   engine = E
-  -- (ends an end reached, left pending by one that raised: run now)
-  E.after_end(nothing)
+  nest.flush() -- (what ends and group fires left pending, one having raised: run now)
   local broken = settle.recover(end_rest)
   if o.mended ~= broken then
     look_over(o, E)

@@ -17,7 +17,8 @@
 -- by such a coroutine resumed long after; every later call in the main
 -- coroutine then waited on a level that did not exist, and was never run.)
 -- The outermost level of each coroutine is protected: a fault leaves its
--- count at zero, and what was pushed for the next outermost call to run.
+-- count at zero, and what was pushed (the call that raised included) for
+-- the next outermost call to run.
 local co_running, pcall = coroutine.running, pcall
 local MAIN = {} -- (the main coroutine, which Lua 5.1 and LuaJIT do not name)
 
@@ -26,23 +27,35 @@ Nest.__index = Nest
 
 local M = {}
 
+local made = {} -- (every Nest, for M.flush: a few, made at load)
+
 --- A Nest running calls at once up to `limit` levels deep per coroutine.
 function M.new(limit)
-  return setmetatable({
+  local t = setmetatable({
     limit = limit,
     depth_of = setmetatable({}, { __mode = "k" }),
     fn = {}, a = {}, b = {}, c = {}, n = 0,
   }, Nest)
+  made[#made + 1] = t
+  return t
 end
 
+-- (Each call stays on the stack until it returns, those it pushes going
+-- above it, and is then marked done: one that raises, memory running out
+-- in it, is still there for the next outermost call, which runs it again.
+-- The calls pushed here, an abort, a withdrawal and a group's fire, do
+-- nothing twice; M.flush, at the next step, runs what a fault left.)
 local function run_pending(t)
   local fns, as, bs, cs = t.fn, t.a, t.b, t.c
   while t.n > 0 do
     local k = t.n
-    local fn, a, b, c = fns[k], as[k], bs[k], cs[k]
-    fns[k], as[k], bs[k], cs[k] = false, false, false, false
-    t.n = k - 1
-    fn(a, b, c)
+    local fn = fns[k]
+    if fn then
+      fn(as[k], bs[k], cs[k])
+      fns[k], as[k], bs[k], cs[k] = false, false, false, false
+    else
+      t.n = k - 1
+    end
   end
 end
 
@@ -70,6 +83,16 @@ function Nest:call(fn, a, b, c)
   if ok and self.n > 0 then ok, err = pcall(run_pending, self) end
   depth_of[me] = nil
   if not ok then error(err, 0) end
+end
+
+local function nothing() end
+--- Runs what calls left pending when one raised (engine/mend.lua, at the
+--- start of a step once memory ran out).
+function M.flush()
+  for i = 1, #made do
+    local t = made[i]
+    if t.n > 0 then t:call(nothing) end
+  end
 end
 
 return M
