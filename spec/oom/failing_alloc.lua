@@ -43,8 +43,13 @@ local scenarios = {
   { "run a keyed loader with a priority function", function() end, function(s)
     s.handles[1] = loader(s, 1, { key = "k", priority = function() return "visible" end })
   end },
-  { "join a keyed run, and when on it", function(s) loader(s, 1, { key = "k" }) end, function(s)
-    s.handles[1] = s.orch:run("join", function() end, { key = "k", priority = "visible" })
+  -- (nothing loads twice: the join never runs work of its own, checked
+  -- once settled)
+  { "join a keyed run, and when on it", function(s)
+    loader(s, 1, { key = "k" })
+    s.loaded_twice = false
+  end, function(s)
+    s.handles[1] = s.orch:run("join", function() s.loaded_twice = true end, { key = "k", priority = "visible" })
     s.handles[2] = s.orch:when("k", "following k", { priority = "background" })
   end },
   { "runs and whens made inside a job (each caller it makes is its own)", function() end, function(s)
@@ -228,6 +233,7 @@ local scenarios = {
   end },
   -- The newest run under a name takes over the older one's callers.
   { "newest runs under one name", function(s)
+    s.newest = { 1, 2, 3 } -- (once all three are made, the older end as the newest)
     s.handles[1] = s.orch:newest("scene", "scene 1", function(job) return job:await(future(s, "level 1")) end)
   end, function(s)
     s.handles[2] = s.orch:newest("scene", "scene 2", function(job) return job:await(future(s, "level 2")) end)
@@ -379,6 +385,7 @@ local scenarios = {
   -- A job awaiting the first of two newest runs, handed over to the
   -- second, which then loads.
   { "a job awaiting a newest run that is handed over", function(s)
+    s.newest = { 1, 3 }
     local f1 = future(s, "level 1")
     s.handles[1] = s.orch:newest("scene", "scene 1", function(job) return job:await(f1) end)
     local first = s.handles[1]
@@ -442,6 +449,7 @@ local scenarios = {
   -- A loading screen's tracker over newest runs: the second hands the
   -- first's callers over, and the tracker's bar still reaches 1.
   { "a tracker over newest runs under one name", function(s)
+    s.newest = { 1, 2 }
     s.load = stagehand.tracker(s.orch)
     s.expect_tasks = 0
     local f1 = future(s, "level 1")
@@ -644,6 +652,19 @@ local function settle(s, fail)
     s.load:close()
   end
   if s.check then s.check(fail) end
+  if s.loaded_twice then fail("a join ran work of its own while its key's run was running") end
+  if s.newest and s.handles[s.newest[#s.newest]] then
+    -- (each older run's Handle settles with the newest's end, however it ends)
+    local last = s.handles[s.newest[#s.newest]]
+    for i = 1, #s.newest - 1 do
+      local h = s.handles[s.newest[i]]
+      if h._st ~= last._st or (h._st == "done" and h._v[1] ~= last._v[1]) then
+        fail(("newest run %d ended %s (%s), the newest %s (%s)"):format(s.newest[i], tostring(h._st),
+          tostring(h._st == "done" and h._v[1] or h._v), tostring(last._st),
+          tostring(last._st == "done" and last._v[1] or last._v)))
+      end
+    end
+  end
   if s.timeout then -- (a step once its time is long past, jobs running or not)
     s.clock:advance(1000)
     s.orch:step()

@@ -49,8 +49,13 @@ local scenarios = {
     s.handles[1] = s.pool:run("echo", { a = 1, b = { 2, 3 } }, { key = "k", priority = 5 })
     s.handles[2] = s.pool:run("echo", "x", { label = "second" })
   end },
+  -- (nothing loads twice: a join that ends done has the first's reply)
   { "joining a keyed request, and when on it", function(s)
     s.handles[1] = s.pool:run("echo", 1, { key = "k" })
+    s.check = function(fail)
+      local h = s.handles[2]
+      if h and h._st == "done" and h._v[1] ~= 1 then fail("the join's request ran: " .. tostring(h._v[1])) end
+    end
   end, function(s)
     s.handles[2] = s.pool:run("echo", 2, { key = "k" })
     s.handles[3] = s.orch:when("k")
