@@ -300,15 +300,29 @@ local scenarios = {
     s.b = s.orch:barrier("armies", { "a", "b", "c" })
     local settled = s.b.settled
     s.handles[1] = s.orch:run("battle", function(job) return job:await(settled) end)
+    -- (checked once settled: when all three arrivals returned, the
+    -- battle ended done, or failed for memory its own resume lacked)
+    s.arrived = { a = false, b = false, c = false }
+    s.check = function(fail)
+      local h = s.handles[1]
+      local ok = h._st == "done" or h._st == "failed" and tostring(h._v):find("not enough memory", 1, true)
+      if s.arrived.a and s.arrived.b and s.arrived.c and not ok then
+        fail("all arrived, and the battle ended " .. tostring(s.handles[1]._st) .. ": " .. tostring(s.handles[1]._v))
+      end
+    end
     for i, k in ipairs { "a", "b" } do
       s.handles[i + 1] = s.orch:run("soldier " .. k, function(job)
         job:sleep(10)
         s.b:arrive(k)
+        s.arrived[k] = true
       end)
     end
     s.orch:step()
   end, function(s)
-    s.orch:run("soldier c", function() s.b:arrive("c") end)
+    s.orch:run("soldier c", function()
+      s.b:arrive("c")
+      s.arrived.c = true
+    end)
     s.clock:advance(20)
     s.orch:step()
   end },
