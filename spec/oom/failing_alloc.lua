@@ -99,11 +99,23 @@ local scenarios = {
     b:arrive("b")
     s.orch:step()
   end },
+  -- (checked once settled: a cancel that returned left its Handle
+  -- cancelled)
   { "cancelling parked loaders", function(s)
     for i = 1, 6 do s.handles[i] = loader(s, i) end
     s.orch:step()
+    s.cancelled = { false, false, false, false, false, false }
+    s.check = function(fail)
+      for i = 1, 6 do
+        local st = s.handles[i]._st
+        if s.cancelled[i] and st ~= "cancelled" then fail("loader " .. i .. " cancelled, and ended " .. st) end
+      end
+    end
   end, function(s)
-    for i = 1, 6 do s.handles[i]:cancel("scrolled away") end
+    for i = 1, 6 do
+      s.handles[i]:cancel("scrolled away")
+      s.cancelled[i] = true
+    end
     s.orch:step()
   end },
   { "close with jobs parked mid-work", function(s)

@@ -179,6 +179,11 @@ local scenarios = {
     s.pool:pause()
     for i = 1, 3 do s.handles[i] = s.pool:run("echo", i, { signal = s.ctl.signal }) end
     s.orch:step()
+    s.check = function(fail) -- (an abort that began reaches every request following it)
+      for i = 1, 3 do
+        if s.ctl.signal.aborted and s.handles[i]._st == "done" then fail("request " .. i .. " ran after its abort") end
+      end
+    end
   end, function(s)
     s.ctl:abort("the player left")
     s.orch:step()
@@ -190,8 +195,13 @@ local scenarios = {
     local r = s.handles[1]
     s.handles[2] = s.orch:run("awaiter", function(job) return job:await(r) end)
     s.orch:step()
+    s.cancelled = false
+    s.check = function(fail)
+      if s.cancelled and s.handles[1]._st ~= "cancelled" then fail("cancelled, and ended " .. s.handles[1]._st) end
+    end
   end, function(s)
     s.handles[1]:cancel("scrolled away")
+    s.cancelled = true
     s.orch:step()
   end },
   -- Jobs receiving from a port that is closed: each gets nil (and may
