@@ -35,6 +35,16 @@ local function loader(s, i, opts)
   end, opts)
 end
 
+-- A job holding a slot of `pool` until the future it returns settles.
+local function holder(s, pool)
+  local f = future(s, "held")
+  return s.orch:run("holder", function(job)
+    local release = job:slot(pool)
+    job:await(f)
+    release()
+  end), f
+end
+
 -- Each: {name, setup(s) with memory to spare, op(s) under the failing allocator}.
 local scenarios = {
   { "run a job that sleeps", function() end, function(s)
@@ -358,12 +368,7 @@ local scenarios = {
   -- holder releases it.
   { "slots of two pools, one granted on a release", function(s)
     s.orch:pool("q", 1)
-    local f = future(s, "hold")
-    s.handles[1] = s.orch:run("holder", function(job)
-      local release = job:slot("q")
-      job:await(f)
-      release()
-    end)
+    s.handles[1], s.f = holder(s, "q")
     s.handles[2] = s.orch:run("two pools", function(job)
       local r1 = job:slot("p")
       local r2 = job:slot("q")
@@ -372,7 +377,6 @@ local scenarios = {
       return 2
     end)
     s.orch:step()
-    s.f = f
   end, function(s)
     s.f:resolve()
     s.orch:step()
@@ -429,12 +433,7 @@ local scenarios = {
   -- raised one is granted first, and every loader ends.
   { "a visible job raising a queued loader, then a slot released", function(s)
     s.orch:pool("one", 1)
-    local f = future(s, "held")
-    s.handles[1] = s.orch:run("holder", function(job)
-      local release = job:slot("one")
-      job:await(f)
-      release()
-    end)
+    s.handles[1], s.f = holder(s, "one")
     for i = 2, 4 do
       s.handles[i] = s.orch:run("background " .. i, function(job)
         local release = job:slot("one")
@@ -443,7 +442,6 @@ local scenarios = {
       end, { priority = "background" })
     end
     s.orch:step()
-    s.f = f
   end, function(s)
     local last = s.handles[4]
     s.handles[5] = s.orch:run("portrait", function(job) return job:await(last) end, { priority = "visible" })
