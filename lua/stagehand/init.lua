@@ -13,6 +13,7 @@ local errors = require "stagehand.engine.errors"
 local signal = require "stagehand.engine.signal"
 local future = require "stagehand.wait.future"
 local combine = require "stagehand.wait.combine"
+local require_again = require("stagehand.core.compat").require_again -- (a feature loaded on first use)
 
 local M = {}
 
@@ -77,11 +78,11 @@ local function no_threads(what)
 end
 local function workers(what)
   no_threads(what)
-  return require "stagehand.threads.workers"
+  return require_again "stagehand.threads.workers"
 end
 local function ports(what)
   no_threads(what)
-  return require "stagehand.threads.ports"
+  return require_again "stagehand.threads.ports"
 end
 
 --- The default number of worker threads: one fewer than the cores, at
@@ -102,7 +103,7 @@ function M.pool(orch, opts) return workers("pool").pool(orch, opts) end
 ---@return stagehand.Worker
 function M.spawn(orch, name, ...)
   no_threads("spawn")
-  return require("stagehand.threads.spawn").spawn(orch, name, ...)
+  return require_again("stagehand.threads.spawn").spawn(orch, name, ...)
 end
 
 --- A port: a channel between threads, in either direction. `name`

@@ -22,8 +22,8 @@ local F = require "stagehand.engine.fields"
 local ORCH, CO, W, STATE, LABEL, SINCE, H = F.ORCH, F.CO, F.W, F.STATE, F.LABEL, F.SINCE, F.H
 local settle_empty = require("stagehand.engine.settle").pack()
 local mend = require "stagehand.engine.mend"
-local new_handle = handle.new
-local read_clock = E.now
+local require_again = require("stagehand.core.compat").require_again -- (a feature loaded on first use)
+local new_handle, read_clock = handle.new, E.now
 local setmetatable, type = setmetatable, type
 
 ---@class stagehand.Orchestrator
@@ -77,7 +77,7 @@ function Orchestrator.new(opts)
         .. (ok and "returning " .. tostring(now) or "raising " .. tostring(now)), 2)
     end
   end
-  local driver = require("stagehand.driver." .. v.driver).new(clock or nil)
+  local driver = require_again("stagehand.driver." .. v.driver).new(clock or nil)
   local o = setmetatable({
     driver = driver,
     clock = driver.clock,
@@ -318,7 +318,7 @@ function Orchestrator:newest(name, label, work, opts)
   if type(label) ~= "string" or label == "" then options.bad_label("newest", label) end
   if type(work) ~= "function" then options.fail("newest", "work", "a function", work) end
   check_run_opts(self, opts, "newest", signal.is_signal, true)
-  return require("stagehand.screens.newest").run(self, name, label, work, opts)
+  return require_again("stagehand.screens.newest").run(self, name, label, work, opts)
 end
 
 --- Starts recording every job's life (its start, each wait, slot holds
@@ -327,7 +327,7 @@ end
 ---@return stagehand.Trace
 function Orchestrator:trace()
   check_self(self, "trace")
-  return require("stagehand.screens.trace").start(self)
+  return require_again("stagehand.screens.trace").start(self)
 end
 
 --- Waits for the outcome of `key`: follows its running job, settles at once

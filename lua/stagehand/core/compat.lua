@@ -154,5 +154,29 @@ if next_unsafe then
   if found and type(core) == "table" then use_c_next(core.next) end
 end
 
+-- require_again(name): require, for a module stagehand loads on first
+-- use (a driver, newest, the trace, the threads). Lua 5.1 and LuaJIT mark
+-- a module whose loading raised, memory running out partway say, in
+-- package.loaded, and every later require of it (and of any module it
+-- was loading) raised "loop or previous error loading module": the
+-- feature was gone for good. Those marks are cleared here as the error
+-- passes, so the next call loads it again. (Lua 5.2 and later leave none.
+-- The mark is a light userdata, which LuaJIT's type() calls a number:
+-- anything but the table every such module returns.)
+local function require_again(name)
+  local loaded = package.loaded
+  local m = loaded[name]
+  if type(m) == "table" then return m end
+  local ok, got = pcall(require, name)
+  if ok then return got end
+  local mark = loaded[name]
+  if mark ~= nil and type(mark) ~= "table" then
+    for k, v in each, loaded do
+      if v == mark then loaded[k] = nil end
+    end
+  end
+  error(got, 0)
+end
+
 return { each = each, on_collect = on_collect, close_coroutine = close_coroutine, next_unsafe = next_unsafe,
-  use_c_next = use_c_next, require_luv = require_luv }
+  use_c_next = use_c_next, require_luv = require_luv, require_again = require_again }

@@ -138,7 +138,7 @@ function M.new(clock)
     local want = E.outside_pending(o)
     if want and not polling then
       if not poll then
-        local outside = require "stagehand.threads.outside"
+        local outside = compat.require_again "stagehand.threads.outside"
         -- (The callback holds the notifier, not the orchestrator: its
         -- descriptor stays open while the poll watches it, so the number
         -- is never another's by then.)
