@@ -319,6 +319,27 @@ describe("mending after memory ran out", function()
     assert.same({}, T.leaks(orch))
   end)
 
+  it("fails a keyed run whose signal could not be bound, and lets its key go", function()
+    local signal = require "stagehand.engine.signal"
+    local orch = T.new { log = quiet }
+    local ctl = stagehand.controller()
+    local real = signal.watch
+    signal.watch = function() error("not enough memory", 0) end
+    local ran = false
+    local ok, err = pcall(orch.run, orch, "voice", function() ran = true end, { key = "voice", signal = ctl.signal })
+    signal.watch = real
+    assert.is_false(ok)
+    assert.equal("not enough memory", err)
+    assert.is_true(orch:running("voice")) -- (made, its work never started)
+    orch:step()
+    assert.is_false(orch:running("voice"))
+    assert.is_false(ran)
+    assert.same({}, T.leaks(orch)) -- (its coroutine, never run, is gone)
+    local again = orch:run("voice", function() return "line" end, { key = "voice" })
+    T.settle(orch, 1000)
+    assert.equal("done", again:state())
+  end)
+
   it("looks nothing over while nothing went wrong", function()
     local orch = T.new { log = quiet }
     local f = stagehand.future("x")

@@ -31,16 +31,18 @@ local Orchestrator = {}
 Orchestrator.__index = Orchestrator
 E.orchestrators_are(Orchestrator)
 
--- Whether luv loads (through the luv driver, which keeps luv's loop open).
+-- Whether luv loads (through the luv driver, which keeps luv's loop open);
+-- memory running out there raises, rather than pick the manual driver.
 local function has_luv()
-  return (pcall(require, "stagehand.driver.luv"))
+  local ok, err = pcall(require_again, "stagehand.driver.luv")
+  if not ok and tostring(err):find("not enough memory", 1, true) then error(err, 0) end
+  return ok
 end
 
 local function as_clock(c)
   if type(c) == "function" then return c end
   -- (stagehand.testing's fake clock keeps its time in c.now: read it there)
-  if c.__now_field then return function() return c.now end end
-  return function() return c() end
+  return c.__now_field and function() return c.now end or function() return c() end
 end
 
 ---@class stagehand.Options
@@ -255,7 +257,10 @@ function Orchestrator:run(label, work, opts)
   end
   local job, h, now = enter(self, label, key, prio, sig, stall_ms or self.stall_ms, opts and opts.phase,
     E.coroutine(), nil)
-  if handle.bind_signal(h, sig) or job[STATE] then
+  local ok, withdrawn = true, false
+  if sig then ok, withdrawn = pcall(handle.bind_signal, h, sig) end
+  if not ok then mend.unmade(job) error(withdrawn, 0) end -- (never started: the next step fails it)
+  if withdrawn or job[STATE] then
     job[CO] = false -- (withdrawn already: its work never runs, its coroutine goes)
     return h
   end
@@ -395,9 +400,8 @@ local function standing_job(o, label, prio, sig, stall_ms, setup)
   setup(job, h)
   E.notify(o, job)
   handle.bind_signal(h, sig)
-  -- (Made outside a step, it may be the first stall clock, or the one due
-  -- soonest, or a when_idle the world already satisfies: the driver's
-  -- timer is set again.)
+  -- (Made outside a step, it may be the first stall clock, the one due
+  -- soonest, or a when_idle the world satisfies: the driver's timer is set.)
   if not o.stepping then o.driver.reschedule(o) end
   return job, h
 end
@@ -666,21 +670,8 @@ end
 ---@return string
 function Orchestrator:dump()
   check_self(self, "dump")
-  local now = read_clock(self)
-  local lines = { string.format("stagehand: %d job(s) running%s", self.nrunning,
-    B.clock_visible(self.cc) == 0 and " (hidden: stall clocks paused)" or "") }
-  for _, r in ipairs(self:report()) do
-    local s = string.format("  #%d %s [%s, %s] running for %s ms", r.id, r.label, r.state, r.priority,
-      errors.ms(now - r.started_at))
-    if r.key then s = s .. " key " .. r.key end
-    if r.total then s = s .. " progress " .. errors.ms(r.done) .. "/" .. errors.ms(r.total) end
-    if r.waiting_on then
-      s = s .. string.format("; waiting on %s for %s ms", r.waiting_on, errors.ms(now - r.waiting_since))
-    end
-    if r.priority_from then s = s .. "; " .. tostring(r.priority) .. " from " .. r.priority_from .. " awaiting it" end
-    lines[#lines + 1] = s
-  end
-  return table.concat(lines, "\n")
+  local now = read_clock(self) -- (first, as the report is made after it)
+  return records.dump(self, self:report(), now, B.clock_visible(self.cc) ~= 0)
 end
 
 -- `local orch <close> = stagehand.new()` (Lua 5.4) closes it at scope end.

@@ -135,4 +135,22 @@ function M.report_unhandled(o)
   for i = #failed, 1, -1 do failed[i] = nil end
 end
 
+--- orch:dump()'s text: the report `rs` at time `now`, one job a line.
+function M.dump(o, rs, now, visible)
+  local lines = { string.format("stagehand: %d job(s) running%s", o.nrunning,
+    visible and "" or " (hidden: stall clocks paused)") }
+  for _, r in ipairs(rs) do
+    local s = string.format("  #%d %s [%s, %s] running for %s ms", r.id, r.label, r.state, r.priority,
+      errors.ms(now - r.started_at))
+    if r.key then s = s .. " key " .. r.key end
+    if r.total then s = s .. " progress " .. errors.ms(r.done) .. "/" .. errors.ms(r.total) end
+    if r.waiting_on then
+      s = s .. string.format("; waiting on %s for %s ms", r.waiting_on, errors.ms(now - r.waiting_since))
+    end
+    if r.priority_from then s = s .. "; " .. tostring(r.priority) .. " from " .. r.priority_from .. " awaiting it" end
+    lines[#lines + 1] = s
+  end
+  return table.concat(lines, "\n")
+end
+
 return M
