@@ -660,7 +660,7 @@ local function mix(seed)
     end
   end
 end
-for _, seed in ipairs { 7, 42, 1234 } do
+for _, seed in ipairs { 7, 42, 99, 2024, 31337 } do
   scenarios[#scenarios + 1] = { "a seeded mix of a game's operations, seed " .. seed, function(s)
     s.ctl = stagehand.controller()
     s.load = stagehand.tracker(s.orch)
