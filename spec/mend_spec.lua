@@ -340,6 +340,24 @@ describe("mending after memory ran out", function()
     assert.equal("done", again:state())
   end)
 
+  it("fails a run whose first resume could not be made, at the next step", function()
+    local E = require "stagehand.engine.engine"
+    local orch = T.new { log = quiet }
+    local real = E.start_work
+    E.start_work = function() error("not enough memory", 0) end -- (the resume's own call)
+    local ran = false
+    local ok, err = pcall(orch.run, orch, "mesh", function() ran = true end, { key = "mesh" })
+    E.start_work = real
+    assert.is_false(ok)
+    assert.equal("not enough memory", err)
+    assert.is_true(mend.due(orch))
+    orch:step()
+    assert.is_false(orch:running("mesh"))
+    assert.is_false(ran)
+    assert.equal(0, orch.nrunning)
+    assert.same({}, T.leaks(orch))
+  end)
+
   it("looks nothing over while nothing went wrong", function()
     local orch = T.new { log = quiet }
     local f = stagehand.future("x")

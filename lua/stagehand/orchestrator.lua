@@ -126,6 +126,7 @@ function Orchestrator.new(opts)
     watching = 0, -- watchers being told of a start or an end now (engine.notify)
     tracer = false, -- the Trace recording, while orch:trace() records (trace.lua)
     mended = 0, -- the errors its jobs were last looked over after (mend.lua)
+    nstart = 0, nstarted = 0, -- first resumes begun and ended (one that raised: mend.lua)
     track_waits = E.track_waits and setmetatable({}, { __mode = "k" }), -- (engine.track_waits)
   }, Orchestrator)
   E.init_queue(o)
@@ -264,7 +265,9 @@ function Orchestrator:run(label, work, opts)
     job[CO] = false -- (withdrawn already: its work never runs, its coroutine goes)
     return h
   end
+  self.nstart = self.nstart + 1
   E.start_work(self, job, work, now)
+  self.nstarted = self.nstarted + 1
   if self.closing then
     -- The work closed this orchestrator (close, above); unless this run
     -- was itself made inside another of its jobs' first resume, nothing

@@ -61,7 +61,7 @@ end
 --- Whether `o`'s next step must mend first: a fire left cut short, or an
 --- error since its last look over its jobs. (A read and a call a step.)
 function M.due(o)
-  return o.mended ~= settle.broken or cut_short()
+  return o.mended ~= settle.broken or cut_short() or o.nstart ~= o.nstarted
 end
 
 local function look_over(o, E)
@@ -154,6 +154,12 @@ end
 --- engine, whose fail it calls.
 function M.mend(o, E)
   engine = E
+  -- (a run whose first resume raised, memory running out for the call
+  -- itself: its job never started, and the look over fails it)
+  if o.nstart ~= o.nstarted then
+    o.nstarted = o.nstart
+    settle.note_broken()
+  end
   nest.flush() -- (what ends and group fires left pending, one having raised: run now)
   local broken = settle.recover(end_rest)
   if o.mended ~= broken then
