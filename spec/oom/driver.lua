@@ -12,7 +12,7 @@
 -- checks, and a job that failed for it says it ran out of memory, not that
 -- stagehand broke. OOM_WHERE=1 in the environment prints where each
 -- failing run raised; OOM_ONLY=text runs the scenarios whose name holds
--- it, OOM_SKIP=text all the others.
+-- it, OOM_SKIP=text all the others; OOM_FROM=n begins at allocation n.
 local T = require "stagehand.testing"
 local E = require "stagehand.engine.engine"
 local B = require "stagehand.core.backend"
@@ -102,7 +102,7 @@ return function(scenarios, new_scene, settle, what)
 
   for _, sc in ipairs(scenarios) do
     local name, setup, op = sc[1], sc[2], sc[3]
-    for n = 0, 100000 do
+    for n = tonumber(os.getenv("OOM_FROM")) or 0, 100000 do
       local function stop() return oom.off() < n end
       -- (ran through with memory to spare: done)
       if run(name, setup, op, ("allocation %d failing"):format(n), function() oom.fail_after(n) end, stop) then
