@@ -358,6 +358,28 @@ describe("mending after memory ran out", function()
     assert.same({}, T.leaks(orch))
   end)
 
+  it("fails a job whose making raised once it was started, and a when still gets the next run", function()
+    local keys = require "stagehand.rank.keys"
+    local orch = T.new { log = quiet }
+    local waiting = orch:when("mesh")
+    local real = keys.join_pending
+    keys.join_pending = function() error("not enough memory", 0) end -- (the when's joining)
+    local ran = false
+    local ok, err = pcall(orch.run, orch, "mesh", function() ran = true end, { key = "mesh" })
+    keys.join_pending = real
+    assert.is_false(ok)
+    assert.equal("not enough memory", err)
+    assert.is_true(mend.due(orch))
+    orch:step()
+    assert.is_false(ran)
+    assert.equal("running", waiting:state()) -- (still waiting for a run of its key)
+    local again = orch:run("mesh", function() return "verts" end, { key = "mesh" })
+    T.settle(orch, 1000)
+    assert.equal("done", again:state())
+    assert.equal("done", waiting:state())
+    assert.same({}, T.leaks(orch))
+  end)
+
   it("looks nothing over while nothing went wrong", function()
     local orch = T.new { log = quiet }
     local f = stagehand.future("x")

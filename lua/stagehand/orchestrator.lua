@@ -126,7 +126,7 @@ function Orchestrator.new(opts)
     watching = 0, -- watchers being told of a start or an end now (engine.notify)
     tracer = false, -- the Trace recording, while orch:trace() records (trace.lua)
     mended = 0, -- the errors its jobs were last looked over after (mend.lua)
-    nstart = 0, nstarted = 0, -- first resumes begun and ended (one that raised: mend.lua)
+    nstart = 0, nstarted = 0, -- makings and first resumes begun and ended (one that raised: mend.lua)
     track_waits = E.track_waits and setmetatable({}, { __mode = "k" }), -- (engine.track_waits)
   }, Orchestrator)
   E.init_queue(o)
@@ -200,6 +200,7 @@ local function enter(o, label, key, prio, sig, stall_ms, phase, co, setup)
   job[H] = h
   o.now = now
   E.start(o, job, stall_ms, now)
+  o.nstart = o.nstart + 1 -- (until it is whole: a making cut short from here is failed by the next step, mend.lua)
   -- (Owned once started: a Handle filed under its owner before a start
   -- that ran out of memory was withdrawn later, ending a job never begun.)
   if E.current and E.in_job() then own(o, h, sig) end
@@ -230,6 +231,7 @@ local function enter(o, label, key, prio, sig, stall_ms, phase, co, setup)
   -- bounded number of rounds whatever cleanup starts.
   local doomed = o.closing_jobs
   if doomed and doomed[job] and not job[STATE] then E.cancel(job, o.close_reason) end
+  o.nstarted = o.nstarted + 1
   return job, h, now
 end
 

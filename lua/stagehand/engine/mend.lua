@@ -136,7 +136,10 @@ local function end_rest(job)
   local sig = st ~= "done" and rawget(job, "signal")
   if sig then engine.after_end(signal.abort, sig, v) end
   local co = job[CO]
-  if co and co_status(co) == "suspended" then
+  if co and co_status(co) == "suspended" and getinfo(co, 0, "l") == nil then
+    job[CO] = false -- (its work never ran: nothing to clean up)
+    close_coroutine(co)
+  elseif co and co_status(co) == "suspended" then
     local queued = false
     for _, j in runqueue.queued(o) do
       if j == job then queued = true end
@@ -154,8 +157,9 @@ end
 --- engine, whose fail it calls.
 function M.mend(o, E)
   engine = E
-  -- (a run whose first resume raised, memory running out for the call
-  -- itself: its job never started, and the look over fails it)
+  -- (a job's making, or a run's first resume, that raised: memory ran
+  -- out partway, say, for a `when` joining it or for the resume's own
+  -- call; the look over fails a job left half made or never started)
   if o.nstart ~= o.nstarted then
     o.nstarted = o.nstart
     settle.note_broken()
