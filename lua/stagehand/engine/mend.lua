@@ -64,6 +64,23 @@ function M.due(o)
   return o.mended ~= settle.broken or cut_short() or o.nstart ~= o.nstarted
 end
 
+-- An ended job's coroutine that nothing will resume: one dead, or that
+-- never ran, is closed and dropped; one suspended in its work gets a
+-- cleanup resume, as an end gives a parked job, so its wait raises the
+-- end and its to-be-closed variables close. (One running is left be.)
+local function clean_up(o, job)
+  local co = job[CO]
+  if not co then return end
+  local status = co_status(co)
+  if status == "dead" or status == "suspended" and getinfo(co, 0, "l") == nil then
+    job[CO] = false
+    close_coroutine(co)
+  elseif status == "suspended" then
+    job[W] = QUEUED
+    runqueue.push(o, job)
+  end
+end
+
 local function look_over(o, E)
   -- (a grant round cut short may have left waiters a slot is free for,
   -- with nothing marked for a round: every queue gets one)
@@ -102,20 +119,7 @@ local function look_over(o, E)
       -- yet parked on it: its end would not find it)
       timers_cancel(o.tm, job[CID])
       E.fail(job, "not enough memory")
-      -- (its coroutine: one dead, or that never ran, is closed and
-      -- dropped; one suspended in its work gets a cleanup resume, as an
-      -- end gives a parked job, so its wait raises the end and its
-      -- to-be-closed variables close)
-      local co = job[CO]
-      if co and job[W] == false then
-        if co_status(co) == "dead" or getinfo(co, 0, "l") == nil then
-          job[CO] = false
-          close_coroutine(co)
-        else
-          job[W] = QUEUED
-          runqueue.push(o, job)
-        end
-      end
+      if job[W] == false then clean_up(o, job) end
     end
   end
 end
@@ -135,20 +139,11 @@ local function end_rest(job)
   if rawget(job, "phase") then hooks.phase_ended(o, job, st) end
   local sig = st ~= "done" and rawget(job, "signal")
   if sig then engine.after_end(signal.abort, sig, v) end
-  local co = job[CO]
-  if co and co_status(co) == "suspended" and getinfo(co, 0, "l") == nil then
-    job[CO] = false -- (its work never ran: nothing to clean up)
-    close_coroutine(co)
-  elseif co and co_status(co) == "suspended" then
-    local queued = false
-    for _, j in runqueue.queued(o) do
-      if j == job then queued = true end
-    end
-    if not queued then
-      job[W] = QUEUED
-      runqueue.push(o, job)
-    end
+  local queued = false -- (its cleanup resume, should it be queued already)
+  for _, j in runqueue.queued(o) do
+    if j == job then queued = true end
   end
+  if not queued then clean_up(o, job) end
   hooks.owned_left(o, job)
   hooks.job_gone(o, job)
 end
