@@ -260,14 +260,15 @@ function Orchestrator:run(label, work, opts)
   end
   local job, h, now = enter(self, label, key, prio, sig, stall_ms or self.stall_ms, opts and opts.phase,
     E.coroutine(), nil)
-  local ok, withdrawn = true, false
-  if sig then ok, withdrawn = pcall(handle.bind_signal, h, sig) end
-  if not ok then mend.unmade(job) error(withdrawn, 0) end -- (never started: the next step fails it)
-  if withdrawn or job[STATE] then
+  -- (Counted from here until its work has started: a signal's binding or
+  -- a first resume that raises, memory running out, leaves a job never
+  -- started, which the next step fails: mend.lua.)
+  self.nstart = self.nstart + 1
+  if handle.bind_signal(h, sig) or job[STATE] then
     job[CO] = false -- (withdrawn already: its work never runs, its coroutine goes)
+    self.nstarted = self.nstarted + 1
     return h
   end
-  self.nstart = self.nstart + 1
   E.start_work(self, job, work, now)
   self.nstarted = self.nstarted + 1
   if self.closing then
